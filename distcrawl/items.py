@@ -1,0 +1,33 @@
+"""The items a crawl produces."""
+
+from __future__ import annotations
+
+import scrapy
+
+__all__ = ["Product"]
+
+
+class Product(scrapy.Item):
+    """One product as found on one product page.
+
+    ``price`` is a :class:`decimal.Decimal` (never a float), ``currency`` an ISO 4217 code,
+    ``availability`` a schema.org ItemAvailability name such as ``InStock``,
+    ``crawled_at`` a timezone-aware UTC :class:`datetime.datetime`.
+    """
+
+    url = scrapy.Field()  # canonical product URL: the default unique key
+    name = scrapy.Field()
+    price = scrapy.Field()
+    currency = scrapy.Field()
+    list_price = scrapy.Field()  # the struck-through price when on sale
+    sku = scrapy.Field()
+    gtin = scrapy.Field()
+    brand = scrapy.Field()
+    availability = scrapy.Field()
+    category_path = scrapy.Field()  # breadcrumbs, outermost first, without the product
+    description = scrapy.Field()
+    image_urls = scrapy.Field()
+    variants = scrapy.Field()  # list of dicts (sku, name, price, currency, availability)
+    site = scrapy.Field()  # host of the shop, e.g. "shop.example.com"
+    source_url = scrapy.Field()  # the URL actually fetched (before canonicalisation)
+    crawled_at = scrapy.Field()
