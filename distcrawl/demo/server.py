@@ -1,0 +1,685 @@
+"""The bundled demo shop: a real HTTP server on loopback that knows its own ground truth.
+
+It serves a deterministic :class:`~distcrawl.demo.catalog.Catalog`, injects faults on demand
+(latency, random 503s, 429s with Retry-After, products that always fail, hostile pages) and
+keeps a log of every request, so tests and benchmarks can check a crawl against the truth.
+The same controls are exposed over HTTP under ``/_shop/`` for a shop in another process, and
+``distcrawl shop`` (or ``python -m distcrawl.demo.server``) serves one from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import contextlib
+import enum
+import ipaddress
+import json
+import logging
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import parse_qs
+
+from distcrawl.demo import pages
+from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_SEED, Catalog
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+__all__ = ["DemoShop", "ShopConfig", "add_arguments", "main", "run"]
+
+logger = logging.getLogger(__name__)
+
+#: the variants of product pages: schema.org JSON-LD, or bespoke markup with no structured data
+VARIANTS = ("jsonld", "plain")
+#: the shop binds here unless told otherwise (it only ever binds loopback addresses)
+DEFAULT_HOST = "127.0.0.1"
+#: port 0 lets the OS pick a free port; read it back from :attr:`DemoShop.url`
+DEFAULT_PORT = 0
+#: status of the random faults drawn with ``error_rate``
+DEFAULT_ERROR_STATUS = 503
+#: seconds announced in the Retry-After header of 429 and 503 answers
+DEFAULT_RETRY_AFTER = 1
+#: an idle keep-alive connection is closed after this many seconds (frees its thread)
+DEFAULT_IDLE_TIMEOUT = 30.0
+#: body size of the hostile ``/big`` page
+BIG_PAGE_BYTES = 20 * 1024 * 1024
+#: the largest body accepted by ``POST /_shop/faults``
+_MAX_POST_BYTES = 64 * 1024
+#: how often the accept loop checks for :meth:`DemoShop.stop` (seconds)
+_POLL_INTERVAL = 0.05
+
+_CONTENT_HTML = "text/html; charset=utf-8"
+_CONTENT_JSON = "application/json"
+_PRODUCT_PATH = re.compile(r"/p/(\d{1,9})-([a-z0-9-]+)\.html")
+_IMAGE_PATH = re.compile(r"/img/(\d{1,9})-(\d)\.jpg")
+_CALENDAR_PATH = re.compile(r"/calendar/(-?\d{1,7})/(\d{2})/")
+# A Host header is echoed into canonical URLs: accept host[:port] characters only.
+_SAFE_HOST = re.compile(r"[A-Za-z0-9.\-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?")
+
+# One 64 KiB chunk sent over and over: /big costs no memory and no rendering.
+_BIG_CHUNK = (b"<p>" + b"All the products, all on one page. " * 14 + b"</p>\n") * 128
+_BIG_REPEAT = BIG_PAGE_BYTES // len(_BIG_CHUNK)
+_BINARY_BODY = bytes(range(256)) * 256
+# Not a decodable picture: nothing in a crawl fetches images, they only need to exist.
+_IMAGE_BODY = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + b"\x00" * 32 + b"\xff\xd9"
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+_UNSET = _Unset.UNSET
+
+
+@dataclass(frozen=True)
+class ShopConfig:
+    """Everything about one demo shop; the fault fields are its faults at start.
+
+    ``latency_ms`` delays every response, plus a uniform random ``0..latency_jitter_ms``.
+    ``error_rate`` and ``rate_limit_429`` are the fractions of requests answered
+    ``error_status`` and 429 at random (one seeded draw per request, so they add up).
+    ``fail_products`` products, chosen deterministically from ``seed``, always answer 500.
+    ``retry_after`` is the Retry-After of 429 and 503 answers (``None``: no header).
+    Faults never apply to ``/robots.txt`` or ``/_shop/*``.
+    """
+
+    products: int = DEFAULT_PRODUCTS
+    variant: str = "jsonld"
+    seed: int = DEFAULT_SEED
+    page_size: int = DEFAULT_PAGE_SIZE
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    latency_ms: float = 0.0
+    latency_jitter_ms: float = 0.0
+    error_rate: float = 0.0
+    error_status: int = DEFAULT_ERROR_STATUS
+    fail_products: int = 0
+    rate_limit_429: float = 0.0
+    retry_after: int | None = DEFAULT_RETRY_AFTER
+    hostile: bool = False
+    tracking_params: bool = True
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
+        # The control API under /_shop/ has no authentication: never expose it off-host.
+        if self.host != "localhost" and not ipaddress.ip_address(self.host).is_loopback:
+            raise ValueError(f"the demo shop binds loopback addresses only, got {self.host!r}")
+        _Faults.from_config(self)  # validates the fault fields
+
+
+@dataclass(frozen=True)
+class _Faults:
+    """The faults in force; replaced as a whole so a request sees one consistent set."""
+
+    error_rate: float
+    error_status: int
+    fail_products: int
+    latency_ms: float
+    latency_jitter_ms: float
+    rate_limit_429: float
+    retry_after: int | None
+    products: int = field(repr=False)
+
+    @classmethod
+    def from_config(cls, config: ShopConfig) -> _Faults:
+        return cls(
+            error_rate=config.error_rate,
+            error_status=config.error_status,
+            fail_products=config.fail_products,
+            latency_ms=config.latency_ms,
+            latency_jitter_ms=config.latency_jitter_ms,
+            rate_limit_429=config.rate_limit_429,
+            retry_after=config.retry_after,
+            products=config.products,
+        )
+
+    def __post_init__(self) -> None:
+        for name in ("error_rate", "rate_limit_429"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be within 0..1, got {value}")
+        if self.error_rate + self.rate_limit_429 > 1.0:
+            raise ValueError("error_rate + rate_limit_429 must not exceed 1")
+        if self.latency_ms < 0 or self.latency_jitter_ms < 0:
+            raise ValueError("latency_ms and latency_jitter_ms must be >= 0")
+        if not 0 <= self.fail_products <= self.products:
+            raise ValueError(f"fail_products must be within 0..{self.products}")
+        if not 400 <= self.error_status <= 599:
+            raise ValueError(f"error_status must be a 4xx or 5xx status, got {self.error_status}")
+        if self.retry_after is not None and self.retry_after < 0:
+            raise ValueError("retry_after must be >= 0 or None")
+
+    def public(self) -> dict[str, Any]:
+        data = asdict(self)
+        del data["products"]
+        return data
+
+
+@dataclass(slots=True)
+class _Response:
+    status: int
+    body: bytes = b""
+    content_type: str = _CONTENT_HTML
+    headers: tuple[tuple[str, str], ...] = ()
+    repeat: int = 1  # the body is sent this many times back to back (the oversized page)
+
+
+def _html(text: str, status: int = 200) -> _Response:
+    return _Response(status, text.encode())
+
+
+def _json(data: object, status: int = 200) -> _Response:
+    return _Response(status, json.dumps(data).encode(), _CONTENT_JSON)
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Status"
+
+
+def _error(status: int, headers: tuple[tuple[str, str], ...] = ()) -> _Response:
+    page = pages.render_error(status, _phrase(status))
+    return _Response(status, page.encode(), headers=headers)
+
+
+class DemoShop:
+    """A demo shop served from a background thread; use :meth:`start` and :meth:`stop`.
+
+    Also a context manager: ``with DemoShop(ShopConfig(products=50)) as shop: ...``.
+    """
+
+    def __init__(self, config: ShopConfig | None = None) -> None:
+        self.config = config or ShopConfig()
+        self.catalog = Catalog(
+            self.config.products, seed=self.config.seed, page_size=self.config.page_size
+        )
+        self._faults = _Faults.from_config(self.config)
+        self._failing = self.catalog.failing_ids(self._faults.fail_products)
+        self._lock = threading.Lock()
+        # Separate streams: turning latency jitter on does not change which requests fail.
+        self._fault_rng = random.Random(f"distcrawl-demo-faults:{self.config.seed}")
+        self._jitter_rng = random.Random(f"distcrawl-demo-jitter:{self.config.seed}")
+        self._log: list[dict[str, Any]] = []
+        self._server: _ShopHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._base = ""
+
+    # -- life cycle -----------------------------------------------------------------------
+
+    def start(self) -> DemoShop:
+        """Bind and serve in a background thread; returns the shop itself."""
+        if self._server is not None:
+            raise RuntimeError("the demo shop is already running")
+        server = _ShopHTTPServer((self.config.host, self.config.port), self)
+        host, port = server.server_address[:2]
+        host = str(host)
+        self._base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": _POLL_INTERVAL},
+            name=f"demo-shop-{port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close every open connection; safe to call twice."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.close_connections()
+        server.server_close()  # joins the connection threads
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> DemoShop:
+        return self.start() if self._server is None else self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The home page, e.g. ``http://127.0.0.1:PORT/``: the seed of a crawl."""
+        if not self._base:
+            raise RuntimeError("the demo shop is not started")
+        return self._base + "/"
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1].rstrip("/"))
+
+    # -- ground truth ---------------------------------------------------------------------
+
+    def expected_product_urls(self) -> set[str]:
+        """Canonical URLs of every product a complete crawl must store."""
+        base = self.url.rstrip("/")
+        return {base + product.path for product in self.catalog.products()}
+
+    def failing_product_urls(self) -> set[str]:
+        """Products that answer 500 on every request (``fail_products`` of them)."""
+        base = self.url.rstrip("/")
+        failing = self._failing
+        return {base + p.path for p in self.catalog.products() if p.id in failing}
+
+    def recoverable_product_urls(self) -> set[str]:
+        """Expected minus always-failing: what a crawl can store despite the faults."""
+        return self.expected_product_urls() - self.failing_product_urls()
+
+    def truth(self) -> dict[str, Any]:
+        """The ground truth as served by ``GET /_shop/truth``."""
+        return {
+            "expected": sorted(self.expected_product_urls()),
+            "recoverable": sorted(self.recoverable_product_urls()),
+            "failing": sorted(self.failing_product_urls()),
+            "products": self.config.products,
+            "variant": self.config.variant,
+            "seed": self.config.seed,
+        }
+
+    # -- request log and faults -----------------------------------------------------------
+
+    def request_log(self, since: float | None = None) -> list[dict[str, Any]]:
+        """Every request so far (``/_shop/*`` excluded), oldest first.
+
+        Entries are ``{"t", "path", "status", "method"}``; ``path`` includes the query
+        string and ``t`` is when the answer was decided, so entries are in ``t`` order and
+        ``since`` returns exactly those with ``t > since``.
+        """
+        with self._lock:
+            if since is None:
+                return list(self._log)
+            start = bisect.bisect_right(self._log, since, key=lambda entry: entry["t"])
+            return self._log[start:]
+
+    def clear_request_log(self) -> None:
+        with self._lock:
+            self._log.clear()
+
+    def faults(self) -> dict[str, Any]:
+        """The faults in force, with the keys :meth:`set_faults` takes."""
+        return self._faults.public()
+
+    def set_faults(
+        self,
+        *,
+        error_rate: float | None = None,
+        fail_products: int | None = None,
+        latency_ms: float | None = None,
+        latency_jitter_ms: float | None = None,
+        rate_limit_429: float | None = None,
+        error_status: int | None = None,
+        retry_after: int | Literal[_Unset.UNSET] | None = _UNSET,
+    ) -> dict[str, Any]:
+        """Change faults while serving (``None``: leave as is); returns the faults now."""
+        changes: dict[str, Any] = {}
+        if error_rate is not None:
+            changes["error_rate"] = float(error_rate)
+        if fail_products is not None:
+            changes["fail_products"] = int(fail_products)
+        if latency_ms is not None:
+            changes["latency_ms"] = float(latency_ms)
+        if latency_jitter_ms is not None:
+            changes["latency_jitter_ms"] = float(latency_jitter_ms)
+        if rate_limit_429 is not None:
+            changes["rate_limit_429"] = float(rate_limit_429)
+        if error_status is not None:
+            changes["error_status"] = int(error_status)
+        if retry_after is not _UNSET:
+            changes["retry_after"] = None if retry_after is None else int(retry_after)
+        with self._lock:
+            faults = replace(self._faults, **changes)  # validates before anything changes
+            self._failing = self.catalog.failing_ids(faults.fail_products)
+            self._faults = faults
+        logger.info("demo shop faults now %s", faults.public())
+        return faults.public()
+
+    # -- answering requests ---------------------------------------------------------------
+
+    def _respond(self, method: str, target: str, host: str | None, body: bytes = b"") -> _Response:
+        """The answer to one request (called from the connection's thread)."""
+        path, _, query = target.partition("?")
+        if path.startswith("/_shop/"):
+            return self._control(method, path, query, body)
+        faults, failing = self._faults, self._failing  # one consistent snapshot
+        response: _Response | None = None
+        if path != "/robots.txt":
+            response = self._inject(faults)
+        if response is None:
+            try:
+                response = self._route(method, path, query, host, failing)
+            except Exception:
+                logger.exception("demo shop failed to render %s", target)
+                response = _error(500)
+        with self._lock:
+            self._log.append(
+                {"t": time.time(), "path": target, "status": response.status, "method": method}
+            )
+        return response
+
+    def _inject(self, faults: _Faults) -> _Response | None:
+        """Sleep the configured latency, then maybe answer with a random fault."""
+        if faults.latency_ms or faults.latency_jitter_ms:
+            delay = faults.latency_ms
+            if faults.latency_jitter_ms:
+                with self._lock:
+                    delay += self._jitter_rng.uniform(0.0, faults.latency_jitter_ms)
+            time.sleep(delay / 1000.0)
+        if not (faults.rate_limit_429 or faults.error_rate):
+            return None
+        with self._lock:
+            draw = self._fault_rng.random()
+        retry_after: tuple[tuple[str, str], ...] = ()
+        if faults.retry_after is not None:
+            retry_after = (("Retry-After", str(faults.retry_after)),)
+        if draw < faults.rate_limit_429:
+            return _error(429, retry_after)
+        if draw < faults.rate_limit_429 + faults.error_rate:
+            return _error(faults.error_status, retry_after if faults.error_status == 503 else ())
+        return None
+
+    def _base_for(self, host: str | None) -> str:
+        # Canonical URLs name the host the request came in on, as a real shop behind a
+        # proxy would; a missing or odd Host header falls back to the bound address.
+        if host and _SAFE_HOST.fullmatch(host):
+            return "http://" + host
+        return self._base
+
+    def _route(
+        self, method: str, path: str, query: str, host: str | None, failing: frozenset[int]
+    ) -> _Response:
+        if method not in ("GET", "HEAD"):
+            return _error(405, (("Allow", "GET, HEAD"),))
+        catalog, config = self.catalog, self.config
+        if path == "/":
+            return _html(pages.render_home(catalog, hostile=config.hostile))
+        if path == "/robots.txt":
+            return _Response(200, pages.ROBOTS_TXT.encode(), "text/plain; charset=utf-8")
+        if path.startswith("/c/") and path.endswith("/"):
+            parts = path[3:-1].split("/")
+            if len(parts) == 1 and (top := catalog.top(parts[0])) is not None:
+                return _html(pages.render_category(top))
+            if len(parts) == 2 and (leaf := catalog.leaf(parts[0], parts[1])) is not None:
+                page = _page_number(query)
+                if page is None or page > catalog.page_count(leaf):
+                    return _error(404)
+                return _html(
+                    pages.render_listing(
+                        catalog,
+                        leaf,
+                        page,
+                        hostile=config.hostile,
+                        tracking_params=config.tracking_params,
+                    )
+                )
+            return _error(404)
+        if match := _PRODUCT_PATH.fullmatch(path):
+            product = catalog.product(int(match[1]))
+            if product is None or product.slug != match[2]:
+                return _error(404)
+            if product.id in failing:
+                return _error(500)
+            leaf = catalog.leaf(product.top_slug, product.leaf_slug)
+            assert leaf is not None
+            return _html(
+                pages.render_product(
+                    product, leaf, base_url=self._base_for(host), variant=config.variant
+                )
+            )
+        if match := _IMAGE_PATH.fullmatch(path):
+            product = catalog.product(int(match[1]))
+            if product is None or not 1 <= int(match[2]) <= product.images:
+                return _error(404)
+            return _Response(200, _IMAGE_BODY, "image/jpeg")
+        if config.hostile:
+            return self._route_hostile(path, query)
+        return _error(404)
+
+    def _route_hostile(self, path: str, query: str) -> _Response:
+        if path == "/big":
+            return _Response(200, _BIG_CHUNK, repeat=_BIG_REPEAT)
+        if path == "/file.bin":
+            return _Response(200, _BINARY_BODY, "application/octet-stream")
+        if path == "/p/broken-json.html":
+            return _html(pages.render_broken_product())
+        if path in ("/loop/a", "/loop/b"):
+            other = "/loop/b" if path == "/loop/a" else "/loop/a"
+            return _Response(302, b"", headers=(("Location", other),))
+        if path == "/trap/":
+            page = _page_number(query)
+            return _html(pages.render_trap(page)) if page is not None else _error(404)
+        if (match := _CALENDAR_PATH.fullmatch(path)) and 1 <= int(match[2]) <= 12:
+            return _html(pages.render_calendar(int(match[1]), int(match[2])))
+        if path == "/private/secret":
+            return _html(pages.render_private())
+        return _error(404)
+
+    def _control(self, method: str, path: str, query: str, body: bytes) -> _Response:
+        """The ``/_shop/*`` API: never logged, never faulted."""
+        if path == "/_shop/truth" and method in ("GET", "HEAD"):
+            return _json(self.truth())
+        if path == "/_shop/log" and method in ("GET", "HEAD"):
+            since_values = parse_qs(query).get("since")
+            try:
+                since = float(since_values[-1]) if since_values else None
+            except ValueError:
+                return _json({"error": "since must be a unix time"}, 400)
+            return _json(self.request_log(since))
+        if path == "/_shop/faults" and method in ("GET", "HEAD"):
+            return _json(self.faults())
+        if path == "/_shop/faults" and method == "POST":
+            try:
+                changes = json.loads(body or b"{}")
+                if not isinstance(changes, dict):
+                    raise TypeError("the body must be a JSON object")
+                return _json(self.set_faults(**changes))
+            except (TypeError, ValueError) as exc:
+                return _json({"error": str(exc)}, 400)
+        if path in ("/_shop/truth", "/_shop/log", "/_shop/faults"):
+            return _json({"error": "method not allowed"}, 405)
+        return _json({"error": "not found"}, 404)
+
+
+def _page_number(query: str) -> int | None:
+    """The ``page`` query parameter (1 when absent); ``None`` when it is not a page."""
+    values = parse_qs(query).get("page") if query else None
+    if not values:
+        return 1
+    value = values[-1]
+    if not value.isdigit() or int(value) < 1:
+        return None
+    return int(value)
+
+
+class _ShopHTTPServer(ThreadingHTTPServer):
+    """One thread per connection, keep-alive, and a way to drop every connection at stop."""
+
+    daemon_threads = True
+    request_queue_size = 256
+
+    def __init__(self, address: tuple[str, int], shop: DemoShop) -> None:
+        self.shop = shop
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, _ShopHandler)
+
+    def track(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.add(connection)
+
+    def untrack(self, connection: socket.socket) -> None:
+        with self._connections_lock:
+            self._connections.discard(connection)
+
+    def close_connections(self) -> None:
+        """Wake every connection thread: a stopped shop must not keep serving keep-alives."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):  # already closed by the client
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-answer (Scrapy cancelling /big) is normal, not a bug.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _ShopHandler(BaseHTTPRequestHandler):
+    """Reads requests with the standard library, writes answers in one ``send`` each."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = DEFAULT_IDLE_TIMEOUT
+    server: _ShopHTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        # Header and body leave in one write, so Nagle only adds delay on keep-alive.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.track(self.connection)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.untrack(self.connection)
+
+    def do_GET(self) -> None:
+        self._answer("GET")
+
+    def do_HEAD(self) -> None:
+        self._answer("HEAD")
+
+    def do_POST(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_POST_BYTES:
+            self.send_error(HTTPStatus.BAD_REQUEST, "bad Content-Length")
+            return
+        self._answer("POST", self.rfile.read(length))
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the shop keeps its own request log; stderr lines would cost throughput
+
+    def _answer(self, method: str, body: bytes = b"") -> None:
+        response = self.server.shop._respond(method, self.path, self.headers.get("Host"), body)
+        lines = [
+            f"HTTP/1.1 {response.status} {_phrase(response.status)}",
+            f"Content-Type: {response.content_type}",
+            f"Content-Length: {len(response.body) * response.repeat}",
+        ]
+        lines.extend(f"{name}: {value}" for name, value in response.headers)
+        if self.close_connection:
+            lines.append("Connection: close")
+        elif self.request_version == "HTTP/1.0":
+            lines.append("Connection: keep-alive")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        try:
+            if method == "HEAD" or not response.body:
+                self.wfile.write(head)
+                return
+            self.wfile.write(head + response.body)
+            for _ in range(response.repeat - 1):
+                self.wfile.write(response.body)
+        except OSError:
+            self.close_connection = True  # the client went away mid-answer
+
+
+# -- the ``distcrawl shop`` sub-command ---------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS, help="catalog size")
+    parser.add_argument("--variant", choices=VARIANTS, default="jsonld")
+    parser.add_argument("--host", default=DEFAULT_HOST, help="a loopback address")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--page-size", type=int, default=DEFAULT_PAGE_SIZE)
+    parser.add_argument("--latency", type=float, default=0.0, metavar="MS")
+    parser.add_argument("--latency-jitter", type=float, default=0.0, metavar="MS")
+    parser.add_argument("--error-rate", type=float, default=0.0, metavar="FRACTION")
+    parser.add_argument("--error-status", type=int, default=DEFAULT_ERROR_STATUS)
+    parser.add_argument("--fail-products", type=int, default=0, metavar="COUNT")
+    parser.add_argument("--rate-limit-429", type=float, default=0.0, metavar="FRACTION")
+    parser.add_argument("--retry-after", type=int, default=DEFAULT_RETRY_AFTER, metavar="SECONDS")
+    parser.add_argument("--hostile", action="store_true", help="add the hostile pages")
+    parser.add_argument(
+        "--no-tracking-params",
+        dest="tracking_params",
+        action="store_false",
+        help="link every product without ?utm_source=..&ref=..",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or SIGINT, after printing ``{"url": ..., "pid": ...}``."""
+    try:
+        config = ShopConfig(
+            products=args.products,
+            variant=args.variant,
+            seed=args.seed,
+            page_size=args.page_size,
+            host=args.host,
+            port=args.port,
+            latency_ms=args.latency,
+            latency_jitter_ms=args.latency_jitter,
+            error_rate=args.error_rate,
+            error_status=args.error_status,
+            fail_products=args.fail_products,
+            rate_limit_429=args.rate_limit_429,
+            retry_after=args.retry_after,
+            hostile=args.hostile,
+            tracking_params=args.tracking_params,
+        )
+    except ValueError as exc:
+        print(f"distcrawl shop: {exc}", file=sys.stderr)
+        return 2
+    stopping = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    shop = DemoShop(config).start()
+    try:
+        print(json.dumps({"url": shop.url, "pid": os.getpid()}), flush=True)
+        while not stopping.wait(0.5):
+            pass
+    finally:
+        shop.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m distcrawl.demo.server", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
