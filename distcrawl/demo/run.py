@@ -1,0 +1,206 @@
+"""Run a demo crawl: embedded Redis and MongoDB, the demo shop, K ``scrapy crawl catalog`` nodes.
+
+Seeds ``catalog:start_urls`` exactly as ``redis-cli lpush`` would, shows progress while the
+nodes work, then checks MongoDB against the shop's ground truth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pymongo
+import redis
+
+from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.services import ensure_mongo, ensure_redis, mask_url, stop_services
+
+#: seconds a demo crawl may take before the nodes are stopped and the run reported as failed
+DEFAULT_TIMEOUT = 600.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--products", type=int, default=300, help="products in the demo shop")
+    parser.add_argument("--nodes", type=int, default=2, help="scrapy crawl processes to run")
+    parser.add_argument("--variant", choices=("jsonld", "plain"), default="jsonld")
+    parser.add_argument("--latency", type=float, default=0.0, help="shop latency per page, ms")
+    parser.add_argument("--error-rate", type=float, default=0.0, help="fraction of 503s")
+    parser.add_argument("--home", help="state folder for the embedded servers (default: temp)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument(
+        "-s", "--set", action="append", default=[], metavar="NAME=VALUE",
+        help="extra Scrapy setting for every node (repeatable)",
+    )
+
+
+def node_command(index: int, log_file: Path, extra: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "catalog",
+           "-s", "DISTCRAWL_CLOSE_WHEN_DRAINED=1", "-s", f"LOG_FILE={log_file}"]
+    for setting in extra:
+        cmd += ["-s", setting]
+    return cmd
+
+
+def node_env(redis_url: str, mongo_uri: str, home: Path, node_id: str, profiles: str = "") -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        SCRAPY_SETTINGS_MODULE="distcrawl.settings",
+        REDIS_URL=redis_url,
+        MONGO_URI=mongo_uri,
+        DISTCRAWL_HOME=str(home),
+        DISTCRAWL_NODE_ID=node_id,
+        DISTCRAWL_ALLOW_PRIVATE="127.0.0.1,127.0.0.2,localhost",
+    )
+    if profiles:
+        env["DISTCRAWL_SITE_PROFILES"] = profiles
+    return env
+
+
+def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
+    """Compare the stored products with the shop's ground truth."""
+    urls = [doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})]
+    stored = set(urls)
+    return {
+        "expected": len(expected),
+        "stored": len(stored & expected),
+        "documents": len(urls),
+        "duplicates": len(urls) - len(stored),
+        "missing": len(expected - stored),
+        "unexpected": len(stored - expected),
+        "missing_sample": sorted(expected - stored)[:5],
+        "unexpected_sample": sorted(stored - expected)[:5],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="distcrawl-demo-"))
+    home.mkdir(parents=True, exist_ok=True)
+    say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    shop = DemoShop(
+        ShopConfig(products=args.products, variant=args.variant, latency_ms=args.latency,
+                   error_rate=args.error_rate)
+    )
+    shop.start()
+    started_services = not args.home
+    try:
+        redis_url = ensure_redis(home)
+        mongo_uri = ensure_mongo(home)
+        say(f"demo shop {shop.url} ({args.products} products, {args.variant})")
+        say(f"redis {mask_url(redis_url)}  mongodb {mask_url(mongo_uri)}  home {home}")
+        summary = crawl(args, shop, home, redis_url, mongo_uri, say)
+    finally:
+        shop.stop()
+        if started_services:
+            stop_services(home)
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        say(
+            f"\nexpected {summary['expected']}  stored {summary['stored']}  duplicates "
+            f"{summary['duplicates']}  missing {summary['missing']}  pages {summary['pages']}  "
+            f"{summary['seconds']:.1f}s  ({summary['pages_per_s']:.0f} pages/s)"
+        )
+    ok = summary["missing"] == 0 and summary["duplicates"] == 0 and summary["nodes_failed"] == 0
+    return 0 if ok else 1
+
+
+def crawl(
+    args: argparse.Namespace, shop: DemoShop, home: Path, redis_url: str, mongo_uri: str, say: Any
+) -> dict[str, Any]:
+    r = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+    for key in r.scan_iter(match=keys.all_keys_pattern(), count=1000):
+        r.delete(key)
+    r.delete(keys.start_urls)
+    mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
+    collection = mongo.get_default_database("catalog")["products"]
+    collection.drop()
+    profiles = ""
+    if args.variant == "plain":
+        profiles = str(Path(__file__).parent / "profiles")
+    expected = shop.expected_product_urls()
+
+    t0 = time.monotonic()
+    r.lpush(keys.start_urls, shop.url)  # what `redis-cli lpush catalog:start_urls URL` does
+    procs = []
+    for i in range(args.nodes):
+        log_file = home / f"node-{i + 1}.log"
+        procs.append(
+            subprocess.Popen(
+                node_command(i, log_file, args.set),
+                env=node_env(redis_url, mongo_uri, home, f"demo-node-{i + 1}", profiles),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    store = FrontierStore(r, keys)
+    try:
+        watch(procs, collection, store, len(expected), t0, args, say)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    seconds = time.monotonic() - t0
+    pages = sum(
+        1 for e in shop.request_log() if e["status"] == 200 and e["path"] != "/robots.txt"
+    )
+    summary = check_store(collection, expected)
+    summary.update(
+        pages=pages,
+        seconds=round(seconds, 2),
+        pages_per_s=round(pages / seconds, 1) if seconds else 0.0,
+        nodes=args.nodes,
+        nodes_failed=sum(1 for p in procs if p.returncode != 0),
+        node_logs=[str(home / f"node-{i + 1}.log") for i in range(args.nodes)],
+        frontier_left=dict(zip(("queued", "delayed", "leased", "seeding", "start"),
+                               map(int, store.drained()))),
+    )
+    mongo.close()
+    return summary
+
+
+def watch(
+    procs: list[subprocess.Popen[bytes]], collection: Any, store: FrontierStore, expected: int,
+    t0: float, args: argparse.Namespace, say: Any,
+) -> None:
+    """Show progress until every node has exited (or the timeout is reached)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]crawl"), BarColumn(), TextColumn("{task.completed}/{task.total} products"),
+        TextColumn("{task.fields[frontier]}"), TimeElapsedColumn(),
+        console=console, transient=args.json, disable=not console.is_terminal and args.json,
+    ) as progress:
+        task = progress.add_task("crawl", total=expected, frontier="")
+        last_line = 0.0
+        while any(p.poll() is None for p in procs):
+            if time.monotonic() - t0 > args.timeout:
+                say(f"timeout after {args.timeout:.0f}s: stopping the nodes")
+                break
+            stored = collection.estimated_document_count()
+            queued, delayed, leased, seeding, start = map(int, store.drained())
+            frontier = f"queued {queued} in flight {leased} retries {delayed}"
+            progress.update(task, completed=stored, frontier=frontier)
+            if not console.is_terminal and time.monotonic() - last_line > 5:
+                say(f"[{time.monotonic() - t0:5.1f}s] products {stored}/{expected} {frontier}")
+                last_line = time.monotonic()
+            time.sleep(0.5)
+        progress.update(task, completed=collection.estimated_document_count())

@@ -1,0 +1,263 @@
+--[[
+distcrawl frontier: the whole Redis protocol of the crawl in one script.
+
+Every key of a crawl shares the hash tag {S} (S = spider name), so all of them live in one
+hash slot and every command below is atomic, also on Redis Cluster. P below is "{S}".
+
+  P:queue            ZSET  rid -> order score. Lowest score leaves first. The score is
+                           -priority * 1e10 + seq, so higher priority first and, within one
+                           priority, first in first out (seq grows with every accepted request).
+  P:req              HASH  rid -> request JSON (the payload; never pickle)
+  P:seq              STRING counter for rids and FIFO order
+  P:dupefilter       SET   request fingerprints: recorded when a request is first accepted
+  P:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
+                           A request lives in exactly one of queue / delayed / some leases set.
+  P:nodes            ZSET  node -> last heartbeat (ms, Redis server clock)
+  P:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats
+  P:delayed          ZSET  rid -> due time (ms, server clock): parked retries
+  P:delayed:score    HASH  rid -> the order score the request takes when it falls due
+  P:dead             HASH  dead-letter id -> JSON record (request, reason, attempts, times, node)
+  P:seeding:<node>   LIST  raw seeds taken from the start list by <node>, not yet in the frontier
+  P:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
+  P:paused           STRING present while the cluster is paused: no new leases are handed out
+  START              LIST  the user-facing seed list (e.g. catalog:start_urls; LPUSH to add)
+
+Call: EVALSHA sha 1 P <command> <args...>. Node-specific keys are derived from P inside the
+script (same hash tag, same slot). Times come from the server clock (TIME), so nodes with
+skewed clocks still agree on heartbeats and due times.
+
+Commands
+  sync node n_children [fp, prio, dont_filter, delay_ms, payload]*n
+       n_acks [rid]*n  n_dead [id, record]*n  n_rejected [record]*n
+       seeds_done(0|1) lease_n start_key
+       One round trip per flush: pushes children (dupefilter checked and recorded here),
+       parks delayed ones, acks finished leases, writes dead letters and rejected entries,
+       clears the node's seeding list, promotes due retries, heart-beats, and leases up to
+       lease_n requests (none while paused).
+       Returns {added, filtered, parked, acked, {rid, payload, score, ...}}.
+  take_seeds node n start_key
+       Moves up to n raw seeds from START to P:seeding:<node> (first pushed, first taken).
+  release node start_key [rid]*
+       Returns the given leases of <node> (all of them when none are named) to the queue with
+       their order score, and its seeding list to the front of START. Clean stops and restarts.
+  recover node timeout_ms start_key
+       For every node (other than <node>) whose heartbeat is older than timeout_ms: returns its
+       leases and seeds as `release` does and forgets the node. Atomic, so two live nodes
+       racing to recover the same dead node recover each request once. Returns {nodes, reqs}.
+  heartbeat node info_json
+  drained start_key
+       Returns {queued, delayed, leased, seeding, start}: all zero means nothing is left.
+  requeue_dead max [id]*
+       Moves dead letters (the named ones, or up to max) back to the queue (fresh order score,
+       priority from the record). Returns the number moved.
+]]
+
+local P = KEYS[1]
+local cmd = ARGV[1]
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function order_score(prio)
+  local seq = redis.call('INCR', P .. ':seq')
+  return -prio * 1e10 + seq, seq
+end
+
+local function release(node, start_key, rids)
+  local leases = P .. ':leases:' .. node
+  local moved = 0
+  if #rids == 0 then
+    local all = redis.call('ZRANGE', leases, 0, -1, 'WITHSCORES')
+    for i = 1, #all, 2 do
+      redis.call('ZADD', P .. ':queue', all[i + 1], all[i])
+      moved = moved + 1
+    end
+    redis.call('DEL', leases)
+  else
+    for _, rid in ipairs(rids) do
+      local score = redis.call('ZSCORE', leases, rid)
+      if score then
+        redis.call('ZREM', leases, rid)
+        redis.call('ZADD', P .. ':queue', score, rid)
+        moved = moved + 1
+      end
+    end
+  end
+  local seeding = P .. ':seeding:' .. node
+  if #rids == 0 then
+    -- seeds were taken oldest first; push them back so the oldest is taken first again
+    local seeds = redis.call('LRANGE', seeding, 0, -1)
+    for i = #seeds, 1, -1 do
+      redis.call('RPUSH', start_key, seeds[i])
+    end
+    redis.call('DEL', seeding)
+    moved = moved + #seeds
+  end
+  return moved
+end
+
+local function promote_due(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', now, 'LIMIT', 0, limit)
+  for _, rid in ipairs(due) do
+    local score = redis.call('HGET', P .. ':delayed:score', rid)
+    redis.call('ZREM', P .. ':delayed', rid)
+    redis.call('HDEL', P .. ':delayed:score', rid)
+    redis.call('ZADD', P .. ':queue', score or 0, rid)
+  end
+  return #due
+end
+
+if cmd == 'sync' then
+  local node = ARGV[2]
+  local now = now_ms()
+  local i = 3
+  local added, filtered, parked, acked = 0, 0, 0, 0
+  local n = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, n do
+    local fp, prio, dont_filter, delay, payload =
+      ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
+    i = i + 5
+    local fresh = 1
+    if fp ~= '' then fresh = redis.call('SADD', P .. ':dupefilter', fp) end
+    if fresh == 0 and dont_filter ~= '1' then
+      filtered = filtered + 1
+    else
+      local score, seq = order_score(prio)
+      local rid = tostring(seq)
+      redis.call('HSET', P .. ':req', rid, payload)
+      if delay > 0 then
+        redis.call('ZADD', P .. ':delayed', now + delay, rid)
+        redis.call('HSET', P .. ':delayed:score', rid, score)
+        parked = parked + 1
+      else
+        redis.call('ZADD', P .. ':queue', score, rid)
+        added = added + 1
+      end
+    end
+  end
+  local leases = P .. ':leases:' .. node
+  n = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, n do
+    local rid = ARGV[i]; i = i + 1
+    acked = acked + redis.call('ZREM', leases, rid)
+    redis.call('HDEL', P .. ':req', rid)
+  end
+  n = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, n do
+    redis.call('HSET', P .. ':dead', ARGV[i], ARGV[i + 1])
+    i = i + 2
+  end
+  n = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, n do
+    redis.call('LPUSH', P .. ':rejected', ARGV[i])
+    i = i + 1
+  end
+  if n > 0 then redis.call('LTRIM', P .. ':rejected', 0, 9999) end
+  if ARGV[i] == '1' then redis.call('DEL', P .. ':seeding:' .. node) end
+  local lease_n = tonumber(ARGV[i + 1])
+  redis.call('ZADD', P .. ':nodes', now, node)
+  promote_due(now, 500)
+  local out = {}
+  if lease_n > 0 and redis.call('EXISTS', P .. ':paused') == 0 then
+    local popped = redis.call('ZPOPMIN', P .. ':queue', lease_n)
+    for j = 1, #popped, 2 do
+      local rid, score = popped[j], popped[j + 1]
+      local payload = redis.call('HGET', P .. ':req', rid)
+      if payload then
+        redis.call('ZADD', leases, score, rid)
+        out[#out + 1] = rid
+        out[#out + 1] = payload
+      end
+    end
+  end
+  return {added, filtered, parked, acked, out}
+
+elseif cmd == 'take_seeds' then
+  local node, n, start_key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+  -- heart-beat too: seeds held by a node that is not in P:nodes would escape recovery
+  redis.call('ZADD', P .. ':nodes', now_ms(), node)
+  local taken = {}
+  for _ = 1, n do
+    local raw = redis.call('RPOP', start_key)
+    if not raw then break end
+    redis.call('RPUSH', P .. ':seeding:' .. node, raw)
+    taken[#taken + 1] = raw
+  end
+  return taken
+
+elseif cmd == 'release' then
+  local node, start_key = ARGV[2], ARGV[3]
+  local rids = {}
+  for j = 4, #ARGV do rids[#rids + 1] = ARGV[j] end
+  local moved = release(node, start_key, rids)
+  if #rids == 0 then
+    redis.call('ZREM', P .. ':nodes', node)
+    redis.call('DEL', P .. ':node:' .. node)
+  end
+  return moved
+
+elseif cmd == 'recover' then
+  local me, timeout, start_key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+  local now = now_ms()
+  local dead = redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)
+  local nodes, reqs = {}, 0
+  for _, node in ipairs(dead) do
+    if node ~= me then
+      reqs = reqs + release(node, start_key, {})
+      redis.call('ZREM', P .. ':nodes', node)
+      redis.call('HSET', P .. ':node:' .. node, 'dead_since', now)
+      redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
+      nodes[#nodes + 1] = node
+    end
+  end
+  return {nodes, reqs}
+
+elseif cmd == 'heartbeat' then
+  local node, info = ARGV[2], ARGV[3]
+  local now = now_ms()
+  redis.call('ZADD', P .. ':nodes', now, node)
+  redis.call('HSET', P .. ':node:' .. node, 'info', info, 'heartbeat', now)
+  redis.call('HDEL', P .. ':node:' .. node, 'dead_since')
+  return now
+
+elseif cmd == 'drained' then
+  local start_key = ARGV[2]
+  local leased, seeding = 0, 0
+  local nodes = redis.call('ZRANGE', P .. ':nodes', 0, -1)
+  for _, node in ipairs(nodes) do
+    leased = leased + redis.call('ZCARD', P .. ':leases:' .. node)
+    seeding = seeding + redis.call('LLEN', P .. ':seeding:' .. node)
+  end
+  return {redis.call('ZCARD', P .. ':queue'), redis.call('ZCARD', P .. ':delayed'),
+          leased, seeding, redis.call('LLEN', start_key)}
+
+elseif cmd == 'requeue_dead' then
+  local max = tonumber(ARGV[2])
+  local ids = {}
+  for j = 3, #ARGV do ids[#ids + 1] = ARGV[j] end
+  if #ids == 0 then
+    local all = redis.call('HKEYS', P .. ':dead')
+    for j = 1, math.min(max, #all) do ids[#ids + 1] = all[j] end
+  end
+  local moved = 0
+  for _, id in ipairs(ids) do
+    local record = redis.call('HGET', P .. ':dead', id)
+    if record then
+      local ok, decoded = pcall(cjson.decode, record)
+      if ok and type(decoded) == 'table' and type(decoded['request']) == 'string' then
+        local prio = tonumber(decoded['priority']) or 0
+        local score, seq = order_score(prio)
+        local rid = tostring(seq)
+        redis.call('HSET', P .. ':req', rid, decoded['request'])
+        redis.call('ZADD', P .. ':queue', score, rid)
+        redis.call('HDEL', P .. ':dead', id)
+        moved = moved + 1
+      end
+    end
+  end
+  return moved
+end
+
+return redis.error_reply('distcrawl frontier: unknown command ' .. tostring(cmd))

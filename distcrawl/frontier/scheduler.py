@@ -1,0 +1,539 @@
+"""The Scrapy scheduler of a node: a local window onto the shared, lossless Redis frontier.
+
+``next_request()`` and ``enqueue_request()`` never touch the network. A background task on
+the asyncio reactor does all Redis I/O in one script call per flush (``sync`` in
+``frontier.lua``): it pushes the children discovered since the last flush, acknowledges the
+requests Scrapy has finished with, and leases the next batch, sized to the node's free slots.
+
+A request is acknowledged only when Scrapy is done with it for good: its response was parsed,
+every item it produced went through the item pipelines (which complete only once an item is
+durable), and every child request is in the same flush, ahead of the ack. Requests the node
+never started are returned to the queue on a clean stop; a node that dies is recovered by any
+live node once its heartbeat is older than ``DISTCRAWL_HEARTBEAT_TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from scrapy import signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.defer import deferred_from_coro
+
+from distcrawl import signals as dc_signals
+from distcrawl.frontier import codec
+from distcrawl.frontier.seeds import BadSeed, parse_seed
+from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
+from distcrawl.services import mask_url
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from twisted.internet.defer import Deferred
+    from typing_extensions import Self
+
+__all__ = ["FrontierScheduler"]
+
+logger = logging.getLogger(__name__)
+
+#: seconds between heartbeats when the node is otherwise quiet
+DEFAULT_HEARTBEAT_INTERVAL = 2.0
+#: a node whose last heartbeat is older than this many seconds is dead; its leases return
+DEFAULT_HEARTBEAT_TIMEOUT = 30.0
+#: most requests leased in one round trip (the node also never holds more than its free slots)
+DEFAULT_PREFETCH = 32
+#: seeds taken from the start list in one round trip
+DEFAULT_SEED_BATCH = 64
+#: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED stops
+DEFAULT_DRAIN_GRACE = 3.0
+#: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
+DEFAULT_IDLE_MAX_WAIT = 1.0
+
+
+_RETRY_META = frozenset({"retry_times", "retry_first_attempt", "distcrawl_delay"})
+
+
+class _InProgress(set[Any]):
+    """The engine's set of requests in progress, telling the scheduler when one leaves it.
+
+    The engine removes a request from this set only after its download, its callback and
+    every item pipeline call are finished (or it was dropped), which is the moment its outcome
+    is durable: the one place every terminal path goes through.
+    """
+
+    def __init__(self, items: set[Any], on_done: Any) -> None:
+        super().__init__(items)
+        self._on_done = on_done
+
+    def remove(self, request: Any) -> None:
+        super().remove(request)
+        self._on_done(request)
+
+
+class FrontierScheduler(BaseScheduler):
+    """Scheduler backed by the Redis frontier.
+
+    Settings: ``REDIS_URL``, ``DISTCRAWL_NODE_ID`` (default ``host-pid``; a node restarted
+    with the same id takes its old leases back at once), ``DISTCRAWL_START_URLS_KEY``
+    (default ``<spider>:start_urls``), ``DISTCRAWL_PREFETCH``, ``DISTCRAWL_SEED_BATCH``,
+    ``DISTCRAWL_HEARTBEAT_INTERVAL``, ``DISTCRAWL_HEARTBEAT_TIMEOUT``,
+    ``DISTCRAWL_CLOSE_WHEN_DRAINED`` (default False: wait for new seeds, as scrapy-redis
+    spiders do), ``DISTCRAWL_DRAIN_GRACE``, ``DISTCRAWL_ALLOW_PRIVATE`` (hosts allowed although
+    private, e.g. ``127.0.0.1``), ``CONCURRENT_REQUESTS``.
+    """
+
+    def __init__(
+        self,
+        *,
+        crawler: Crawler,
+        redis_url: str,
+        node_id: str,
+        start_urls_key: str | None,
+        prefetch: int,
+        seed_batch: int,
+        heartbeat_interval: float,
+        heartbeat_timeout: float,
+        close_when_drained: bool,
+        drain_grace: float,
+        allow_private: bool | frozenset[str],
+        concurrency: int,
+    ) -> None:
+        self.crawler = crawler
+        self.stats: StatsCollector = crawler.stats  # type: ignore[assignment]
+        self.redis_url = redis_url
+        self.node_id = node_id
+        self._start_urls_key = start_urls_key
+        self.prefetch = max(1, prefetch)
+        self.seed_batch = max(1, seed_batch)
+        self.heartbeat_interval = heartbeat_interval
+        self.heartbeat_timeout = heartbeat_timeout
+        self.close_when_drained = close_when_drained
+        self.drain_grace = drain_grace
+        self.allow_private = allow_private
+        self.concurrency = max(1, concurrency)
+
+        self.spider: Spider | None = None
+        self.store: FrontierStore | None = None
+        self._client: Any = None
+        self._ready: deque[Request] = deque()  # leased, not yet handed to the engine
+        self._leased: dict[Request, str] = {}  # request object -> rid, until acked
+        self._started = 0  # leased requests the engine is working on
+        self._children: list[Child] = []
+        self._acks: list[str] = []
+        self._dead: list[tuple[str, str]] = []
+        self._rejected: list[str] = []
+        self._seeds_pending = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._redis_down_since: float | None = None
+        self._drained_since: float | None = None
+        self._last_heartbeat = 0.0
+        self._last_recovery = 0.0
+        self._queue_looked_empty = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        s = crawler.settings
+        allow = s.get("DISTCRAWL_ALLOW_PRIVATE", False)
+        allow_private: bool | frozenset[str]
+        if isinstance(allow, (list, tuple, set, frozenset)):
+            allow_private = frozenset(allow)
+        elif isinstance(allow, str) and allow not in ("", "0", "1", "True", "False"):
+            allow_private = frozenset(h.strip() for h in allow.split(",") if h.strip())
+        else:
+            allow_private = s.getbool("DISTCRAWL_ALLOW_PRIVATE", False)
+        return cls(
+            crawler=crawler,
+            redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            node_id=s.get("DISTCRAWL_NODE_ID") or f"{socket.gethostname()}-{os.getpid()}",
+            start_urls_key=s.get("DISTCRAWL_START_URLS_KEY") or s.get("REDIS_START_URLS_KEY"),
+            prefetch=s.getint("DISTCRAWL_PREFETCH", DEFAULT_PREFETCH),
+            seed_batch=s.getint("DISTCRAWL_SEED_BATCH", DEFAULT_SEED_BATCH),
+            heartbeat_interval=s.getfloat(
+                "DISTCRAWL_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL
+            ),
+            heartbeat_timeout=s.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT),
+            close_when_drained=s.getbool("DISTCRAWL_CLOSE_WHEN_DRAINED", False),
+            drain_grace=s.getfloat("DISTCRAWL_DRAIN_GRACE", DEFAULT_DRAIN_GRACE),
+            allow_private=allow_private,
+            concurrency=s.getint("CONCURRENT_REQUESTS", 16),
+        )
+
+    # -- Scrapy's scheduler interface ----------------------------------------------------------
+
+    def open(self, spider: Spider) -> Deferred[None]:
+        return deferred_from_coro(self._open(spider))
+
+    def close(self, reason: str) -> Deferred[None]:
+        return deferred_from_coro(self._close(reason))
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._ready)
+
+    def enqueue_request(self, request: Request) -> bool:
+        # the delay is for this parking only: a redirect or a later retry must not inherit it
+        delay = request.meta.pop("distcrawl_delay", 0)
+        try:
+            payload = codec.encode(request, self.spider)
+        except ValueError as exc:
+            logger.error("Cannot queue %s: %s", request.url, exc)
+            self.stats.inc_value("frontier/unqueueable")
+            return False
+        # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
+        # the URL when a page links back to it
+        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()  # type: ignore[union-attr]
+        delay_ms = int(max(0.0, float(delay or 0)) * 1000)
+        self._children.append((fp, int(request.priority), request.dont_filter, delay_ms, payload))
+        self._wake.set()
+        return True
+
+    def next_request(self) -> Request | None:
+        if not self._ready:
+            self._wake.set()
+            return None
+        request = self._ready.popleft()
+        self._started += 1
+        self.stats.inc_value("frontier/started")
+        if len(self._ready) < self.prefetch // 2:
+            self._wake.set()
+        return request
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def _open(self, spider: Spider) -> None:
+        self.spider = spider
+        keys = FrontierKeys(
+            spider=spider.name, start_urls=self._start_urls_key or f"{spider.name}:start_urls"
+        )
+        self._client = aioredis.from_url(
+            self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
+        )
+        self.store = FrontierStore(self._client, keys)
+        slot = self.crawler.engine._slot  # type: ignore[union-attr]
+        if slot is not None:
+            slot.inprogress = _InProgress(slot.inprogress, self._request_done)
+        self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
+        self.crawler.signals.connect(self._dead_letter, signal=dc_signals.request_dead_lettered)
+        logger.info(
+            "Frontier node %s on %s (queue %s, seeds from %s)",
+            self.node_id,
+            mask_url(self.redis_url),
+            keys.queue,
+            keys.start_urls,
+        )
+        await self._with_retry(self._reclaim_own_leases)
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _reclaim_own_leases(self) -> None:
+        assert self.store is not None
+        moved = await self.store.release(self.node_id)
+        if moved:
+            logger.info("Returned %d requests leased by an earlier run of node %s", moved, self.node_id)
+            self.stats.inc_value("frontier/reclaimed", int(moved))
+
+    async def _close(self, reason: str) -> None:
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=60)
+        assert self.store is not None
+        unstarted = len(self._ready)
+        self._ready.clear()
+        try:
+            # what the engine finished is acked here; the rest (never started, or cut short by
+            # an unclean stop) goes back to the queue at once for the other nodes
+            await self._flush(lease=0)
+            moved = await self.store.release(self.node_id)
+            logger.info(
+                "Node %s closing (%s): returned %d requests to the frontier (%d prefetched, "
+                "never started)",
+                self.node_id,
+                reason,
+                moved,
+                unstarted,
+            )
+            self.stats.inc_value("frontier/returned", int(moved))
+        except RedisError as exc:
+            logger.error(
+                "Node %s could not return its leases (%s); they return when its heartbeat "
+                "times out after %.0fs",
+                self.node_id,
+                exc,
+                self.heartbeat_timeout,
+            )
+        await self._client.aclose()
+
+    # -- completion ------------------------------------------------------------------------------
+
+    def _request_done(self, request: Request) -> None:
+        rid = self._leased.pop(request, None)
+        if rid is None:
+            return
+        self._started -= 1
+        self._acks.append(rid)
+        self._wake.set()
+
+    def _dead_letter(self, request: Request, reason: str, **details: Any) -> None:
+        # re-queued later as a fresh request: its retry count starts again
+        meta = {k: v for k, v in request.meta.items() if k not in _RETRY_META}
+        fresh = request.replace(meta=meta, dont_filter=True)
+        record = {
+            "request": codec.encode(fresh, self.spider),
+            "url": request.url,
+            "priority": request.priority,
+            "reason": reason,
+            "node": self.node_id,
+            "at": time.time(),
+            **{k: v for k, v in details.items() if codec.json_safe(v)},
+        }
+        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()  # type: ignore[union-attr]
+        self._dead.append((fp, json.dumps(record, separators=(",", ":"))))
+        self.stats.inc_value("frontier/dead_lettered")
+        self._wake.set()
+
+    def _spider_idle(self, spider: Spider) -> None:
+        if not self._closing:
+            raise DontCloseSpider("waiting for the frontier")
+
+    # -- the I/O loop ----------------------------------------------------------------------------
+
+    def _free_slots(self) -> int:
+        return self.concurrency * 2 - self._started - len(self._ready)
+
+    async def _run(self) -> None:
+        wait = 0.02
+        while not self._closing:
+            try:
+                got = await self._cycle()
+                if self._redis_down_since is not None:
+                    logger.warning(
+                        "Redis is back after %.1fs; node %s carries on",
+                        time.monotonic() - self._redis_down_since,
+                        self.node_id,
+                    )
+                    self._redis_down_since = None
+                wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                self.stats.inc_value("frontier/redis_errors")
+                if self._redis_down_since is None:
+                    self._redis_down_since = time.monotonic()
+                    logger.error(
+                        "Redis unavailable (%s); node %s pauses and keeps every request and "
+                        "ack in memory until it is back",
+                        exc,
+                        self.node_id,
+                    )
+                wait = min(max(wait * 2, 0.25), 5.0)
+            except Exception:
+                logger.exception("Frontier loop error on node %s; retrying", self.node_id)
+                wait = 1.0
+            if self._closing:
+                break
+            if self._pending_writes() and self._redis_down_since is None:
+                continue
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=wait)
+                wait = 0.02 if self._redis_down_since is None else wait
+            except asyncio.TimeoutError:
+                pass
+
+    def _pending_writes(self) -> bool:
+        return bool(self._children or self._acks or self._dead or self._rejected)
+
+    async def _cycle(self) -> bool:
+        """One round of I/O; returns whether anything happened (to pace the idle wait)."""
+        assert self.store is not None
+        now = time.monotonic()
+        free = self._free_slots()
+        lease = min(self.prefetch, free) if free > 0 and not self._closing else 0
+        leased = await self._flush(lease=lease)
+        progressed = leased > 0
+        if leased == 0 and lease > 0:
+            progressed |= await self._take_seeds()
+        if now - self._last_heartbeat >= self.heartbeat_interval:
+            await self._heartbeat()
+        if now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4):
+            await self._recover()
+        if self.close_when_drained and not progressed:
+            await self._check_drained()
+        return progressed
+
+    async def _flush(self, *, lease: int) -> int:
+        """Push, ack and lease in one round trip. Buffers are cleared only once Redis said OK."""
+        assert self.store is not None
+        children, acks = self._children, self._acks
+        dead, rejected, seeds_done = self._dead, self._rejected, self._seeds_pending
+        if not (children or acks or dead or rejected or seeds_done or lease):
+            return 0
+        self._children, self._acks, self._dead, self._rejected = [], [], [], []
+        self._seeds_pending = False
+        try:
+            added, filtered, parked, acked, out = await self.store.sync(
+                self.node_id,
+                children=children,
+                acks=acks,
+                dead=dead,
+                rejected=rejected,
+                seeds_done=seeds_done,
+                lease=lease,
+            )
+        except BaseException:
+            # nothing was written (a script is all or nothing): keep it all for the next try
+            self._children[:0] = children
+            self._acks[:0] = acks
+            self._dead[:0] = dead
+            self._rejected[:0] = rejected
+            self._seeds_pending = self._seeds_pending or seeds_done
+            raise
+        stats = self.stats
+        stats.inc_value("frontier/roundtrips")
+        if added:
+            stats.inc_value("frontier/enqueued", added)
+        if filtered:
+            stats.inc_value("frontier/filtered", filtered)
+        if parked:
+            stats.inc_value("frontier/parked", parked)
+        if acked:
+            stats.inc_value("frontier/acked", acked)
+        return self._accept_leases(out)
+
+    def _accept_leases(self, out: list[Any]) -> int:
+        n = 0
+        bad: list[str] = []
+        for i in range(0, len(out), 2):
+            rid = out[i].decode() if isinstance(out[i], bytes) else str(out[i])
+            payload = out[i + 1]
+            try:
+                request = codec.decode(payload, self.spider, allow_private=True)
+            except codec.BadEntry as exc:
+                logger.error("Refused queue entry %s: %s", rid, exc)
+                self.stats.inc_value(f"frontier/refused/{exc.reason}")
+                self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
+                bad.append(rid)
+                continue
+            self._leased[request] = rid
+            self._ready.append(request)
+            n += 1
+        if bad:
+            self._acks.extend(bad)  # moved aside into the rejected list, in the next flush
+        if n:
+            self.stats.inc_value("frontier/leased", n)
+            self._wake_engine()
+        return n + len(bad)
+
+    def _rejection(self, raw: bytes | str, reason: str, *, kind: str) -> str:
+        text = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
+        return json.dumps(
+            {"kind": kind, "raw": text[:2048], "reason": reason, "node": self.node_id, "at": time.time()}
+        )
+
+    def _wake_engine(self) -> None:
+        # The engine polls next_request() only when it is told to (or on a 5 s heartbeat);
+        # without this nudge a prefetched batch would wait for that heartbeat.
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    async def _take_seeds(self) -> bool:
+        assert self.store is not None and self.spider is not None
+        raws = await self.store.take_seeds(self.node_id, self.seed_batch)
+        if not raws:
+            return False
+        make = getattr(self.spider, "make_request_from_seed", None)
+        for raw in raws:
+            try:
+                seed = parse_seed(raw, allow_private=self.allow_private)
+                request = make(seed) if make else None
+                if request is None:
+                    raise BadSeed("spider_refused")
+            except BadSeed as exc:
+                shown = raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
+                logger.warning("Refused seed %r: %s", shown, exc)
+                self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
+                self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
+                continue
+            self.stats.inc_value("frontier/seeds/accepted")
+            logger.info("Seed accepted: %s (priority %d)", request.url, request.priority)
+            self.enqueue_request(request)
+        # the seeds leave this node's seeding list in the same flush that queues them
+        self._seeds_pending = True
+        await self._flush(lease=0)
+        return True
+
+    async def _heartbeat(self) -> None:
+        assert self.store is not None
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": self._started,
+            "prefetched": len(self._ready),
+            "stats": {
+                k: v
+                for k, v in self.stats.get_stats().items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            },
+        }
+        await self.store.heartbeat(self.node_id, json.dumps(info, default=str))
+        self._last_heartbeat = time.monotonic()
+
+    async def _recover(self) -> None:
+        assert self.store is not None
+        self._last_recovery = time.monotonic()
+        nodes, reqs = await self.store.recover(self.node_id, int(self.heartbeat_timeout * 1000))
+        if nodes:
+            names = ", ".join(n.decode() if isinstance(n, bytes) else str(n) for n in nodes)
+            logger.warning(
+                "Recovered %d requests from dead node(s) %s (no heartbeat for %.0fs)",
+                reqs,
+                names,
+                self.heartbeat_timeout,
+            )
+            self.stats.inc_value("frontier/recovered", int(reqs))
+            self._wake.set()
+
+    async def _check_drained(self) -> None:
+        assert self.store is not None
+        if self._ready or self._started or self._pending_writes():
+            self._drained_since = None
+            return
+        counts = await self.store.drained()
+        if any(int(c) for c in counts):
+            self._drained_since = None
+            return
+        now = time.monotonic()
+        if self._drained_since is None:
+            self._drained_since = now
+        elif now - self._drained_since >= self.drain_grace:
+            logger.info(
+                "Frontier drained on every node for %.1fs: node %s closes", self.drain_grace, self.node_id
+            )
+            self._closing = True
+            engine = self.crawler.engine
+            assert engine is not None
+            deferred_from_coro(engine.close_spider_async(reason="frontier_drained"))
+
+    async def _with_retry(self, func: Any) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await func()
+                return
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                logger.error("Redis unavailable at start (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)

@@ -1,0 +1,92 @@
+"""Seeds: what may be pushed to ``<spider>:start_urls``, and how it is checked.
+
+A seed is a plain URL (``redis-cli lpush catalog:start_urls https://shop.example.com/``) or a
+JSON object ``{"url": ..., "priority": ..., "meta": {...}}``. Anything else is refused with a
+short reason; the same check serves seeds from Redis and from ``scrapy seed``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from distcrawl.frontier.codec import MAX_PRIORITY, json_safe
+from distcrawl.urls import UrlRefused, check_url
+
+__all__ = ["DEFAULT_MAX_SEED_BYTES", "BadSeed", "Seed", "parse_seed"]
+
+#: a raw seed larger than this is refused before it is parsed
+DEFAULT_MAX_SEED_BYTES = 16 * 1024
+_SEED_KEYS = frozenset({"url", "priority", "meta"})
+
+
+class BadSeed(ValueError):
+    """A seed that cannot be crawled; ``reason`` is short and stable for stats."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Seed:
+    url: str
+    priority: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_seed(
+    raw: bytes | str,
+    *,
+    max_bytes: int = DEFAULT_MAX_SEED_BYTES,
+    allow_private: bool | frozenset[str] = False,
+) -> Seed:
+    """Parse one raw seed, or raise :class:`BadSeed` saying why it was refused."""
+    if len(raw) > max_bytes:
+        raise BadSeed("seed_too_large", f"{len(raw)} bytes > {max_bytes}")
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadSeed("not_utf8", repr(raw[:40])) from None
+    else:
+        text = raw
+    text = text.strip()
+    if not text:
+        raise BadSeed("empty_seed")
+    if text.startswith("{"):
+        seed = _parse_json_seed(text)
+    elif text[0] in '["' or text in ("null", "true", "false"):
+        raise BadSeed("not_an_object", text[:60])
+    else:
+        seed = Seed(url=text)
+    try:
+        check_url(seed.url, allow_private=allow_private)
+    except UrlRefused as exc:
+        raise BadSeed(exc.reason, seed.url[:200]) from None
+    return seed
+
+
+def _parse_json_seed(text: str) -> Seed:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadSeed("bad_json", text[:60]) from None
+    if not isinstance(data, dict):
+        raise BadSeed("not_an_object", text[:60])
+    unknown = set(data) - _SEED_KEYS
+    if unknown:
+        raise BadSeed("unknown_keys", ",".join(sorted(map(str, unknown)))[:80])
+    url = data.get("url")
+    if not isinstance(url, str):
+        raise BadSeed("missing_url", text[:60])
+    priority = data.get("priority")
+    if priority is not None and (
+        not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > MAX_PRIORITY
+    ):
+        raise BadSeed("bad_priority", repr(priority)[:20])
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict) or not json_safe(meta):
+        raise BadSeed("bad_meta", text[:60])
+    return Seed(url=url.strip(), priority=priority, meta=meta)

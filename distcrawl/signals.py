@@ -1,0 +1,11 @@
+"""distcrawl's own signals, sent through ``crawler.signals`` like Scrapy's."""
+
+from __future__ import annotations
+
+__all__ = ["request_dead_lettered"]
+
+#: sent when a request has failed for the last time and must go to the dead letters;
+#: arguments: ``request``, ``reason`` (short text: HTTP status or exception class), and
+#: JSON-safe keyword details (``attempts``, ``first_attempt``, ``last_attempt``, ``status``).
+#: The frontier writes the dead letter in the same round trip that acknowledges the request.
+request_dead_lettered = object()

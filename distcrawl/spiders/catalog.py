@@ -1,0 +1,116 @@
+"""The catalog spider: tells page kinds apart, follows them by priority, yields products.
+
+Seeds come from the Redis list ``catalog:start_urls`` through the frontier (plain URLs or
+JSON ``{"url", "priority", "meta"}``); the spider only turns a checked seed into a request.
+Each seed's site (its host) bounds the crawl that starts from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import scrapy
+from scrapy.http import TextResponse
+
+from distcrawl.extract import SiteProfile, analyze, load_profiles
+from distcrawl.items import Product
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from typing_extensions import Self
+
+    from distcrawl.frontier.seeds import Seed
+
+__all__ = ["CatalogSpider"]
+
+#: queue priority per page kind (setting PAGE_PRIORITIES); seeds go before everything
+DEFAULT_PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
+#: the link kinds the spider follows, and the page kind each one leads to
+LINK_KINDS = {"category": "category", "listing": "listing", "next": "listing", "product": "product"}
+_PRODUCT_FIELDS = frozenset(Product.fields)
+
+
+class CatalogSpider(scrapy.Spider):
+    """Crawls product catalogs: category index pages, paginated listings, product pages.
+
+    Settings: ``SITE_PROFILES`` (TOML files or folders), ``PAGE_PRIORITIES``.
+    """
+
+    name = "catalog"
+    #: the scrapy-redis name of the seed list (the frontier reads it)
+    redis_key = "catalog:start_urls"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.profiles: list[SiteProfile] = []
+        self.priorities = dict(DEFAULT_PAGE_PRIORITIES)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        settings = crawler.settings
+        paths = settings.getlist("SITE_PROFILES")
+        spider.profiles = load_profiles(paths) if paths else []
+        spider.priorities.update(settings.getdict("PAGE_PRIORITIES"))
+        return spider
+
+    async def start(self) -> AsyncIterator[Any]:
+        # Seeds arrive through the frontier from Redis, never from here.
+        return
+        yield
+
+    def make_request_from_seed(self, seed: Seed) -> scrapy.Request:
+        """The request for a checked seed; its meta travels with every page it leads to."""
+        priority = seed.priority if seed.priority is not None else self.priorities["seed"]
+        meta = dict(seed.meta)
+        meta.setdefault("site", urlsplit(seed.url).hostname)
+        meta.setdefault("page_kind", "seed")
+        meta.setdefault("seed_meta", dict(seed.meta))
+        return scrapy.Request(
+            seed.url, callback=self.parse, priority=priority, meta=meta, dont_filter=True
+        )
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        stats = self.crawler.stats
+        assert stats is not None
+        if not isinstance(response, TextResponse):
+            stats.inc_value("catalog/pages/not_html")
+            self.logger.info("Skipped %s: not an HTML page (%s)", response.url, _ctype(response))
+            return
+        profile = SiteProfile.match(self.profiles, response.url)
+        page = analyze(
+            url=response.url, body=response.body, encoding=response.encoding, profile=profile
+        )
+        stats.inc_value(f"catalog/pages/{page.kind}")
+        for error in page.errors:
+            self.logger.debug("Page %s: %s", response.url, error)
+        site = response.meta.get("site") or urlsplit(response.url).hostname
+        if page.kind == "product" and page.product:
+            fields = {k: v for k, v in page.product.items() if k in _PRODUCT_FIELDS}
+            yield Product(
+                **fields,
+                site=site,
+                source_url=response.url,
+                crawled_at=datetime.now(timezone.utc),
+            )
+        inherited = {k: v for k, v in response.meta.items() if k in ("site",) or k.startswith("seed_")}
+        for link_kind, page_kind in LINK_KINDS.items():
+            for url in page.links.get(link_kind, ()):
+                if urlsplit(url).hostname != site:
+                    stats.inc_value("catalog/links/offsite")
+                    continue
+                yield scrapy.Request(
+                    url,
+                    callback=self.parse,
+                    priority=self.priorities.get(page_kind, 0),
+                    meta={**inherited, "page_kind": page_kind},
+                )
+
+
+def _ctype(response: Response) -> str:
+    value = response.headers.get(b"Content-Type") or b"unknown type"
+    return value.decode("latin-1")[:80]
