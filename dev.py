@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Set up .venv from nothing but Python 3, then run the demo, the tests or the linters.
+
+    python3 dev.py demo [distcrawl demo options]   # a demo crawl on embedded services
+    python3 dev.py test [pytest options]           # the test suite
+    python3 dev.py lint                            # ruff + mypy
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".distcrawl-installed"
+
+
+def ensure_venv() -> None:
+    """Create .venv and install the project with its test extras, once per pyproject change."""
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text().strip() == wanted:
+        return
+    if not (BIN / "python").exists():
+        print("creating .venv", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    pip = [str(BIN / "python"), "-m", "pip", "--disable-pip-version-check"]
+    print("installing distcrawl and its dependencies into .venv", flush=True)
+    subprocess.run([*pip, "install", "-q", "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, "install", "-q", "-e", f"{ROOT}[test]"], check=True)
+    STAMP.write_text(wanted)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("demo", "test", "lint"):
+        print(__doc__)
+        return 2
+    ensure_venv()
+    command, rest = argv[0], argv[1:]
+    if command == "demo":
+        return subprocess.call([str(BIN / "distcrawl"), "demo", *rest], cwd=ROOT)
+    if command == "lint":
+        rc = subprocess.call([str(BIN / "ruff"), "check", "distcrawl", "tests", "bench"], cwd=ROOT)
+        rc |= subprocess.call([str(BIN / "ruff"), "format", "--check", "distcrawl"], cwd=ROOT)
+        rc |= subprocess.call([str(BIN / "mypy")], cwd=ROOT)
+        return rc
+    return subprocess.call([str(BIN / "python"), "-m", "pytest", *rest], cwd=ROOT)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
