@@ -1,0 +1,90 @@
+"""The JSON request codec: round trips, and refusals of hostile payloads."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+import scrapy
+
+from distcrawl.frontier import codec
+
+
+class Spider(scrapy.Spider):
+    name = "t"
+
+    def parse(self, response):  # pragma: no cover - never called
+        pass
+
+    def parse_item(self, response):  # pragma: no cover
+        pass
+
+
+def test_round_trip_keeps_everything_a_request_carries() -> None:
+    spider = Spider()
+    req = scrapy.Request(
+        "http://shop.test/p/1.html?a=1",
+        callback=spider.parse_item,
+        errback=spider.parse,
+        method="POST",
+        headers={"X-Token": "abc"},
+        body=b"\x00\xffbinary",
+        cookies={"s": "1"},
+        meta={"page_kind": "product", "depth": 2, "obj": object()},
+        priority=300,
+        dont_filter=True,
+        cb_kwargs={"k": [1, 2]},
+        flags=["f"],
+    )
+    back = codec.decode(codec.encode(req, spider), spider)
+    assert back.url == req.url
+    assert back.callback == spider.parse_item
+    assert back.errback == spider.parse
+    assert back.method == "POST"
+    assert back.headers[b"X-Token"] == b"abc"
+    assert back.body == b"\x00\xffbinary"
+    assert back.cookies == {"s": "1"}
+    assert back.meta == {"page_kind": "product", "depth": 2}  # the object cannot travel
+    assert (back.priority, back.dont_filter, back.cb_kwargs, back.flags) == (
+        300,
+        True,
+        {"k": [1, 2]},
+        ["f"],
+    )
+
+
+class _Marker:
+    def __reduce__(self):  # what a hostile pickle would run
+        return (open, ("/tmp/distcrawl-never-created", "w"))
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (pickle.dumps(_Marker()), "pickle_refused"),
+        (b'{"url": "http://a.test/"', "not_json"),
+        (b"[1, 2]", "not_an_object"),
+        (b'{"url": "file:///etc/passwd"}', "bad_scheme"),
+        (b'{"url": "http:///nohost"}', "missing_host"),
+        (b'{"url": "http://a.test/", "callback": "nope"}', "unknown_callback"),
+        (b'{"url": "http://a.test/", "callback": "__class__"}', "bad_callback"),
+        (b'{"url": "http://a.test/", "_class": "os.system"}', "unknown_fields"),
+        (b'{"url": "http://a.test/", "priority": 1e300}', "bad_priority"),
+        (b'{"url": "http://a.test/", "body": "***"}', "bad_body"),
+        (b"\xff\xfe\x00garbage", "not_utf8"),
+        (b'{"url": "http://a.test/' + b"a" * 300_000 + b'"}', "too_large"),
+    ],
+)
+def test_hostile_payloads_are_refused_with_a_reason(payload: bytes, reason: str) -> None:
+    with pytest.raises(codec.BadEntry) as info:
+        codec.decode(payload, Spider())
+    assert info.value.reason == reason
+
+
+def test_private_addresses_can_be_refused() -> None:
+    payload = json.dumps({"url": "http://169.254.169.254/latest/meta-data"})
+    with pytest.raises(codec.BadEntry) as info:
+        codec.decode(payload, Spider(), allow_private=False)
+    assert info.value.reason == "private_address"
+    assert codec.decode(payload, Spider(), allow_private=True).url.startswith("http://169.254")

@@ -1,0 +1,136 @@
+"""The frontier's Redis protocol (frontier.lua) against a real Redis-protocol server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import redis
+
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+
+
+@pytest.fixture
+def store(redis_url: str) -> FrontierStore:
+    return FrontierStore(redis.Redis.from_url(redis_url), FrontierKeys("t", "t:start_urls"))
+
+
+def child(url: str, prio: int = 0, fp: str | None = None, dont_filter: bool = False, delay: int = 0):
+    return (fp if fp is not None else url, prio, dont_filter, delay, json.dumps({"url": url}))
+
+
+def leased_urls(out: list) -> list[str]:
+    return [json.loads(out[i + 1])["url"] for i in range(0, len(out), 2)]
+
+
+def test_priority_first_then_first_in_first_out(store: FrontierStore) -> None:
+    kids = [child("p1", 100), child("c1", 300), child("p2", 100), child("l1", 200), child("c2", 300)]
+    added, *_ = store.sync("n1", children=kids)
+    assert added == 5
+    *_, out = store.sync("n1", lease=10)
+    assert leased_urls(out) == ["c1", "c2", "l1", "p1", "p2"]
+
+
+def test_dupefilter_records_on_first_accept_and_dont_filter_bypasses(store: FrontierStore) -> None:
+    added, filtered, *_ = store.sync("n1", children=[child("a"), child("a"), child("a", dont_filter=True)])
+    assert (added, filtered) == (2, 1)
+    assert store.client.sismember(store.keys.dupefilter, "a")
+
+
+def test_lease_moves_to_in_flight_and_ack_removes(store: FrontierStore) -> None:
+    store.sync("n1", children=[child("a"), child("b")])
+    *_, out = store.sync("n1", lease=1)
+    rid = out[0].decode()
+    assert store.client.zcard(store.keys.leases("n1")) == 1
+    assert store.client.zcard(store.keys.queue) == 1
+    _, _, _, acked, _ = store.sync("n1", acks=[rid])
+    assert acked == 1
+    assert store.client.zcard(store.keys.leases("n1")) == 0
+    assert not store.client.hexists(store.keys.requests, rid)
+
+
+def test_release_returns_leases_with_their_priority(store: FrontierStore) -> None:
+    store.sync("n1", children=[child("hi", 300), child("lo", 100)])
+    store.sync("n1", lease=2)
+    assert store.release("n1") == 2
+    *_, out = store.sync("n2", lease=1)
+    assert leased_urls(out) == ["hi"]
+
+
+def test_recover_dead_node_once_even_when_two_nodes_race(store: FrontierStore, redis_url: str) -> None:
+    store.sync("dead", children=[child(f"u{i}") for i in range(50)])
+    store.sync("dead", lease=50)
+    store.client.zadd(store.keys.nodes, {"dead": 1})  # last heartbeat long ago
+    results: list = []
+    barrier = threading.Barrier(2)
+
+    def recover(me: str) -> None:
+        s = FrontierStore(redis.Redis.from_url(redis_url), store.keys)
+        barrier.wait()
+        results.append(s.recover(me, 5000))
+
+    threads = [threading.Thread(target=recover, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r[1] for r in results) == [0, 50]
+    assert store.client.zcard(store.keys.queue) == 50
+    assert not store.client.exists(store.keys.leases("dead"))
+
+
+def test_live_node_is_not_recovered(store: FrontierStore) -> None:
+    store.sync("alive", children=[child("a")])
+    store.sync("alive", lease=1)
+    assert store.recover("other", 60_000) == [[], 0]
+    assert store.client.zcard(store.keys.leases("alive")) == 1
+
+
+def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
+    _, _, parked, _, _ = store.sync("n1", children=[child("r", delay=400, dont_filter=True)])
+    assert parked == 1
+    *_, out = store.sync("n1", lease=5)
+    assert out == []
+    time.sleep(0.5)
+    *_, out = store.sync("n1", lease=5)
+    assert leased_urls(out) == ["r"]
+
+
+def test_seeds_move_through_a_per_node_list_and_return_on_release(store: FrontierStore) -> None:
+    store.client.lpush(store.keys.start_urls, "s1", "s2", "s3")
+    assert store.take_seeds("n1", 2) == [b"s1", b"s2"]
+    assert store.drained()[3] == 2  # held by n1, not lost
+    store.release("n1")
+    assert store.client.lrange(store.keys.start_urls, 0, -1) == [b"s3", b"s2", b"s1"]
+    assert store.take_seeds("n2", 3) == [b"s1", b"s2", b"s3"]
+    store.sync("n2", children=[child("s1")], seeds_done=True)
+    assert store.drained() == [1, 0, 0, 0, 0]
+
+
+def test_dead_letters_and_requeue(store: FrontierStore) -> None:
+    record = json.dumps({"request": json.dumps({"url": "http://x.test/"}), "priority": 100, "reason": "http_500"})
+    store.sync("n1", dead=[("fp1", record)])
+    assert store.client.hlen(store.keys.dead) == 1
+    assert store.requeue_dead() == 1
+    *_, out = store.sync("n1", lease=1)
+    assert leased_urls(out) == ["http://x.test/"]
+    assert store.client.hlen(store.keys.dead) == 0
+
+
+def test_paused_cluster_hands_out_nothing(store: FrontierStore) -> None:
+    store.sync("n1", children=[child("a")])
+    store.client.set(store.keys.paused, "1")
+    assert store.sync("n1", lease=5)[4] == []
+    store.client.delete(store.keys.paused)
+    assert leased_urls(store.sync("n1", lease=5)[4]) == ["a"]
+
+
+def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
+    from redis.crc import key_slot
+
+    keys = store.keys
+    names = [keys.queue, keys.requests, keys.dupefilter, keys.nodes, keys.delayed, keys.dead,
+             keys.rejected, keys.paused, keys.leases("n"), keys.seeding("n"), keys.node("n")]
+    assert len({key_slot(k.encode()) for k in names}) == 1
