@@ -668,7 +668,7 @@ def run(args: argparse.Namespace) -> int:
     shop = DemoShop(config).start()
     try:
         print(json.dumps({"url": shop.url, "pid": os.getpid()}), flush=True)
-        while not stopping.wait(0.5):
+        while not stopping.wait(0.2):
             pass
     finally:
         shop.stop()

@@ -1,0 +1,36 @@
+"""Demo shop fixtures: real HTTP shops on free loopback ports, stopped at teardown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from distcrawl.demo.server import DemoShop, ShopConfig
+
+#: the catalog size of the shared ``demo_shop``
+DEMO_SHOP_PRODUCTS = 300
+
+
+@pytest.fixture
+def shop_factory() -> Iterator[Callable[..., DemoShop]]:
+    """``shop_factory(**ShopConfig fields) -> DemoShop``, started; all stopped after the test."""
+    started: list[DemoShop] = []
+
+    def make(**config: Any) -> DemoShop:
+        shop = DemoShop(ShopConfig(**config)).start()
+        started.append(shop)
+        return shop
+
+    yield make
+    for shop in started:
+        shop.stop()
+
+
+@pytest.fixture(scope="module")
+def demo_shop() -> Iterator[DemoShop]:
+    """One fault-free ``jsonld`` shop of 300 products shared by a test module."""
+    shop = DemoShop(ShopConfig(products=DEMO_SHOP_PRODUCTS, variant="jsonld")).start()
+    yield shop
+    shop.stop()
