@@ -649,6 +649,7 @@ def test_config_refuses_bad_values() -> None:
     for bad in [
         {"host": "0.0.0.0"},
         {"host": "10.1.2.3"},
+        {"host": "example.com"},
         {"variant": "microdata"},
         {"error_rate": -0.1},
         {"error_rate": 0.7, "rate_limit_429": 0.7},

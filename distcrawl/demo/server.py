@@ -1,6 +1,6 @@
 """The bundled demo shop: a real HTTP server on loopback that knows its own ground truth.
 
-It serves a deterministic :class:`~distcrawl.demo.catalog.Catalog`, injects faults on demand
+It serves a deterministic catalog (``distcrawl.demo.catalog``), injects faults on demand
 (latency, random 503s, 429s with Retry-After, products that always fail, hostile pages) and
 keeps a log of every request, so tests and benchmarks can check a crawl against the truth.
 The same controls are exposed over HTTP under ``/_shop/`` for a shop in another process, and
@@ -83,6 +83,13 @@ class _Unset(enum.Enum):
 _UNSET = _Unset.UNSET
 
 
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: it may resolve anywhere
+
+
 @dataclass(frozen=True)
 class ShopConfig:
     """Everything about one demo shop; the fault fields are its faults at start.
@@ -115,7 +122,7 @@ class ShopConfig:
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         # The control API under /_shop/ has no authentication: never expose it off-host.
-        if self.host != "localhost" and not ipaddress.ip_address(self.host).is_loopback:
+        if self.host != "localhost" and not _is_loopback(self.host):
             raise ValueError(f"the demo shop binds loopback addresses only, got {self.host!r}")
         _Faults.from_config(self)  # validates the fault fields
 
