@@ -1,0 +1,75 @@
+"""Fixtures with real servers: a Redis-protocol server (valkey-server, append-only file on) and a
+SecantusDB MongoDB-wire-protocol server, each on a free 127.0.0.1 port in a temporary directory,
+started once per test module and killed by PID after it, even when a test failed.
+
+- ``redis_server``: a :class:`distcrawl.services.RedisServer` with ``.url``, ``.port``,
+  ``.client()`` (redis-py, ``decode_responses=False``), ``.stop()``, ``.start()`` (same port,
+  same data directory: the append-only file brings the data back), ``.restart()``, ``.kill()``.
+- ``redis_url``: the URL, with the server running and emptied (FLUSHALL) for this test.
+- ``mongo_server``: a :class:`distcrawl.services.MongoServer` with ``.uri``
+  (``directConnection=true``), ``.uri_for(db)``, ``.client()``, ``.stop()``, ``.start()``,
+  ``.restart()``, ``.kill()``.
+- ``mongo_uri``: a URI naming a database of its own for this test.
+- ``redis_cli``: the path of the real ``redis-cli`` binary.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from distcrawl.services import MongoServer, RedisServer, redis_cli_binary
+
+_database_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    home = tmp_path_factory.mktemp("redis")
+    server = RedisServer(data_dir=home / "data", log_path=home / "redis.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The URL of a running, empty Redis (a test that stopped the server gets it started)."""
+    if not redis_server.running:
+        redis_server.start()
+    client = redis_server.client()
+    try:
+        client.flushall()
+    finally:
+        client.close()
+    return redis_server.url
+
+
+@pytest.fixture(scope="module")
+def mongo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MongoServer]:
+    home = tmp_path_factory.mktemp("mongo")
+    server = MongoServer(data_dir=home / "data", log_path=home / "mongo.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def mongo_uri(mongo_server: MongoServer, request: pytest.FixtureRequest) -> str:
+    """A URI on the module's MongoDB naming a fresh database (``t<n>_<test name>``)."""
+    if not mongo_server.running:
+        mongo_server.start()
+    name = "".join(c if c.isalnum() else "_" for c in request.node.name)
+    return mongo_server.uri_for(f"t{next(_database_numbers)}_{name}"[:60])
+
+
+@pytest.fixture(scope="session")
+def redis_cli() -> Path:
+    return redis_cli_binary()
