@@ -1,0 +1,116 @@
+"""URL canonicalisation: one page is one URL, so one fingerprint and one stored product.
+
+Built on :func:`w3lib.url.canonicalize_url` (percent-encoding, sorted query, no fragment,
+lower-case host) plus what a catalog crawl needs on top: tracking parameters stripped,
+``?page=1`` treated as the first page without a parameter, default ports removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
+
+from w3lib.url import canonicalize_url as w3lib_canonicalize_url
+
+__all__ = [
+    "DEFAULT_FIRST_PAGE_PARAMS",
+    "DEFAULT_TRACKING_PARAMS",
+    "DEFAULT_TRACKING_PREFIXES",
+    "canonicalize_url",
+    "same_site",
+]
+
+#: query parameters that only say where a visitor came from, never what the page shows
+DEFAULT_TRACKING_PARAMS: frozenset[str] = frozenset(
+    {
+        "ref",
+        "ref_",
+        "referrer",
+        "fbclid",
+        "gclid",
+        "gclsrc",
+        "dclid",
+        "gbraid",
+        "wbraid",
+        "msclkid",
+        "yclid",
+        "twclid",
+        "ttclid",
+        "igshid",
+        "mc_cid",
+        "mc_eid",
+        "_ga",
+        "_gl",
+        "_hsenc",
+        "_hsmi",
+        "mkt_tok",
+        "srsltid",
+        "spm",
+        "sessionid",
+        "phpsessid",
+        "jsessionid",
+        "sid",
+    }
+)
+
+#: parameter-name prefixes that mark a whole family of tracking parameters (utm_source, ...)
+DEFAULT_TRACKING_PREFIXES: tuple[str, ...] = ("utm_", "pk_", "piwik_", "matomo_", "hsa_")
+
+#: pagination parameters whose value ``1`` means the same page as no parameter at all
+DEFAULT_FIRST_PAGE_PARAMS: frozenset[str] = frozenset({"page", "pg", "pagenum", "page_num"})
+
+#: ports a URL may leave out, per scheme
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
+
+
+def canonicalize_url(
+    url: str,
+    *,
+    tracking_params: Iterable[str] = DEFAULT_TRACKING_PARAMS,
+    tracking_prefixes: Iterable[str] = DEFAULT_TRACKING_PREFIXES,
+    first_page_params: Iterable[str] = DEFAULT_FIRST_PAGE_PARAMS,
+) -> str:
+    """Return the canonical form of *url*; idempotent, and never raises.
+
+    Parameter names are compared case-insensitively. A URL that cannot be parsed at all is
+    returned stripped of surrounding whitespace, so a caller always has a key to use.
+    """
+    url = url.strip()
+    try:
+        canonical = w3lib_canonicalize_url(url)
+    except Exception:  # w3lib raises on some invalid hosts/ports; keep the raw URL then
+        canonical = url
+    try:
+        parts = urlsplit(canonical)
+        netloc = _strip_default_port(parts.scheme, parts.netloc, parts.port)
+    except ValueError:
+        return canonical
+    drop = {p.lower() for p in tracking_params}
+    prefixes = tuple(p.lower() for p in tracking_prefixes)
+    first_page = {p.lower() for p in first_page_params}
+    kept = []
+    for pair in parts.query.split("&") if parts.query else ():
+        raw_name, _, raw_value = pair.partition("=")
+        name = unquote_plus(raw_name).lower()
+        if name in drop or name.startswith(prefixes):
+            continue
+        if name in first_page and unquote_plus(raw_value).strip() in ("1", ""):
+            continue
+        kept.append(pair)
+    path = parts.path or ("/" if netloc else "")
+    return urlunsplit((parts.scheme, netloc, path, "&".join(kept), ""))
+
+
+def same_site(url_a: str, url_b: str) -> bool:
+    """True when both URLs are on one host; a leading ``www.``, scheme and port are ignored."""
+    try:
+        host_a, host_b = urlsplit(url_a).hostname or "", urlsplit(url_b).hostname or ""
+    except ValueError:
+        return False
+    return bool(host_a) and host_a.removeprefix("www.") == host_b.removeprefix("www.")
+
+
+def _strip_default_port(scheme: str, netloc: str, port: int | None) -> str:
+    if port is not None and _DEFAULT_PORTS.get(scheme) == port:
+        return netloc.rpartition(":")[0]
+    return netloc

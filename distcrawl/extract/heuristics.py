@@ -1,0 +1,325 @@
+"""Product fields from visible markup, for pages without (complete) structured data.
+
+Reads ``itemprop`` attributes even outside an ``itemscope``, then common markup: the main
+heading (an ``h1``, else a heading classed ``…name``/``…title``) as the name, the first
+price-like element (``itemprop=price``, ``data-price``/``data-amount``, a class with
+``price``/``cost``) outside product cards and site chrome, stock/availability elements,
+``SKU: …`` labels, and breadcrumbs (``breadcrumb``/``crumbs``/``trail`` blocks).
+
+:func:`heuristic_product` also reports whether the page shows the signs of a product page
+(an add-to-cart control, a SKU, a product-detail container), which
+:mod:`distcrawl.extract.page` weighs against the number of product links.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin
+
+from .availability import normalize_availability
+from .prices import normalize_currency, parse_price, parse_structured_price
+from .schema import clean_category_path
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
+
+__all__ = ["HeuristicProduct", "breadcrumb_trail", "heuristic_product"]
+
+_CHROME = re.compile(
+    r"\b(?:nav|menu|header|footer|related|recommend|upsell|cross-?sell|recently|carousel"
+    r"|mini-?cart|cart-total|basket|sidebar|newsletter|cookie|modal|logo)"
+)
+_CHROME_TAGS = {"nav", "header", "footer", "aside"}
+_OLD_PRICE = re.compile(
+    r"old|was|list|regular|compare|strike|original|before|rrp|msrp|uvp|crossed|former"
+)
+_NOT_A_PRICE = re.compile(r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter")
+_ADD_TO_CART = re.compile(
+    r"add[\s_-]?to[\s_-]?(?:cart|basket|bag)|buy[\s_-]?now|in den warenkorb|warenkorb"
+    r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen",
+    re.IGNORECASE,
+)
+_PRODUCT_CONTAINER = re.compile(
+    r"\bpdp\b|\bpdp-|product[-_]?(?:detail|page|info|main|single|view)|single[-_]product"
+)
+_SKU_LABEL = re.compile(
+    r"^\s*(?:sku|art(?:ikel)?[\s.-]*nr|item\s*(?:#|no\.?|number)|product\s*(?:code|no\.?)"
+    r"|code|ref(?:erence)?|model|mpn)\s*[:#.]?\s*",
+    re.IGNORECASE,
+)
+_SKU_IN_TEXT = re.compile(r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})")
+_GTIN_IN_TEXT = re.compile(r"\b(?:GTIN|EAN|UPC|ISBN)(?:-?1[03])?\s*[:#]?\s*(\d[\d\- ]{6,16}\d)")
+#: crumb "names" that are only separators
+_SEPARATORS = {"/", ">", "|", "\u203a", "\u00bb"}
+_BREADCRUMB_XPATH = (
+    "//*[@itemtype and contains(@itemtype,'BreadcrumbList')]"
+    " | //*[contains(@class,'breadcrumb') or contains(@class,'crumbs')"
+    " or contains(@id,'breadcrumb') or contains(@aria-label,'readcrumb')"
+    " or contains(concat(' ',normalize-space(@class),' '),' trail ')]"
+)
+
+
+@dataclass
+class HeuristicProduct:
+    """Fields read from visible markup, and how strongly the page looks like a product."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    #: an add-to-cart control, a SKU label, itemprop markup or a product-detail container
+    strong: bool = False
+
+
+def _text(el: HtmlElement) -> str:
+    return " ".join((el.text_content() or "").split())
+
+
+def _value(el: HtmlElement) -> str:
+    """An element's value the way microdata reads it: content/href/src attributes, else text."""
+    for attr in ("content", "value", "datetime"):
+        if el.get(attr):
+            return str(el.get(attr)).strip()
+    if el.tag in ("a", "link") and el.get("href"):
+        return str(el.get("href")).strip()
+    if el.tag == "img" and el.get("src"):
+        return str(el.get("src")).strip()
+    return _text(el)
+
+
+def _is_chrome(el: HtmlElement, cards: set[HtmlElement]) -> bool:
+    """Inside site chrome (nav, header, footer, related products) or another product's card."""
+    for parent in el.iterancestors():
+        if parent in cards or parent.tag in _CHROME_TAGS:
+            return True
+        if parent.tag == "body":
+            return False
+        if _CHROME.search(f"{parent.get('class') or ''} {parent.get('id') or ''}".lower()):
+            return True
+    return False
+
+
+def _first(root: HtmlElement, xpath: str, cards: set[HtmlElement]) -> HtmlElement | None:
+    for el in root.xpath(xpath):
+        if not _is_chrome(el, cards):
+            return el
+    return None
+
+
+def heuristic_product(root: HtmlElement, url: str, cards: set[HtmlElement]) -> HeuristicProduct:
+    """Read what visible markup says about the page's own product."""
+    result = HeuristicProduct()
+    fields = result.fields
+    prop = _first(root, "//*[@itemprop='name'][not(ancestor::*[@itemscope])]", cards)
+    heading = prop if prop is not None else _main_heading(root, cards)
+    if heading is not None:
+        name = _value(heading)
+        if name:
+            fields["name"] = name[:500]
+    _read_price(root, cards, result)
+    _read_availability(root, cards, fields)
+    _read_identifiers(root, cards, result)
+    for name, xpath in (
+        ("brand", "//*[@itemprop='brand'] | //*[contains(@class,'brand')][not(self::img)]"),
+        (
+            "description",
+            "//*[@itemprop='description'] | //*[contains(@class,'desc')]"
+            " | //head/meta[@name='description']",
+        ),
+    ):
+        el = _first(root, xpath, cards)
+        if el is not None:
+            nested = el.xpath(".//*[@itemprop='name']")
+            value = _value(nested[0] if nested else el)
+            if value:
+                fields[name] = value
+    images = _images(root, url, cards)
+    if images:
+        fields["image_urls"] = images
+    crumbs = breadcrumb_trail(root)
+    if crumbs:
+        names = [name for name, _ in crumbs]
+        last_is_link = crumbs[-1][1] is not None
+        path = clean_category_path(
+            names, product_name=fields.get("name"), last_url_is_page=not last_is_link
+        )
+        if path:
+            fields["category_path"] = path
+    if not result.strong:
+        result.strong = (
+            bool(root.xpath("//*[@itemprop='price' or @itemprop='sku' or @itemprop='offers']"))
+            or _has_add_to_cart(root, cards)
+            or _has_product_container(heading)
+        )
+    return result
+
+
+def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:
+    for el in root.iter("h1"):
+        if not _is_chrome(el, cards) and _text(el):
+            return el
+    return _first(
+        root,
+        "//*[self::h2 or self::h3 or self::div or self::span][contains(@class,'name')"
+        " or contains(@class,'title')][normalize-space()]",
+        cards,
+    )
+
+
+def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
+    fields = result.fields
+    currency_el = _first(root, "//*[@itemprop='priceCurrency']", cards)
+    hint = _value(currency_el) if currency_el is not None else None
+    candidates = root.xpath(
+        "//*[@itemprop='price'] | //*[@data-price or @data-amount or @data-price-amount"
+        " or @data-product-price or contains(@class,'price') or contains(@class,'cost')]"
+    )
+    old: HtmlElement | None = None
+    for el in candidates:
+        if _is_chrome(el, cards) or el.tag in ("script", "style", "meta", "link", "input"):
+            continue
+        classes = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
+        if _OLD_PRICE.search(classes):
+            old = old if old is not None else el
+            continue
+        if _NOT_A_PRICE.search(classes) or el.tag in ("del", "s", "strike"):
+            continue
+        amount, currency = _element_price(el, hint)
+        if amount is None:
+            continue
+        fields["price"] = amount
+        if currency:
+            fields["currency"] = currency
+        struck = el.xpath(".//del | .//s | .//strike")
+        if old is None and struck:
+            old = struck[0]
+        if el.get("itemprop") == "price":
+            result.strong = True
+        break
+    if old is not None and "price" in fields:
+        amount, _ = _element_price(old, hint)
+        if amount is not None and amount > fields["price"]:
+            fields["list_price"] = amount
+    if "currency" not in fields and hint:
+        currency = normalize_currency(hint)
+        if currency:
+            fields["currency"] = currency
+
+
+def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
+    """Amount and currency of one price element, preferring machine-readable attributes."""
+    hint = el.get("data-currency") or el.get("data-cur") or el.get("data-price-currency") or hint
+    for attr in ("content", "data-price", "data-amount", "data-price-amount", "data-product-price"):
+        raw = el.get(attr)
+        if raw and (amount := parse_structured_price(raw)) is not None:
+            _, currency = parse_price(_text(el), hint)
+            return amount, currency or normalize_currency(hint)
+    # the current price only: a struck-through "was" price inside the element is not it
+    parts = el.xpath(".//text()[not(ancestor::del or ancestor::s or ancestor::strike)]")
+    text = " ".join(" ".join(str(p) for p in parts).split())
+    if not text or len(text) > 80 or not re.search(r"\d", text):
+        return None, None
+    return parse_price(text, hint)
+
+
+def _read_availability(root: HtmlElement, cards: set[HtmlElement], fields: dict[str, Any]) -> None:
+    for el in root.xpath(
+        "//*[@itemprop='availability'] | //*[contains(@class,'stock') or contains(@class,"
+        "'availability') or contains(@class,'inventory') or contains(@id,'availability')]"
+    ):
+        if _is_chrome(el, cards):
+            continue
+        availability = normalize_availability(_value(el)) or normalize_availability(_text(el))
+        if availability:
+            fields["availability"] = availability
+            return
+
+
+def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
+    fields = result.fields
+    el = _first(
+        root,
+        "//*[@itemprop='sku'] | //*[contains(@class,'sku') or contains(@class,'product-code')"
+        " or contains(@class,'-code') or contains(@class,'item-number')]",
+        cards,
+    )
+    if el is not None:
+        sku = _SKU_LABEL.sub("", _value(el)).strip()
+        if sku and len(sku) <= 64:
+            fields["sku"] = sku
+            result.strong = True
+    gtin_el = _first(root, "//*[starts-with(@itemprop,'gtin') or @itemprop='isbn']", cards)
+    if gtin_el is not None:
+        gtin = re.sub(r"\D", "", _value(gtin_el))
+        if gtin:
+            fields["gtin"] = gtin
+    if "sku" in fields and "gtin" in fields:
+        return
+    body_text = " ".join(root.xpath("//body//text()[not(ancestor::script or ancestor::style)]"))
+    if "sku" not in fields and (match := _SKU_IN_TEXT.search(body_text)):
+        fields["sku"] = match.group(1).rstrip(".")
+        result.strong = True
+    if "gtin" not in fields and (match := _GTIN_IN_TEXT.search(body_text)):
+        fields["gtin"] = re.sub(r"\D", "", match.group(1))
+
+
+def _images(root: HtmlElement, url: str, cards: set[HtmlElement]) -> list[str]:
+    found: list[str] = []
+    for el in root.xpath(
+        "//*[@itemprop='image'] | //*[contains(@class,'gallery') or contains(@class,"
+        "'product-image') or contains(@class,'product-photo') or contains(@class,'main-image')"
+        " or contains(@class,'pdp-image')]//img"
+    ):
+        if _is_chrome(el, cards):
+            continue
+        src = el.get("src") or el.get("data-src") or el.get("content") or el.get("href")
+        if src and not src.strip().startswith("data:"):
+            found.append(urljoin(url, src.strip()))
+    return list(dict.fromkeys(found))
+
+
+def breadcrumb_trail(root: HtmlElement) -> list[tuple[str, str | None]]:
+    """(name, href) of each crumb of the first breadcrumb block; href None for plain text."""
+    for block in root.xpath(_BREADCRUMB_XPATH):
+        items = block.xpath(".//li") or block.xpath(".//a")
+        crumbs: list[tuple[str, str | None]] = []
+        for item in items:
+            if item.tag == "li" and item.xpath(".//li"):
+                continue  # a nested list: its own items are the crumbs
+            link = item if item.tag == "a" else next(iter(item.xpath(".//a[@href]")), None)
+            name = _text(item)
+            if name and name not in _SEPARATORS:
+                crumbs.append((name, link.get("href") if link is not None else None))
+        if crumbs:
+            return crumbs
+    return []
+
+
+def _has_add_to_cart(root: HtmlElement, cards: set[HtmlElement]) -> bool:
+    for el in root.xpath(
+        "//button | //input[@type='submit' or @type='button'] | //form[@action]"
+        " | //a[contains(@class,'cart') or contains(@class,'buy')]"
+    ):
+        label = " ".join(
+            str(v)
+            for v in (
+                el.get("class"),
+                el.get("id"),
+                el.get("name"),
+                el.get("value"),
+                el.get("action"),
+                _text(el),
+            )
+            if v
+        )
+        if _ADD_TO_CART.search(label) and not _is_chrome(el, cards):
+            return True
+    return False
+
+
+def _has_product_container(heading: HtmlElement | None) -> bool:
+    if heading is None:
+        return False
+    for parent in heading.iterancestors():
+        if _PRODUCT_CONTAINER.search(f"{parent.get('class') or ''} {parent.get('id') or ''}"):
+            return True
+    return False

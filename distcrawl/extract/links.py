@@ -1,0 +1,220 @@
+"""Links of a page sorted by what they lead to, without any site profile.
+
+* **next** (pagination): ``rel=next`` (``<link>`` or ``<a>``) and "next" links (text
+  Next, angle quotes, Weiter, Suivant, class or aria-label ``next``) first, then every
+  other link of a pagination block (``pagination``, ``pager``) or to the same path with a
+  page parameter.
+* **product**: a path that looks like a detail page (``/p/…``, ``/product/…``,
+  ``/products/…``, ``…-123.html``), a link classed ``product…``, or a link in a repeated
+  card (``li``/``article``, or a block classed product/card/item/tile) that shows a price.
+* **category**: links in navigation (``nav``, menus, category and sub-category lists,
+  breadcrumbs) or with a category-like path (``/c/``, ``/category/``, ``/collections/``…),
+  minus account, cart, search and legal pages. A category index and a listing cannot be
+  told apart before they are fetched, so links to both come out as ``category``;
+  ``listing`` stays empty unless a profile fills it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import urljoin, urlsplit
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
+
+__all__ = ["LINK_KINDS", "LinkScan", "is_card_context", "scan_links"]
+
+#: keys of ``PageAnalysis.links``, always all present
+LINK_KINDS: tuple[str, ...] = ("category", "listing", "product", "next")
+
+#: anchor texts that mean "the next page", compared lower-case and stripped
+NEXT_WORDS: frozenset[str] = frozenset(
+    {
+        "next",
+        "next page",
+        "next \u00bb",
+        "next \u203a",
+        "next >",
+        "\u203a",
+        "\u00bb",
+        ">",
+        "→",
+        "\u00bb\u00bb",
+        "weiter",
+        "nächste",
+        "nächste seite",
+        "suivant",
+        "page suivante",
+        "siguiente",
+        "avanti",
+        "successivo",
+        "volgende",
+        "następna",
+    }
+)
+
+_PRODUCT_PATH = re.compile(
+    r"/(?:p|product|products|item|items|dp|artikel|produkt|produit|prodotto|producto)/[^/?#]+"
+    r"|[-_/]p[-_]?\d+(?:\.html?)?$|/\d+[-_][^/]+\.html?$|[^/]+[-_]\d{3,}\.html?$",
+    re.IGNORECASE,
+)
+_CATEGORY_PATH = re.compile(
+    r"/(?:c|cat|category|categories|collections?|departments?|dept|catalog|catalogue|"
+    r"kategorie|kategorien|categorie|categoria|rayon|shop)(?:/|$)",
+    re.IGNORECASE,
+)
+_EXCLUDED_PATH = re.compile(
+    r"/(?:cart|basket|bag|checkout|login|logout|signin|sign-in|signup|sign-up|register|"
+    r"account|my-account|wishlist|compare|search|help|faq|contact|about|privacy|terms|"
+    r"imprint|impressum|legal|cookies?|returns|shipping|newsletter|blog|press|careers|jobs)"
+    r"(?:[/.?]|$)",
+    re.IGNORECASE,
+)
+_PAGE_PARAM = re.compile(r"(?:^|&)(?:page|pg|pagenum|page_num|offset|start)=\d+", re.IGNORECASE)
+_PAGE_PATH = re.compile(r"/page/\d+/?$", re.IGNORECASE)
+_PRICE_TEXT = re.compile(r"[$€£¥₹]\s*\d|\d\s*(?:[$€£¥₹]|eur|usd|gbp|kr|zł|chf)\b", re.IGNORECASE)
+_SKIPPED_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "sms:", "#")
+
+# matched against "class id tag" of a link's ancestors; \b keeps "unavailable" from "nav"
+_NAV_CONTEXT = re.compile(
+    r"\b(?:nav|menu|categor|department|breadcrumb|crumbs|trail|sidebar|facet|header)"
+)
+_PAGINATION_CONTEXT = re.compile(r"\b(?:pagination|pager|paging|page-numbers)")
+_ASIDE_CONTEXT = re.compile(r"related|recommend|upsell|cross-?sell|recently")
+_CARD_WORDS = ("product", "card", "item", "tile")
+
+
+@dataclass
+class LinkScan:
+    """Links by kind plus what the link layout says about the page."""
+
+    links: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in LINK_KINDS})
+    #: product-card elements (their prices belong to other products, not to this page)
+    cards: set[HtmlElement] = field(default_factory=set)
+    #: product links outside "related products" blocks (a listing has many)
+    main_product_links: int = 0
+    #: the page has pagination
+    paginated: bool = False
+
+
+def _classes(el: HtmlElement) -> str:
+    return f"{el.get('class') or ''} {el.get('id') or ''}".lower()
+
+
+def is_card_context(el: HtmlElement) -> HtmlElement | None:
+    """The nearest card-like ancestor (``li``, ``article``, or a block classed like a card)."""
+    for depth, parent in enumerate(el.iterancestors()):
+        if depth > 5 or parent.tag in ("body", "ul", "ol", "main", "nav"):
+            return None
+        if parent.tag in ("li", "article") or (
+            parent.tag in ("div", "section") and any(w in _classes(parent) for w in _CARD_WORDS)
+        ):
+            return parent
+    return None
+
+
+def _has_price(card: HtmlElement) -> bool:
+    if card.xpath(
+        ".//*[contains(@class,'price') or contains(@class,'cost') or @itemprop='price' "
+        "or @data-price]"
+    ):
+        return True
+    return bool(_PRICE_TEXT.search(card.text_content()[:2000]))
+
+
+def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]) -> LinkScan:
+    """Sort the page's links into :data:`LINK_KINDS`, absolute and canonical, in page order."""
+    scan = LinkScan()
+    base = page_url
+    for base_href in root.xpath("//head/base/@href")[:1]:
+        base = urljoin(page_url, str(base_href).strip())
+    page_canonical = canonical(page_url)
+    page_path = urlsplit(page_canonical).path
+    first_next: list[str] = []
+    other_pages: list[str] = []
+    seen: dict[str, set[str]] = {k: set() for k in LINK_KINDS}
+    card_price: dict[HtmlElement, bool] = {}
+
+    def add(kind: str, url: str, target: list[str] | None = None) -> None:
+        if url not in seen[kind]:
+            seen[kind].add(url)
+            (scan.links[kind] if target is None else target).append(url)
+
+    for link in root.xpath("//head/link[@href][contains(@rel,'next')]"):
+        url = _absolute(base, link.get("href"), canonical)
+        if url:
+            add("next", url, first_next)
+    for a in root.iter("a"):
+        url = _absolute(base, a.get("href"), canonical)
+        if url is None or url == page_canonical:
+            continue
+        rel = (a.get("rel") or "").lower().split()
+        own = _classes(a) + " " + (a.get("aria-label") or "").lower()
+        text = " ".join((a.text_content() or "").split()).lower()
+        context = " ".join(_classes(p) + " " + p.tag for p in _ancestors(a, 8))
+        split = urlsplit(url)
+        if "next" in rel or "next" in own.split() or own.startswith("next") or text in NEXT_WORDS:
+            scan.paginated = True
+            add("next", url, first_next)
+            continue
+        if (
+            "prev" in rel
+            or _PAGINATION_CONTEXT.search(context)
+            or (
+                split.path == page_path
+                and (_PAGE_PARAM.search(split.query) or _PAGE_PATH.search(split.path))
+            )
+            or _PAGE_PATH.search(split.path)
+        ):
+            scan.paginated = True
+            add("next", url, other_pages)
+            continue
+        in_nav = bool(_NAV_CONTEXT.search(context))
+        card = None if in_nav else is_card_context(a)
+        is_product = not in_nav and bool(_PRODUCT_PATH.search(split.path))
+        if card is not None and not is_product:
+            if card not in card_price:
+                card_price[card] = _has_price(card)
+            is_product = card_price[card] and not _EXCLUDED_PATH.search(split.path)
+        if not is_product and not in_nav and "product" in own and "categor" not in own:
+            is_product = not _EXCLUDED_PATH.search(split.path)
+        if is_product:
+            if card is not None:
+                scan.cards.add(card)
+            if not _ASIDE_CONTEXT.search(context) and url not in seen["product"]:
+                scan.main_product_links += 1
+            add("product", url)
+            continue
+        if _EXCLUDED_PATH.search(split.path):
+            continue
+        if in_nav or _CATEGORY_PATH.search(split.path) or "categor" in own:
+            add("category", url)
+    scan.links["next"] = [u for u in (*first_next, *other_pages) if u != page_canonical]
+    return scan
+
+
+def _ancestors(el: HtmlElement, limit: int) -> list[HtmlElement]:
+    out: list[HtmlElement] = []
+    for parent in el.iterancestors():
+        if parent.tag in ("body", "html") or len(out) >= limit:
+            break
+        out.append(parent)
+    return out
+
+
+def _absolute(base: str, href: str | None, canonical: Callable[[str], str]) -> str | None:
+    if not href:
+        return None
+    href = href.strip()
+    if not href or href.lower().startswith(_SKIPPED_SCHEMES):
+        return None
+    try:
+        url = urljoin(base, href)
+    except ValueError:
+        return None
+    if not url.lower().startswith(("http://", "https://", "file://")):
+        return None
+    return canonical(url)

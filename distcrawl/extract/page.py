@@ -1,0 +1,360 @@
+"""The entry point: one fetched page to its kind, canonical URL, links and product.
+
+:func:`analyze` parses the HTML once and hands the tree to every reader. Product fields are
+merged field by field, first source that has a value wins:
+
+1. the site profile's ``[fields]`` (when a profile applies),
+2. structured data: JSON-LD, microdata, RDFa, embedded script data, OpenGraph,
+3. heuristics on visible markup.
+
+``price``, ``currency`` and ``list_price`` travel together: they come from the source that
+gave the price (currency falls back to a later source, then to the profile's ``currency``).
+``category_path`` prefers a profile, then a schema.org ``BreadcrumbList``, then the
+product's own ``category``, then visible breadcrumbs.
+
+The page kind is the profile's ``[kinds]`` verdict when one matches; otherwise a page with
+product data is a ``product``, one with product links in cards (or many, or paginated) a
+``listing``, one with category links a ``category``, and anything else ``other``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import partial
+from typing import Any
+from urllib.parse import urljoin
+
+from parsel import Selector
+from w3lib.encoding import html_to_unicode
+
+from .availability import normalize_availability
+from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, same_site
+from .heuristics import heuristic_product
+from .links import LINK_KINDS, scan_links
+from .prices import normalize_currency, parse_price, parse_structured_price
+from .profile import SiteProfile
+from .schema import clean_category_path
+from .structured import extract_structured
+
+__all__ = [
+    "DEFAULT_LISTING_MIN_PRODUCT_LINKS",
+    "DEFAULT_MAX_BODY_BYTES",
+    "PAGE_KINDS",
+    "PRODUCT_FIELDS",
+    "PageAnalysis",
+    "analyze",
+]
+
+#: page kinds, as the spider uses them for priorities
+PAGE_KINDS: tuple[str, ...] = ("category", "listing", "product", "other")
+
+#: Product fields ``analyze`` fills (the spider adds site, source_url and crawled_at)
+PRODUCT_FIELDS: tuple[str, ...] = (
+    "url",
+    "name",
+    "price",
+    "currency",
+    "list_price",
+    "sku",
+    "gtin",
+    "brand",
+    "availability",
+    "category_path",
+    "description",
+    "image_urls",
+    "variants",
+)
+_LIST_FIELDS = {"category_path", "image_urls", "variants"}
+
+#: this many product links outside "related products" blocks make a page a listing
+DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
+
+#: bytes of a body that are read; the rest of a larger page is ignored (with an error)
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+
+_PLAIN_NUMBER = re.compile(r"\s*\d+(?:\.\d+)?\s*")
+
+
+@dataclass
+class PageAnalysis:
+    """What one page is and holds, as the spider needs it."""
+
+    #: the URL the page was fetched from
+    url: str
+    #: one of :data:`PAGE_KINDS`
+    kind: str
+    #: rel=canonical when on the same site, else the canonicalised fetch URL
+    canonical_url: str
+    #: Product fields (see :data:`PRODUCT_FIELDS`) when ``kind == "product"``, else None
+    product: dict[str, Any] | None
+    #: absolute canonical URLs per link kind, deduplicated, in page order
+    links: dict[str, list[str]]
+    #: human-readable reasons for anything that was skipped
+    errors: list[str] = field(default_factory=list)
+    #: which source gave each product field ("profile", "json-ld", "heuristics", ...)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def analyze(
+    url: str,
+    body: bytes | str,
+    encoding: str | None = None,
+    profile: SiteProfile | None = None,
+) -> PageAnalysis:
+    """Analyse one page; never raises, whatever *body* holds (then kind is ``"other"``)."""
+    errors: list[str] = []
+    try:
+        return _analyze(url, body, encoding, profile, errors)
+    except Exception as exc:  # hostile input must cost one page, never the crawl
+        errors.append(f"page analysis failed: {type(exc).__name__}: {str(exc)[:200]}")
+        try:
+            canonical = canonicalize_url(url)
+        except Exception:
+            canonical = str(url)
+        return PageAnalysis(
+            url=str(url),
+            kind="other",
+            canonical_url=canonical,
+            product=None,
+            links={k: [] for k in LINK_KINDS},
+            errors=errors,
+        )
+
+
+def _decode(body: bytes | str, encoding: str | None, errors: list[str]) -> str:
+    if isinstance(body, str):
+        text = body
+    else:
+        if len(body) > DEFAULT_MAX_BODY_BYTES:
+            errors.append(f"body of {len(body)} bytes cut to {DEFAULT_MAX_BODY_BYTES}")
+            body = body[:DEFAULT_MAX_BODY_BYTES]
+        text = ""
+        if encoding:
+            try:
+                text = body.decode(encoding, errors="replace")
+            except LookupError:
+                errors.append(f"unknown encoding {encoding!r}; detected from the page")
+                encoding = None
+        if not encoding:
+            text = html_to_unicode(None, body)[1]
+    # NUL and other C0 controls make lxml refuse or truncate a document
+    return re.sub(r"[\x00-\x08\x0b\x0c\x0e-\x1f]", "", text)
+
+
+def _analyze(
+    url: str,
+    body: bytes | str,
+    encoding: str | None,
+    profile: SiteProfile | None,
+    errors: list[str],
+) -> PageAnalysis:
+    text = _decode(body, encoding, errors)
+    tracking = DEFAULT_TRACKING_PARAMS | set(profile.strip_params if profile else ())
+    canonical = partial(canonicalize_url, tracking_params=tracking)
+    selector = Selector(text=text or "<html></html>", type="html")
+    root = selector.root
+    if root is None or not hasattr(root, "iter"):
+        errors.append("no HTML document found")
+        return PageAnalysis(url, "other", canonical(url), None, {k: [] for k in LINK_KINDS}, errors)
+    canonical_url = canonical(url)
+    for href in root.xpath("//link[contains(translate(@rel,'CANOIL','canoil'),'canonical')]/@href")[
+        :1
+    ]:
+        target = urljoin(url, str(href).strip())
+        if same_site(url, target):
+            canonical_url = canonical(target)
+        else:
+            errors.append(f"rel=canonical to another site ignored: {target[:200]}")
+
+    structured = extract_structured(root, text, url, canonical_url, errors)
+    scan = scan_links(root, url, canonical)
+    links = scan.links
+    heuristic = heuristic_product(root, url, scan.cards)
+    profile_fields = _profile_fields(profile, selector, url, errors) if profile else {}
+    if profile:
+        for link_kind in LINK_KINDS:
+            hrefs = profile.link_values(selector, link_kind)
+            if hrefs is not None:
+                links[link_kind] = _absolute_links(url, hrefs, canonical)
+
+    candidates: list[tuple[str, dict[str, Any]]] = []
+    if profile_fields:
+        candidates.append(("profile", profile_fields))
+    candidates.extend(structured.candidates)
+    candidates.append(("heuristics", heuristic.fields))
+    product, sources = _merge(candidates, profile)
+    _merge_category_path(product, sources, structured.breadcrumbs, canonical_url, candidates)
+
+    kind: str | None = profile.kind(selector) if profile else None
+    if kind is None:
+        has_structured = any(
+            source != "heuristics" and ("name" in fields or "price" in fields)
+            for source, fields in candidates
+        )
+        looks_like_product = (
+            "name" in heuristic.fields
+            and "price" in heuristic.fields
+            and (heuristic.strong or scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS)
+        )
+        many_links = scan.main_product_links >= DEFAULT_LISTING_MIN_PRODUCT_LINKS
+        some_links = scan.main_product_links > 0 and (bool(scan.cards) or scan.paginated)
+        if has_structured or looks_like_product:
+            kind = "product"
+        elif many_links or some_links or structured.product_nodes > 2:
+            kind = "listing"
+        elif links["category"]:
+            kind = "category"
+        else:
+            kind = "other"
+    if kind == "product":
+        product["url"] = canonical_url
+        result = {
+            name: product.get(name, [] if name in _LIST_FIELDS else None) for name in PRODUCT_FIELDS
+        }
+        if result["name"] is None:
+            errors.append("product page without a product name")
+    else:
+        result = None
+    return PageAnalysis(
+        url=url,
+        kind=kind,
+        canonical_url=canonical_url,
+        product=result,
+        links=links,
+        errors=errors,
+        sources=sources if result else {},
+    )
+
+
+def _merge(
+    candidates: list[tuple[str, dict[str, Any]]], profile: SiteProfile | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Field-by-field merge, first candidate wins; price, currency, list price kept together."""
+    product: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name in (
+        "name",
+        "sku",
+        "gtin",
+        "brand",
+        "availability",
+        "description",
+        "image_urls",
+        "variants",
+    ):
+        for source, fields in candidates:
+            if fields.get(name) not in (None, "", []):
+                product[name], sources[name] = fields[name], source
+                break
+    for source, fields in candidates:
+        if fields.get("price") is not None:
+            product["price"], sources["price"] = fields["price"], source
+            if fields.get("currency"):
+                product["currency"], sources["currency"] = fields["currency"], source
+            if fields.get("list_price") is not None:
+                product["list_price"], sources["list_price"] = fields["list_price"], source
+            break
+    if "currency" not in product:
+        for source, fields in candidates:
+            if fields.get("currency"):
+                product["currency"], sources["currency"] = fields["currency"], source
+                break
+    if "currency" not in product and profile and profile.currency:
+        product["currency"], sources["currency"] = profile.currency, "profile"
+    profile_list_price = (
+        candidates[0][1].get("list_price") if candidates[0][0] == "profile" else None
+    )
+    if profile_list_price is not None:
+        product["list_price"], sources["list_price"] = profile_list_price, "profile"
+    return product, sources
+
+
+def _merge_category_path(
+    product: dict[str, Any],
+    sources: dict[str, str],
+    breadcrumbs: list[tuple[str, str | None]],
+    canonical_url: str,
+    candidates: list[tuple[str, dict[str, Any]]],
+) -> None:
+    ordered = list(candidates)
+    if breadcrumbs:
+        last_url = breadcrumbs[-1][1]
+        path = clean_category_path(
+            [name for name, _ in breadcrumbs],
+            product_name=product.get("name"),
+            last_url_is_page=bool(last_url) and canonicalize_url(str(last_url)) == canonical_url,
+        )
+        at = 1 if ordered and ordered[0][0] == "profile" else 0
+        ordered.insert(at, ("breadcrumb-list", {"category_path": path}))
+    for source, fields in ordered:
+        found = fields.get("category_path")
+        if found:
+            if source != "breadcrumb-list":
+                found = clean_category_path(found, product_name=product.get("name"))
+            if found:
+                product["category_path"], sources["category_path"] = found, source
+                return
+
+
+def _absolute_links(url: str, hrefs: list[str], canonical: partial[str]) -> list[str]:
+    out: dict[str, None] = {}
+    for href in hrefs:
+        if href.lower().startswith(("javascript:", "mailto:", "tel:", "#", "data:")):
+            continue
+        try:
+            absolute = urljoin(url, href)
+        except ValueError:
+            continue
+        if absolute.lower().startswith(("http://", "https://", "file://")):
+            out[canonical(absolute)] = None
+    return list(out)
+
+
+def _profile_fields(
+    profile: SiteProfile, selector: Selector, url: str, errors: list[str]
+) -> dict[str, Any]:
+    """Product fields as the profile's ``[fields]`` read them, normalised like the others."""
+    fields: dict[str, Any] = {}
+    raw = {name: rule.values(selector) for name, rule in profile.fields.items()}
+    currency_text = raw.get("currency", [None])[0] if raw.get("currency") else None
+    hint = currency_text or profile.currency
+    for name, values in raw.items():
+        if not values:
+            continue
+        first = values[0]
+        value: Any
+        if name in ("price", "list_price"):
+            value = _price(first, hint)
+            if value is None:
+                errors.append(f"profile field {name}: no price in {first[:80]!r}")
+        elif name == "currency":
+            value = normalize_currency(first) or parse_price(first)[1]
+            if value is None:
+                errors.append(f"profile field currency: no currency in {first[:80]!r}")
+        elif name == "availability":
+            value = normalize_availability(first)
+            if value is None:
+                errors.append(f"profile field availability: {first[:80]!r} not recognised")
+        elif name == "description":
+            value = " ".join(values)
+        elif name == "category_path":
+            value = values
+        elif name == "image_urls":
+            value = list(dict.fromkeys(urljoin(url, v) for v in values))
+        else:
+            value = first
+        if value not in (None, "", []):
+            fields[name] = value
+    if "price" in fields and "currency" not in fields:
+        currency = parse_price(raw["price"][0], hint)[1]
+        if currency:
+            fields["currency"] = currency
+    return fields
+
+
+def _price(text: str, hint: str | None) -> Decimal | None:
+    if _PLAIN_NUMBER.fullmatch(text):
+        return parse_structured_price(text)
+    return parse_price(text, hint)[0]
