@@ -38,20 +38,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument(
-        "-s", "--set", action="append", default=[], metavar="NAME=VALUE",
+        "-s",
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="extra Scrapy setting for every node (repeatable)",
     )
 
 
 def node_command(index: int, log_file: Path, extra: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "catalog",
-           "-s", "DISTCRAWL_CLOSE_WHEN_DRAINED=1", "-s", f"LOG_FILE={log_file}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        "catalog",
+        "-s",
+        "DISTCRAWL_CLOSE_WHEN_DRAINED=1",
+        "-s",
+        f"LOG_FILE={log_file}",
+    ]
     for setting in extra:
         cmd += ["-s", setting]
     return cmd
 
 
-def node_env(redis_url: str, mongo_uri: str, home: Path, node_id: str, profiles: str = "") -> dict[str, str]:
+def node_env(
+    redis_url: str, mongo_uri: str, home: Path, node_id: str, profiles: str = ""
+) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         SCRAPY_SETTINGS_MODULE="distcrawl.settings",
@@ -87,8 +102,12 @@ def run(args: argparse.Namespace) -> int:
     home.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     shop = DemoShop(
-        ShopConfig(products=args.products, variant=args.variant, latency_ms=args.latency,
-                   error_rate=args.error_rate)
+        ShopConfig(
+            products=args.products,
+            variant=args.variant,
+            latency_ms=args.latency,
+            error_rate=args.error_rate,
+        )
     )
     shop.start()
     started_services = not args.home
@@ -157,9 +176,7 @@ def crawl(
                 p.kill()
                 p.wait()
     seconds = time.monotonic() - t0
-    pages = sum(
-        1 for e in shop.request_log() if e["status"] == 200 and e["path"] != "/robots.txt"
-    )
+    pages = sum(1 for e in shop.request_log() if e["status"] == 200 and e["path"] != "/robots.txt")
     summary = check_store(collection, expected)
     summary.update(
         pages=pages,
@@ -168,16 +185,22 @@ def crawl(
         nodes=args.nodes,
         nodes_failed=sum(1 for p in procs if p.returncode != 0),
         node_logs=[str(home / f"node-{i + 1}.log") for i in range(args.nodes)],
-        frontier_left=dict(zip(("queued", "delayed", "leased", "seeding", "start"),
-                               map(int, store.drained()))),
+        frontier_left=dict(
+            zip(("queued", "delayed", "leased", "seeding", "start"), map(int, store.drained()))
+        ),
     )
     mongo.close()
     return summary
 
 
 def watch(
-    procs: list[subprocess.Popen[bytes]], collection: Any, store: FrontierStore, expected: int,
-    t0: float, args: argparse.Namespace, say: Any,
+    procs: list[subprocess.Popen[bytes]],
+    collection: Any,
+    store: FrontierStore,
+    expected: int,
+    t0: float,
+    args: argparse.Namespace,
+    say: Any,
 ) -> None:
     """Show progress until every node has exited (or the timeout is reached)."""
     from rich.console import Console
@@ -185,9 +208,14 @@ def watch(
 
     console = Console(stderr=True)
     with Progress(
-        TextColumn("[bold]crawl"), BarColumn(), TextColumn("{task.completed}/{task.total} products"),
-        TextColumn("{task.fields[frontier]}"), TimeElapsedColumn(),
-        console=console, transient=args.json, disable=not console.is_terminal and args.json,
+        TextColumn("[bold]crawl"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} products"),
+        TextColumn("{task.fields[frontier]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=args.json,
+        disable=not console.is_terminal and args.json,
     ) as progress:
         task = progress.add_task("crawl", total=expected, frontier="")
         last_line = 0.0
