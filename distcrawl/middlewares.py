@@ -20,11 +20,12 @@ from scrapy.utils.python import global_object_name
 from distcrawl.signals import request_dead_lettered
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
-    from typing_extensions import Self
 
 __all__ = ["BackoffRetryMiddleware", "backoff_delay", "parse_retry_after"]
 
@@ -43,8 +44,8 @@ RETRY_AFTER_STATUSES = frozenset({429, 503})
 def backoff_delay(attempt: int, *, base: float, cap: float, jitter: float) -> float:
     """Seconds to wait before retry number ``attempt`` (1 = first retry); never below the
     un-jittered minimum ``min(cap, base * 2**(attempt-1))``."""
-    minimum = min(cap, base * 2 ** max(0, attempt - 1))
-    return minimum * (1.0 + random.random() * max(0.0, jitter))
+    minimum = min(cap, base * 2.0 ** max(0, attempt - 1))
+    return float(minimum) * (1.0 + random.random() * max(0.0, jitter))
 
 
 def parse_retry_after(value: bytes | str | None, *, now: float | None = None) -> float | None:
@@ -132,5 +133,5 @@ class BackoffRetryMiddleware(RetryMiddleware):
             stats.inc_value("retry/retry_after_honoured")
         retry.meta["distcrawl_delay"] = round(delay, 3)
         retry.meta["retry_first_attempt"] = first
-        stats.inc_value("retry/delayed_seconds", round(delay, 3))
+        stats.inc_value("retry/delayed_ms", int(delay * 1000))
         return retry

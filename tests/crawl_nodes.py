@@ -13,6 +13,8 @@ from typing import Any
 
 import pymongo
 
+TESTS = Path(__file__).resolve().parent
+
 #: generous upper bound for one test crawl; a hang fails the test instead of blocking CI
 NODE_TIMEOUT = 240.0
 
@@ -29,6 +31,7 @@ class Node:
         node_id: str,
         settings: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        spider: str = "catalog",
     ) -> None:
         self.node_id = node_id
         self.log_file = log_dir / f"{node_id}.log"
@@ -41,7 +44,7 @@ class Node:
             "LOG_LEVEL": "INFO",
             **(settings or {}),
         }
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "catalog"]
+        cmd = [sys.executable, "-m", "scrapy", "crawl", spider]
         for key, value in merged.items():
             cmd += ["-s", f"{key}={value}"]
         full_env = dict(os.environ)
@@ -51,6 +54,7 @@ class Node:
             MONGO_URI=mongo_uri,
             DISTCRAWL_NODE_ID=node_id,
             DISTCRAWL_ALLOW_PRIVATE="127.0.0.1,127.0.0.2,localhost",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
             **(env or {}),
         )
         self.proc = subprocess.Popen(
@@ -103,5 +107,5 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.1) -> bool:
 
 def assert_clean_log(text: str) -> None:
     """No deprecation warnings and no tracebacks in a node's log."""
-    assert "Deprecat" not in text, [l for l in text.splitlines() if "Deprecat" in l][:3]
+    assert "Deprecat" not in text, [x for x in text.splitlines() if "Deprecat" in x][:3]
     assert "Traceback" not in text, text[text.index("Traceback") :][:2000]

@@ -86,7 +86,9 @@ def test_json_seeds_carry_priority_and_meta_and_bad_seeds_are_skipped(
     assert f"Seed accepted: {shop.url} (priority 5000)" in log
     assert log.count("Refused seed") == 3
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
-    rejected = [json.loads(x) for x in redis.Redis.from_url(redis_url).lrange("{catalog}:rejected", 0, -1)]
+    rejected = [
+        json.loads(x) for x in redis.Redis.from_url(redis_url).lrange("{catalog}:rejected", 0, -1)
+    ]
     assert sorted(r["reason"] for r in rejected) == ["bad_scheme", "missing_url", "missing_url"]
 
 
@@ -107,6 +109,9 @@ def test_category_pages_leave_the_queue_before_product_pages(
     finally:
         node.kill()
     paths = [e["path"] for e in shop.request_log() if e["path"] != "/robots.txt"]
-    kinds = ["product" if p.startswith("/p/") else "category" if p.count("/") == 3 else "other" for p in paths]
+    kinds = [
+        "product" if p.startswith("/p/") else "category" if p.count("/") == 3 else "other"
+        for p in paths
+    ]
     first_product = kinds.index("product")
     assert "category" not in kinds[first_product:], paths

@@ -17,7 +17,9 @@ def store(redis_url: str) -> FrontierStore:
     return FrontierStore(redis.Redis.from_url(redis_url), FrontierKeys("t", "t:start_urls"))
 
 
-def child(url: str, prio: int = 0, fp: str | None = None, dont_filter: bool = False, delay: int = 0):
+def child(
+    url: str, prio: int = 0, fp: str | None = None, dont_filter: bool = False, delay: int = 0
+):
     return (fp if fp is not None else url, prio, dont_filter, delay, json.dumps({"url": url}))
 
 
@@ -26,7 +28,13 @@ def leased_urls(out: list) -> list[str]:
 
 
 def test_priority_first_then_first_in_first_out(store: FrontierStore) -> None:
-    kids = [child("p1", 100), child("c1", 300), child("p2", 100), child("l1", 200), child("c2", 300)]
+    kids = [
+        child("p1", 100),
+        child("c1", 300),
+        child("p2", 100),
+        child("l1", 200),
+        child("c2", 300),
+    ]
     added, *_ = store.sync("n1", children=kids)
     assert added == 5
     *_, out = store.sync("n1", lease=10)
@@ -34,7 +42,9 @@ def test_priority_first_then_first_in_first_out(store: FrontierStore) -> None:
 
 
 def test_dupefilter_records_on_first_accept_and_dont_filter_bypasses(store: FrontierStore) -> None:
-    added, filtered, *_ = store.sync("n1", children=[child("a"), child("a"), child("a", dont_filter=True)])
+    added, filtered, *_ = store.sync(
+        "n1", children=[child("a"), child("a"), child("a", dont_filter=True)]
+    )
     assert (added, filtered) == (2, 1)
     assert store.client.sismember(store.keys.dupefilter, "a")
 
@@ -59,7 +69,9 @@ def test_release_returns_leases_with_their_priority(store: FrontierStore) -> Non
     assert leased_urls(out) == ["hi"]
 
 
-def test_recover_dead_node_once_even_when_two_nodes_race(store: FrontierStore, redis_url: str) -> None:
+def test_recover_dead_node_once_even_when_two_nodes_race(
+    store: FrontierStore, redis_url: str
+) -> None:
     store.sync("dead", children=[child(f"u{i}") for i in range(50)])
     store.sync("dead", lease=50)
     store.client.zadd(store.keys.nodes, {"dead": 1})  # last heartbeat long ago
@@ -110,7 +122,9 @@ def test_seeds_move_through_a_per_node_list_and_return_on_release(store: Frontie
 
 
 def test_dead_letters_and_requeue(store: FrontierStore) -> None:
-    record = json.dumps({"request": json.dumps({"url": "http://x.test/"}), "priority": 100, "reason": "http_500"})
+    record = json.dumps(
+        {"request": json.dumps({"url": "http://x.test/"}), "priority": 100, "reason": "http_500"}
+    )
     store.sync("n1", dead=[("fp1", record)])
     assert store.client.hlen(store.keys.dead) == 1
     assert store.requeue_dead() == 1
@@ -131,6 +145,17 @@ def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
     from redis.crc import key_slot
 
     keys = store.keys
-    names = [keys.queue, keys.requests, keys.dupefilter, keys.nodes, keys.delayed, keys.dead,
-             keys.rejected, keys.paused, keys.leases("n"), keys.seeding("n"), keys.node("n")]
+    names = [
+        keys.queue,
+        keys.requests,
+        keys.dupefilter,
+        keys.nodes,
+        keys.delayed,
+        keys.dead,
+        keys.rejected,
+        keys.paused,
+        keys.leases("n"),
+        keys.seeding("n"),
+        keys.node("n"),
+    ]
     assert len({key_slot(k.encode()) for k in names}) == 1

@@ -45,6 +45,8 @@ def test_refused_seeds_say_why(raw: bytes, reason: str) -> None:
 
 def test_allowed_private_hosts() -> None:
     allow = frozenset({"127.0.0.1"})
-    assert parse_seed(b"http://127.0.0.1:8000/", allow_private=allow).url == "http://127.0.0.1:8000/"
+    assert (
+        parse_seed(b"http://127.0.0.1:8000/", allow_private=allow).url == "http://127.0.0.1:8000/"
+    )
     with pytest.raises(BadSeed):
         parse_seed(b"http://10.0.0.1/", allow_private=allow)

@@ -186,7 +186,11 @@ def crawl(
         nodes_failed=sum(1 for p in procs if p.returncode != 0),
         node_logs=[str(home / f"node-{i + 1}.log") for i in range(args.nodes)],
         frontier_left=dict(
-            zip(("queued", "delayed", "leased", "seeding", "start"), map(int, store.drained()))
+            zip(
+                ("queued", "delayed", "leased", "seeding", "start"),
+                map(int, store.drained()),
+                strict=True,
+            )
         ),
     )
     mongo.close()
@@ -224,7 +228,7 @@ def watch(
                 say(f"timeout after {args.timeout:.0f}s: stopping the nodes")
                 break
             stored = collection.estimated_document_count()
-            queued, delayed, leased, seeding, start = map(int, store.drained())
+            queued, delayed, leased, _seeding, _start = map(int, store.drained())
             frontier = f"queued {queued} in flight {leased} retries {delayed}"
             progress.update(task, completed=stored, frontier=frontier)
             if not console.is_terminal and time.monotonic() - last_line > 5:

@@ -131,7 +131,9 @@ def decode(
     _expect(len(payload) <= max_payload, "too_large", f"{len(payload)} bytes")
     if isinstance(payload, bytes):
         if payload[:1] in (b"\x80",) or b"\x80\x04\x95" in payload[:16]:
-            raise BadEntry("pickle_refused", "payload looks like a pickle; pickles are never loaded")
+            raise BadEntry(
+                "pickle_refused", "payload looks like a pickle; pickles are never loaded"
+            )
         try:
             payload = payload.decode("utf-8")
         except UnicodeDecodeError:
@@ -194,7 +196,9 @@ def decode(
             callback=callback,
             errback=errback,
             method=method,
-            headers={k.encode("latin-1"): [x.encode("latin-1") for x in v] for k, v in headers.items()},
+            headers={
+                k.encode("latin-1"): [x.encode("latin-1") for x in v] for k, v in headers.items()
+            },
             body=body,
             cookies=cookies,
             meta=meta,

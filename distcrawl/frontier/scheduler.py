@@ -39,11 +39,12 @@ from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 from distcrawl.services import mask_url
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.defer import Deferred
-    from typing_extensions import Self
 
 __all__ = ["FrontierScheduler"]
 
@@ -112,7 +113,7 @@ class FrontierScheduler(BaseScheduler):
         concurrency: int,
     ) -> None:
         self.crawler = crawler
-        self.stats: StatsCollector = crawler.stats  # type: ignore[assignment]
+        self.stats: StatsCollector = crawler.stats
         self.redis_url = redis_url
         self.node_id = node_id
         self._start_urls_key = start_urls_key
@@ -195,7 +196,7 @@ class FrontierScheduler(BaseScheduler):
             return False
         # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
         # the URL when a page links back to it
-        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()  # type: ignore[union-attr]
+        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         self._children.append((fp, int(request.priority), request.dont_filter, delay_ms, payload))
         self._wake.set()
@@ -223,7 +224,7 @@ class FrontierScheduler(BaseScheduler):
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
         self.store = FrontierStore(self._client, keys)
-        slot = self.crawler.engine._slot  # type: ignore[union-attr]
+        slot = self.crawler.engine._slot
         if slot is not None:
             slot.inprogress = _InProgress(slot.inprogress, self._request_done)
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
@@ -242,7 +243,9 @@ class FrontierScheduler(BaseScheduler):
         assert self.store is not None
         moved = await self.store.release(self.node_id)
         if moved:
-            logger.info("Returned %d requests leased by an earlier run of node %s", moved, self.node_id)
+            logger.info(
+                "Returned %d requests leased by an earlier run of node %s", moved, self.node_id
+            )
             self.stats.inc_value("frontier/reclaimed", int(moved))
 
     async def _close(self, reason: str) -> None:
@@ -300,7 +303,7 @@ class FrontierScheduler(BaseScheduler):
             "at": time.time(),
             **{k: v for k, v in details.items() if codec.json_safe(v)},
         }
-        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()  # type: ignore[union-attr]
+        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
         self._dead.append((fp, json.dumps(record, separators=(",", ":"))))
         self.stats.inc_value("frontier/dead_lettered")
         self._wake.set()
@@ -318,6 +321,8 @@ class FrontierScheduler(BaseScheduler):
         wait = 0.02
         while not self._closing:
             try:
+                if self._redis_down_since is not None:
+                    await self._reconcile_leases()
                 got = await self._cycle()
                 if self._redis_down_since is not None:
                     logger.warning(
@@ -349,8 +354,23 @@ class FrontierScheduler(BaseScheduler):
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)
                 wait = 0.02 if self._redis_down_since is None else wait
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
+
+    async def _reconcile_leases(self) -> None:
+        """Return leases this node holds in Redis but does not know about.
+
+        A sync whose reply was lost with the connection may still have leased requests on the
+        server; unknown to the node, they would never be acked and would keep the crawl from
+        draining. Known ones (started, prefetched, awaiting their ack) stay.
+        """
+        assert self.store is not None
+        held = await self._client.zrange(self.store.keys.leases(self.node_id), 0, -1)
+        known = set(self._leased.values()) | set(self._acks)
+        unknown = [rid.decode() for rid in held if rid.decode() not in known]
+        if unknown:
+            await self.store.release(self.node_id, unknown)
+            logger.warning("Returned %d leases whose grant was lost with Redis", len(unknown))
 
     def _pending_writes(self) -> bool:
         return bool(self._children or self._acks or self._dead or self._rejected)
@@ -439,7 +459,13 @@ class FrontierScheduler(BaseScheduler):
     def _rejection(self, raw: bytes | str, reason: str, *, kind: str) -> str:
         text = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
         return json.dumps(
-            {"kind": kind, "raw": text[:2048], "reason": reason, "node": self.node_id, "at": time.time()}
+            {
+                "kind": kind,
+                "raw": text[:2048],
+                "reason": reason,
+                "node": self.node_id,
+                "at": time.time(),
+            }
         )
 
     def _wake_engine(self) -> None:
@@ -462,7 +488,9 @@ class FrontierScheduler(BaseScheduler):
                 if request is None:
                     raise BadSeed("spider_refused")
             except BadSeed as exc:
-                shown = raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
+                shown = (
+                    raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
+                )
                 logger.warning("Refused seed %r: %s", shown, exc)
                 self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
                 self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
@@ -520,7 +548,9 @@ class FrontierScheduler(BaseScheduler):
             self._drained_since = now
         elif now - self._drained_since >= self.drain_grace:
             logger.info(
-                "Frontier drained on every node for %.1fs: node %s closes", self.drain_grace, self.node_id
+                "Frontier drained on every node for %.1fs: node %s closes",
+                self.drain_grace,
+                self.node_id,
             )
             self._closing = True
             engine = self.crawler.engine

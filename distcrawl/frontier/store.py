@@ -24,7 +24,7 @@ class FrontierKeys:
 
     @property
     def prefix(self) -> str:
-        return "{%s}" % self.spider
+        return "{" + self.spider + "}"
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}:{name}"

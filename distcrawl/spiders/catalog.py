@@ -8,7 +8,7 @@ Each seed's site (its host) bounds the crawl that starts from it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -19,9 +19,10 @@ from distcrawl.extract import SiteProfile, analyze, load_profiles
 from distcrawl.items import Product
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from typing_extensions import Self
 
     from distcrawl.frontier.seeds import Seed
 
@@ -95,9 +96,11 @@ class CatalogSpider(scrapy.Spider):
                 **fields,
                 site=site,
                 source_url=response.url,
-                crawled_at=datetime.now(timezone.utc),
+                crawled_at=datetime.now(UTC),
             )
-        inherited = {k: v for k, v in response.meta.items() if k in ("site",) or k.startswith("seed_")}
+        inherited = {
+            k: v for k, v in response.meta.items() if k in ("site",) or k.startswith("seed_")
+        }
         for link_kind, page_kind in LINK_KINDS.items():
             for url in page.links.get(link_kind, ()):
                 if urlsplit(url).hostname != site:

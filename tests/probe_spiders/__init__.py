@@ -1,0 +1,19 @@
+"""Spiders used only by tests, loaded with ``SPIDER_MODULES=distcrawl.spiders,probe_spiders``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distcrawl.spiders.catalog import CatalogSpider
+
+
+class RaisingCatalogSpider(CatalogSpider):
+    """The catalog spider, except that its callback raises on some product pages."""
+
+    name = "catalog_raising"
+    redis_key = "catalog_raising:start_urls"
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        if "/p/1" in response.url:
+            raise RuntimeError(f"probe: callback raised on {response.url}")
+        yield from super().parse(response, **kwargs)
