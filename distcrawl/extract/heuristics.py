@@ -183,6 +183,8 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
             continue
         if _NOT_A_PRICE.search(classes) or el.tag in ("del", "s", "strike"):
             continue
+        if el.xpath(".//*[contains(@class,'price') or @itemprop='price' or @data-price]"):
+            continue  # a price box: its own price elements come next in document order
         amount, currency = _element_price(el, hint)
         if amount is None:
             continue

@@ -80,8 +80,10 @@ _SKIPPED_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "sms:", "#")
 
 # matched against "class id tag" of a link's ancestors; \b keeps "unavailable" from "nav"
 _NAV_CONTEXT = re.compile(
-    r"\b(?:nav|menu|categor|department|breadcrumb|crumbs|trail|sidebar|facet|header)"
+    r"\b(?:nav|menu|categor|department|breadcrumb|crumbs|trail|sidebar|header)"
 )
+# filter and facet links multiply one listing into endless combinations: never followed
+_FILTER_CONTEXT = re.compile(r"\bfacet|(?:^|\s)(?:filters?|refinements?|sort|sorting)(?:\s|$)")
 _PAGINATION_CONTEXT = re.compile(r"\b(?:pagination|pager|paging|page-numbers)")
 _ASIDE_CONTEXT = re.compile(r"related|recommend|upsell|cross-?sell|recently")
 _CARD_WORDS = ("product", "card", "item", "tile")
@@ -92,7 +94,7 @@ class LinkScan:
     """Links by kind plus what the link layout says about the page."""
 
     links: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in LINK_KINDS})
-    #: product-card elements (their prices belong to other products, not to this page)
+    #: product cards showing a price (their prices belong to other products, not this page)
     cards: set[HtmlElement] = field(default_factory=set)
     #: product links outside "related products" blocks (a listing has many)
     main_product_links: int = 0
@@ -172,6 +174,8 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
             scan.paginated = True
             add("next", url, other_pages)
             continue
+        if _FILTER_CONTEXT.search(context):
+            continue
         in_nav = bool(_NAV_CONTEXT.search(context))
         card = None if in_nav else is_card_context(a)
         is_product = not in_nav and bool(_PRODUCT_PATH.search(split.path))
@@ -182,7 +186,7 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
         if not is_product and not in_nav and "product" in own and "categor" not in own:
             is_product = not _EXCLUDED_PATH.search(split.path)
         if is_product:
-            if card is not None:
+            if card is not None and card_price.setdefault(card, _has_price(card)):
                 scan.cards.add(card)
             if not _ASIDE_CONTEXT.search(context) and url not in seen["product"]:
                 scan.main_product_links += 1

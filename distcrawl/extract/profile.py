@@ -339,7 +339,10 @@ def _politeness(value: dict[str, Any], path: Path) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     for key, raw in value.items():
         kind = POLITENESS_KEYS[key]
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or raw <= 0:
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise ProfileError(f"{path}: politeness.{key} must be a number")
+        # a delay of 0 means "no pause"; a rate or concurrency of 0 would stop the crawl
+        if raw < 0 or (raw == 0 and key != "delay"):
             raise ProfileError(f"{path}: politeness.{key} must be a positive number")
         if kind is int and not isinstance(raw, int):
             raise ProfileError(f"{path}: politeness.{key} must be a whole number")

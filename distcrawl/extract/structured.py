@@ -100,7 +100,9 @@ def _add_candidate(
     products = [n for n in nodes if node_types(n) & PRODUCT_TYPES]
     data.product_nodes += len(products)
     if not data.breadcrumbs:
-        for node in nodes:
+        # a page node may hold its BreadcrumbList inline (``"breadcrumb": {...}``)
+        nested = [n["breadcrumb"] for n in nodes if isinstance(n.get("breadcrumb"), dict)]
+        for node in (*nodes, *nested):
             if "BreadcrumbList" in node_types(node):
                 data.breadcrumbs = breadcrumb_names(node)
                 break
