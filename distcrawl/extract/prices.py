@@ -141,6 +141,8 @@ def parse_structured_price(value: object) -> Decimal | None:
         text = value.strip()
     else:
         return None
+    if text.startswith("-"):
+        return None  # price-parser drops the sign; a negative price is no price
     if _PLAIN_DECIMAL.match(text):
         try:
             return _finite(Decimal(text))
