@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 
 
 @pytest.fixture
@@ -18,9 +18,14 @@ def store(redis_url: str) -> FrontierStore:
 
 
 def child(
-    url: str, prio: int = 0, fp: str | None = None, dont_filter: bool = False, delay: int = 0
+    url: str,
+    prio: int = 0,
+    fp: str | None = None,
+    dont_filter: bool = False,
+    delay: int = 0,
+    site: str = "",
 ):
-    return (fp if fp is not None else url, prio, dont_filter, delay, json.dumps({"url": url}))
+    return (fp if fp is not None else url, prio, dont_filter, delay, site, json.dumps({"url": url}))
 
 
 def leased_urls(out: list) -> list[str]:
@@ -159,3 +164,41 @@ def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
         keys.node("n"),
     ]
     assert len({key_slot(k.encode()) for k in names}) == 1
+
+
+def test_site_budget_rate_limits_one_site_without_blocking_another(store: FrontierStore) -> None:
+    kids = [child(f"a{i}", 100, site="a.test") for i in range(10)]
+    kids += [child(f"b{i}", 100, site="b.test") for i in range(10)]
+    store.sync("n1", children=kids)
+    store.set_site_limits("a.test", rate=5, concurrency=None)
+    *_, out = store.sync("n1", lease=20)
+    urls = leased_urls(out)
+    # one token for a.test (burst 1), every b.test request: a.test waits aside, unpolled
+    assert [u for u in urls if u.startswith("a")] == ["a0"]
+    assert sorted(u for u in urls if u.startswith("b")) == sorted(f"b{i}" for i in range(10))
+    assert store.client.zcard(store.keys.wait("a.test")) == 9
+    assert store.drained()[0] == 9  # waiting requests still count as queued
+    time.sleep(0.25)  # 5/s: one more token after 200 ms
+    assert leased_urls(store.sync("n1", lease=20)[4]) == ["a1"]
+
+
+def test_site_concurrency_is_cluster_wide_and_acks_free_slots(store: FrontierStore) -> None:
+    store.sync("n1", children=[child(f"a{i}", site="a.test") for i in range(5)])
+    budget = SiteBudget(concurrency=2)
+    first = store.sync("n1", lease=5, budget=budget)[4]
+    assert len(leased_urls(first)) == 2
+    assert leased_urls(store.sync("n2", lease=5, budget=budget)[4]) == []
+    store.sync("n1", acks=[first[0].decode()], budget=budget)
+    assert len(leased_urls(store.sync("n2", lease=5, budget=budget)[4])) == 1
+    store.release("n1")  # returned leases free their slots too
+    assert len(leased_urls(store.sync("n2", lease=5, budget=budget)[4])) == 1
+
+
+def test_throttled_site_slows_down_for_everyone_then_recovers(store: FrontierStore) -> None:
+    key = store.keys.site("a.test")
+    store.sync("n1", feedback=[("a.test", 0, 3, 0)])
+    assert float(store.client.hget(key, "factor")) == 0.5
+    store.sync("n2", feedback=[("a.test", 0, 1, 0)])  # within a second: one cut per second
+    assert float(store.client.hget(key, "factor")) == 0.5
+    store.sync("n2", feedback=[("a.test", 20, 0, 0)])
+    assert float(store.client.hget(key, "factor")) == pytest.approx(0.7)

@@ -20,6 +20,15 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:seeding:<node>   LIST  raw seeds taken from the start list by <node>, not yet in the frontier
   P:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
   P:paused           STRING present while the cluster is paused: no new leases are handed out
+  P:req:site         HASH  rid -> site (host) of the request, for the per-site budget
+  P:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
+                           (requests in flight on all nodes), factor (adaptive slow-down, 0-1],
+                           cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits
+                           written by nodes from their settings and site profiles)
+  P:wait:<site>      ZSET  rid -> order score: requests taken off the queue while their site was
+                           out of budget; they wait here, in priority order, without blocking
+                           other sites and without being polled
+  P:waiting          ZSET  site -> ms when the site may admit its next waiting request
   START              LIST  the user-facing seed list (e.g. catalog:start_urls; LPUSH to add)
 
 Call: EVALSHA sha 1 P <command> <args...>. Node-specific keys are derived from P inside the
@@ -27,13 +36,19 @@ script (same hash tag, same slot). Times come from the server clock (TIME), so n
 skewed clocks still agree on heartbeats and due times.
 
 Commands
-  sync node n_children [fp, prio, dont_filter, delay_ms, payload]*n
+  sync node n_children [fp, prio, dont_filter, delay_ms, site, payload]*n
        n_acks [rid]*n  n_dead [id, record]*n  n_rejected [record]*n
-       seeds_done(0|1) lease_n start_key
+       seeds_done(0|1) lease_n rate conc burst adaptive_rate
+       n_feedback [site, ok, throttled, slow]*n
        One round trip per flush: pushes children (dupefilter checked and recorded here),
        parks delayed ones, acks finished leases, writes dead letters and rejected entries,
-       clears the node's seeding list, promotes due retries, heart-beats, and leases up to
-       lease_n requests (none while paused).
+       clears the node's seeding list, promotes due retries, heart-beats, applies the
+       nodes' per-site feedback (429/503 or slow answers halve a site's shared rate, answers
+       that are fine raise it again gradually), and leases up to lease_n requests (none
+       while paused). A request whose site is out of budget (token bucket of `rate` per
+       second and `burst` tokens, at most `conc` in flight cluster-wide; 0 = no limit;
+       per-site limit_rate / limit_conc override) moves to P:wait:<site> instead; sites
+       whose wait is over are served first.
        Returns {added, filtered, parked, acked, {rid, payload, score, ...}}.
   take_seeds node n start_key
        Moves up to n raw seeds from START to P:seeding:<node> (first pushed, first taken).
@@ -46,7 +61,8 @@ Commands
        racing to recover the same dead node recover each request once. Returns {nodes, reqs}.
   heartbeat node info_json
   drained start_key
-       Returns {queued, delayed, leased, seeding, start}: all zero means nothing is left.
+       Returns {queued (incl. waiting for their site), delayed, leased, seeding, start}:
+       all zero means nothing is left.
   requeue_dead max [id]*
        Moves dead letters (the named ones, or up to max) back to the queue (fresh order score,
        priority from the record). Returns the number moved.
@@ -65,6 +81,18 @@ local function order_score(prio)
   return -prio * 1e10 + seq, seq
 end
 
+-- a request leaves a node (acked or returned): its site has one request fewer in flight
+local function site_done(rid, requeued)
+  local site = redis.call('HGET', P .. ':req:site', rid)
+  if not site then return end
+  local k = P .. ':site:' .. site
+  if tonumber(redis.call('HINCRBY', k, 'active', -1)) < 0 then redis.call('HSET', k, 'active', 0) end
+  if not requeued then redis.call('HDEL', P .. ':req:site', rid) end
+  if redis.call('EXISTS', P .. ':wait:' .. site) == 1 then
+    redis.call('ZADD', P .. ':waiting', 'LT', 0, site)  -- a slot is free: serve it now
+  end
+end
+
 local function release(node, start_key, rids)
   local leases = P .. ':leases:' .. node
   local moved = 0
@@ -72,6 +100,7 @@ local function release(node, start_key, rids)
     local all = redis.call('ZRANGE', leases, 0, -1, 'WITHSCORES')
     for i = 1, #all, 2 do
       redis.call('ZADD', P .. ':queue', all[i + 1], all[i])
+      site_done(all[i], true)
       moved = moved + 1
     end
     redis.call('DEL', leases)
@@ -81,6 +110,7 @@ local function release(node, start_key, rids)
       if score then
         redis.call('ZREM', leases, rid)
         redis.call('ZADD', P .. ':queue', score, rid)
+        site_done(rid, true)
         moved = moved + 1
       end
     end
@@ -109,6 +139,47 @@ local function promote_due(now, limit)
   return #due
 end
 
+-- may `site` start one more request now? Returns true, or false and when to look again (ms)
+local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
+  local k = P .. ':site:' .. site
+  local st = redis.call('HMGET', k, 'tokens', 'ts', 'active', 'factor', 'limit_rate', 'limit_conc')
+  local rate = tonumber(st[5]) or def_rate
+  local conc = tonumber(st[6]) or def_conc
+  local factor = tonumber(st[4]) or 1
+  local active = tonumber(st[3]) or 0
+  if conc > 0 and active >= conc then return false, now + 1000 end
+  if rate <= 0 and factor < 1 then rate = adaptive_rate end
+  if rate > 0 then
+    rate = rate * factor
+    local tokens = tonumber(st[1]) or burst
+    local ts = tonumber(st[2]) or now
+    tokens = math.min(burst, tokens + (now - ts) * rate / 1000)
+    if tokens < 1 then
+      redis.call('HSET', k, 'tokens', tostring(tokens), 'ts', now)
+      return false, now + math.ceil((1 - tokens) * 1000 / rate)
+    end
+    redis.call('HSET', k, 'tokens', tostring(tokens - 1), 'ts', now, 'active', active + 1)
+  else
+    redis.call('HSET', k, 'active', active + 1)
+  end
+  return true, now
+end
+
+local function feedback(site, ok, throttled, slow, now)
+  local k = P .. ':site:' .. site
+  local st = redis.call('HMGET', k, 'factor', 'cut_at')
+  local factor, cut_at = tonumber(st[1]) or 1, tonumber(st[2]) or 0
+  if throttled > 0 or slow > 0 then
+    if now - cut_at >= 1000 then
+      local cut = 0.8
+      if throttled > 0 then cut = 0.5 end
+      redis.call('HSET', k, 'factor', tostring(math.max(0.02, factor * cut)), 'cut_at', now)
+    end
+  elseif ok > 0 and factor < 1 then
+    redis.call('HSET', k, 'factor', tostring(math.min(1, factor + 0.01 * ok)))
+  end
+end
+
 if cmd == 'sync' then
   local node = ARGV[2]
   local now = now_ms()
@@ -116,9 +187,9 @@ if cmd == 'sync' then
   local added, filtered, parked, acked = 0, 0, 0, 0
   local n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
-    local fp, prio, dont_filter, delay, payload =
-      ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
-    i = i + 5
+    local fp, prio, dont_filter, delay, site, payload =
+      ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4], ARGV[i + 5]
+    i = i + 6
     local fresh = 1
     if fp ~= '' then fresh = redis.call('SADD', P .. ':dupefilter', fp) end
     if fresh == 0 and dont_filter ~= '1' then
@@ -127,6 +198,7 @@ if cmd == 'sync' then
       local score, seq = order_score(prio)
       local rid = tostring(seq)
       redis.call('HSET', P .. ':req', rid, payload)
+      if site ~= '' then redis.call('HSET', P .. ':req:site', rid, site) end
       if delay > 0 then
         redis.call('ZADD', P .. ':delayed', now + delay, rid)
         redis.call('HSET', P .. ':delayed:score', rid, score)
@@ -141,7 +213,9 @@ if cmd == 'sync' then
   n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
     local rid = ARGV[i]; i = i + 1
-    acked = acked + redis.call('ZREM', leases, rid)
+    local held = redis.call('ZREM', leases, rid)
+    acked = acked + held
+    if held == 1 then site_done(rid, false) else redis.call('HDEL', P .. ':req:site', rid) end
     redis.call('HDEL', P .. ':req', rid)
   end
   n = tonumber(ARGV[i]); i = i + 1
@@ -157,18 +231,64 @@ if cmd == 'sync' then
   if n > 0 then redis.call('LTRIM', P .. ':rejected', 0, 9999) end
   if ARGV[i] == '1' then redis.call('DEL', P .. ':seeding:' .. node) end
   local lease_n = tonumber(ARGV[i + 1])
+  local def_rate, def_conc = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local burst, adaptive_rate = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  i = i + 6
+  n = tonumber(ARGV[i]); i = i + 1
+  for _ = 1, n do
+    feedback(ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), now)
+    i = i + 4
+  end
   redis.call('ZADD', P .. ':nodes', now, node)
   promote_due(now, 500)
   local out = {}
+  local function grant(rid, score)
+    local payload = redis.call('HGET', P .. ':req', rid)
+    if payload then
+      redis.call('ZADD', leases, score, rid)
+      out[#out + 1] = rid
+      out[#out + 1] = payload
+    else
+      -- acked meanwhile by a node presumed dead that was not: the work is done; undo admit
+      site_done(rid, false)
+    end
+  end
   if lease_n > 0 and redis.call('EXISTS', P .. ':paused') == 0 then
-    local popped = redis.call('ZPOPMIN', P .. ':queue', lease_n)
-    for j = 1, #popped, 2 do
-      local rid, score = popped[j], popped[j + 1]
-      local payload = redis.call('HGET', P .. ':req', rid)
-      if payload then
-        redis.call('ZADD', leases, score, rid)
-        out[#out + 1] = rid
-        out[#out + 1] = payload
+    -- first the sites whose wait is over, oldest wait first
+    local due = redis.call('ZRANGEBYSCORE', P .. ':waiting', '-inf', now, 'LIMIT', 0, 64)
+    for _, site in ipairs(due) do
+      while #out < 2 * lease_n do
+        local head = redis.call('ZRANGE', P .. ':wait:' .. site, 0, 0, 'WITHSCORES')
+        if #head == 0 then
+          redis.call('ZREM', P .. ':waiting', site)
+          break
+        end
+        local ok, again = admit(site, now, def_rate, def_conc, burst, adaptive_rate)
+        if not ok then
+          redis.call('ZADD', P .. ':waiting', again, site)
+          break
+        end
+        redis.call('ZREM', P .. ':wait:' .. site, head[1])
+        grant(head[1], head[2])
+      end
+    end
+    -- then the queue; requests of sites out of budget step aside into their site's wait
+    local looked = 0
+    while #out < 2 * lease_n and looked < 4 * lease_n do
+      local popped = redis.call('ZPOPMIN', P .. ':queue', lease_n - #out / 2)
+      if #popped == 0 then break end
+      for j = 1, #popped, 2 do
+        local rid, score = popped[j], popped[j + 1]
+        looked = looked + 1
+        local site = redis.call('HGET', P .. ':req:site', rid)
+        local ok, again = true, now
+        if site then ok, again = admit(site, now, def_rate, def_conc, burst, adaptive_rate) end
+        if ok then
+          grant(rid, score)
+        else
+          redis.call('ZADD', P .. ':wait:' .. site, score, rid)
+          redis.call('ZADD', P .. ':waiting', 'NX', again, site)
+        end
       end
     end
   end
@@ -230,8 +350,11 @@ elseif cmd == 'drained' then
     leased = leased + redis.call('ZCARD', P .. ':leases:' .. node)
     seeding = seeding + redis.call('LLEN', P .. ':seeding:' .. node)
   end
-  return {redis.call('ZCARD', P .. ':queue'), redis.call('ZCARD', P .. ':delayed'),
-          leased, seeding, redis.call('LLEN', start_key)}
+  local queued = redis.call('ZCARD', P .. ':queue')
+  for _, site in ipairs(redis.call('ZRANGE', P .. ':waiting', 0, -1)) do
+    queued = queued + redis.call('ZCARD', P .. ':wait:' .. site)
+  end
+  return {queued, redis.call('ZCARD', P .. ':delayed'), leased, seeding, redis.call('LLEN', start_key)}
 
 elseif cmd == 'requeue_dead' then
   local max = tonumber(ARGV[2])

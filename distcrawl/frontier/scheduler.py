@@ -31,11 +31,12 @@ from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.httpobj import urlparse_cached
 
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
-from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
+from distcrawl.frontier.store import Child, Feedback, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.services import mask_url
 
 if TYPE_CHECKING:
@@ -60,6 +61,10 @@ DEFAULT_PREFETCH = 32
 DEFAULT_SEED_BATCH = 64
 #: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED stops
 DEFAULT_DRAIN_GRACE = 3.0
+#: an answer slower than this many seconds counts as a sign of an overloaded site
+DEFAULT_SITE_LATENCY_TARGET = 5.0
+#: statuses that tell a site is overloaded: its shared rate is cut for every node
+THROTTLE_STATUSES = frozenset({429, 503})
 #: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
 DEFAULT_IDLE_MAX_WAIT = 1.0
 
@@ -93,7 +98,12 @@ class FrontierScheduler(BaseScheduler):
     ``DISTCRAWL_HEARTBEAT_INTERVAL``, ``DISTCRAWL_HEARTBEAT_TIMEOUT``,
     ``DISTCRAWL_CLOSE_WHEN_DRAINED`` (default False: wait for new seeds, as scrapy-redis
     spiders do), ``DISTCRAWL_DRAIN_GRACE``, ``DISTCRAWL_ALLOW_PRIVATE`` (hosts allowed although
-    private, e.g. ``127.0.0.1``), ``CONCURRENT_REQUESTS``.
+    private, e.g. ``127.0.0.1``), ``CONCURRENT_REQUESTS``; the per-site budget shared by
+    the cluster: ``DISTCRAWL_SITE_RATE`` (requests/s, 0 = no limit), ``DISTCRAWL_SITE_CONCURRENCY``
+    (in flight on all nodes, 0 = no limit), ``DISTCRAWL_SITE_BURST``, ``DISTCRAWL_SITE_LIMITS``
+    (``{host: {"rate": r, "concurrency": c}}``; site profiles' ``[politeness]`` too),
+    ``DISTCRAWL_ADAPTIVE_RATE`` (rate given to an unlimited site once it pushes back),
+    ``DISTCRAWL_SITE_LATENCY_TARGET``.
     """
 
     def __init__(
@@ -111,6 +121,9 @@ class FrontierScheduler(BaseScheduler):
         drain_grace: float,
         allow_private: bool | frozenset[str],
         concurrency: int,
+        budget: SiteBudget | None = None,
+        site_limits: dict[str, dict[str, Any]] | None = None,
+        latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -125,6 +138,10 @@ class FrontierScheduler(BaseScheduler):
         self.drain_grace = drain_grace
         self.allow_private = allow_private
         self.concurrency = max(1, concurrency)
+        self.budget = budget or SiteBudget()
+        self.site_limits = dict(site_limits or {})
+        self.latency_target = latency_target
+        self._feedback: dict[str, list[int]] = {}
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None
@@ -172,6 +189,14 @@ class FrontierScheduler(BaseScheduler):
             drain_grace=s.getfloat("DISTCRAWL_DRAIN_GRACE", DEFAULT_DRAIN_GRACE),
             allow_private=allow_private,
             concurrency=s.getint("CONCURRENT_REQUESTS", 16),
+            budget=SiteBudget(
+                rate=s.getfloat("DISTCRAWL_SITE_RATE", 0.0),
+                concurrency=s.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
+                burst=max(1.0, s.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
+                adaptive_rate=s.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
+            ),
+            site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
+            latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
         )
 
     # -- Scrapy's scheduler interface ----------------------------------------------------------
@@ -198,7 +223,10 @@ class FrontierScheduler(BaseScheduler):
         # the URL when a page links back to it
         fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
-        self._children.append((fp, int(request.priority), request.dont_filter, delay_ms, payload))
+        site = urlparse_cached(request).hostname or ""
+        self._children.append(
+            (fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
+        )
         self._wake.set()
         return True
 
@@ -229,6 +257,7 @@ class FrontierScheduler(BaseScheduler):
             slot.inprogress = _InProgress(slot.inprogress, self._request_done)
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self.crawler.signals.connect(self._dead_letter, signal=dc_signals.request_dead_lettered)
+        self.crawler.signals.connect(self._response_received, signal=signals.response_received)
         logger.info(
             "Frontier node %s on %s (queue %s, seeds from %s)",
             self.node_id,
@@ -237,6 +266,7 @@ class FrontierScheduler(BaseScheduler):
             keys.start_urls,
         )
         await self._with_retry(self._reclaim_own_leases)
+        await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
 
     async def _reclaim_own_leases(self) -> None:
@@ -247,6 +277,25 @@ class FrontierScheduler(BaseScheduler):
                 "Returned %d requests leased by an earlier run of node %s", moved, self.node_id
             )
             self.stats.inc_value("frontier/reclaimed", int(moved))
+
+    async def _publish_site_limits(self) -> None:
+        """Per-site limits from settings and site profiles, shared with every node."""
+        assert self.store is not None
+        limits: dict[str, dict[str, Any]] = {}
+        for profile in getattr(self.spider, "profiles", ()):
+            if profile.politeness:
+                for domain in profile.domains:
+                    limits[domain] = dict(profile.politeness)
+        for site, limit in self.site_limits.items():
+            limits[site] = dict(limit)
+        for site, limit in limits.items():
+            rate, conc = limit.get("rate"), limit.get("concurrency")
+            await self.store.set_site_limits(
+                site,
+                rate=float(rate) if rate is not None else None,
+                concurrency=int(conc) if conc is not None else None,
+            )
+            logger.info("Site budget for %s: rate %s/s, concurrency %s", site, rate, conc)
 
     async def _close(self, reason: str) -> None:
         self._closing = True
@@ -307,6 +356,18 @@ class FrontierScheduler(BaseScheduler):
         self._dead.append((fp, json.dumps(record, separators=(",", ":"))))
         self.stats.inc_value("frontier/dead_lettered")
         self._wake.set()
+
+    def _response_received(self, response: Any, request: Request, spider: Spider) -> None:
+        site = urlparse_cached(request).hostname
+        if not site:
+            return
+        counts = self._feedback.setdefault(site, [0, 0, 0])
+        if response.status in THROTTLE_STATUSES:
+            counts[1] += 1
+        elif float(request.meta.get("download_latency", 0.0)) > self.latency_target:
+            counts[2] += 1
+        else:
+            counts[0] += 1
 
     def _spider_idle(self, spider: Spider) -> None:
         if not self._closing:
@@ -398,10 +459,12 @@ class FrontierScheduler(BaseScheduler):
         assert self.store is not None
         children, acks = self._children, self._acks
         dead, rejected, seeds_done = self._dead, self._rejected, self._seeds_pending
+        feedback: list[Feedback] = [(site, *c) for site, c in self._feedback.items()]  # type: ignore[misc]
         if not (children or acks or dead or rejected or seeds_done or lease):
             return 0
         self._children, self._acks, self._dead, self._rejected = [], [], [], []
         self._seeds_pending = False
+        self._feedback = {}
         try:
             added, filtered, parked, acked, out = await self.store.sync(
                 self.node_id,
@@ -411,6 +474,8 @@ class FrontierScheduler(BaseScheduler):
                 rejected=rejected,
                 seeds_done=seeds_done,
                 lease=lease,
+                budget=self.budget,
+                feedback=feedback,
             )
         except BaseException:
             # nothing was written (a script is all or nothing): keep it all for the next try
@@ -419,6 +484,11 @@ class FrontierScheduler(BaseScheduler):
             self._dead[:0] = dead
             self._rejected[:0] = rejected
             self._seeds_pending = self._seeds_pending or seeds_done
+            for site, ok, throttled, slow in feedback:
+                counts = self._feedback.setdefault(site, [0, 0, 0])
+                counts[0] += ok
+                counts[1] += throttled
+                counts[2] += slow
             raise
         stats = self.stats
         stats.inc_value("frontier/roundtrips")

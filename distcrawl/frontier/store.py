@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-__all__ = ["Child", "FrontierKeys", "FrontierStore"]
+__all__ = ["Child", "Feedback", "FrontierKeys", "FrontierStore", "SiteBudget"]
 
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
 
@@ -67,6 +67,16 @@ class FrontierKeys:
     def seeding(self, node: str) -> str:
         return f"{self.prefix}:seeding:{node}"
 
+    def site(self, site: str) -> str:
+        return f"{self.prefix}:site:{site}"
+
+    def wait(self, site: str) -> str:
+        return f"{self.prefix}:wait:{site}"
+
+    @property
+    def waiting(self) -> str:
+        return self._key("waiting")
+
     def node(self, node: str) -> str:
         return f"{self.prefix}:node:{node}"
 
@@ -75,8 +85,24 @@ class FrontierKeys:
 
 
 #: one child request for ``sync``: fingerprint ("" = unfiltered), priority, dont_filter,
-#: delay in ms (0 = queue now, > 0 = park as a delayed retry), JSON payload
-Child = tuple[str, int, bool, int, str]
+#: delay in ms (0 = queue now, > 0 = park as a delayed retry), site ("" = none), JSON payload
+Child = tuple[str, int, bool, int, str, str]
+
+
+@dataclass(frozen=True)
+class SiteBudget:
+    """The cluster-wide per-site budget defaults (0 = no limit); see ``admit`` in the script."""
+
+    rate: float = 0.0
+    concurrency: int = 0
+    burst: float = 1.0
+    adaptive_rate: float = 8.0
+
+
+_NO_BUDGET = SiteBudget()
+
+#: per-site feedback from one node since its last flush: site, ok, throttled, slow answers
+Feedback = tuple[str, int, int, int]
 
 
 class FrontierStore:
@@ -100,10 +126,12 @@ class FrontierStore:
         rejected: list[str] = (),  # type: ignore[assignment]
         seeds_done: bool = False,
         lease: int = 0,
+        budget: SiteBudget = _NO_BUDGET,
+        feedback: list[Feedback] = (),  # type: ignore[assignment]
     ) -> Any:
         args: list[Any] = ["sync", node, len(children)]
-        for fp, prio, dont_filter, delay_ms, payload in children:
-            args += [fp, prio, "1" if dont_filter else "0", delay_ms, payload]
+        for fp, prio, dont_filter, delay_ms, site, payload in children:
+            args += [fp, prio, "1" if dont_filter else "0", delay_ms, site, payload]
         args.append(len(acks))
         args += acks
         args.append(len(dead))
@@ -112,7 +140,22 @@ class FrontierStore:
         args.append(len(rejected))
         args += rejected
         args += ["1" if seeds_done else "0", lease]
+        args += [budget.rate, budget.concurrency, budget.burst, budget.adaptive_rate]
+        args.append(len(feedback))
+        for site, ok, throttled, slow in feedback:
+            args += [site, ok, throttled, slow]
         return self._call(*args)
+
+    def set_site_limits(self, site: str, *, rate: float | None, concurrency: int | None) -> Any:
+        """Per-site limits that override the defaults for every node (None = remove)."""
+        key = self.keys.site(site)
+        pipe = self.client.pipeline(transaction=True)
+        for field, value in (("limit_rate", rate), ("limit_conc", concurrency)):
+            if value is None:
+                pipe.hdel(key, field)
+            else:
+                pipe.hset(key, field, value)
+        return pipe.execute()
 
     def take_seeds(self, node: str, n: int) -> Any:
         return self._call("take_seeds", node, n, self.keys.start_urls)
