@@ -8,11 +8,13 @@ lower-case host) plus what a catalog crawl needs on top: tracking parameters str
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 
 __all__ = [
+    "DEFAULT_CACHE_SIZE",
     "DEFAULT_FIRST_PAGE_PARAMS",
     "DEFAULT_TRACKING_PARAMS",
     "DEFAULT_TRACKING_PREFIXES",
@@ -59,6 +61,9 @@ DEFAULT_TRACKING_PREFIXES: tuple[str, ...] = ("utm_", "pk_", "piwik_", "matomo_"
 #: pagination parameters whose value ``1`` means the same page as no parameter at all
 DEFAULT_FIRST_PAGE_PARAMS: frozenset[str] = frozenset({"page", "pg", "pagenum", "page_num"})
 
+#: canonical forms remembered per process (navigation links recur on every page)
+DEFAULT_CACHE_SIZE = 8192
+
 #: ports a URL may leave out, per scheme
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
 
@@ -75,7 +80,24 @@ def canonicalize_url(
     Parameter names are compared case-insensitively. A URL that cannot be parsed at all is
     returned stripped of surrounding whitespace, so a caller always has a key to use.
     """
-    url = url.strip()
+    # frozensets hash once and the same links recur on every page of a site: cache
+    return _canonicalize(
+        url.strip(),
+        _lowered(frozenset(tracking_params)),
+        tuple(p.lower() for p in tracking_prefixes),
+        _lowered(frozenset(first_page_params)),
+    )
+
+
+@lru_cache(maxsize=64)
+def _lowered(names: frozenset[str]) -> frozenset[str]:
+    return frozenset(n.lower() for n in names)
+
+
+@lru_cache(maxsize=DEFAULT_CACHE_SIZE)
+def _canonicalize(
+    url: str, drop: frozenset[str], prefixes: tuple[str, ...], first_page: frozenset[str]
+) -> str:
     try:
         canonical = w3lib_canonicalize_url(url)
     except Exception:  # w3lib raises on some invalid hosts/ports; keep the raw URL then
@@ -85,9 +107,6 @@ def canonicalize_url(
         netloc = _strip_default_port(parts.scheme, parts.netloc, parts.port)
     except ValueError:
         return canonical
-    drop = {p.lower() for p in tracking_params}
-    prefixes = tuple(p.lower() for p in tracking_prefixes)
-    first_page = {p.lower() for p in first_page_params}
     kept = []
     for pair in parts.query.split("&") if parts.query else ():
         raw_name, _, raw_value = pair.partition("=")

@@ -14,10 +14,12 @@ price-like element (``itemprop=price``, ``data-price``/``data-amount``, a class 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
+from ._xpath import xpath as _xpath
 from .availability import normalize_availability
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .schema import clean_category_path
@@ -25,7 +27,13 @@ from .schema import clean_category_path
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["HeuristicProduct", "breadcrumb_trail", "heuristic_product"]
+__all__ = ["HEURISTIC_FIELDS", "HeuristicProduct", "breadcrumb_trail", "heuristic_product"]
+
+#: the Product fields heuristics can read
+HEURISTIC_FIELDS: frozenset[str] = frozenset(
+    {"name", "price", "currency", "list_price", "sku", "gtin", "brand", "availability",
+     "category_path", "description", "image_urls"}
+)  # fmt: skip
 
 _CHROME = re.compile(
     r"\b(?:nav|menu|header|footer|related|recommend|upsell|cross-?sell|recently|carousel"
@@ -99,25 +107,42 @@ def _is_chrome(el: HtmlElement, cards: set[HtmlElement]) -> bool:
 
 
 def _first(root: HtmlElement, xpath: str, cards: set[HtmlElement]) -> HtmlElement | None:
-    for el in root.xpath(xpath):
+    for el in _xpath(xpath)(root):
         if not _is_chrome(el, cards):
             return el
     return None
 
 
-def heuristic_product(root: HtmlElement, url: str, cards: set[HtmlElement]) -> HeuristicProduct:
-    """Read what visible markup says about the page's own product."""
+def heuristic_product(
+    root: HtmlElement,
+    url: str,
+    cards: set[HtmlElement],
+    wanted: Collection[str] = HEURISTIC_FIELDS,
+    *,
+    signals: bool = True,
+) -> HeuristicProduct:
+    """Read what visible markup says about the page's own product.
+
+    Only the *wanted* fields are read (structured data may have the rest already), plus
+    name, price and the product-page signals when *signals* is true (when the page kind is
+    still open).
+    """
     result = HeuristicProduct()
     fields = result.fields
-    prop = _first(root, "//*[@itemprop='name'][not(ancestor::*[@itemscope])]", cards)
-    heading = prop if prop is not None else _main_heading(root, cards)
-    if heading is not None:
-        name = _value(heading)
-        if name:
-            fields["name"] = name[:500]
-    _read_price(root, cards, result)
-    _read_availability(root, cards, fields)
-    _read_identifiers(root, cards, result)
+    heading = None
+    if signals or "name" in wanted:
+        prop = _first(root, "//*[@itemprop='name'][not(ancestor::*[@itemscope])]", cards)
+        heading = prop if prop is not None else _main_heading(root, cards)
+        if heading is not None:
+            name = _value(heading)
+            if name:
+                fields["name"] = name[:500]
+    if signals or "price" in wanted or "currency" in wanted:
+        _read_price(root, cards, result)
+    if "availability" in wanted:
+        _read_availability(root, cards, fields)
+    if signals or "sku" in wanted or "gtin" in wanted:
+        _read_identifiers(root, cards, result)
     for name, xpath in (
         ("brand", "//*[@itemprop='brand'] | //*[contains(@class,'brand')][not(self::img)]"),
         (
@@ -126,16 +151,16 @@ def heuristic_product(root: HtmlElement, url: str, cards: set[HtmlElement]) -> H
             " | //head/meta[@name='description']",
         ),
     ):
-        el = _first(root, xpath, cards)
+        el = _first(root, xpath, cards) if name in wanted else None
         if el is not None:
-            nested = el.xpath(".//*[@itemprop='name']")
+            nested = _xpath(".//*[@itemprop='name']")(el)
             value = _value(nested[0] if nested else el)
             if value:
                 fields[name] = value
-    images = _images(root, url, cards)
+    images = _images(root, url, cards) if "image_urls" in wanted else []
     if images:
         fields["image_urls"] = images
-    crumbs = breadcrumb_trail(root)
+    crumbs = breadcrumb_trail(root) if "category_path" in wanted else []
     if crumbs:
         names = [name for name, _ in crumbs]
         last_is_link = crumbs[-1][1] is not None
@@ -144,9 +169,9 @@ def heuristic_product(root: HtmlElement, url: str, cards: set[HtmlElement]) -> H
         )
         if path:
             fields["category_path"] = path
-    if not result.strong:
+    if signals and not result.strong:
         result.strong = (
-            bool(root.xpath("//*[@itemprop='price' or @itemprop='sku' or @itemprop='offers']"))
+            bool(_xpath("//*[@itemprop='price' or @itemprop='sku' or @itemprop='offers']")(root))
             or _has_add_to_cart(root, cards)
             or _has_product_container(heading)
         )
@@ -169,10 +194,10 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
     fields = result.fields
     currency_el = _first(root, "//*[@itemprop='priceCurrency']", cards)
     hint = _value(currency_el) if currency_el is not None else None
-    candidates = root.xpath(
+    candidates = _xpath(
         "//*[@itemprop='price'] | //*[@data-price or @data-amount or @data-price-amount"
         " or @data-product-price or contains(@class,'price') or contains(@class,'cost')]"
-    )
+    )(root)
     old: HtmlElement | None = None
     for el in candidates:
         if _is_chrome(el, cards) or el.tag in ("script", "style", "meta", "link", "input"):
@@ -183,7 +208,7 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
             continue
         if _NOT_A_PRICE.search(classes) or el.tag in ("del", "s", "strike"):
             continue
-        if el.xpath(".//*[contains(@class,'price') or @itemprop='price' or @data-price]"):
+        if _xpath(".//*[contains(@class,'price') or @itemprop='price' or @data-price]")(el):
             continue  # a price box: its own price elements come next in document order
         amount, currency = _element_price(el, hint)
         if amount is None:
@@ -191,7 +216,7 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
         fields["price"] = amount
         if currency:
             fields["currency"] = currency
-        struck = el.xpath(".//del | .//s | .//strike")
+        struck = _xpath(".//del | .//s | .//strike")(el)
         if old is None and struck:
             old = struck[0]
         if el.get("itemprop") == "price":
@@ -216,7 +241,7 @@ def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
             _, currency = parse_price(_text(el), hint)
             return amount, currency or normalize_currency(hint)
     # the current price only: a struck-through "was" price inside the element is not it
-    parts = el.xpath(".//text()[not(ancestor::del or ancestor::s or ancestor::strike)]")
+    parts = _xpath(".//text()[not(ancestor::del or ancestor::s or ancestor::strike)]")(el)
     text = " ".join(" ".join(str(p) for p in parts).split())
     if not text or len(text) > 80 or not re.search(r"\d", text):
         return None, None
@@ -224,10 +249,10 @@ def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
 
 
 def _read_availability(root: HtmlElement, cards: set[HtmlElement], fields: dict[str, Any]) -> None:
-    for el in root.xpath(
+    for el in _xpath(
         "//*[@itemprop='availability'] | //*[contains(@class,'stock') or contains(@class,"
         "'availability') or contains(@class,'inventory') or contains(@id,'availability')]"
-    ):
+    )(root):
         if _is_chrome(el, cards):
             continue
         availability = normalize_availability(_value(el)) or normalize_availability(_text(el))
@@ -256,7 +281,7 @@ def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: Heuris
             fields["gtin"] = gtin
     if "sku" in fields and "gtin" in fields:
         return
-    body_text = " ".join(root.xpath("//body//text()[not(ancestor::script or ancestor::style)]"))
+    body_text = " ".join(_xpath("//body//text()[not(ancestor::script or ancestor::style)]")(root))
     if "sku" not in fields and (match := _SKU_IN_TEXT.search(body_text)):
         fields["sku"] = match.group(1).rstrip(".")
         result.strong = True
@@ -266,11 +291,11 @@ def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: Heuris
 
 def _images(root: HtmlElement, url: str, cards: set[HtmlElement]) -> list[str]:
     found: list[str] = []
-    for el in root.xpath(
+    for el in _xpath(
         "//*[@itemprop='image'] | //*[contains(@class,'gallery') or contains(@class,"
         "'product-image') or contains(@class,'product-photo') or contains(@class,'main-image')"
         " or contains(@class,'pdp-image')]//img"
-    ):
+    )(root):
         if _is_chrome(el, cards):
             continue
         src = el.get("src") or el.get("data-src") or el.get("content") or el.get("href")
@@ -281,13 +306,13 @@ def _images(root: HtmlElement, url: str, cards: set[HtmlElement]) -> list[str]:
 
 def breadcrumb_trail(root: HtmlElement) -> list[tuple[str, str | None]]:
     """(name, href) of each crumb of the first breadcrumb block; href None for plain text."""
-    for block in root.xpath(_BREADCRUMB_XPATH):
-        items = block.xpath(".//li") or block.xpath(".//a")
+    for block in _xpath(_BREADCRUMB_XPATH)(root):
+        items = _xpath(".//li")(block) or _xpath(".//a")(block)
         crumbs: list[tuple[str, str | None]] = []
         for item in items:
-            if item.tag == "li" and item.xpath(".//li"):
+            if item.tag == "li" and _xpath(".//li")(item):
                 continue  # a nested list: its own items are the crumbs
-            link = item if item.tag == "a" else next(iter(item.xpath(".//a[@href]")), None)
+            link = item if item.tag == "a" else next(iter(_xpath(".//a[@href]")(item)), None)
             name = _text(item)
             if name and name not in _SEPARATORS:
                 crumbs.append((name, link.get("href") if link is not None else None))
@@ -297,10 +322,10 @@ def breadcrumb_trail(root: HtmlElement) -> list[tuple[str, str | None]]:
 
 
 def _has_add_to_cart(root: HtmlElement, cards: set[HtmlElement]) -> bool:
-    for el in root.xpath(
+    for el in _xpath(
         "//button | //input[@type='submit' or @type='button'] | //form[@action]"
         " | //a[contains(@class,'cart') or contains(@class,'buy')]"
-    ):
+    )(root):
         label = " ".join(
             str(v)
             for v in (

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
+from ._xpath import xpath as _xpath
+
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
@@ -119,10 +121,10 @@ def is_card_context(el: HtmlElement) -> HtmlElement | None:
 
 
 def _has_price(card: HtmlElement) -> bool:
-    if card.xpath(
+    if _xpath(
         ".//*[contains(@class,'price') or contains(@class,'cost') or @itemprop='price' "
         "or @data-price]"
-    ):
+    )(card):
         return True
     return bool(_PRICE_TEXT.search(card.text_content()[:2000]))
 
@@ -131,7 +133,7 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
     """Sort the page's links into :data:`LINK_KINDS`, absolute and canonical, in page order."""
     scan = LinkScan()
     base = page_url
-    for base_href in root.xpath("//head/base/@href")[:1]:
+    for base_href in _xpath("//head/base/@href")(root)[:1]:
         base = urljoin(page_url, str(base_href).strip())
     page_canonical = canonical(page_url)
     page_path = urlsplit(page_canonical).path
@@ -145,7 +147,7 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
             seen[kind].add(url)
             (scan.links[kind] if target is None else target).append(url)
 
-    for link in root.xpath("//head/link[@href][contains(@rel,'next')]"):
+    for link in _xpath("//head/link[@href][contains(@rel,'next')]")(root):
         url = _absolute(base, link.get("href"), canonical)
         if url:
             add("next", url, first_next)

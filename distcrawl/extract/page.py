@@ -31,8 +31,8 @@ from w3lib.encoding import html_to_unicode
 
 from .availability import normalize_availability
 from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, same_site
-from .heuristics import heuristic_product
-from .links import LINK_KINDS, scan_links
+from .heuristics import HEURISTIC_FIELDS, HeuristicProduct, heuristic_product
+from .links import LINK_KINDS, LinkScan, scan_links
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .profile import SiteProfile
 from .schema import clean_category_path
@@ -67,6 +67,8 @@ PRODUCT_FIELDS: tuple[str, ...] = (
     "variants",
 )
 _LIST_FIELDS = {"category_path", "image_urls", "variants"}
+#: fields the heuristics read anyway while deciding whether a page is a product page
+_SIGNAL_FIELDS = frozenset({"name", "price", "currency", "list_price", "sku", "gtin"})
 
 #: this many product links outside "related products" blocks make a page a listing
 DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
@@ -151,7 +153,7 @@ def _analyze(
     errors: list[str],
 ) -> PageAnalysis:
     text = _decode(body, encoding, errors)
-    tracking = DEFAULT_TRACKING_PARAMS | set(profile.strip_params if profile else ())
+    tracking = DEFAULT_TRACKING_PARAMS | frozenset(profile.strip_params if profile else ())
     canonical = partial(canonicalize_url, tracking_params=tracking)
     selector = Selector(text=text or "<html></html>", type="html")
     root = selector.root
@@ -159,9 +161,8 @@ def _analyze(
         errors.append("no HTML document found")
         return PageAnalysis(url, "other", canonical(url), None, {k: [] for k in LINK_KINDS}, errors)
     canonical_url = canonical(url)
-    for href in root.xpath("//link[contains(translate(@rel,'CANOIL','canoil'),'canonical')]/@href")[
-        :1
-    ]:
+    canonical_links = root.xpath("//link[contains(translate(@rel,'CANOIL','canoil'),'canonical')]")
+    for href in [link.get("href") for link in canonical_links if link.get("href")][:1]:
         target = urljoin(url, str(href).strip())
         if same_site(url, target):
             canonical_url = canonical(target)
@@ -171,13 +172,35 @@ def _analyze(
     structured = extract_structured(root, text, url, canonical_url, errors)
     scan = scan_links(root, url, canonical)
     links = scan.links
-    heuristic = heuristic_product(root, url, scan.cards)
-    profile_fields = _profile_fields(profile, selector, url, errors) if profile else {}
     if profile:
         for link_kind in LINK_KINDS:
             hrefs = profile.link_values(selector, link_kind)
             if hrefs is not None:
                 links[link_kind] = _absolute_links(url, hrefs, canonical)
+    profile_fields = _profile_fields(profile, selector, url, errors) if profile else {}
+    # a profile's price (a name can come from anywhere) marks a product page too
+    has_product_data = "price" in profile_fields or any(
+        "name" in fields or "price" in fields for _, fields in structured.candidates
+    )
+    known = {name for _, fields in structured.candidates for name in fields}
+    known.update(profile_fields)
+    if structured.breadcrumbs:
+        known.add("category_path")
+    wanted = HEURISTIC_FIELDS - known
+    kind = profile.kind(selector) if profile else None
+    heuristic = HeuristicProduct()
+    if kind is None and not has_product_data:
+        # the kind is open: read the product-page signals first, the rest only for a product
+        heuristic = heuristic_product(root, url, scan.cards, wanted & _SIGNAL_FIELDS)
+        wanted -= _SIGNAL_FIELDS
+    if kind is None:
+        kind = _decide_kind(has_product_data, heuristic, scan, structured.product_nodes)
+    if kind != "product":
+        return PageAnalysis(url, kind, canonical_url, None, links, errors)
+    if wanted:
+        heuristic.fields.update(
+            heuristic_product(root, url, scan.cards, wanted, signals=False).fields
+        )
 
     candidates: list[tuple[str, dict[str, Any]]] = []
     if profile_fields:
@@ -186,46 +209,33 @@ def _analyze(
     candidates.append(("heuristics", heuristic.fields))
     product, sources = _merge(candidates, profile)
     _merge_category_path(product, sources, structured.breadcrumbs, canonical_url, candidates)
+    product["url"] = canonical_url
+    result = {
+        name: product.get(name, [] if name in _LIST_FIELDS else None) for name in PRODUCT_FIELDS
+    }
+    if result["name"] is None:
+        errors.append("product page without a product name")
+    return PageAnalysis(url, kind, canonical_url, result, links, errors, sources)
 
-    kind: str | None = profile.kind(selector) if profile else None
-    if kind is None:
-        has_structured = any(
-            source != "heuristics" and ("name" in fields or "price" in fields)
-            for source, fields in candidates
-        )
-        looks_like_product = (
-            "name" in heuristic.fields
-            and "price" in heuristic.fields
-            and (heuristic.strong or scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS)
-        )
-        many_links = scan.main_product_links >= DEFAULT_LISTING_MIN_PRODUCT_LINKS
-        some_links = scan.main_product_links > 0 and (bool(scan.cards) or scan.paginated)
-        if has_structured or looks_like_product:
-            kind = "product"
-        elif many_links or some_links or structured.product_nodes > 2:
-            kind = "listing"
-        elif links["category"]:
-            kind = "category"
-        else:
-            kind = "other"
-    if kind == "product":
-        product["url"] = canonical_url
-        result = {
-            name: product.get(name, [] if name in _LIST_FIELDS else None) for name in PRODUCT_FIELDS
-        }
-        if result["name"] is None:
-            errors.append("product page without a product name")
-    else:
-        result = None
-    return PageAnalysis(
-        url=url,
-        kind=kind,
-        canonical_url=canonical_url,
-        product=result,
-        links=links,
-        errors=errors,
-        sources=sources if result else {},
+
+def _decide_kind(
+    has_product_data: bool, heuristic: HeuristicProduct, scan: LinkScan, product_nodes: int
+) -> str:
+    """The page kind without a profile verdict (see the module docstring)."""
+    looks_like_product = (
+        "name" in heuristic.fields
+        and "price" in heuristic.fields
+        and (heuristic.strong or scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS)
     )
+    if has_product_data or looks_like_product:
+        return "product"
+    many_links = scan.main_product_links >= DEFAULT_LISTING_MIN_PRODUCT_LINKS
+    some_links = scan.main_product_links > 0 and (bool(scan.cards) or scan.paginated)
+    if many_links or some_links or product_nodes > 2:
+        return "listing"
+    if scan.links["category"]:
+        return "category"
+    return "other"
 
 
 def _merge(
