@@ -13,6 +13,9 @@ so the rules live in one place:
   availability come from its own offers, else from its variants.
 * **category path**: a ``BreadcrumbList`` (sorted by ``position``), else the product's
   ``category`` text split on ``>``.
+* **identifiers**: ``sku`` (a ProductGroup's ``productGroupID`` when it has no ``sku``),
+  ``gtin`` from ``gtin``/``gtin13``/``gtin14``/``gtin12``/``gtin8``/``isbn``, ``brand``
+  from ``brand`` (text or ``{"name"}``), else ``manufacturer``.
 """
 
 from __future__ import annotations
