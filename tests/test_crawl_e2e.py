@@ -89,7 +89,7 @@ def test_json_seeds_carry_priority_and_meta_and_bad_seeds_are_skipped(
     rejected = [
         json.loads(x) for x in redis.Redis.from_url(redis_url).lrange("{catalog}:rejected", 0, -1)
     ]
-    assert sorted(r["reason"] for r in rejected) == ["bad_scheme", "missing_url", "missing_url"]
+    assert sorted(r["reason"] for r in rejected) == ["bad_characters", "bad_scheme", "missing_url"]
 
 
 def test_category_pages_leave_the_queue_before_product_pages(

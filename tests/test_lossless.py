@@ -110,7 +110,7 @@ def test_every_terminal_path_acks_its_lease(redis_url, mongo_uri, shop_factory, 
         node.kill()
     log = node.log()
     assert "probe: callback raised" in log
-    assert "Forbidden by robots.txt" in log
+    assert "robotstxt/forbidden" in log  # the stats dump: a request dropped by robots.txt
     assert r.hlen("{catalog_raising}:dead") >= 3
     assert frontier_left(r, "catalog_raising") == {
         "queued": 0,
