@@ -1,0 +1,522 @@
+"""The cluster view: what a crawl's Redis keys say about the whole cluster, as one dict.
+
+Nothing here is stored: every figure is read from the keys the frontier and the nodes keep
+(see the header of ``frontier/frontier.lua``). Rates come from two or more samples of the
+stats each node publishes with its heartbeat, so the view is derived, never kept twice.
+
+The reading is written once, as a plan of pipelined Redis batches (:func:`_plan`), and driven
+by a blocking client (:func:`read_snapshot`, for commands) or by ``redis.asyncio``
+(:func:`aread_snapshot`, for the progress line on a node's reactor).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from distcrawl.frontier.store import FrontierKeys
+
+__all__ = [
+    "DEFAULT_DEAD_SAMPLE",
+    "DEFAULT_PAGE_PRIORITIES",
+    "DEFAULT_RATE_WINDOW",
+    "RateTracker",
+    "aread_snapshot",
+    "backlog",
+    "build_status",
+    "node_state",
+    "priority_bands",
+    "read_snapshot",
+    "record_site",
+    "score_range",
+]
+
+#: queue priority per page kind, as in the settings (``PAGE_PRIORITIES``)
+DEFAULT_PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
+#: at most this many dead letters are read to count them by reason and by site
+DEFAULT_DEAD_SAMPLE = 10_000
+#: seconds of node samples over which pages/min and products/min are averaged
+DEFAULT_RATE_WINDOW = 60.0
+#: the order score is -priority * SCORE_SCALE + seq (``frontier.lua``)
+SCORE_SCALE = 10_000_000_000
+_SCAN_COUNT = 1000
+#: the status lists this many sites at most (dead letters by site, requests waiting by site)
+_TOP_SITES = 20
+
+# Node stats summed into "errors by kind": stats prefix -> label prefix in the status.
+_ERROR_PREFIXES = {
+    "retry/reason_count/": "retry/",
+    "downloader/exception_type_count/": "exception/",
+    "spider_exceptions/": "spider_exception/",
+    "frontier/refused/": "refused/",
+    "frontier/seeds/refused/": "seed_refused/",
+}
+_ERROR_COUNTERS = {
+    "log_count/ERROR": "log_errors",
+    "frontier/redis_errors": "redis_errors",
+    "frontier/dead_lettered": "dead_lettered",
+}
+_STATUS_PREFIX = "downloader/response_status_count/"
+_PAGES_PREFIX = "catalog/pages/"
+
+Batch = list[tuple[str, tuple[Any, ...]]]
+Plan = Generator[Batch, list[Any], dict[str, Any]]
+
+
+# --------------------------------------------------------------------------- priority bands
+
+
+def priority_bands(page_priorities: Mapping[str, int]) -> list[tuple[str, int | None, int | None]]:
+    """``(page kind, lowest priority, highest priority + 1)`` per kind, highest first.
+
+    A kind's band reaches halfway to its neighbours, so a retry (priority lowered by
+    ``RETRY_PRIORITY_ADJUST``) or a JSON seed with its own priority still counts under the
+    nearest kind; the top band is open above and the bottom one open below (``None``).
+    """
+    kinds = sorted(page_priorities.items(), key=lambda kv: -kv[1])
+    bands: list[tuple[str, int | None, int | None]] = []
+    upper: int | None = None
+    for i, (kind, prio) in enumerate(kinds):
+        if i + 1 < len(kinds):
+            lower: int | None = math.ceil((prio + kinds[i + 1][1]) / 2)
+        else:
+            lower = None
+        bands.append((kind, lower, upper))
+        upper = lower
+    return bands
+
+
+def score_range(low: int | None, high: int | None) -> tuple[str, str]:
+    """ZCOUNT bounds of the queue entries whose priority p satisfies ``low <= p < high``.
+
+    With score = -p * SCALE + seq and 0 < seq < SCALE, ``floor(score / SCALE) == -p``.
+    """
+    top = "+inf" if low is None else f"({-(low - 1) * SCORE_SCALE}"
+    bottom = "-inf" if high is None else f"({-(high - 1) * SCORE_SCALE}"
+    return bottom, top
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _plan(
+    keys: FrontierKeys,
+    bands: list[tuple[str, int | None, int | None]],
+    dead_sample: int,
+) -> Plan:
+    """The Redis reads of one snapshot, as batches; each ``yield`` receives a batch's replies."""
+    first: Batch = [
+        ("time", ()),
+        ("zrange", (keys.nodes, 0, -1)),
+        ("zcard", (keys.queue,)),
+        ("zcard", (keys.delayed,)),
+        ("scard", (keys.dupefilter,)),
+        ("hlen", (keys.dead,)),
+        ("hlen", (keys.requests,)),
+        ("llen", (keys.start_urls,)),
+        ("llen", (keys.rejected,)),
+        ("get", (keys.paused,)),
+    ]
+    first += [("zcount", (keys.queue, *score_range(lo, hi))) for _, lo, hi in bands]
+    replies = yield first
+    seconds, micros = replies[0]
+    zset_nodes = [_text(n) for n in replies[1]]
+    queued, parked, seen, dead, requests, start, rejected = (int(r) for r in replies[2:9])
+    paused = replies[9]
+    by_kind = {kind: int(n) for (kind, _, _), n in zip(bands, replies[10:], strict=True)}
+
+    # Node hashes of recovered (dead) nodes, leases of unknown nodes and the per-site waiting
+    # rooms are found by name.
+    names = dict.fromkeys(zset_nodes)
+    wait_prefix = f"{keys.prefix}:wait:"
+    sites: list[str] = []
+    cursor: Any = 0
+    prefixes = [keys.node(""), keys.leases(""), keys.seeding("")]
+    while True:
+        [(cursor, found)] = yield [("scan", (cursor, keys.all_keys_pattern(), _SCAN_COUNT))]
+        for key in map(_text, found):
+            if key.startswith(wait_prefix):
+                sites.append(key[len(wait_prefix) :])
+            for prefix in prefixes:
+                if key.startswith(prefix):
+                    names.setdefault(key[len(prefix) :])
+        if int(cursor) == 0:
+            break
+
+    batch: Batch = []
+    for name in names:
+        batch += [
+            ("zscore", (keys.nodes, name)),
+            ("hgetall", (keys.node(name),)),
+            ("zcard", (keys.leases(name),)),
+            ("llen", (keys.seeding(name),)),
+        ]
+    for site in sites:
+        batch.append(("zcard", (wait_prefix + site,)))
+        batch += [("zcount", (wait_prefix + site, *score_range(lo, hi))) for _, lo, hi in bands]
+    replies = (yield batch) if batch else []
+    waiting: dict[str, int] = {}
+    at = 4 * len(names)
+    for site in sites:
+        waiting[site] = int(replies[at])
+        for (kind, _, _), n in zip(bands, replies[at + 1 : at + 1 + len(bands)], strict=True):
+            by_kind[kind] += int(n)
+        at += 1 + len(bands)
+    nodes: dict[str, dict[str, Any]] = {}
+    for i, name in enumerate(names):
+        score, fields, leases, seeding = replies[4 * i : 4 * i + 4]
+        fields = {_text(k): v for k, v in (fields or {}).items()}
+        nodes[name] = {
+            "heartbeat_ms": int(float(score)) if score is not None else None,
+            "info_heartbeat_ms": _int_or_none(fields.get("heartbeat")),
+            "dead_since_ms": _int_or_none(fields.get("dead_since")),
+            "info": _json_object(fields.get("info")),
+            "leases": int(leases),
+            "seeding": int(seeding),
+        }
+
+    dead_letters = {"total": dead, "by_reason": {}, "by_site": {}, "counted": 0}
+    if dead and dead_sample > 0:
+        by_reason: dict[str, int] = {}
+        by_site: dict[str, int] = {}
+        counted = 0
+        cursor = 0
+        while True:
+            [(cursor, chunk)] = yield [("hscan", (keys.dead, cursor, None, _SCAN_COUNT))]
+            for raw in chunk.values():
+                record = _json_object(raw)
+                reason = str(record.get("reason") or "unknown")
+                by_reason[reason] = by_reason.get(reason, 0) + 1
+                site = record_site(record)
+                by_site[site] = by_site.get(site, 0) + 1
+                counted += 1
+            if int(cursor) == 0 or counted >= dead_sample:
+                break
+        dead_letters.update(by_reason=by_reason, by_site=by_site, counted=counted)
+
+    return {
+        "spider": keys.spider,
+        "at_ms": int(seconds) * 1000 + int(micros) // 1000,
+        "queued": queued,
+        "queued_by_kind": by_kind,
+        "waiting": waiting,
+        "parked": parked,
+        "requests": requests,
+        "seen": seen,
+        "start_list": start,
+        "rejected": rejected,
+        "paused": paused is not None,
+        "nodes": nodes,
+        "dead_letters": dead_letters,
+    }
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(float(_text(value))) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _json_object(raw: Any) -> dict[str, Any]:
+    """A JSON object from Redis, or ``{}`` for anything else (nodes' data is not trusted)."""
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def record_site(record: Mapping[str, Any]) -> str:
+    """The site (host) of a dead-letter record."""
+    url = record.get("url")
+    host = urlsplit(url).hostname if isinstance(url, str) else None
+    return host or "unknown"
+
+
+def _run_sync(client: Any, plan: Plan) -> dict[str, Any]:
+    batch = next(plan)
+    while True:
+        pipe = client.pipeline(transaction=False)
+        for name, args in batch:
+            getattr(pipe, name)(*args)
+        try:
+            batch = plan.send(pipe.execute())
+        except StopIteration as done:
+            result: dict[str, Any] = done.value
+            return result
+
+
+async def _run_async(client: Any, plan: Plan) -> dict[str, Any]:
+    batch = next(plan)
+    while True:
+        pipe = client.pipeline(transaction=False)
+        for name, args in batch:
+            getattr(pipe, name)(*args)
+        replies = await pipe.execute()
+        try:
+            batch = plan.send(replies)
+        except StopIteration as done:
+            result: dict[str, Any] = done.value
+            return result
+
+
+def read_snapshot(
+    client: Any,
+    keys: FrontierKeys,
+    *,
+    page_priorities: Mapping[str, int] = DEFAULT_PAGE_PRIORITIES,
+    dead_sample: int = DEFAULT_DEAD_SAMPLE,
+) -> dict[str, Any]:
+    """One raw snapshot of the crawl's keys, with a blocking redis-py client."""
+    return _run_sync(client, _plan(keys, priority_bands(page_priorities), dead_sample))
+
+
+async def aread_snapshot(
+    client: Any,
+    keys: FrontierKeys,
+    *,
+    page_priorities: Mapping[str, int] = DEFAULT_PAGE_PRIORITIES,
+    dead_sample: int = 0,
+) -> dict[str, Any]:
+    """:func:`read_snapshot` with a ``redis.asyncio`` client (never blocks the event loop)."""
+    return await _run_async(client, _plan(keys, priority_bands(page_priorities), dead_sample))
+
+
+# --------------------------------------------------------------------------- rates
+
+
+def _counters(stats: Mapping[str, Any]) -> dict[str, float]:
+    """The node counters rates are derived from."""
+    pages = sum(v for k, v in stats.items() if k.startswith(_PAGES_PREFIX) and _is_number(v))
+    if not pages:
+        pages = stats.get("response_received_count", 0)
+    return {
+        "pages": float(pages),
+        "products": float(stats.get("item_scraped_count", 0)),
+        "acked": float(stats.get("frontier/acked", 0)),
+    }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class RateTracker:
+    """Remembers recent samples of every node's counters and of the backlog, to derive rates.
+
+    A node's sample is timed by its own heartbeat (server clock), so samples taken between two
+    heartbeats add nothing and a slow reader does not bend the rates.
+    """
+
+    window: float = DEFAULT_RATE_WINDOW
+    _nodes: dict[str, deque[tuple[int, dict[str, float]]]] = field(default_factory=dict)
+    _backlog: deque[tuple[int, int]] = field(default_factory=deque)
+
+    def update(self, snapshot: Mapping[str, Any]) -> None:
+        window_ms = int(self.window * 1000)
+        for name, node in snapshot["nodes"].items():
+            stamp = node["info_heartbeat_ms"]
+            stats = node["info"].get("stats")
+            if stamp is None or not isinstance(stats, dict):
+                continue
+            ring = self._nodes.setdefault(name, deque())
+            counters = _counters(stats)
+            if ring and stamp <= ring[-1][0]:
+                continue
+            if ring and counters["pages"] < ring[-1][1]["pages"]:
+                ring.clear()  # the node restarted under the same id: its counters began again
+            ring.append((stamp, counters))
+            _prune(ring, stamp - window_ms)
+        for gone in set(self._nodes) - set(snapshot["nodes"]):
+            del self._nodes[gone]
+        at = snapshot["at_ms"]
+        if not self._backlog or at > self._backlog[-1][0]:
+            self._backlog.append((at, backlog(snapshot)))
+            _prune(self._backlog, at - window_ms)
+
+    def node_rates(self, name: str) -> dict[str, float] | None:
+        """Per-minute rates of a node's counters, or None before two distinct samples."""
+        ring = self._nodes.get(name)
+        if not ring or len(ring) < 2:
+            return None
+        (t0, first), (t1, last) = ring[0], ring[-1]
+        minutes = (t1 - t0) / 60_000
+        return {k: (last[k] - first[k]) / minutes for k in last}
+
+    def backlog_per_min(self) -> float | None:
+        """How fast the backlog grows (> 0) or shrinks (< 0), per minute."""
+        if len(self._backlog) < 2:
+            return None
+        (t0, first), (t1, last) = self._backlog[0], self._backlog[-1]
+        return (last - first) / ((t1 - t0) / 60_000)
+
+
+def _prune(ring: deque[Any], since: int) -> None:
+    # keep one sample at or before the window start, so the window is covered in full
+    while len(ring) > 2 and ring[1][0] <= since:
+        ring.popleft()
+
+
+def backlog(snapshot: Mapping[str, Any]) -> int:
+    """Requests not finished yet: queued, parked, in flight, being seeded, seeds waiting."""
+    nodes = snapshot["nodes"].values()
+    return int(
+        snapshot["queued"]
+        + sum(snapshot["waiting"].values())
+        + snapshot["parked"]
+        + snapshot["start_list"]
+        + sum(n["leases"] + n["seeding"] for n in nodes)
+    )
+
+
+# --------------------------------------------------------------------------- the status
+
+
+def node_state(node: Mapping[str, Any], age: float | None, heartbeat_timeout: float) -> str:
+    """``live``; ``dead`` (silent past the timeout, or already recovered by a live node);
+    ``orphan`` (leases or seeds under a node name nothing else knows)."""
+    if node["heartbeat_ms"] is not None:
+        return "live" if age is not None and age <= heartbeat_timeout else "dead"
+    if node["dead_since_ms"] is not None:
+        return "dead"
+    return "orphan" if node["leases"] or node["seeding"] else "gone"
+
+
+def build_status(
+    snapshot: Mapping[str, Any],
+    tracker: RateTracker | None = None,
+    *,
+    heartbeat_timeout: float,
+) -> dict[str, Any]:
+    """The status of the cluster (JSON-ready) from a snapshot and the rates seen so far."""
+    at = snapshot["at_ms"]
+    nodes: list[dict[str, Any]] = []
+    errors: dict[str, float] = {}
+    pages_by_kind: dict[str, float] = {}
+    totals = {"pages": 0.0, "products": 0.0}
+    rate_totals = {"pages": 0.0, "products": 0.0, "acked": 0.0}
+    rated = False
+    for name, node in sorted(snapshot["nodes"].items()):
+        beat = node["heartbeat_ms"] or node["info_heartbeat_ms"]
+        age = round((at - beat) / 1000, 1) if beat else None
+        state = node_state(node, age, heartbeat_timeout)
+        info = node["info"]
+        stats = info.get("stats") if isinstance(info.get("stats"), dict) else {}
+        counters = _counters(stats)
+        rates = tracker.node_rates(name) if tracker and state == "live" else None
+        if rates is not None:
+            rated = True
+            for key in rate_totals:
+                rate_totals[key] += rates[key]
+        if state != "orphan":
+            totals["pages"] += counters["pages"]
+            totals["products"] += counters["products"]
+        _add_errors(errors, stats)
+        for key, value in stats.items():
+            if key.startswith(_PAGES_PREFIX) and _is_number(value):
+                kind = key[len(_PAGES_PREFIX) :]
+                pages_by_kind[kind] = pages_by_kind.get(kind, 0) + value
+        nodes.append(
+            {
+                "node": name,
+                "state": state,
+                "heartbeat_age_s": age,
+                "recovered": node["dead_since_ms"] is not None,
+                "host": info.get("host"),
+                "pid": info.get("pid"),
+                "in_flight": node["leases"],
+                "working": info.get("started"),
+                "prefetched": info.get("prefetched"),
+                "seeding": node["seeding"],
+                "pages": int(counters["pages"]),
+                "products": int(counters["products"]),
+                "pages_per_min": _round(rates["pages"]) if rates else None,
+                "products_per_min": _round(rates["products"]) if rates else None,
+                "acked_per_min": _round(rates["acked"]) if rates else None,
+            }
+        )
+    left = backlog(snapshot)
+    drain = rate_totals["acked"]
+    eta: float | None = None
+    if left == 0:
+        eta = 0.0
+    elif rated and drain > 0:
+        eta = round(left / drain * 60, 1)
+    trend = tracker.backlog_per_min() if tracker else None
+    return {
+        "crawl": snapshot["spider"],
+        "server_time_ms": at,
+        "paused": snapshot["paused"],
+        "frontier": {
+            "queued": snapshot["queued"],
+            "queued_by_kind": dict(snapshot["queued_by_kind"]),
+            "waiting_for_site": sum(snapshot["waiting"].values()),
+            "waiting_by_site": dict(
+                sorted(snapshot["waiting"].items(), key=lambda kv: -kv[1])[:_TOP_SITES]
+            ),
+            "parked": snapshot["parked"],
+            "in_flight": sum(n["in_flight"] for n in nodes),
+            "seeding": sum(n["seeding"] for n in nodes),
+            "start_list": snapshot["start_list"],
+            "backlog": left,
+            "seen": snapshot["seen"],
+            "rejected": snapshot["rejected"],
+        },
+        "dead_letters": {
+            **snapshot["dead_letters"],
+            "by_site": dict(
+                sorted(snapshot["dead_letters"]["by_site"].items(), key=lambda kv: -kv[1])[
+                    :_TOP_SITES
+                ]
+            ),
+        },
+        "nodes": nodes,
+        "totals": {
+            "live_nodes": sum(1 for n in nodes if n["state"] == "live"),
+            "dead_nodes": sum(1 for n in nodes if n["state"] == "dead"),
+            "pages": int(totals["pages"]),
+            "products": int(totals["products"]),
+            "pages_per_min": _round(rate_totals["pages"]) if rated else None,
+            "products_per_min": _round(rate_totals["products"]) if rated else None,
+            "acked_per_min": _round(drain) if rated else None,
+        },
+        "pages_by_kind": {k: int(v) for k, v in sorted(pages_by_kind.items())},
+        "errors": {k: int(v) for k, v in sorted(errors.items())},
+        "eta_seconds": eta,
+        "backlog_per_min": _round(trend) if trend is not None else None,
+        "drained": left == 0,
+    }
+
+
+def _add_errors(errors: dict[str, float], stats: Mapping[str, Any]) -> None:
+    for key, value in stats.items():
+        if not _is_number(value) or not value:
+            continue
+        label = _ERROR_COUNTERS.get(key)
+        if label is None and key.startswith(_STATUS_PREFIX):
+            code = key[len(_STATUS_PREFIX) :]
+            label = f"http/{code}" if code.isdigit() and int(code) >= 400 else None
+        if label is None:
+            for prefix, short in _ERROR_PREFIXES.items():
+                if key.startswith(prefix):
+                    label = short + key[len(prefix) :]
+                    break
+        if label is not None:
+            errors[label] = errors.get(label, 0) + value
+
+
+def _round(value: float) -> float:
+    return round(value, 1)

@@ -1,0 +1,113 @@
+"""What every operator command shares: settings, the Redis client and the crawl's keys.
+
+Each command module has one implementation, ``execute(opts, settings) -> int``, and two entry
+points: ``Command`` for ``scrapy <command>`` (Scrapy reads settings and ``-s`` itself), and
+``add_arguments`` / ``run`` for ``distcrawl <command>`` (settings from :func:`load_settings`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+import redis
+from scrapy.settings import Settings
+from scrapy.utils.conf import arglist_to_dict
+from scrapy.utils.project import get_project_settings
+
+from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
+from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
+from distcrawl.frontier.store import FrontierKeys
+from distcrawl.services import ensure_redis, resolve_home
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = [
+    "DEFAULT_SPIDER",
+    "add_settings_option",
+    "add_spider_argument",
+    "allow_private",
+    "crawl_keys",
+    "heartbeat_interval",
+    "heartbeat_timeout",
+    "load_settings",
+    "page_priorities",
+    "redis_client",
+    "redis_url",
+]
+
+#: the crawl of this project, named in help texts
+DEFAULT_SPIDER = "catalog"
+#: the ``-s NAME=VALUE`` help, as Scrapy words it
+_SET_HELP = "set/override setting (may be repeated)"
+
+
+def add_spider_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spider", help=f"the crawl: its spider name (e.g. {DEFAULT_SPIDER})")
+
+
+def add_settings_option(parser: argparse.ArgumentParser) -> None:
+    """``-s NAME=VALUE`` for the ``distcrawl`` entry point (``scrapy`` adds its own)."""
+    parser.add_argument(
+        "-s", "--set", action="append", default=[], metavar="NAME=VALUE", help=_SET_HELP
+    )
+
+
+def load_settings(overrides: list[str] | None = None) -> Settings:
+    """The project's settings (``scrapy.cfg`` or ``SCRAPY_SETTINGS_MODULE``, else distcrawl's),
+    with ``-s`` overrides applied as Scrapy applies them."""
+    settings = get_project_settings()
+    if settings.get("COMMANDS_MODULE") != "distcrawl.commands":
+        settings.setmodule("distcrawl.settings", priority="project")
+    if overrides:
+        try:
+            settings.setdict(arglist_to_dict(overrides), priority="cmdline")
+        except ValueError:
+            raise SystemExit("invalid -s value, use -s NAME=VALUE") from None
+    return settings
+
+
+def redis_url(settings: BaseSettings) -> str:
+    """``REDIS_URL``; when empty, the embedded Redis the nodes on this machine use (started
+    if none runs, as a node would start it)."""
+    url: str = settings.get("REDIS_URL") or ""
+    if url or not settings.getbool("DISTCRAWL_EMBEDDED", True):
+        return url or "redis://127.0.0.1:6379/0"
+    return ensure_redis(resolve_home(settings.get("DISTCRAWL_HOME") or None))
+
+
+def redis_client(settings: BaseSettings) -> redis.Redis:
+    return redis.Redis.from_url(redis_url(settings), socket_timeout=30, socket_connect_timeout=10)
+
+
+def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
+    """The crawl's keys, with the seed list named as the frontier scheduler names it."""
+    start: str = settings.get("DISTCRAWL_START_URLS_KEY") or settings.get("REDIS_START_URLS_KEY")
+    start = start.replace("%(name)s", spider) if start else f"{spider}:start_urls"
+    return FrontierKeys(spider=spider, start_urls=start)
+
+
+def allow_private(settings: BaseSettings) -> bool | frozenset[str]:
+    """``DISTCRAWL_ALLOW_PRIVATE`` read as the frontier scheduler reads it: a flag, or hosts."""
+    value: Any = settings.get("DISTCRAWL_ALLOW_PRIVATE", False)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return frozenset(value)
+    if isinstance(value, str) and value not in ("0", "1", "True", "False", "true", "false"):
+        # "" (the setting's default when the environment leaves it unset) allows nothing
+        return frozenset(h.strip() for h in value.split(",") if h.strip()) or False
+    return settings.getbool("DISTCRAWL_ALLOW_PRIVATE", False)
+
+
+def heartbeat_timeout(settings: BaseSettings) -> float:
+    return settings.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT)
+
+
+def heartbeat_interval(settings: BaseSettings) -> float:
+    return settings.getfloat("DISTCRAWL_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL)
+
+
+def page_priorities(settings: BaseSettings) -> dict[str, int]:
+    merged = dict(DEFAULT_PAGE_PRIORITIES)
+    merged.update({str(k): int(v) for k, v in settings.getdict("PAGE_PRIORITIES").items()})
+    return merged

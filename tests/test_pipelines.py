@@ -1,0 +1,356 @@
+"""The MongoDB pipeline against a real SecantusDB: one document per product, price history,
+validation, outages (retry, journal, replay) and a node killed while MongoDB is down.
+
+Crawls run in a subprocess (this file run as a script), as ``scrapy crawl`` does: the asyncio
+Twisted reactor, the real Scrapy engine and scraper, ``data:`` requests whose callbacks yield
+the products. The subprocess writes each acknowledged product (``item_scraped``: its
+``process_item`` completed) to an fsync'd file, which is what the frontier's ack relies on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pymongo
+import pytest
+from bson.decimal128 import Decimal128
+
+from distcrawl.services import MongoServer
+from distcrawl.storage.documents import make_record
+from distcrawl.storage.writer import MongoWriter
+
+REPO = Path(__file__).resolve().parent.parent
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+# --------------------------------------------------------------------------- crawl helper
+
+
+def product(i: int, price: str = "10.00", **extra: Any) -> dict[str, Any]:
+    return {
+        "url": f"https://shop.test/p/{i}",
+        "name": f"Product {i}",
+        "price": price,
+        "currency": "EUR",
+        "availability": "InStock",
+        "site": "shop.test",
+        "sku": f"SKU-{i}",
+        **extra,
+    }
+
+
+class Crawl:
+    """A crawl subprocess; ``result()`` waits for it and returns stats, log and acks."""
+
+    def __init__(self, tmp_path: Path, name: str, spec: dict[str, Any]) -> None:
+        self.dir = tmp_path / name
+        self.dir.mkdir()
+        spec = {**spec, "ack_path": str(self.dir / "acks"), "stats_path": str(self.dir / "stats")}
+        spec_path = self.dir / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        self.log_path = self.dir / "log"
+        env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, str(spec_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.dir,
+            )
+
+    def acks(self) -> list[str]:
+        try:
+            return (self.dir / "acks").read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def result(self, timeout: float = 120) -> dict[str, Any]:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        assert code == 0, self.log[-4000:]
+        stats: dict[str, Any] = json.loads((self.dir / "stats").read_text())
+        return stats
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def crawl(tmp_path: Path, name: str, **spec: Any) -> tuple[dict[str, Any], str]:
+    run = Crawl(tmp_path, name, spec)
+    stats = run.result()
+    return stats, run.log
+
+
+def documents(mongo_uri: str, collection: str = "products") -> list[dict[str, Any]]:
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongo_uri)
+    try:
+        return list(client.get_default_database()[collection].find())
+    finally:
+        client.close()
+
+
+def settings(mongo_uri: str, tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    return {
+        "MONGO_URI": mongo_uri,
+        "MONGO_JOURNAL_PATH": str(tmp_path / "journal"),
+        "MONGO_TIMEOUT": 1.0,
+        "MONGO_RETRY_BACKOFF_MAX": 1.0,
+        **extra,
+    }
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def test_duplicates_and_recrawls_leave_one_document_with_history(
+    mongo_uri: str, tmp_path: Path
+) -> None:
+    first = [product(i) for i in range(40)] + [product(i) for i in range(10)]  # 10 twice
+    stats, log = crawl(tmp_path, "first", products=first, settings=settings(mongo_uri, tmp_path))
+    assert stats["pipeline/written"] == 50
+    assert stats["pipeline/inserted"] + stats["pipeline/updated"] == 50
+    assert "Deprecat" not in log  # no deprecation warnings in a crawl's log
+    again = [product(i, price="12.50") if i < 5 else product(i) for i in range(40)]
+    again[7] = product(7, availability="OutOfStock")
+    again[8] = product(8, price="10.0")  # the same price, written differently: no change
+    stats, _ = crawl(tmp_path, "again", products=again, settings=settings(mongo_uri, tmp_path))
+    assert stats["pipeline/written"] == 40
+
+    docs = {doc["_id"]: doc for doc in documents(mongo_uri)}
+    assert len(docs) == 40
+    changed = docs["https://shop.test/p/0"]
+    assert changed["price"] == Decimal128("12.50")
+    assert [h["price"].to_decimal() for h in changed["price_history"]] == [
+        Decimal("10.00"),
+        Decimal("12.50"),
+    ]
+    assert changed["first_seen"] < changed["last_seen"]
+    assert [h["availability"] for h in docs["https://shop.test/p/7"]["price_history"]] == [
+        "InStock",
+        "OutOfStock",
+    ]
+    assert len(docs["https://shop.test/p/8"]["price_history"]) == 1
+    assert len(docs["https://shop.test/p/30"]["price_history"]) == 1
+    assert docs["https://shop.test/p/30"]["name"] == "Product 30"
+
+
+def test_site_and_sku_key(mongo_uri: str, tmp_path: Path) -> None:
+    items = [product(1), product(2, sku="SKU-1"), product(3), product(4, sku="")]
+    stats, _ = crawl(
+        tmp_path,
+        "sku",
+        products=items,
+        settings=settings(mongo_uri, tmp_path, MONGO_UNIQUE_KEY=["site", "sku"]),
+    )
+    assert stats["pipeline/dropped/missing_sku"] == 1
+    keys = sorted(doc["_id"]["sku"] for doc in documents(mongo_uri))
+    assert keys == ["SKU-1", "SKU-3"]
+
+
+def test_invalid_items_are_dropped_with_a_counted_reason(mongo_uri: str, tmp_path: Path) -> None:
+    items = [
+        product(1),
+        product(2, name=""),
+        product(3, name=None),
+        product(4, url=None, source_url="https://shop.test/raw/4"),
+    ]
+    stats, log = crawl(tmp_path, "invalid", products=items, settings=settings(mongo_uri, tmp_path))
+    assert stats["pipeline/written"] == 1
+    assert stats["pipeline/dropped/missing_name"] == 2
+    assert stats["pipeline/dropped/missing_url"] == 1
+    assert "product without name on https://shop.test/p/2" in log
+    assert "product without url on https://shop.test/raw/4" in log
+    assert [doc["_id"] for doc in documents(mongo_uri)] == ["https://shop.test/p/1"]
+
+
+def _wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("journal_after", [60.0, 1.0], ids=["retry-only", "journal-and-replay"])
+def test_mongodb_stopped_mid_crawl_every_product_stored_once(
+    mongo_server: MongoServer, mongo_uri: str, tmp_path: Path, journal_after: float
+) -> None:
+    total = 240
+    run = Crawl(
+        tmp_path,
+        "outage",
+        {
+            "products": [product(i) for i in range(total)],
+            "delay": 0.05,  # a steady flow of ~150 products/s over the outage
+            "settings": settings(mongo_uri, tmp_path, MONGO_JOURNAL_AFTER=journal_after),
+        },
+    )
+    _wait_for(lambda: len(run.acks()) >= 40, 60, "the first products")
+    mongo_server.stop()
+    stopped_at = len(run.acks())
+    time.sleep(4)
+    during = len(run.acks())
+    mongo_server.start()
+    stats = run.result()
+
+    docs = documents(mongo_uri)
+    assert sorted(doc["_id"] for doc in docs) == sorted(p["url"] for p in map(product, range(total)))
+    assert len(run.acks()) == total
+    assert stats["pipeline/retries"] >= 1
+    assert run.log.count("MongoDB write failed") == 1  # one line per outage...
+    assert run.log.count("MongoDB writes succeed again") == 1  # ...and one when it is over
+    if journal_after > 10:
+        assert during - stopped_at < 20  # backpressure: the crawl waited for MongoDB
+        assert "pipeline/journaled" not in stats
+    else:
+        assert stats["pipeline/journaled"] >= 1  # the crawl went on into the journal
+        assert stats["pipeline/replayed"] == stats["pipeline/journaled"]
+        assert stats["pipeline/written"] + stats["pipeline/journaled"] == total
+        assert not list((tmp_path / "journal").glob("*.jsonl"))
+
+
+def test_node_killed_during_outage_then_journal_replayed_by_a_fresh_node(
+    mongo_server: MongoServer, mongo_uri: str, tmp_path: Path
+) -> None:
+    mongo_server.stop()
+    node = Crawl(
+        tmp_path,
+        "doomed",
+        {
+            "products": [product(i) for i in range(200)],
+            "delay": 0.02,
+            "settings": settings(
+                mongo_uri, tmp_path, MONGO_JOURNAL_AFTER=1.0, MONGO_BUFFER_MAX_ITEMS=20
+            ),
+        },
+    )
+    _wait_for(lambda: len(node.acks()) >= 60, 60, "journaled products")
+    node.kill()  # kill -9 while MongoDB is down: only the journal knows these products
+    acked = set(node.acks())
+    assert list((tmp_path / "journal").glob("*.jsonl"))
+    mongo_server.start()
+
+    stats, log = crawl(tmp_path, "fresh", products=[], settings=settings(mongo_uri, tmp_path))
+    stored = {doc["_id"] for doc in documents(mongo_uri)}
+    assert acked <= stored
+    assert stats["pipeline/replayed"] >= len(acked)
+    assert "Replayed" in log
+    assert not list((tmp_path / "journal").glob("*.jsonl"))
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+@pytest.fixture
+def writer(mongo_uri: str) -> Any:
+    from pymongo.write_concern import WriteConcern
+
+    database = mongo_uri.rsplit("/", 1)[1].split("?")[0]
+    w = MongoWriter(
+        uri=mongo_uri,
+        database=database,
+        collection="products",
+        history=3,
+        write_concern=WriteConcern(w="majority", j=True),
+        timeout=2.0,
+    )
+    yield w
+    w.close()
+
+
+def test_history_is_bounded_and_values_stay_data(writer: MongoWriter) -> None:
+    for n, price in enumerate(["1", "2", "2.00", "3", "4", "5"]):
+        item = product(1, price=Decimal(price), name="$5 off {$gt: 1}")
+        seen = NOW + dt.timedelta(days=n)
+        outcome = writer.write([make_record(item, ("url",), now=seen)])
+        assert not outcome.rejected and not outcome.retry
+    doc = writer.collection.find_one({"_id": "https://shop.test/p/1"})
+    assert doc is not None
+    assert doc["name"] == "$5 off {$gt: 1}"
+    assert [h["price"].to_decimal() for h in doc["price_history"]] == [3, 4, 5]
+    assert doc["first_seen"] == NOW.replace(tzinfo=None)
+    assert doc["last_seen"] == (NOW + dt.timedelta(days=5)).replace(tzinfo=None)
+
+
+# --------------------------------------------------------------------------- the subprocess
+
+
+def _crawl_main(spec_path: str) -> None:
+    """Run one crawl as ``scrapy crawl`` would (asyncio reactor) and write its stats."""
+    import asyncio
+
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    from scrapy import Request, Spider, signals
+    from scrapy.crawler import CrawlerProcess
+
+    from distcrawl.items import Product
+
+    spec = json.loads(Path(spec_path).read_text())
+    ack_file = open(spec["ack_path"], "a")  # noqa: SIM115
+
+    class ProductSpider(Spider):
+        name = "products"
+
+        async def start(self) -> Any:
+            for index in range(len(spec["products"])):
+                yield Request(f"data:,{index}", cb_kwargs={"index": index}, dont_filter=True)
+
+        async def parse(self, response: Any, index: int) -> Any:
+            if spec.get("delay"):
+                await asyncio.sleep(spec["delay"])
+            fields = dict(spec["products"][index])
+            if fields.get("price") is not None:
+                fields["price"] = Decimal(fields["price"])
+            yield Product(crawled_at=dt.datetime.now(dt.UTC), **fields)
+
+    def acknowledged(item: Any) -> None:
+        ack_file.write(f"{item.get('url')}\n")
+        ack_file.flush()
+        os.fsync(ack_file.fileno())
+
+    process = CrawlerProcess(
+        {
+            "ITEM_PIPELINES": {"distcrawl.pipelines.MongoPipeline": 300},
+            "TELNETCONSOLE_ENABLED": False,
+            "EXTENSIONS": {"scrapy.extensions.remote_control.RemoteControl": None},
+            "ROBOTSTXT_OBEY": False,
+            "CONCURRENT_REQUESTS": 8,
+            "CONCURRENT_ITEMS": 16,
+            "LOG_LEVEL": "INFO",
+            **spec["settings"],
+        },
+    )
+    crawler = process.create_crawler(ProductSpider)
+    crawler.signals.connect(acknowledged, signal=signals.item_scraped)
+    process.crawl(crawler)
+    process.start()
+    assert crawler.stats is not None
+    stats = {
+        k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))
+    }
+    Path(spec["stats_path"]).write_text(json.dumps(stats))
+
+
+if __name__ == "__main__":
+    _crawl_main(sys.argv[1])
