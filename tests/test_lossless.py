@@ -90,7 +90,9 @@ def test_every_terminal_path_acks_its_lease(redis_url, mongo_uri, shop_factory, 
     """Parsed, failed after the last retry, dropped by robots.txt, callback raised: all acked."""
     shop = shop_factory(products=120, hostile=True, fail_products=3)
     r = redis.Redis.from_url(redis_url)
-    r.lpush("catalog_raising:start_urls", shop.url)
+    # robots.txt-forbidden, oversized, not HTML, a redirect loop: each ends its own way
+    extra = ["private/secret", "big", "file.bin", "loop/a"]
+    r.lpush("catalog_raising:start_urls", shop.url, *(shop.url + path for path in extra))
     node = Node(
         redis_url=redis_url,
         mongo_uri=mongo_uri,
