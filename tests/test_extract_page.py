@@ -182,3 +182,27 @@ def test_analysis_is_fast_enough_for_the_crawl() -> None:
     per_page = (time.perf_counter() - started) / 20
     # a generous bound on a shared core; the crawl needs well under 5 ms per page
     assert per_page < (0.05 if os.environ.get("CI") else 0.02)
+
+
+def test_product_blocks_named_like_site_chrome_still_count() -> None:
+    body = b"""<header class="site-header"><h1>Shop name</h1><span class="price">$0.00</span>
+      </header><main><article><header class="product-header"><h1>Real product</h1></header>
+      <div class="product-sidebar"><span class="price">$42.00</span>
+      <div class="add-to-basket"><button>Add to basket</button></div></div></article></main>"""
+    analysis = analyze(url=URL, body=body)
+    assert analysis.kind == "product"
+    assert analysis.product is not None
+    assert analysis.product["name"] == "Real product"
+    assert str(analysis.product["price"]) == "42.00"
+
+
+def test_magento_style_category_products_grid_is_a_listing() -> None:
+    items = "".join(
+        f'<li class="item"><a href="/widget-{i}.html" class="product-image">W{i}</a>'
+        f'<span class="regular-price"><span class="price">${i}.00</span></span></li>'
+        for i in range(4)
+    )
+    body = f'<div class="category-products"><ul class="products-grid">{items}</ul></div>'
+    analysis = analyze(url=URL, body=body.encode())
+    assert analysis.kind == "listing"
+    assert len(analysis.links["product"]) == 4

@@ -35,11 +35,13 @@ HEURISTIC_FIELDS: frozenset[str] = frozenset(
      "category_path", "description", "image_urls"}
 )  # fmt: skip
 
+# "product-header" or "add-to-basket" blocks hold the product itself: whole words only there
 _CHROME = re.compile(
-    r"\b(?:nav|menu|header|footer|related|recommend|upsell|cross-?sell|recently|carousel"
-    r"|mini-?cart|cart-total|basket|sidebar|newsletter|cookie|modal|logo)"
+    r"\b(?:nav|menu|footer|related|recommend|upsell|cross-?sell|recently|carousel"
+    r"|mini-?cart|mini-?basket|cart-total|newsletter|cookie|modal|logo)"
+    r"|(?:^|\s)(?:header|site-header|masthead|top-?bar)(?:\s|$)"
 )
-_CHROME_TAGS = {"nav", "header", "footer", "aside"}
+_CHROME_TAGS = {"nav", "footer", "aside"}
 _OLD_PRICE = re.compile(
     r"old|was|list|regular|compare|strike|original|before|rrp|msrp|uvp|crossed|former"
 )
@@ -99,6 +101,10 @@ def _is_chrome(el: HtmlElement, cards: set[HtmlElement]) -> bool:
     for parent in el.iterancestors():
         if parent in cards or parent.tag in _CHROME_TAGS:
             return True
+        if parent.tag == "header" and not any(
+            a.tag in ("article", "main") for a in parent.iterancestors()
+        ):
+            return True  # the site's header; an article's own header holds its title
         if parent.tag == "body":
             return False
         if _CHROME.search(f"{parent.get('class') or ''} {parent.get('id') or ''}".lower()):

@@ -82,8 +82,10 @@ _SKIPPED_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "sms:", "#")
 
 # matched against "class id tag" of a link's ancestors; \b keeps "unavailable" from "nav"
 _NAV_CONTEXT = re.compile(
-    r"\b(?:nav|menu|categor|department|breadcrumb|crumbs|trail|sidebar|header)"
+    r"\b(?:nav|menu|breadcrumb|crumbs|trail)|(?:^|\s)(?:header|site-header|masthead)(?:\s|$)"
 )
+# category lists, but also Magento's "category-products" grid: no veto on product cards
+_CATEGORY_CONTEXT = re.compile(r"\b(?:categor|department|sidebar)")
 # filter and facet links multiply one listing into endless combinations: never followed
 _FILTER_CONTEXT = re.compile(r"\bfacet|(?:^|\s)(?:filters?|refinements?|sort|sorting)(?:\s|$)")
 _PAGINATION_CONTEXT = re.compile(r"\b(?:pagination|pager|paging|page-numbers)")
@@ -196,7 +198,12 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
             continue
         if _EXCLUDED_PATH.search(split.path):
             continue
-        if in_nav or _CATEGORY_PATH.search(split.path) or "categor" in own:
+        if (
+            in_nav
+            or _CATEGORY_CONTEXT.search(context)
+            or _CATEGORY_PATH.search(split.path)
+            or "categor" in own
+        ):
             add("category", url)
     scan.links["next"] = [u for u in (*first_next, *other_pages) if u != page_canonical]
     return scan
