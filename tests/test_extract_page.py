@@ -206,3 +206,17 @@ def test_magento_style_category_products_grid_is_a_listing() -> None:
     analysis = analyze(url=URL, body=body.encode())
     assert analysis.kind == "listing"
     assert len(analysis.links["product"]) == 4
+
+
+def test_microdata_cards_of_a_small_listing_are_not_its_product() -> None:
+    cards = "".join(
+        f'<li itemscope itemtype="https://schema.org/Product"><a itemprop="url" '
+        f'href="/p/{i}-thing.html"><span itemprop="name">Thing {i}</span></a>'
+        f'<span itemprop="offers" itemscope itemtype="https://schema.org/Offer">'
+        f'<meta itemprop="price" content="{i}.50"><meta itemprop="priceCurrency" content="EUR">'
+        f"</span></li>"
+        for i in range(2)
+    )
+    analysis = analyze(url=URL, body=f"<h1>Things</h1><ul>{cards}</ul>".encode())
+    assert analysis.kind == "listing"
+    assert analysis.product is None

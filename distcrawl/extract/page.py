@@ -169,9 +169,9 @@ def _analyze(
         else:
             errors.append(f"rel=canonical to another site ignored: {target[:200]}")
 
-    structured = extract_structured(root, text, url, canonical_url, errors)
     scan = scan_links(root, url, canonical)
     links = scan.links
+    structured = extract_structured(root, text, url, canonical_url, errors, links["product"])
     if profile:
         for link_kind in LINK_KINDS:
             hrefs = profile.link_values(selector, link_kind)

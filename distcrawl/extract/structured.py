@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
@@ -68,12 +69,22 @@ class StructuredData:
 
 
 def extract_structured(
-    root: HtmlElement, text: str, url: str, canonical_url: str, errors: list[str]
+    root: HtmlElement,
+    text: str,
+    url: str,
+    canonical_url: str,
+    errors: list[str],
+    linked_products: Collection[str] = (),
 ) -> StructuredData:
-    """Read every structured syntax the page has; *text* is the decoded page for markers."""
+    """Read every structured syntax the page has; *text* is the decoded page for markers.
+
+    A product node whose URL is one of *linked_products* (the page's links to product
+    pages) describes a card for another page, so it is never this page's product.
+    """
     data = StructuredData()
     lowered = text.lower()
     page_urls = {canonicalize_url(url), canonical_url}
+    linked = frozenset(linked_products) - page_urls
     syntaxes: list[tuple[str, list[dict[str, Any]]]] = []
     if "ld+json" in lowered:
         syntaxes.append(("json-ld", _json_ld_nodes(root, errors)))
@@ -82,7 +93,7 @@ def extract_structured(
     if "typeof=" in lowered or "vocab=" in lowered:
         syntaxes.append(("rdfa", _rdfa_nodes(text, url, errors)))
     for source, nodes in syntaxes:
-        _add_candidate(data, source, nodes, url, page_urls)
+        _add_candidate(data, source, nodes, url, page_urls, linked)
     if "product" in lowered and "<script" in lowered:
         script = _script_product(root, url, errors)
         if script:
@@ -95,7 +106,12 @@ def extract_structured(
 
 
 def _add_candidate(
-    data: StructuredData, source: str, nodes: list[dict[str, Any]], url: str, page_urls: set[str]
+    data: StructuredData,
+    source: str,
+    nodes: list[dict[str, Any]],
+    url: str,
+    page_urls: set[str],
+    linked: frozenset[str],
 ) -> None:
     products = [n for n in nodes if node_types(n) & PRODUCT_TYPES]
     data.product_nodes += len(products)
@@ -106,20 +122,30 @@ def _add_candidate(
             if "BreadcrumbList" in node_types(node):
                 data.breadcrumbs = breadcrumb_names(node)
                 break
-    main = _main_product(products, page_urls)
+    main = _main_product(products, url, page_urls, linked)
     if main is not None:
         fields = product_fields(main, url)
         if fields:
             data.candidates.append((source, fields))
 
 
-def _main_product(products: list[dict[str, Any]], page_urls: set[str]) -> dict[str, Any] | None:
-    """The product this page is about: the one whose URL is the page, else the only few."""
+def _main_product(
+    products: list[dict[str, Any]], url: str, page_urls: set[str], linked: frozenset[str]
+) -> dict[str, Any] | None:
+    """The product this page is about: the one whose URL is the page, else one of a few
+    products that are not cards linking to other product pages."""
+    unlinked = []
     for node in products:
         node_url = text_value(node.get("url")) or text_value(node.get("@id"))
-        if node_url and canonicalize_url(node_url) in page_urls:
+        target = canonicalize_url(urljoin(url, node_url)) if node_url else None
+        if target in page_urls:
             return node
-    if not products or len(products) > DEFAULT_MAX_PRODUCTS_ON_PRODUCT_PAGE:
+        if target not in linked:
+            unlinked.append(node)
+    if len(products) > DEFAULT_MAX_PRODUCTS_ON_PRODUCT_PAGE:
+        return None
+    products = unlinked
+    if not products:
         return None
     with_offers = [n for n in products if n.get("offers") or n.get("hasVariant")]
     return (with_offers or products)[0]
