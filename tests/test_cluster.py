@@ -1,0 +1,220 @@
+"""The cluster view read from a real Redis: bands, nodes, dead letters, rates, the progress line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from distcrawl.cluster import (
+    SCORE_SCALE,
+    RateTracker,
+    aread_snapshot,
+    build_status,
+    priority_bands,
+    read_snapshot,
+    score_range,
+)
+from distcrawl.extensions import progress_line
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
+
+
+@pytest.fixture
+def r(redis_url: str):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def queue(r: redis.Redis, *priorities: int, key: str = KEYS.queue) -> None:
+    """Queue entries exactly as frontier.lua scores them: -priority * 1e10 + seq."""
+    for prio in priorities:
+        seq = r.incr(f"{KEYS.prefix}:seq")
+        r.zadd(key, {str(seq): -prio * SCORE_SCALE + seq})
+
+
+def beat(r: redis.Redis, node: str, stats: dict, **info) -> None:
+    FrontierStore(r, KEYS).heartbeat(node, json.dumps({"pid": 1, "host": "h", **info, "stats": stats}))
+
+
+def test_bands_reach_halfway_to_the_neighbours() -> None:
+    assert priority_bands(PRIORITIES) == [
+        ("seed", 650, None),
+        ("category", 250, 650),
+        ("listing", 150, 250),
+        ("product", None, 150),
+    ]
+    assert score_range(None, None) == ("-inf", "+inf")
+
+
+def test_queue_split_by_page_kind_counts_retries_and_custom_seeds_with_the_nearest_kind(r) -> None:
+    # a retried product (99), a retried listing (199), a JSON seed at 5000, one at priority 0
+    queue(r, 1000, 5000, 300, 299, 200, 199, 100, 99, 98, 0, -50)
+    snap = read_snapshot(r, KEYS, page_priorities=PRIORITIES)
+    assert snap["queued"] == 11
+    assert snap["queued_by_kind"] == {"seed": 2, "category": 2, "listing": 2, "product": 5}
+
+
+def test_requests_waiting_for_their_site_count_as_queued_work(r) -> None:
+    queue(r, 100, 100, key=f"{KEYS.prefix}:wait:shop.test")
+    queue(r, 300)
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    assert status["frontier"]["queued"] == 1
+    assert status["frontier"]["waiting_for_site"] == 2
+    assert status["frontier"]["waiting_by_site"] == {"shop.test": 2}
+    assert status["frontier"]["queued_by_kind"]["product"] == 2
+    assert status["frontier"]["backlog"] == 3
+
+
+def test_nodes_live_dead_recovered_and_orphaned(r) -> None:
+    beat(r, "alive", {"item_scraped_count": 5, "catalog/pages/product": 5}, started=2, prefetched=1)
+    r.zadd(KEYS.leases("alive"), {"1": 1.0, "2": 2.0})
+    beat(r, "silent", {"item_scraped_count": 3})
+    r.zadd(KEYS.nodes, {"silent": 1000})  # heartbeat in 1970: past any timeout
+    r.zadd(KEYS.leases("silent"), {"3": 3.0})
+    r.hset(KEYS.node("gone"), mapping={"info": "{}", "dead_since": 5})
+    r.zadd(KEYS.leases("ghost"), {"4": 4.0})
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    nodes = {n["node"]: n for n in status["nodes"]}
+    assert nodes["alive"]["state"] == "live"
+    assert nodes["alive"]["heartbeat_age_s"] < 5
+    assert (nodes["alive"]["in_flight"], nodes["alive"]["working"]) == (2, 2)
+    assert nodes["silent"]["state"] == "dead" and not nodes["silent"]["recovered"]
+    assert nodes["gone"]["state"] == "dead" and nodes["gone"]["recovered"]
+    assert nodes["ghost"]["state"] == "orphan"
+    assert status["frontier"]["in_flight"] == 4
+    assert (status["totals"]["live_nodes"], status["totals"]["dead_nodes"]) == (1, 2)
+    assert status["totals"]["products"] == 8
+
+
+def test_dead_letters_by_reason_and_by_site(r) -> None:
+    for i, (reason, url) in enumerate(
+        [("http_503", "http://a.test/1"), ("http_503", "http://b.test/2"), ("x", "http://a.test/3")]
+    ):
+        r.hset(KEYS.dead, f"id{i}", json.dumps({"url": url, "reason": reason, "request": "{}"}))
+    r.hset(KEYS.dead, "junk", b"\xff not json")
+    dead = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)["dead_letters"]
+    assert dead["total"] == 4
+    assert dead["by_reason"] == {"http_503": 2, "x": 1, "unknown": 1}
+    assert dead["by_site"] == {"a.test": 2, "b.test": 1, "unknown": 1}
+
+
+def test_errors_by_kind_and_pages_by_kind_are_summed_over_nodes(r) -> None:
+    stats = {
+        "downloader/response_status_count/200": 9,
+        "downloader/response_status_count/503": 2,
+        "retry/reason_count/twisted.internet.error.TimeoutError": 1,
+        "log_count/ERROR": 1,
+        "catalog/pages/listing": 3,
+    }
+    beat(r, "a", stats)
+    beat(r, "b", stats)
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    assert status["errors"] == {
+        "http/503": 4,
+        "log_errors": 2,
+        "retry/twisted.internet.error.TimeoutError": 2,
+    }
+    assert status["pages_by_kind"] == {"listing": 6}
+
+
+def snapshot(at: int, beats: dict[str, tuple[int, int, int]], queued: int = 0) -> dict:
+    """A synthetic snapshot: node -> (heartbeat ms, pages, acked)."""
+    return {
+        "spider": "catalog",
+        "at_ms": at,
+        "queued": queued,
+        "queued_by_kind": {},
+        "waiting": {},
+        "parked": 0,
+        "requests": 0,
+        "seen": 0,
+        "start_list": 0,
+        "rejected": 0,
+        "paused": False,
+        "dead_letters": {"total": 0, "by_reason": {}, "by_site": {}, "counted": 0},
+        "nodes": {
+            name: {
+                "heartbeat_ms": hb,
+                "info_heartbeat_ms": hb,
+                "dead_since_ms": None,
+                "leases": 0,
+                "seeding": 0,
+                "info": {"stats": {"catalog/pages/product": pages, "item_scraped_count": pages,
+                                   "frontier/acked": acked}},
+            }
+            for name, (hb, pages, acked) in beats.items()
+        },
+    }
+
+
+def test_rates_come_from_heartbeats_and_give_the_time_to_drain() -> None:
+    tracker = RateTracker(window=60)
+    tracker.update(snapshot(10_000, {"a": (10_000, 0, 0), "b": (10_000, 0, 0)}, queued=1000))
+    # a sample without a new heartbeat changes nothing
+    tracker.update(snapshot(10_500, {"a": (10_000, 0, 0), "b": (10_000, 0, 0)}, queued=1000))
+    assert tracker.node_rates("a") is None
+    last = snapshot(40_000, {"a": (40_000, 100, 100), "b": (40_000, 50, 50)}, queued=700)
+    tracker.update(last)
+    status = build_status(last, tracker, heartbeat_timeout=1e9)
+    assert status["totals"]["pages_per_min"] == 300.0  # (100 + 50) pages in 30 s
+    assert status["totals"]["products_per_min"] == 300.0
+    assert status["nodes"][0]["pages_per_min"] == 200.0
+    assert status["eta_seconds"] == 140.0  # 700 left at 300 acks/min
+    assert status["backlog_per_min"] == -600.0
+    line = progress_line(status)
+    assert "queued 700" in line and "300 products/min" in line and "nodes 2 live" in line
+
+
+def test_a_node_restarted_under_the_same_id_starts_its_rates_again() -> None:
+    tracker = RateTracker()
+    tracker.update(snapshot(1_000, {"a": (1_000, 500, 500)}))
+    tracker.update(snapshot(2_000, {"a": (2_000, 10, 10)}))
+    assert tracker.node_rates("a") is None
+    tracker.update(snapshot(3_000, {"a": (3_000, 20, 20)}))
+    assert tracker.node_rates("a") == {"pages": 600.0, "products": 600.0, "acked": 600.0}
+
+
+def test_an_empty_crawl_is_drained_and_paused_shows(r) -> None:
+    r.set(KEYS.paused, "1")
+    status = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
+    assert status["drained"] and status["eta_seconds"] == 0.0 and status["paused"]
+    assert progress_line(status).startswith("Cluster: PAUSED, queued 0")
+
+
+def test_the_async_reader_sees_what_the_blocking_one_sees(r, redis_url) -> None:
+    queue(r, 1000, 300, 100)
+    beat(r, "a", {"item_scraped_count": 1})
+    r.hset(KEYS.dead, "d", json.dumps({"url": "http://a.test/", "reason": "http_500"}))
+
+    async def read() -> dict:
+        client = aioredis.from_url(redis_url)
+        try:
+            return await aread_snapshot(client, KEYS, dead_sample=10)
+        finally:
+            await client.aclose()
+
+    sync = read_snapshot(r, KEYS)
+    async_ = asyncio.run(read())
+    for snap in (sync, async_):
+        snap.pop("at_ms")
+        snap["nodes"]["a"].pop("heartbeat_ms")
+    assert sync == async_
+
+
+def test_reading_a_large_queue_is_a_few_round_trips(r) -> None:
+    pipe = r.pipeline(transaction=False)
+    for seq in range(1, 20_001):
+        pipe.zadd(KEYS.queue, {str(seq): -100 * SCORE_SCALE + seq})
+    pipe.execute()
+    t0 = time.perf_counter()
+    snap = read_snapshot(r, KEYS)
+    assert snap["queued_by_kind"]["product"] == 20_000
+    assert time.perf_counter() - t0 < 0.5

@@ -1,0 +1,239 @@
+"""The operator commands (status, seed, control, deadletters) through both entry points, against a
+real Redis; and ``status --json`` against a real two-node crawl (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+from crawl_nodes import Node, stop_all, stored_urls, wait_for
+from scrapy import Request
+
+from distcrawl.cli import main
+from distcrawl.frontier import codec
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def r(redis_url: str):
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def cli(redis_url, capsys):
+    """``cli("status", "catalog", "--json") -> (exit status, stdout, stderr)``, in process."""
+
+    def call(*argv: str, allow: str = "") -> tuple[int, str, str]:
+        settings = ["-s", f"REDIS_URL={redis_url}", "-s", f"DISTCRAWL_ALLOW_PRIVATE={allow}"]
+        code = main([*argv, *settings])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+def scrapy(redis_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The ``scrapy`` entry point, as an operator runs it on a node."""
+    env = {**os.environ, "REDIS_URL": redis_url, "SCRAPY_SETTINGS_MODULE": "distcrawl.settings"}
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+# --------------------------------------------------------------------------- seed
+
+
+def test_seed_pushes_accepted_seeds_in_order_and_names_each_refusal(cli, r) -> None:
+    code, out, err = cli(
+        "seed", "catalog", "https://shop.test/a", "ftp://x.test/", "not a url",
+        "http://127.0.0.1:8000/", "https://shop.test/b",
+    )  # fmt: skip
+    assert code == 1
+    assert "queued 2 seed(s) to catalog:start_urls; 3 refused" in out
+    assert "refused 'ftp://x.test/': bad_scheme" in err
+    assert "refused 'not a url'" in err
+    assert "refused 'http://127.0.0.1:8000/': private_address" in err
+    # nodes take seeds from the right-hand end: the first given is the first taken
+    assert r.rpop(KEYS.start_urls) == b"https://shop.test/a"
+    assert r.rpop(KEYS.start_urls) == b"https://shop.test/b"
+
+
+def test_seed_priority_and_meta_make_json_seeds_and_private_hosts_follow_the_setting(
+    cli, r, tmp_path
+) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text('# campaign\nhttp://127.0.0.1:8000/\n\n{"url": "https://s.test/", "priority": 7}\n')
+    code, out, _ = cli(
+        "seed", "catalog", "--file", str(seeds), "--priority", "5000", "--meta", '{"c": "x"}',
+        "--json", allow="127.0.0.1",
+    )  # fmt: skip
+    assert code == 0, out
+    assert json.loads(out)["queued"] == 2
+    pushed = [json.loads(x) for x in reversed(r.lrange(KEYS.start_urls, 0, -1))]
+    assert pushed == [
+        {"url": "http://127.0.0.1:8000/", "priority": 5000, "meta": {"c": "x"}},
+        {"url": "https://s.test/", "priority": 7, "meta": {"c": "x"}},  # its own priority wins
+    ]
+
+
+def test_seed_usage_errors_push_nothing(cli, r) -> None:
+    assert cli("seed", "catalog", "https://s.test/", "--meta", "[1]")[0] == 2
+    assert cli("seed", "catalog")[0] == 2
+    assert cli("seed", "catalog", "https://s.test/", "--dry-run")[0] == 0
+    assert r.llen(KEYS.start_urls) == 0
+
+
+def test_scrapy_seed_and_status_entry_points(redis_url, r) -> None:
+    done = scrapy(redis_url, "seed", "catalog", "--priority", "9", "https://shop.test/", "x:y")
+    assert done.returncode == 1, done.stderr
+    assert "refused 'x:y'" in done.stderr
+    assert json.loads(r.lindex(KEYS.start_urls, 0)) == {"url": "https://shop.test/", "priority": 9}
+    done = scrapy(redis_url, "status", "catalog", "--json", "--sample", "0", "--no-store")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["frontier"]["start_list"] == 1
+    listing = scrapy(redis_url, "-h")
+    for command in ("status", "seed", "control", "deadletters"):
+        assert command in listing.stdout
+
+
+# --------------------------------------------------------------------------- status
+
+
+def test_status_screen_and_json_mask_the_password(cli, r, redis_url) -> None:
+    FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"stats": {"item_scraped_count": 3}}))
+    code, out, _ = cli("status", "catalog", "--sample", "0", "--no-store")
+    assert code == 0
+    assert "n1" in out and "live" in out and "Frontier" in out
+    url = redis_url.replace("redis://", "redis://user:s3cret@")
+    code = main(["status", "catalog", "--json", "--sample", "0", "--no-store", "-s", f"REDIS_URL={url}"])
+    assert code == 1  # the server has no such user; the error names the server, masked
+
+
+def test_status_error_never_shows_the_password(capsys) -> None:
+    url = "redis://user:s3cret@127.0.0.1:1/0"
+    assert main(["status", "catalog", "--sample", "0", "--no-store", "-s", f"REDIS_URL={url}"]) == 1
+    _, err = capsys.readouterr()
+    assert "s3cret" not in err and "user:***@127.0.0.1:1" in err
+
+
+# --------------------------------------------------------------------------- control
+
+
+def test_pause_and_resume(cli, r) -> None:
+    assert cli("control", "catalog", "pause")[0] == 0
+    assert json.loads(r.get(KEYS.paused))["by"]
+    code, out, _ = cli("status", "catalog", "--json", "--sample", "0", "--no-store")
+    assert json.loads(out)["paused"] is True
+    assert cli("control", "catalog", "resume")[0] == 0
+    assert not r.exists(KEYS.paused)
+
+
+def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None:
+    store = FrontierStore(r, KEYS)
+    for key, value in ((KEYS.queue, {"9": -1.0}), (KEYS.delayed, {"8": 1.0})):
+        r.zadd(key, value)
+    r.hset(KEYS.requests, mapping={"9": "q", "8": "d", "1": "leased-live", "2": "leased-dead"})
+    r.sadd(KEYS.dupefilter, "fp")
+    r.hset(KEYS.dead, "x", "{}")
+    r.lpush(KEYS.start_urls, "https://s.test/")
+    r.set(f"{KEYS.prefix}:seq", 9)
+    store.heartbeat("live", "{}")
+    r.zadd(KEYS.leases("live"), {"1": 1.0})
+    r.zadd(KEYS.nodes, {"dead": 1000})
+    r.zadd(KEYS.leases("dead"), {"2": 2.0})
+    r.set(KEYS.paused, "1")
+
+    assert cli("control", "catalog", "reset")[0] == 2
+    assert r.zcard(KEYS.queue) == 1
+
+    code, out, _ = cli("control", "catalog", "reset", "--yes-really")
+    assert code == 0, out
+    assert "kept 1 leases of 1 live node(s)" in out and "still paused" in out
+    left = sorted(k.decode() for k in r.keys("*"))
+    assert left == sorted(
+        [KEYS.requests, KEYS.leases("live"), KEYS.nodes, KEYS.paused, f"{KEYS.prefix}:seq"]
+    )
+    assert r.hgetall(KEYS.requests) == {b"1": b"leased-live"}
+    assert r.zrange(KEYS.nodes, 0, -1) == [b"live"]
+
+    code, _, _ = cli("control", "catalog", "reset", "--yes-really", "--force")
+    assert code == 0
+    assert sorted(k.decode() for k in r.keys("*")) == [KEYS.paused, f"{KEYS.prefix}:seq"]
+
+
+# --------------------------------------------------------------------------- dead letters
+
+
+def dead_letter(r: redis.Redis, dead_id: str, url: str, reason: str, priority: int = 100) -> None:
+    record = {
+        "request": codec.encode(Request(url, priority=priority, dont_filter=True), None),
+        "url": url,
+        "priority": priority,
+        "reason": reason,
+        "node": "n1",
+        "at": time.time(),
+        "attempts": 4,
+        "first_attempt": time.time() - 10,
+        "last_attempt": time.time(),
+        "status": 503,
+    }
+    r.hset(KEYS.dead, dead_id, json.dumps(record))
+
+
+@pytest.fixture
+def letters(r):
+    dead_letter(r, "a1", "http://a.test/p/1", "http_503")
+    dead_letter(r, "a2", "http://a.test/p/2", "twisted.internet.error.TimeoutError")
+    dead_letter(r, "b1", "http://b.test/p/1", "http_503")
+    return r
+
+
+def test_deadletters_list_and_count(cli, letters) -> None:
+    code, out, _ = cli("deadletters", "catalog", "count", "--json")
+    assert json.loads(out) == {
+        "total": 3,
+        "by_reason": {"http_503": 2, "twisted.internet.error.TimeoutError": 1},
+        "by_site": {"a.test": 2, "b.test": 1},
+    }
+    code, out, _ = cli("deadletters", "catalog", "list", "--site", "A.test", "--json")
+    listed = json.loads(out)
+    assert listed["total"] == 2
+    assert {d["id"] for d in listed["dead_letters"]} == {"a1", "a2"}
+    assert "request" not in listed["dead_letters"][0]
+    code, out, _ = cli("deadletters", "catalog", "list")
+    assert code == 0 and "http://b.test/p/1" in out and "3 of 3" in out
+
+
+def test_deadletters_requeue_filtered_moves_them_back_to_the_queue(cli, letters) -> None:
+    code, out, _ = cli("deadletters", "catalog", "requeue", "--reason", "http_503", "--site", "a.test")
+    assert (code, out.strip()) == (0, "re-queued 1 of 1 matching dead letters")
+    assert sorted(letters.hkeys(KEYS.dead)) == [b"a2", b"b1"]
+    [(rid, score)] = letters.zrange(KEYS.queue, 0, -1, withscores=True)
+    assert json.loads(letters.hget(KEYS.requests, rid))["url"] == "http://a.test/p/1"
+    assert -score // 1e10 + 1 == 100  # its priority came back with it
+    assert cli("deadletters", "catalog", "requeue")[1].strip() == "re-queued 2 of 2 matching dead letters"
+    assert letters.hlen(KEYS.dead) == 0 and letters.zcard(KEYS.queue) == 3
+
+
+def test_deadletters_purge_needs_confirmation(cli, letters) -> None:
+    assert cli("deadletters", "catalog", "purge")[0] == 2
+    code, out, _ = cli("deadletters", "catalog", "purge", "--reason", "http_503", "--yes-really")
+    assert (code, out.strip()) == (0, "purged 2 of 2 matching dead letters")
+    assert letters.hkeys(KEYS.dead) == [b"a2"]
