@@ -20,6 +20,7 @@ from typing import Any
 import pymongo
 import redis
 
+from distcrawl.demo.checks import check_store
 from distcrawl.demo.server import DemoShop, ShopConfig
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.services import ensure_mongo, ensure_redis, mask_url, stop_services
@@ -79,22 +80,6 @@ def node_env(
     if profiles:
         env["DISTCRAWL_SITE_PROFILES"] = profiles
     return env
-
-
-def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
-    """Compare the stored products with the shop's ground truth."""
-    urls = [doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})]
-    stored = set(urls)
-    return {
-        "expected": len(expected),
-        "stored": len(stored & expected),
-        "documents": len(urls),
-        "duplicates": len(urls) - len(stored),
-        "missing": len(expected - stored),
-        "unexpected": len(stored - expected),
-        "missing_sample": sorted(expected - stored)[:5],
-        "unexpected_sample": sorted(stored - expected)[:5],
-    }
 
 
 def run(args: argparse.Namespace) -> int:

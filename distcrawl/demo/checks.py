@@ -1,0 +1,52 @@
+"""Checks of a finished crawl against the demo shop's ground truth and its request log."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import pairwise
+from typing import Any
+
+__all__ = ["attempts_by_path", "check_store", "retry_gap_violations"]
+
+
+def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
+    """Compare the products stored in a MongoDB collection with the shop's ground truth."""
+    urls = [doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})]
+    stored = set(urls)
+    return {
+        "expected": len(expected),
+        "stored": len(stored & expected),
+        "documents": len(urls),
+        "duplicates": len(urls) - len(stored),
+        "missing": len(expected - stored),
+        "lost": len(expected - stored),
+        "unexpected": len(stored - expected),
+        "missing_sample": sorted(expected - stored)[:5],
+        "unexpected_sample": sorted(stored - expected)[:5],
+    }
+
+
+def attempts_by_path(log: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The shop's request log grouped by path, each in time order."""
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for entry in sorted(log, key=lambda e: e["t"]):
+        grouped[entry["path"]].append(entry)
+    return grouped
+
+
+def retry_gap_violations(
+    log: list[dict[str, Any]], *, base: float, cap: float, retry_statuses: frozenset[int]
+) -> list[dict[str, Any]]:
+    """Retries that came sooner than the backoff allows: after the n-th failed attempt at a
+    URL the next one must wait at least ``min(cap, base * 2**(n-1))`` seconds (Retry-After,
+    when honoured, only makes it longer)."""
+    bad = []
+    for path, attempts in attempts_by_path(log).items():
+        for failures, (prev, nxt) in enumerate(pairwise(attempts), start=1):
+            if prev["status"] not in retry_statuses:
+                break
+            minimum = min(cap, base * 2 ** (failures - 1))
+            gap = nxt["t"] - prev["t"]
+            if gap < minimum:
+                bad.append({"path": path, "attempt": failures + 1, "gap": gap, "minimum": minimum})
+    return bad
