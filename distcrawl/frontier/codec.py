@@ -2,24 +2,32 @@
 
 Decoding treats every payload as hostile: anything that is not exactly what :func:`encode`
 writes raises :class:`BadEntry` with a short reason, which the frontier counts and moves aside.
+A queued request may name as callback only a public method its spider class defines itself
+(not one of Scrapy's ``Spider`` hooks) that accepts the response and the request's cb_kwargs.
+Meta keys that re-route a connection or switch a safety limit off (:data:`UNSAFE_META_KEYS`)
+never travel through the frontier: :func:`encode` leaves them out, :func:`decode` refuses them.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import inspect
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
+from scrapy import Spider as _ScrapySpider
 
 from distcrawl.urls import UrlRefused, check_url
 
 if TYPE_CHECKING:
     from scrapy import Spider
 
-__all__ = ["BadEntry", "decode", "encode", "json_safe"]
+__all__ = ["UNSAFE_META_KEYS", "BadEntry", "decode", "encode", "json_safe"]
 
 #: a payload larger than this is refused without parsing it
 DEFAULT_MAX_PAYLOAD = 256 * 1024
@@ -28,7 +36,33 @@ MAX_PRIORITY = 100_000
 #: HTTP methods a queued request may use
 ALLOWED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 
+#: meta keys that re-route the connection (a proxy, a local address), write local files, or
+#: switch a safety limit off; a node sets them from its own settings, never from Redis
+UNSAFE_META_KEYS = frozenset(
+    {
+        "proxy",
+        "_auth_proxy",
+        "_scheme_proxy",
+        "bindaddress",
+        "download_maxsize",
+        "download_warnsize",
+        "dont_obey_robotstxt",
+        "ftp_user",
+        "ftp_password",
+        "ftp_local_filename",
+    }
+)
+#: a crawl depth above this in a queue entry is not one a node wrote
+MAX_DEPTH = 1_000_000
+
 _MAX_DEPTH = 20
+# RFC 9110 token characters: a header name with anything else (CR, LF, ':') could smuggle a
+# second header or request into what the node sends
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
+_HEADER_VALUE_FORBIDDEN = re.compile(r"[\r\n\x00]")
+_COOKIE_SCALARS = (str, int, float, bool)
+# the first byte of a protocol 0/1 pickle (protocol 2+ starts with \x80); JSON never ends with "."
+_PICKLE_OPENERS = "(cI]}SVLFNGJKMTU"
 
 
 class BadEntry(ValueError):
@@ -55,6 +89,33 @@ def json_safe(value: Any, _depth: int = 0) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=256)
+def _queueable(spider_class: type, name: str) -> Any:
+    """The function ``name`` of ``spider_class`` if a queued request may call it, else None.
+
+    Only plain functions defined by the spider's own classes count: Scrapy's ``Spider`` hooks
+    (``close``, ``start``, ``from_crawler``, ...), class and static methods and properties are
+    not callbacks, whatever a queue entry says.
+    """
+    if not name.isidentifier() or name.startswith("_"):
+        return None
+    for cls in spider_class.__mro__:
+        if cls in _ScrapySpider.__mro__:
+            continue
+        attr = cls.__dict__.get(name)
+        if attr is not None:
+            return attr if inspect.isfunction(attr) else None
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _signature(func: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
 def _callback_name(spider: Spider | None, func: Any) -> str | None:
     if func is None:
         return None
@@ -62,6 +123,8 @@ def _callback_name(spider: Spider | None, func: Any) -> str | None:
         return func
     name = getattr(func, "__name__", None)
     if spider is not None and name and getattr(spider, name, None) == func:
+        if _queueable(type(spider), name) is None:  # type: ignore[arg-type]  # classes hash
+            raise ValueError(f"{name!r} is not a callback a queued request may name")
         return str(name)
     raise ValueError(f"callback {func!r} is not a method of the spider; it cannot be queued")
 
@@ -82,7 +145,7 @@ def encode(request: Request, spider: Spider | None = None) -> str:
         cookies = request.cookies
         if json_safe(cookies):
             data["cookies"] = cookies
-    meta = {k: v for k, v in request.meta.items() if json_safe(v)}
+    meta = {k: v for k, v in request.meta.items() if k not in UNSAFE_META_KEYS and json_safe(v)}
     if meta:
         data["meta"] = meta
     if request.priority:
@@ -104,15 +167,58 @@ def encode(request: Request, spider: Spider | None = None) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
-def _spider_method(spider: Spider | None, name: Any, what: str) -> Any:
+def _spider_method(spider: Spider | None, name: Any, what: str, kwargs: dict[str, Any]) -> Any:
     if name is None:
         return None
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         raise BadEntry(f"bad_{what}", repr(name)[:80])
-    method = getattr(spider, name, None) if spider is not None else None
-    if spider is not None and not callable(method):
+    if spider is None:
+        return None
+    func = _queueable(type(spider), name)  # type: ignore[arg-type]  # classes hash
+    if func is None:
         raise BadEntry(f"unknown_{what}", name)
-    return method if spider is not None else None
+    signature = _signature(func)
+    if signature is not None:
+        # Scrapy calls it as (self, response or failure, **cb_kwargs): a method that takes
+        # other arguments, or cb_kwargs naming the positional ones, would fail at call time
+        try:
+            bound = signature.bind(spider, None)
+        except TypeError:
+            raise BadEntry(f"bad_{what}", name) from None
+        clash = set(bound.arguments).intersection(kwargs)
+        _expect(not clash, "bad_cb_kwargs", ",".join(sorted(clash)))
+    return getattr(spider, name)
+
+
+def _valid_cookies(cookies: Any) -> bool:
+    if isinstance(cookies, dict):
+        return all(
+            isinstance(k, str) and isinstance(v, _COOKIE_SCALARS) for k, v in cookies.items()
+        )
+    if isinstance(cookies, list):
+        return all(
+            isinstance(c, dict)
+            and isinstance(c.get("name"), _COOKIE_SCALARS)
+            and isinstance(c.get("value"), _COOKIE_SCALARS)
+            and all(isinstance(k, str) and isinstance(v, _COOKIE_SCALARS) for k, v in c.items())
+            for c in cookies
+        )
+    return False
+
+
+def _valid_headers(headers: Any) -> bool:
+    return isinstance(headers, dict) and all(
+        isinstance(k, str)
+        and _HEADER_NAME.fullmatch(k) is not None
+        and isinstance(v, list)
+        and all(isinstance(x, str) and not _HEADER_VALUE_FORBIDDEN.search(x) for x in v)
+        for k, v in headers.items()
+    )
+
+
+def _looks_like_pickle(text: str) -> bool:
+    stripped = text.strip()
+    return bool(stripped) and stripped[0] in _PICKLE_OPENERS and stripped.endswith(".")
 
 
 def _expect(cond: bool, reason: str, detail: str = "") -> None:
@@ -141,6 +247,8 @@ def decode(
     try:
         data = json.loads(payload)
     except (ValueError, RecursionError):
+        if _looks_like_pickle(payload):
+            raise BadEntry("pickle_refused", "payload looks like a pickle") from None
         raise BadEntry("not_json", payload[:60]) from None
     _expect(isinstance(data, dict), "not_an_object", type(data).__name__)
     unknown = set(data) - _FIELDS
@@ -154,14 +262,7 @@ def decode(
     method = data.get("method", "GET")
     _expect(isinstance(method, str) and method in ALLOWED_METHODS, "bad_method", str(method)[:20])
     headers = data.get("headers", {})
-    _expect(
-        isinstance(headers, dict)
-        and all(
-            isinstance(k, str) and isinstance(v, list) and all(isinstance(x, str) for x in v)
-            for k, v in headers.items()
-        ),
-        "bad_headers",
-    )
+    _expect(_valid_headers(headers), "bad_headers")
     body = b""
     if "body" in data:
         _expect(isinstance(data["body"], str), "bad_body")
@@ -171,6 +272,14 @@ def decode(
             raise BadEntry("bad_body") from None
     meta = data.get("meta", {})
     _expect(isinstance(meta, dict), "bad_meta")
+    unsafe = UNSAFE_META_KEYS.intersection(meta)
+    _expect(not unsafe, "unsafe_meta", ",".join(sorted(unsafe)))
+    depth = meta.get("depth", 0)
+    _expect(
+        isinstance(depth, int) and not isinstance(depth, bool) and 0 <= depth <= MAX_DEPTH,
+        "bad_depth",
+        repr(depth)[:20],
+    )
     priority = data.get("priority", 0)
     _expect(
         isinstance(priority, int) and not isinstance(priority, bool),
@@ -179,7 +288,7 @@ def decode(
     )
     _expect(abs(priority) <= MAX_PRIORITY, "bad_priority", str(priority))
     cookies = data.get("cookies", {})
-    _expect(isinstance(cookies, (dict, list)), "bad_cookies")
+    _expect(_valid_cookies(cookies), "bad_cookies")
     cb_kwargs = data.get("cb_kwargs", {})
     _expect(isinstance(cb_kwargs, dict), "bad_cb_kwargs")
     flags = data.get("flags", [])
@@ -188,8 +297,8 @@ def decode(
     _expect(isinstance(encoding, str) and len(encoding) < 40, "bad_encoding")
     dont_filter = data.get("dont_filter", False)
     _expect(isinstance(dont_filter, bool), "bad_dont_filter")
-    callback = _spider_method(spider, data.get("callback"), "callback")
-    errback = _spider_method(spider, data.get("errback"), "errback")
+    callback = _spider_method(spider, data.get("callback"), "callback", cb_kwargs)
+    errback = _spider_method(spider, data.get("errback"), "errback", {})
     try:
         return Request(
             url,

@@ -2,7 +2,9 @@
 
 A seed is a plain URL (``redis-cli lpush catalog:start_urls https://shop.example.com/``) or a
 JSON object ``{"url": ..., "priority": ..., "meta": {...}}``. Anything else is refused with a
-short reason; the same check serves seeds from Redis and from ``scrapy seed``.
+short reason; the same check serves seeds from Redis and from ``scrapy seed``. A seed's meta is
+the operator's own data: keys that steer Scrapy (:data:`RESERVED_META_KEYS`: a proxy, a size
+limit, a depth, retry and redirect counters) are refused, so a seed cannot switch a limit off.
 """
 
 from __future__ import annotations
@@ -11,13 +13,27 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from distcrawl.frontier.codec import MAX_PRIORITY, json_safe
+from distcrawl.frontier.codec import MAX_PRIORITY, UNSAFE_META_KEYS, json_safe
 from distcrawl.urls import UrlRefused, check_url
 
-__all__ = ["DEFAULT_MAX_SEED_BYTES", "BadSeed", "Seed", "parse_seed"]
+__all__ = ["DEFAULT_MAX_SEED_BYTES", "RESERVED_META_KEYS", "BadSeed", "Seed", "parse_seed"]
 
 #: a raw seed larger than this is refused before it is parsed
 DEFAULT_MAX_SEED_BYTES = 16 * 1024
+#: meta keys a seed may not set: they steer the crawl's limits, not the operator's data
+RESERVED_META_KEYS = UNSAFE_META_KEYS | frozenset(
+    {
+        "depth",
+        "distcrawl_delay",
+        "download_timeout",
+        "max_retry_times",
+        "redirect_reasons",
+        "redirect_times",
+        "redirect_ttl",
+        "redirect_urls",
+        "retry_times",
+    }
+)
 _SEED_KEYS = frozenset({"url", "priority", "meta"})
 
 
@@ -89,4 +105,7 @@ def _parse_json_seed(text: str) -> Seed:
     meta = data.get("meta", {})
     if not isinstance(meta, dict) or not json_safe(meta):
         raise BadSeed("bad_meta", text[:60])
+    reserved = RESERVED_META_KEYS.intersection(meta)
+    if reserved:
+        raise BadSeed("reserved_meta", ",".join(sorted(reserved)))
     return Seed(url=url.strip(), priority=priority, meta=meta)
