@@ -41,7 +41,9 @@ def queue(r: redis.Redis, *priorities: int, key: str = KEYS.queue) -> None:
 
 
 def beat(r: redis.Redis, node: str, stats: dict, **info) -> None:
-    FrontierStore(r, KEYS).heartbeat(node, json.dumps({"pid": 1, "host": "h", **info, "stats": stats}))
+    FrontierStore(r, KEYS).heartbeat(
+        node, json.dumps({"pid": 1, "host": "h", **info, "stats": stats})
+    )
 
 
 def test_bands_reach_halfway_to_the_neighbours() -> None:
@@ -147,8 +149,13 @@ def snapshot(at: int, beats: dict[str, tuple[int, int, int]], queued: int = 0) -
                 "dead_since_ms": None,
                 "leases": 0,
                 "seeding": 0,
-                "info": {"stats": {"catalog/pages/product": pages, "item_scraped_count": pages,
-                                   "frontier/acked": acked}},
+                "info": {
+                    "stats": {
+                        "catalog/pages/product": pages,
+                        "item_scraped_count": pages,
+                        "frontier/acked": acked,
+                    }
+                },
             }
             for name, (hb, pages, acked) in beats.items()
         },

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -79,7 +78,9 @@ def test_seed_priority_and_meta_make_json_seeds_and_private_hosts_follow_the_set
     cli, r, tmp_path
 ) -> None:
     seeds = tmp_path / "seeds.txt"
-    seeds.write_text('# campaign\nhttp://127.0.0.1:8000/\n\n{"url": "https://s.test/", "priority": 7}\n')
+    seeds.write_text(
+        '# campaign\nhttp://127.0.0.1:8000/\n\n{"url": "https://s.test/", "priority": 7}\n'
+    )
     code, out, _ = cli(
         "seed", "catalog", "--file", str(seeds), "--priority", "5000", "--meta", '{"c": "x"}',
         "--json", allow="127.0.0.1",
@@ -122,7 +123,9 @@ def test_status_screen_and_json_mask_the_password(cli, r, redis_url) -> None:
     assert code == 0
     assert "n1" in out and "live" in out and "Frontier" in out
     url = redis_url.replace("redis://", "redis://user:s3cret@")
-    code = main(["status", "catalog", "--json", "--sample", "0", "--no-store", "-s", f"REDIS_URL={url}"])
+    code = main(
+        ["status", "catalog", "--json", "--sample", "0", "--no-store", "-s", f"REDIS_URL={url}"]
+    )
     assert code == 1  # the server has no such user; the error names the server, masked
 
 
@@ -139,7 +142,7 @@ def test_status_error_never_shows_the_password(capsys) -> None:
 def test_pause_and_resume(cli, r) -> None:
     assert cli("control", "catalog", "pause")[0] == 0
     assert json.loads(r.get(KEYS.paused))["by"]
-    code, out, _ = cli("status", "catalog", "--json", "--sample", "0", "--no-store")
+    out = cli("status", "catalog", "--json", "--sample", "0", "--no-store")[1]
     assert json.loads(out)["paused"] is True
     assert cli("control", "catalog", "resume")[0] == 0
     assert not r.exists(KEYS.paused)
@@ -222,13 +225,18 @@ def test_deadletters_list_and_count(cli, letters) -> None:
 
 
 def test_deadletters_requeue_filtered_moves_them_back_to_the_queue(cli, letters) -> None:
-    code, out, _ = cli("deadletters", "catalog", "requeue", "--reason", "http_503", "--site", "a.test")
+    code, out, _ = cli(
+        "deadletters", "catalog", "requeue", "--reason", "http_503", "--site", "a.test"
+    )
     assert (code, out.strip()) == (0, "re-queued 1 of 1 matching dead letters")
     assert sorted(letters.hkeys(KEYS.dead)) == [b"a2", b"b1"]
     [(rid, score)] = letters.zrange(KEYS.queue, 0, -1, withscores=True)
     assert json.loads(letters.hget(KEYS.requests, rid))["url"] == "http://a.test/p/1"
     assert -score // 1e10 + 1 == 100  # its priority came back with it
-    assert cli("deadletters", "catalog", "requeue")[1].strip() == "re-queued 2 of 2 matching dead letters"
+    assert (
+        cli("deadletters", "catalog", "requeue")[1].strip()
+        == "re-queued 2 of 2 matching dead letters"
+    )
     assert letters.hlen(KEYS.dead) == 0 and letters.zcard(KEYS.queue) == 3
 
 
@@ -237,3 +245,123 @@ def test_deadletters_purge_needs_confirmation(cli, letters) -> None:
     code, out, _ = cli("deadletters", "catalog", "purge", "--reason", "http_503", "--yes-really")
     assert (code, out.strip()) == (0, "purged 2 of 2 matching dead letters")
     assert letters.hkeys(KEYS.dead) == [b"a2"]
+
+
+# --------------------------------------------------------------------------- a real crawl
+
+#: the progress line every second, and a node that exposes nothing (as settings.py has it)
+PROGRESS = {
+    "EXTENSIONS": json.dumps(
+        {
+            "scrapy.extensions.remote_control.RemoteControl": None,
+            "distcrawl.extensions.ClusterProgress": 500,
+        }
+    ),
+    "DISTCRAWL_PROGRESS_INTERVAL": "1",
+}
+#: slow enough that the crawl is still running while the test looks at it
+SLOW_NODE = {"CONCURRENT_REQUESTS": 4, "DISTCRAWL_HEARTBEAT_TIMEOUT": 3, **PROGRESS}
+
+
+def status_of(redis_url: str, mongo_uri: str, capsys, *, sample: str = "0") -> dict:
+    code = main(
+        [
+            *("status", "catalog", "--json", "--sample", sample),
+            *("-s", f"REDIS_URL={redis_url}", "-s", f"MONGO_URI={mongo_uri}"),
+            *("-s", "DISTCRAWL_HEARTBEAT_TIMEOUT=3"),
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def frontier_state(r: redis.Redis) -> dict:
+    leases = {
+        k.decode(): sorted(r.zrange(k, 0, -1)) for k in r.scan_iter(f"{KEYS.prefix}:leases:*")
+    }
+    return {"queue": r.zcard(KEYS.queue), "leases": leases, "parked": r.zcard(KEYS.delayed)}
+
+
+@pytest.mark.slow
+def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
+    redis_url, mongo_uri, shop_factory, tmp_path, capsys
+) -> None:
+    shop = shop_factory(products=150, latency_ms=150)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush(KEYS.start_urls, shop.url)
+    nodes = [
+        Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id=f"s{i}",
+            settings=SLOW_NODE,
+        )
+        for i in (1, 2, 3)
+    ]
+    try:
+        assert wait_for(lambda: len(stored_urls(mongo_uri)) >= 15, 60)
+        # rates: the one-shot status waits for a second heartbeat of every node
+        status = status_of(redis_url, mongo_uri, capsys, sample="5")
+        live = {n["node"]: n for n in status["nodes"] if n["state"] == "live"}
+        assert set(live) == {"s1", "s2", "s3"}
+        assert all(n["pages_per_min"] > 0 for n in live.values()), live
+        assert status["totals"]["products_per_min"] > 0
+
+        nodes[2].kill()  # kill -9: no goodbye, its leases wait for the heartbeat timeout
+        assert wait_for(
+            lambda: (
+                {
+                    n["node"]: n["state"] for n in status_of(redis_url, mongo_uri, capsys)["nodes"]
+                }.get("s3")
+                == "dead"
+            ),
+            15,
+            0.5,
+        )
+
+        assert main(["control", "catalog", "pause", "-s", f"REDIS_URL={redis_url}"]) == 0
+        capsys.readouterr()
+
+        # the nodes finish what they started; then nothing moves
+        def settled() -> bool:
+            before = (len(shop.request_log()), frontier_state(r))
+            time.sleep(1.5)
+            return before == (len(shop.request_log()), frontier_state(r))
+
+        assert wait_for(settled, 30)
+        held = frontier_state(r)
+        status = status_of(redis_url, mongo_uri, capsys)
+        stored = len(stored_urls(mongo_uri))
+        assert status["paused"] is True
+        assert status["frontier"]["queued"] == held["queue"] > 0
+        assert status["frontier"]["parked"] == held["parked"]
+        assert status["frontier"]["in_flight"] == sum(len(v) for v in held["leases"].values())
+        per_node = {n["node"]: n for n in status["nodes"]}
+        for node, rids in held["leases"].items():
+            assert per_node[node.rsplit(":", 1)[1]]["in_flight"] == len(rids)
+        assert {n for n, v in per_node.items() if v["state"] == "live"} == {"s1", "s2"}
+        assert per_node["s3"]["state"] == "dead" and per_node["s3"]["recovered"]
+        assert status["store"]["products"] == stored
+        assert sum(per_node[n]["products"] for n in ("s1", "s2")) <= stored
+        assert status["frontier"]["seen"] == r.scard(KEYS.dupefilter)
+
+        requests_seen = len(shop.request_log())
+        time.sleep(3)  # paused: no new leases, none lost, nothing fetched
+        assert frontier_state(r) == held
+        assert len(shop.request_log()) == requests_seen
+        assert len(stored_urls(mongo_uri)) == stored
+
+        assert main(["control", "catalog", "resume", "-s", f"REDIS_URL={redis_url}"]) == 0
+        capsys.readouterr()
+        assert [n.wait() for n in nodes[:2]] == [0, 0]
+    finally:
+        stop_all(nodes)
+    urls = stored_urls(mongo_uri)
+    assert len(urls) == len(set(urls))
+    assert set(urls) == shop.expected_product_urls()
+    final = status_of(redis_url, mongo_uri, capsys)
+    assert final["drained"] and final["store"]["products"] == len(urls)
+    assert "Cluster: " in nodes[0].log() and "products/min" in nodes[0].log()
+    assert "Cluster: PAUSED" in nodes[0].log()
