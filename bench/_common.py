@@ -119,11 +119,14 @@ class ShopProcess:
     """The demo shop (``python -m distcrawl.demo.server``) in a process of its own, so it never
     shares a GIL with the benchmark driver; checked over its ``/_shop/`` HTTP API."""
 
-    def __init__(self, *, products: int, latency_ms: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self, *, products: int, latency_ms: float = 0.0, jitter_ms: float = 0.0, seed: int = 0
+    ) -> None:
         self.products = products
         self.latency_ms = latency_ms
         cmd = [sys.executable, "-m", "distcrawl.demo.server", "--products", str(products)]
         cmd += ["--seed", str(seed), "--latency", str(latency_ms)]
+        cmd += ["--latency-jitter", str(jitter_ms)]
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
@@ -214,10 +217,19 @@ class Node:
             )
         self.pid = self.proc.pid
         self.started = time.monotonic()
+        self._opened_at: float | None = None
 
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def crawling_for(self) -> float:
+        """Seconds since the node logged "Spider opened" (0 before that)."""
+        if self._opened_at is None:
+            with contextlib.suppress(OSError):
+                if "Spider opened" in self.log_file.read_text(errors="replace"):
+                    self._opened_at = time.monotonic()
+        return 0.0 if self._opened_at is None else time.monotonic() - self._opened_at
 
     def kill9(self) -> None:
         """``kill -9`` this node (its PID only), as a crash or power loss would."""

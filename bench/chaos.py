@@ -1,0 +1,384 @@
+"""Chaos: kill -9 crawl nodes at random moments and check that no product is lost.
+
+Runs a crawl of the demo shop (answering with latency, so pages are in flight) on K
+``scrapy crawl`` nodes with the MongoDB pipeline on (a fresh SecantusDB and a fresh
+valkey-server per run), ``kill -9``s a random node N times at random points of the crawl,
+starting a replacement each time, waits for the crawl to drain and checks MongoDB against the
+shop's ground truth.
+
+distcrawl: each replacement gets a NEW node id, so the dead node's leases come back only
+through its heartbeat timeout (``--heartbeat-timeout``, default 4 s; nodes heart-beat every
+0.5 s); the nodes close by themselves once the frontier is drained (CLOSE_WHEN_DRAINED).
+
+``--baseline scrapy-redis``: the same scenario on vanilla scrapy-redis 0.9.1 (its Scheduler,
+RFPDupeFilter, PriorityQueue, pickle serializer, SCHEDULER_PERSIST=True) with the same spider
+logic. Its nodes close after MAX_IDLE_TIME_BEFORE_CLOSE idle seconds; the tool restarts killed
+nodes, and stops the nodes once the queue is empty and no page was fetched for a while.
+
+    .venv/bin/python bench/chaos.py --products 400 --nodes 2 --kills 3 --json
+    .venv/bin/python bench/chaos.py --products 400 --nodes 2 --kills 3 --baseline scrapy-redis
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pymongo
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    SCRAPY_REDIS_DUPEFILTER,
+    SCRAPY_REDIS_QUEUE,
+    SCRAPY_REDIS_SETTINGS,
+    START_URLS_KEY,
+    Node,
+    Services,
+    ShopProcess,
+    expected_pages,
+    load_average,
+    median,
+    page_fetches,
+    spider_modules_setting,
+)
+
+#: the frontier's key prefix (hash tag) for the catalog spider
+FRONTIER = "{catalog}"
+#: a node is killed only once it has crawled this long (since its "Spider opened" log line)
+DEFAULT_MIN_AGE = 0.5
+#: the kill points are drawn from this part of the crawl (fraction of its pages fetched)
+KILL_WINDOW = (0.1, 0.85)
+#: scrapy-redis baseline: seconds without a fetch, queue empty, before the tool stops nodes
+BASELINE_QUIET = 6.0
+
+
+def node_settings(args: argparse.Namespace, baseline: bool) -> dict[str, str]:
+    settings = {
+        **spider_modules_setting(),
+        "LOG_LEVEL": "INFO",
+        "DISTCRAWL_EMBEDDED": "False",
+        "TELNETCONSOLE_ENABLED": "False",
+        "CONCURRENT_REQUESTS": str(args.concurrency),
+        "CONCURRENT_REQUESTS_PER_DOMAIN": str(args.concurrency),
+    }
+    if baseline:
+        settings.update(SCRAPY_REDIS_SETTINGS)
+        settings["MAX_IDLE_TIME_BEFORE_CLOSE"] = str(args.idle_close)
+    else:
+        settings.update(
+            DISTCRAWL_CLOSE_WHEN_DRAINED="1",
+            DISTCRAWL_DRAIN_GRACE="2",
+            DISTCRAWL_HEARTBEAT_INTERVAL="0.5",
+            DISTCRAWL_HEARTBEAT_TIMEOUT=str(args.heartbeat_timeout),
+        )
+    return settings
+
+
+class Chaos:
+    """One chaos run: fresh servers, a shop, K nodes, N kills, then the checks."""
+
+    def __init__(self, args: argparse.Namespace, seed: int, work: Path) -> None:
+        self.args = args
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.work = work
+        self.baseline = args.baseline == "scrapy-redis"
+        self.spider = "bench_scrapy_redis" if self.baseline else "catalog"
+        self.settings = node_settings(args, self.baseline)
+        self.nodes: list[Node] = []
+        self.kills: list[dict[str, Any]] = []
+        self.started_at = 0.0
+
+    def say(self, text: str) -> None:
+        if not self.args.quiet:
+            print(f"[{time.time() - self.started_at:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    def start_node(self) -> Node:
+        node = Node(
+            self.spider,
+            node_id=f"chaos-{len(self.nodes) + 1}",
+            log_dir=self.work,
+            settings=self.settings,
+            env={
+                "REDIS_URL": self.services.redis_url,
+                "MONGO_URI": self.services.mongo_uri,
+                "DISTCRAWL_HOME": str(self.work / "home"),
+            },
+        )
+        self.nodes.append(node)
+        return node
+
+    def run(self) -> dict[str, Any]:
+        args = self.args
+        self.services = Services(mongo=True, home=self.work / "services")
+        try:
+            with ShopProcess(
+                products=args.products, latency_ms=args.latency, jitter_ms=args.jitter
+            ) as shop:
+                return self._run(shop)
+        finally:
+            for node in self.nodes:
+                node.kill9()
+            self.services.stop()
+
+    def _run(self, shop: ShopProcess) -> dict[str, Any]:
+        args = self.args
+        r = redis.Redis.from_url(self.services.redis_url)
+        total_pages = expected_pages(args.products)
+        points = sorted(self.rng.uniform(*KILL_WINDOW) for _ in range(args.kills))
+        self.started_at = time.time()
+        r.lpush(START_URLS_KEY, shop.url)  # what `redis-cli lpush catalog:start_urls URL` does
+        for _ in range(args.nodes):
+            self.start_node()
+        fetched: set[str] = set()
+        fetches = 0
+        last_t = self.started_at
+        last_progress = time.monotonic()
+        deadline = time.monotonic() + args.timeout
+        timed_out = False
+        while True:
+            new = page_fetches(shop.log(since=last_t))
+            if new:
+                last_t = new[-1]["t"]
+                last_progress = time.monotonic()
+                fetches += len(new)
+                fetched.update(e["path"] for e in new)
+            progress = len(fetched) / total_pages
+            if points and progress >= points[0] and self._kill(r, progress):
+                points.pop(0)
+            alive = [n for n in self.nodes if n.alive]
+            if self.baseline:
+                queued = r.zcard(SCRAPY_REDIS_QUEUE) + r.llen(START_URLS_KEY)
+                if not alive and queued:
+                    self.say(f"every node exited with {queued} requests queued: starting one")
+                    self.start_node()
+                elif (
+                    alive
+                    and not points
+                    and not queued
+                    and time.monotonic() - last_progress > BASELINE_QUIET
+                ):
+                    self.say(f"queue empty, no fetch for {BASELINE_QUIET:g}s: stopping nodes")
+                    for node in alive:
+                        node.stop()
+                    break
+            if not alive and (not points or self.baseline):
+                break
+            if not alive and points:
+                # everything finished before the remaining kill points were reached
+                self.say(f"crawl drained before {len(points)} more kill(s)")
+                break
+            if time.monotonic() > deadline:
+                self.say(f"timeout after {args.timeout:g}s: stopping the nodes")
+                timed_out = True
+                break
+            time.sleep(0.1)
+        for node in self.nodes:
+            node.stop(timeout=30)
+        seconds = time.time() - self.started_at
+        result = self._check(r, shop, total_pages)
+        result.update(
+            design="scrapy-redis" if self.baseline else "distcrawl",
+            seed=self.seed,
+            seconds=round(seconds, 1),
+            timed_out=timed_out,
+            kills=len(self.kills),
+            kills_requested=args.kills,
+            kill_events=self.kills,
+            nodes=args.nodes,
+            nodes_started=len(self.nodes),
+            node_exit_codes={n.node_id: n.proc.returncode for n in self.nodes},
+            node_log_errors=self._log_errors(),
+            page_fetches=fetches + len(page_fetches(shop.log(since=last_t))),
+            latency_ms=args.latency,
+            jitter_ms=args.jitter,
+            heartbeat_timeout=None if self.baseline else args.heartbeat_timeout,
+            concurrency=args.concurrency,
+            work=str(self.work),
+        )
+        fetched_paths = Counter(e["path"] for e in page_fetches(shop.log(since=self.started_at)))
+        result["pages_fetched_twice"] = sum(1 for c in fetched_paths.values() if c > 1)
+        result["ok"] = (
+            result["lost"] == 0
+            and result["duplicates"] == 0
+            and result["queued_left"] == 0
+            and result["inflight_left"] in (0, None)
+            and not timed_out
+        )
+        r.close()
+        return result
+
+    def _kill(self, r: redis.Redis, progress: float) -> bool:
+        """kill -9 a random node that has been up long enough, and start a replacement."""
+        candidates = [n for n in self.nodes if n.alive and n.crawling_for() >= self.args.min_age]
+        if not candidates:
+            return False
+        victim = self.rng.choice(candidates)
+        leases = None if self.baseline else r.zcard(f"{FRONTIER}:leases:{victim.node_id}")
+        victim.kill9()
+        replacement = self.start_node()
+        event = {
+            "at_s": round(time.time() - self.started_at, 2),
+            "progress": round(progress, 3),
+            "node": victim.node_id,
+            "leases_held": leases,
+            "replacement": replacement.node_id,
+        }
+        self.kills.append(event)
+        held = "" if leases is None else f" holding {leases} leases"
+        self.say(
+            f"kill -9 {victim.node_id} (pid {victim.pid}){held} at {progress:.0%} of the "
+            f"pages; started {replacement.node_id}"
+        )
+        return True
+
+    def _check(self, r: redis.Redis, shop: ShopProcess, total_pages: int) -> dict[str, Any]:
+        """MongoDB against the shop's ground truth, and what the frontier still holds."""
+        truth = shop.truth()
+        expected = set(truth["expected"])
+        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            self.services.mongo_uri, serverSelectionTimeoutMS=10000
+        )
+        try:
+            docs = list(client["catalog"]["products"].find({}, {"url": 1, "_id": 1}))
+        finally:
+            client.close()
+        urls = [str(d.get("url") or d["_id"]) for d in docs]
+        stored = set(urls)
+        result: dict[str, Any] = {
+            "expected": len(expected),
+            "stored": len(stored & expected),
+            "lost": len(expected - stored),
+            "duplicates": len(urls) - len(stored),
+            "documents": len(urls),
+            "unexpected": len(stored - expected),
+            "lost_sample": sorted(expected - stored)[:5],
+            "pages": total_pages,
+        }
+        if self.baseline:
+            result.update(
+                inflight_left=None,
+                queued_left=int(r.zcard(SCRAPY_REDIS_QUEUE)),
+                dupefilter_size=int(r.scard(SCRAPY_REDIS_DUPEFILTER)),
+            )
+        else:
+            leases = {
+                key.decode(): int(r.zcard(key))
+                for key in r.scan_iter(match=f"{FRONTIER}:leases:*", count=1000)
+            }
+            waiting = sum(
+                int(r.zcard(key)) for key in r.scan_iter(match=f"{FRONTIER}:wait:*", count=1000)
+            )
+            seeding = sum(
+                int(r.llen(key)) for key in r.scan_iter(match=f"{FRONTIER}:seeding:*", count=1000)
+            )
+            queued = int(r.zcard(f"{FRONTIER}:queue"))
+            delayed = int(r.zcard(f"{FRONTIER}:delayed"))
+            result.update(
+                inflight_left=sum(leases.values()),
+                queued_left=queued + delayed + waiting,
+                queued_breakdown={"queue": queued, "delayed": delayed, "waiting": waiting},
+                leases_left={k: v for k, v in leases.items() if v},
+                seeding_left=seeding,
+                dead_letters=int(r.hlen(f"{FRONTIER}:dead")),
+            )
+        result["start_left"] = int(r.llen(START_URLS_KEY))
+        return result
+
+    def _log_errors(self) -> dict[str, int]:
+        counts = {}
+        for node in self.nodes:
+            text = node.log()
+            errors = sum(1 for line in text.splitlines() if "] ERROR:" in line)
+            errors += text.count("Traceback")
+            if errors:
+                counts[node.node_id] = errors
+        return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--products", type=int, default=400)
+    parser.add_argument("--nodes", type=int, default=2, help="nodes crawling at once")
+    parser.add_argument("--kills", type=int, default=3, help="kill -9 this many times")
+    parser.add_argument("--seed", type=int, help="seed of the kill schedule (default: random)")
+    parser.add_argument("--runs", type=int, default=1, help="repeat with seeds seed, seed+1, ...")
+    parser.add_argument("--baseline", choices=("scrapy-redis",), help="run vanilla scrapy-redis")
+    parser.add_argument("--latency", type=float, default=40.0, metavar="MS", help="shop latency")
+    parser.add_argument("--jitter", type=float, default=20.0, metavar="MS", help="extra 0..MS")
+    parser.add_argument("--concurrency", type=int, default=16, help="CONCURRENT_REQUESTS")
+    parser.add_argument(
+        "--heartbeat-timeout", type=float, default=4.0, metavar="S",
+        help="DISTCRAWL_HEARTBEAT_TIMEOUT: a killed node's leases return after this",
+    )  # fmt: skip
+    parser.add_argument(
+        "--idle-close", type=int, default=5, metavar="S",
+        help="scrapy-redis MAX_IDLE_TIME_BEFORE_CLOSE",
+    )  # fmt: skip
+    parser.add_argument("--min-age", type=float, default=DEFAULT_MIN_AGE, metavar="S")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    parser.add_argument("--keep", action="store_true", help="keep node logs even when ok")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
+
+    load_before = load_average()
+    results = []
+    for i in range(args.runs):
+        work = Path(tempfile.mkdtemp(prefix="distcrawl-chaos-"))
+        result = Chaos(args, seed + i, work).run()
+        if result["ok"] and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+            result.pop("work")
+        results.append(result)
+        if not args.json:
+            print_result(result)
+    machine = {"load_before": load_before, "load_after": load_average()}
+    if args.runs == 1:
+        output: dict[str, Any] = {**results[0], "machine": machine}
+    else:
+        lost = [r["lost"] for r in results]
+        output = {
+            "design": results[0]["design"],
+            "runs": results,
+            "lost_median": median(lost),
+            "lost_min": min(lost),
+            "lost_max": max(lost),
+            "lost_per_run": lost,
+            "duplicates_max": max(r["duplicates"] for r in results),
+            "inflight_left_max": max((r["inflight_left"] or 0) for r in results),
+            "queued_left_max": max(r["queued_left"] for r in results),
+            "ok_runs": sum(1 for r in results if r["ok"]),
+            "machine": machine,
+        }
+    if args.json:
+        print(json.dumps(output))
+    elif args.runs > 1:
+        print(f"lost per run {output['lost_per_run']} (median {output['lost_median']})")
+    return 0 if all(r["ok"] for r in results) or args.baseline else 1
+
+
+def print_result(result: dict[str, Any]) -> None:
+    print(
+        f"{result['design']}: expected {result['expected']}  stored {result['stored']}  "
+        f"lost {result['lost']}  duplicates {result['duplicates']}  kills {result['kills']}  "
+        f"inflight_left {result['inflight_left']}  queued_left {result['queued_left']}  "
+        f"{result['seconds']:.1f}s" + ("" if result["ok"] else f"  (logs: {result.get('work')})")
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
