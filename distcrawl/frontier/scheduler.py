@@ -15,6 +15,7 @@ live node once its heartbeat is older than ``DISTCRAWL_HEARTBEAT_TIMEOUT``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -61,6 +62,8 @@ DEFAULT_PREFETCH = 32
 DEFAULT_SEED_BATCH = 64
 #: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED stops
 DEFAULT_DRAIN_GRACE = 3.0
+#: fingerprints a node remembers having sent, to skip links the dupefilter would refuse
+DEFAULT_KNOWN_FINGERPRINTS = 200_000
 #: an answer slower than this many seconds counts as a sign of an overloaded site
 DEFAULT_SITE_LATENCY_TARGET = 5.0
 #: statuses that tell a site is overloaded: its shared rate is cut for every node
@@ -142,6 +145,8 @@ class FrontierScheduler(BaseScheduler):
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
         self._feedback: dict[str, list[int]] = {}
+        self._known: dict[str, None] = {}  # fingerprints this node sent (insertion order)
+        self.known_max = DEFAULT_KNOWN_FINGERPRINTS
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None
@@ -213,15 +218,21 @@ class FrontierScheduler(BaseScheduler):
     def enqueue_request(self, request: Request) -> bool:
         # the delay is for this parking only: a redirect or a later retry must not inherit it
         delay = request.meta.pop("distcrawl_delay", 0)
+        # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
+        # the URL when a page links back to it
+        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
+        if not request.dont_filter:
+            if fp in self._known:
+                # this node already sent it: the shared dupefilter holds it for good
+                self.stats.inc_value("frontier/filtered_locally")
+                return False
+            self._remember(fp)
         try:
             payload = codec.encode(request, self.spider)
         except ValueError as exc:
             logger.error("Cannot queue %s: %s", request.url, exc)
             self.stats.inc_value("frontier/unqueueable")
             return False
-        # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
-        # the URL when a page links back to it
-        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
         self._children.append(
@@ -230,8 +241,18 @@ class FrontierScheduler(BaseScheduler):
         self._wake.set()
         return True
 
+    def _remember(self, fp: str) -> None:
+        self._known[fp] = None
+        if len(self._known) > self.known_max:
+            # forget the oldest half; the shared dupefilter stays the authority
+            for old in list(itertools.islice(self._known, len(self._known) // 2)):
+                del self._known[old]
+
     def next_request(self) -> Request | None:
         if not self._ready:
+            if self._started < self.concurrency:
+                # the engine had a free slot and nothing was leased for it
+                self.stats.inc_value("frontier/starved")
             self._wake.set()
             return None
         request = self._ready.popleft()
