@@ -300,7 +300,7 @@ def decode(
     callback = _spider_method(spider, data.get("callback"), "callback", cb_kwargs)
     errback = _spider_method(spider, data.get("errback"), "errback", {})
     try:
-        return Request(
+        request = Request(
             url,
             callback=callback,
             errback=errback,
@@ -319,6 +319,13 @@ def decode(
         )
     except (TypeError, ValueError, LookupError, UnicodeError) as exc:
         raise BadEntry("bad_request", str(exc)[:120]) from None
+    if request.url != url:
+        # Scrapy normalises the URL (IDNA, percent-encoding): what is fetched is checked too
+        try:
+            check_url(request.url, allow_private=allow_private)
+        except UrlRefused as exc:
+            raise BadEntry(exc.reason, request.url[:120]) from None
+    return request
 
 
 _FIELDS = frozenset(

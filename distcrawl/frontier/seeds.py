@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from scrapy import Request
+
 from distcrawl.frontier.codec import MAX_PRIORITY, UNSAFE_META_KEYS, json_safe
 from distcrawl.urls import UrlRefused, check_url
 
@@ -79,8 +81,14 @@ def parse_seed(
         seed = Seed(url=text)
     try:
         check_url(seed.url, allow_private=allow_private)
+        # what is fetched is the URL as Scrapy normalises it (IDNA, percent-encoding)
+        fetched = Request(seed.url).url
+        if fetched != seed.url:
+            check_url(fetched, allow_private=allow_private)
     except UrlRefused as exc:
         raise BadSeed(exc.reason, seed.url[:200]) from None
+    except (ValueError, UnicodeError) as exc:
+        raise BadSeed("malformed_url", f"{seed.url[:200]}: {exc}") from None
     return seed
 
 
