@@ -1,0 +1,83 @@
+"""Smoke runs of the benchmark tools with tiny sizes: they start, crawl and report.
+
+No timing assertions: CI machines are too noisy for them. The figures belong in bench/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def run_tool(*args: str, timeout: float = 300) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_throughput_runs_every_variant_through_the_delaying_proxy() -> None:
+    out = run_tool(
+        str(BENCH / "throughput.py"),
+        "--products", "80", "--rounds", "1", "--nodes", "1,2", "--redis-rtt", "0.5",
+    )  # fmt: skip
+    for key in ("plain_pps", "scrapy_redis_pps", "distcrawl_pps", "distcrawl_2nodes_pps"):
+        assert out[key] > 0, key
+    for key in ("ratio_vs_plain", "ratio_vs_scrapy_redis", "redis_roundtrips_per_page"):
+        assert out[key] is not None, key
+    assert set(out["cpu_s_per_1000_pages"]) == {
+        "plain",
+        "scrapy_redis",
+        "distcrawl",
+        "distcrawl_2nodes",
+    }
+    assert out["scaling"]["ratio_2_vs_1"] is not None
+    round_one = out["rounds"][0]
+    for name in ("plain", "scrapy_redis", "distcrawl", "distcrawl_2nodes"):
+        assert round_one[name]["complete"], round_one[name]
+        assert round_one[name]["exit_codes"] == [0] * round_one[name]["nodes"]
+    # the proxy counted the same round trips as the server (give or take connection set-up)
+    proxied = round_one["scrapy_redis"]["proxy_roundtrips_per_page"]
+    assert proxied == pytest.approx(round_one["scrapy_redis"]["redis_roundtrips_per_page"], rel=0.1)
+    assert out["redis_ping_ms"]["proxied_ms"] > out["redis_ping_ms"]["direct_ms"]
+
+
+def test_chaos_kills_a_node_and_loses_nothing() -> None:
+    out = run_tool(
+        str(BENCH / "chaos.py"),
+        "--products", "100", "--nodes", "2", "--kills", "1", "--seed", "7",
+        "--latency", "100", "--concurrency", "4", "--quiet",
+    )  # fmt: skip
+    assert out["design"] == "distcrawl"
+    assert out["expected"] == 100
+    assert (out["lost"], out["duplicates"]) == (0, 0), out
+    assert (out["inflight_left"], out["queued_left"]) == (0, 0), out
+    assert out["kills"] <= 1
+    assert out["ok"], out
+
+
+def test_chaos_baseline_scrapy_redis_reports_its_losses() -> None:
+    out = run_tool(
+        str(BENCH / "chaos.py"),
+        "--products", "100", "--nodes", "2", "--kills", "1", "--seed", "7",
+        "--latency", "100", "--concurrency", "4", "--quiet", "--baseline", "scrapy-redis",
+    )  # fmt: skip
+    assert out["design"] == "scrapy-redis"
+    assert out["inflight_left"] is None
+    assert out["queued_left"] == 0
+    assert out["stored"] + out["lost"] == out["expected"] == 100
+    assert out["duplicates"] == 0
