@@ -461,7 +461,8 @@ def build_status(
         "server_time_ms": at,
         "paused": snapshot["paused"],
         "frontier": {
-            "queued": snapshot["queued"],
+            # everything not leased yet: the queue and the sites' waiting rooms
+            "queued": snapshot["queued"] + sum(snapshot["waiting"].values()),
             "queued_by_kind": dict(snapshot["queued_by_kind"]),
             "waiting_for_site": sum(snapshot["waiting"].values()),
             "waiting_by_site": dict(

@@ -52,7 +52,7 @@ def _minutes(seconds: float | None) -> str:
 def progress_line(status: dict[str, Any]) -> str:
     """One line of cluster-wide figures from a :func:`distcrawl.cluster.build_status` dict."""
     frontier, totals = status["frontier"], status["totals"]
-    queued = frontier["queued"] + frontier["waiting_for_site"]
+    queued = frontier["queued"]
     rate = totals["products_per_min"]
     pages = totals["pages_per_min"]
     parts = [

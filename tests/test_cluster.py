@@ -68,7 +68,7 @@ def test_requests_waiting_for_their_site_count_as_queued_work(r) -> None:
     queue(r, 100, 100, key=f"{KEYS.prefix}:wait:shop.test")
     queue(r, 300)
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
-    assert status["frontier"]["queued"] == 1
+    assert status["frontier"]["queued"] == 3
     assert status["frontier"]["waiting_for_site"] == 2
     assert status["frontier"]["waiting_by_site"] == {"shop.test": 2}
     assert status["frontier"]["queued_by_kind"]["product"] == 2

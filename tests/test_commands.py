@@ -280,7 +280,9 @@ def frontier_state(r: redis.Redis) -> dict:
     leases = {
         k.decode(): sorted(r.zrange(k, 0, -1)) for k in r.scan_iter(f"{KEYS.prefix}:leases:*")
     }
-    return {"queue": r.zcard(KEYS.queue), "leases": leases, "parked": r.zcard(KEYS.delayed)}
+    waiting = sum(r.zcard(k) for k in r.scan_iter(f"{KEYS.prefix}:wait:*"))
+    queued = r.zcard(KEYS.queue) + waiting
+    return {"queue": queued, "leases": leases, "parked": r.zcard(KEYS.delayed)}
 
 
 @pytest.mark.slow

@@ -204,7 +204,8 @@ def render(status: dict[str, Any]) -> RenderableType:
         "  ",
         state,
         f"  {totals['live_nodes']} live / {totals['dead_nodes']} dead nodes",
-        f"  redis {status.get('redis', '?')}  {when:%Y-%m-%d %H:%M:%S} UTC",
+        f"  {when:%Y-%m-%d %H:%M:%S} UTC\n",
+        (f"redis {status.get('redis', '?')}", "dim"),
     )
 
     queue = Table(title="Frontier", title_justify="left", show_header=False, box=None)
@@ -215,7 +216,7 @@ def render(status: dict[str, Any]) -> RenderableType:
     queue.add_row("queued", _num(frontier["queued"]), by_kind)
     if frontier["waiting_for_site"]:
         sites = ", ".join(f"{k} {_num(v)}" for k, v in frontier["waiting_by_site"].items())
-        queue.add_row("waiting for site budget", _num(frontier["waiting_for_site"]), sites)
+        queue.add_row("  of which wait for their site", _num(frontier["waiting_for_site"]), sites)
     queue.add_row("parked retries", _num(frontier["parked"]), "")
     queue.add_row("in flight", _num(frontier["in_flight"]), "leased to nodes")
     if frontier["seeding"] or frontier["start_list"]:
