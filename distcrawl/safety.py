@@ -294,6 +294,7 @@ class PageLimitsMiddleware:
         self._client: Any = client
         self._prefix = ""
         self._spent: dict[str, float] = {}  # site -> monotonic time to ask Redis again
+        self._announced: set[str] = set()  # sites whose used-up budget was logged
         self._redis_failing = False
 
     @classmethod
@@ -355,7 +356,8 @@ class PageLimitsMiddleware:
         self._redis_failing = False
         if pages <= self.max_pages:
             return True
-        if until is None:
+        if site not in self._announced:
+            self._announced.add(site)
             logger.warning(
                 "Site %s used up its page budget (%d pages, DISTCRAWL_MAX_PAGES_PER_SITE): "
                 "its further pages are dropped",

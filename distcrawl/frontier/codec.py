@@ -61,8 +61,9 @@ _MAX_DEPTH = 20
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}")
 _HEADER_VALUE_FORBIDDEN = re.compile(r"[\r\n\x00]")
 _COOKIE_SCALARS = (str, int, float, bool)
-# the first byte of a protocol 0/1 pickle (protocol 2+ starts with \x80); JSON never ends with "."
-_PICKLE_OPENERS = "(cI]}SVLFNGJKMTU"
+# the first byte of a protocol 0/1 pickle (protocol 2+ starts with \x80); no JSON text starts
+# with one of these and also ends with "." (the STOP opcode every pickle ends with)
+_PICKLE_OPENERS = b"(cI]}SVLFNGJKMTU"
 
 
 class BadEntry(ValueError):
@@ -216,9 +217,11 @@ def _valid_headers(headers: Any) -> bool:
     )
 
 
-def _looks_like_pickle(text: str) -> bool:
-    stripped = text.strip()
-    return bool(stripped) and stripped[0] in _PICKLE_OPENERS and stripped.endswith(".")
+def _looks_like_pickle(payload: bytes) -> bool:
+    if payload[:1] == b"\x80":
+        return True
+    stripped = payload.strip()
+    return stripped[:1] != b"" and stripped[:1] in _PICKLE_OPENERS and stripped.endswith(b".")
 
 
 def _expect(cond: bool, reason: str, detail: str = "") -> None:
@@ -236,7 +239,7 @@ def decode(
     """Rebuild a request from a payload written by :func:`encode`, or raise :class:`BadEntry`."""
     _expect(len(payload) <= max_payload, "too_large", f"{len(payload)} bytes")
     if isinstance(payload, bytes):
-        if payload[:1] in (b"\x80",) or b"\x80\x04\x95" in payload[:16]:
+        if _looks_like_pickle(payload):
             raise BadEntry(
                 "pickle_refused", "payload looks like a pickle; pickles are never loaded"
             )
@@ -247,7 +250,7 @@ def decode(
     try:
         data = json.loads(payload)
     except (ValueError, RecursionError):
-        if _looks_like_pickle(payload):
+        if _looks_like_pickle(payload.encode("latin-1", "replace")):
             raise BadEntry("pickle_refused", "payload looks like a pickle") from None
         raise BadEntry("not_json", payload[:60]) from None
     _expect(isinstance(data, dict), "not_an_object", type(data).__name__)
