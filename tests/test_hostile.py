@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pymongo
+import pymongo.errors
 import pytest
 import redis
 import scrapy
@@ -28,7 +30,7 @@ from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls
 from distcrawl import settings as project_settings
 from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
-from distcrawl.services import free_port, redis_server_binary
+from distcrawl.services import MongoServer, free_port, redis_server_binary
 from distcrawl.spiders.catalog import CatalogSpider
 
 #: what issue 8 adds to settings.py; passed with -s until it is there (then a no-op)
@@ -548,14 +550,177 @@ def test_password_protected_redis_and_no_password_anywhere(
         env |= {"REDIS_URL": server.url, "MONGO_URI": mongo_uri}
         for args in (["--json", "--sample", "0"], ["--sample", "0"]):
             status = subprocess.run(
-                [sys.executable, "-m", "scrapy", "status", *args],
+                [sys.executable, "-m", "scrapy", "status", "catalog", *args],
                 env=env,
                 capture_output=True,
                 text=True,
                 timeout=60,
             )
             assert status.returncode == 0, status.stderr[-2000:]
+            assert str(server.port) in status.stdout  # it did reach the cluster
             assert PASSWORD not in status.stdout + status.stderr
+        assert_clean_log(log)
+    finally:
+        server.stop()
+
+
+class TlsProxy:
+    """TLS in front of a plaintext Redis-protocol server, with a self-signed certificate for
+    127.0.0.1: the bundled valkey-server is built without TLS (``--tls-port`` fails with
+    "Failed finding TLS support"), so this stands for a TLS-enabled Redis."""
+
+    def __init__(self, home: Path, target_port: int) -> None:
+        import asyncio
+        import datetime
+        import ipaddress
+        import ssl
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(
+                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False,
+            )
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        home.mkdir(parents=True, exist_ok=True)
+        self.ca = home / "ca.pem"
+        self.ca.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_file = home / "key.pem"
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.ca, key_file)
+        self.tls_connections = 0
+
+        async def pipe(reader: Any, writer: Any) -> None:
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                writer.close()
+
+        async def handle(client_r: Any, client_w: Any) -> None:
+            self.tls_connections += 1
+            server_r, server_w = await asyncio.open_connection("127.0.0.1", target_port)
+            await asyncio.gather(pipe(client_r, server_w), pipe(server_r, client_w))
+
+        self.loop = asyncio.new_event_loop()
+        self.server = self.loop.run_until_complete(
+            asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+        )
+        self.port = self.server.sockets[0].getsockname()[1]
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+
+
+@pytest.mark.slow
+def test_rediss_url_with_a_password_reaches_redis_over_tls(
+    mongo_uri: str, shop_factory: Any, tmp_path: Path
+) -> None:
+    server = PasswordRedis(tmp_path / "valkey")
+    proxy = TlsProxy(tmp_path / "tls", server.port)
+    try:
+        url = f"rediss://:{PASSWORD}@127.0.0.1:{proxy.port}/0?ssl_ca_certs={proxy.ca}"
+        shop = shop_factory(products=20)
+        redis.Redis.from_url(url).lpush("catalog:start_urls", shop.url)
+        with pytest.raises(redis.ConnectionError):  # an unverified certificate is refused
+            redis.Redis.from_url(f"rediss://:{PASSWORD}@127.0.0.1:{proxy.port}/0").ping()
+        node = Node(
+            redis_url=url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id="tls",
+            settings=safety_settings(DISTCRAWL_MAX_PAGES_PER_SITE=1000),
+        )
+        try:
+            assert node.wait() == 0
+        finally:
+            node.kill()
+        assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
+        assert proxy.tls_connections >= 2  # the frontier and the page budget
+        log = node.log()
+        assert PASSWORD not in log and "rediss://:***@127.0.0.1" in log
+        assert_clean_log(log)
+    finally:
+        proxy.close()
+        server.stop()
+
+
+class AuthMongo(MongoServer):
+    """SecantusDB with ``--auth`` (SCRAM-SHA-256) once a user has been created."""
+
+    auth = False
+
+    def command(self) -> list[str]:
+        return super().command() + (["--auth"] if self.auth else [])
+
+
+@pytest.mark.slow
+def test_mongodb_with_authentication_and_no_password_in_logs(
+    redis_url: str, shop_factory: Any, tmp_path: Path
+) -> None:
+    server = AuthMongo(data_dir=tmp_path / "mongo" / "data", log_path=tmp_path / "mongo.log")
+    server.start()
+    try:
+        admin = server.client()
+        admin.admin.command(
+            "createUser", "crawler", pwd=PASSWORD, roles=[{"role": "readWrite", "db": "shop"}]
+        )
+        admin.close()
+        server.stop()
+        server.auth = True
+        server.start()
+        with pytest.raises(pymongo.errors.OperationFailure):
+            server.client().shop.products.find_one()
+        uri = (
+            f"mongodb://crawler:{PASSWORD}@127.0.0.1:{server.port}/shop"
+            "?directConnection=true&authSource=admin"
+        )
+        shop = shop_factory(products=20)
+        redis.Redis.from_url(redis_url).lpush("catalog:start_urls", shop.url)
+        node = Node(
+            redis_url=redis_url,
+            mongo_uri=uri,
+            log_dir=tmp_path,
+            node_id="mongo-auth",
+            settings=safety_settings(),
+        )
+        try:
+            assert node.wait() == 0
+        finally:
+            node.kill()
+        assert set(stored_urls(uri)) == shop.expected_product_urls()
+        log = node.log()
+        assert PASSWORD not in log
         assert_clean_log(log)
     finally:
         server.stop()
