@@ -260,7 +260,7 @@ PROGRESS = {
     "DISTCRAWL_PROGRESS_INTERVAL": "1",
 }
 #: slow enough that the crawl is still running while the test looks at it
-SLOW_NODE = {"CONCURRENT_REQUESTS": 4, "DISTCRAWL_HEARTBEAT_TIMEOUT": 3, **PROGRESS}
+SLOW_NODE = {"CONCURRENT_REQUESTS": 2, "DISTCRAWL_HEARTBEAT_TIMEOUT": 3, **PROGRESS}
 
 
 def status_of(redis_url: str, mongo_uri: str, capsys, *, sample: str = "0") -> dict:
@@ -289,7 +289,7 @@ def frontier_state(r: redis.Redis) -> dict:
 def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
     redis_url, mongo_uri, shop_factory, tmp_path, capsys
 ) -> None:
-    shop = shop_factory(products=150, latency_ms=150)
+    shop = shop_factory(products=150, latency_ms=400)
     r = redis.Redis.from_url(redis_url)
     r.lpush(KEYS.start_urls, shop.url)
     nodes = [

@@ -126,8 +126,9 @@ def stored_products(settings: BaseSettings) -> int | None:
         uri, serverSelectionTimeoutMS=3000, connectTimeoutMS=3000, socketTimeoutMS=10000
     )
     try:
-        name = settings.get("MONGO_DATABASE") or None
-        database = client.get_default_database(name or "catalog")
+        # the pipeline's choice: MONGO_DATABASE, else the URI's database, else "catalog"
+        name = settings.get("MONGO_DATABASE")
+        database = client[name] if name else client.get_default_database("catalog")
         collection = database[settings.get("MONGO_COLLECTION") or DEFAULT_COLLECTION]
         return int(collection.estimated_document_count())
     except PyMongoError:
