@@ -72,6 +72,9 @@ DEFAULT_RETRY_BACKOFF = 0.25
 DEFAULT_RETRY_BACKOFF_MAX = 5.0
 #: acknowledged by a majority and journaled: the document survives a primary failover
 DEFAULT_WRITE_CONCERN: dict[str, Any] = {"w": "majority", "j": True}
+#: bulk writes in flight at once: while one is on the server, the other lane settles its
+#: batch and forms the next (products of one key never go to both at once)
+LANES = 2
 #: a record whose write keeps racing (duplicate _id, transient per-document errors) this many
 #: times is refused rather than retried forever
 MAX_RECORD_ATTEMPTS = 10
@@ -179,7 +182,7 @@ class MongoPipeline:
         self.retry_backoff_max = max(self.retry_backoff, retry_backoff_max)
 
         self._waiting: deque[_Waiting] = deque()
-        self._in_flight: list[_Waiting] = []
+        self._in_flight: dict[int, list[_Waiting]] = {}  # lane -> the batch it is writing
         self._outage: _Outage | None = None
         self._journaling = False  # outage long enough: products go straight to the journal
         self._replay_wanted = False
@@ -189,7 +192,7 @@ class MongoPipeline:
         self._deadline = float("inf")
         self._writer: MongoWriter | None = None
         self._journal: Journal | None = None
-        self._flusher: asyncio.Task[None] | None = None
+        self._lanes: list[asyncio.Task[None]] = []
         self._probe: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()  # an item arrived, or the node is closing
         self._nudge = asyncio.Event()  # MongoDB answers again, or the node is closing
@@ -248,11 +251,13 @@ class MongoPipeline:
         except Exception as exc:
             # Not fatal: products wait (or go to the journal) until MongoDB answers.
             self._failed(exc, waiting=0, what="MongoDB unreachable at open")
-        self._flusher = asyncio.create_task(self._flush_forever())
+        self._lanes = [asyncio.create_task(self._flush_forever(lane)) for lane in range(LANES)]
 
     async def process_item(self, item: Any) -> Any:
         try:
-            record = make_record(item, self.unique_key, now=dt.datetime.now(dt.UTC))
+            record = make_record(
+                item, self.unique_key, history=self.price_history, now=dt.datetime.now(dt.UTC)
+            )
         except InvalidItem as exc:
             self.stats.inc_value(f"pipeline/dropped/{exc.reason}")
             raise DropItem(str(exc)) from exc
@@ -272,15 +277,16 @@ class MongoPipeline:
         self._deadline = time.monotonic() + self.close_timeout
         self._wake.set()
         self._nudge.set()
-        if self._flusher is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._flusher), self.close_timeout + 1.0)
-            except TimeoutError:
-                self._flusher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._flusher
-        leftovers = [w for w in (*self._in_flight, *self._waiting) if not w.future.done()]
-        self._in_flight, self._waiting = [], deque()
+        lanes = asyncio.gather(*self._lanes)
+        try:
+            await asyncio.wait_for(asyncio.shield(lanes), self.close_timeout + 1.0)
+        except TimeoutError:
+            lanes.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lanes
+        in_flight = [w for batch in self._in_flight.values() for w in batch]
+        leftovers = [w for w in (*in_flight, *self._waiting) if not w.future.done()]
+        self._in_flight, self._waiting = {}, deque()
         if leftovers and not await self._journal_items(leftovers):
             logger.error(
                 "%d products could be neither written nor journaled; their pages will be "
@@ -309,24 +315,27 @@ class MongoPipeline:
 
     # ------------------------------------------------------------------ the writer task
 
-    async def _flush_forever(self) -> None:
+    async def _flush_forever(self, lane: int) -> None:
+        """One writing lane. Lanes take batches with disjoint keys, so one batch is on the
+        server while the other is being settled and the next one formed; lane 0 also replays
+        the journal."""
         while True:
             try:
-                if self._waiting:
-                    await self._linger()
-                    await self._store(self._take_batch())
-                elif self._replay_wanted and self._can_replay():
+                batch = self._take_batch() if self._waiting else []
+                if batch:
+                    await self._store(lane, batch)
+                elif lane == 0 and self._replay_wanted and self._can_replay():
                     await self._replay_step()
-                elif self._closing:
+                elif self._closing and not self._waiting:
                     return
                 else:
                     self._wake.clear()
                     await self._wake.wait()
+                    await self._linger()
             except Exception:
                 # A bug must not strand the waiting items: they stay queued and are retried.
                 logger.exception("MongoDB pipeline error; retrying")
-                self._waiting.extendleft(reversed(self._in_flight))
-                self._in_flight = []
+                self._waiting.extendleft(reversed(self._in_flight.pop(lane, [])))
                 await asyncio.sleep(1.0)
 
     async def _linger(self) -> None:
@@ -343,11 +352,12 @@ class MongoPipeline:
                 await asyncio.wait_for(self._wake.wait(), remaining)
 
     def _take_batch(self) -> list[_Waiting]:
-        """Up to a batch of items with distinct keys, oldest first; a product seen twice keeps
-        its second observation for the next batch, so its history stays in order."""
+        """Up to a batch of items with distinct keys, oldest first, none of them being written
+        by another lane; a product seen twice keeps its later observation for a later batch, so
+        its history stays in order."""
         batch: list[_Waiting] = []
         later: list[_Waiting] = []
-        tokens: set[str] = set()
+        tokens = {w.record.token for busy in self._in_flight.values() for w in busy}
         scanned = 0
         while self._waiting and len(batch) < self.batch_size and scanned < 4 * self.batch_size:
             waiting = self._waiting.popleft()
@@ -360,12 +370,14 @@ class MongoPipeline:
                 tokens.add(waiting.record.token)
                 batch.append(waiting)
         self._waiting.extendleft(reversed(later))
+        if not batch and later:
+            self._wake.clear()  # all of them wait for a lane to finish; it wakes us
         return batch
 
-    async def _store(self, batch: list[_Waiting]) -> None:
+    async def _store(self, lane: int, batch: list[_Waiting]) -> None:
         """Make every item of *batch* durable: written, or journaled once the outage is long
         enough (or the node is closing and out of time). Never raises for a database fault."""
-        self._in_flight = batch
+        self._in_flight[lane] = batch
         while batch:
             if not self._journaling:
                 try:
@@ -380,12 +392,13 @@ class MongoPipeline:
                     batch = self._settle(batch, outcome.rejected, outcome.retry)
                     self.stats.inc_value("pipeline/inserted", outcome.inserted)
                     self.stats.inc_value("pipeline/updated", outcome.updated)
-                    self._in_flight = batch
+                    self._in_flight[lane] = batch
                     continue
             if await self._journal_items(batch):
                 break
             await self._pause()  # neither MongoDB nor the disk: hold on and try both again
-        self._in_flight = []
+        del self._in_flight[lane]
+        self._wake.set()  # observations held back for this batch's keys may go now
 
     async def _write(self, records: list[Record]) -> WriteOutcome:
         assert self._writer is not None

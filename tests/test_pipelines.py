@@ -283,7 +283,7 @@ def test_history_is_bounded_and_values_stay_data(writer: MongoWriter) -> None:
     for n, price in enumerate(["1", "2", "2.00", "3", "4", "5"]):
         item = product(1, price=Decimal(price), name="$5 off {$gt: 1}")
         seen = NOW + dt.timedelta(days=n)
-        outcome = writer.write([make_record(item, ("url",), now=seen)])
+        outcome = writer.write([make_record(item, ("url",), history=3, now=seen)])
         assert not outcome.rejected and not outcome.retry
     doc = writer.collection.find_one({"_id": "https://shop.test/p/1"})
     assert doc is not None

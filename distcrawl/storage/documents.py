@@ -21,6 +21,7 @@ whenever a re-crawl finds a different price, currency or availability, keeping t
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
@@ -30,6 +31,7 @@ import bson
 from bson import json_util
 from bson.decimal128 import Decimal128
 from bson.errors import InvalidDocument
+from bson.raw_bson import RawBSONDocument
 from itemadapter import ItemAdapter
 
 __all__ = [
@@ -69,12 +71,15 @@ class InvalidItem(ValueError):
 @dataclass(frozen=True, slots=True)
 class Record:
     """One product observation, ready to write: the ``_id`` key, the BSON-ready fields, when
-    it was seen, and ``token``: the key as a string, to tell records of one product apart."""
+    it was seen, ``token`` (the key as a string, to tell records of one product apart) and,
+    when known, ``document``: the insert document already encoded, so a product is encoded
+    to BSON once, on the way in, where it is also validated and measured."""
 
     key: Any
     fields: dict[str, Any]
     seen_at: dt.datetime
     token: str
+    document: RawBSONDocument | None = None
 
     @property
     def page(self) -> str:
@@ -82,10 +87,13 @@ class Record:
         return str(self.fields.get("source_url") or self.fields.get("url") or self.token)
 
 
-def make_record(item: Any, key_fields: tuple[str, ...], *, now: dt.datetime) -> Record:
+def make_record(
+    item: Any, key_fields: tuple[str, ...], *, history: int, now: dt.datetime
+) -> Record:
     """Validate *item* and turn it into a :class:`Record`; raise :class:`InvalidItem`.
 
-    ``seen_at`` is the item's ``crawled_at`` when it has one, else *now*.
+    ``seen_at`` is the item's ``crawled_at`` when it has one, else *now*; *history* is the
+    price-history length (``MONGO_PRICE_HISTORY``), for the encoded insert document.
     """
     adapter = ItemAdapter(item)
     page = str(adapter.get("source_url") or adapter.get("url") or "an unknown page")
@@ -97,20 +105,21 @@ def make_record(item: Any, key_fields: tuple[str, ...], *, now: dt.datetime) -> 
         fields = {
             name: to_bson(value) for name, value in adapter.items() if name not in RESERVED_FIELDS
         }
-        size = len(bson.encode(fields))
+        key = (
+            fields[key_fields[0]]
+            if len(key_fields) == 1
+            else {name: fields[name] for name in key_fields}
+        )
+        seen_at = fields.get("crawled_at")
+        if not isinstance(seen_at, dt.datetime):
+            seen_at = now
+        record = Record(key=key, fields=fields, seen_at=seen_at, token=key_token(key))
+        encoded = bson.encode(insert_document(record, history))
     except (InvalidDocument, TypeError, ValueError, OverflowError) as exc:
         raise InvalidItem("unencodable", f"product on {page} cannot be stored: {exc}") from exc
-    if size > MAX_DOCUMENT_BYTES:
-        raise InvalidItem("too_large", f"product on {page} is {size} bytes as BSON")
-    key = (
-        fields[key_fields[0]]
-        if len(key_fields) == 1
-        else {name: fields[name] for name in key_fields}
-    )
-    seen_at = fields.get("crawled_at")
-    if not isinstance(seen_at, dt.datetime):
-        seen_at = now
-    return Record(key=key, fields=fields, seen_at=seen_at, token=key_token(key))
+    if len(encoded) > MAX_DOCUMENT_BYTES:
+        raise InvalidItem("too_large", f"product on {page} is {len(encoded)} bytes as BSON")
+    return dataclasses.replace(record, document=RawBSONDocument(encoded))
 
 
 def to_bson(value: Any) -> Any:

@@ -1,12 +1,15 @@
 """The blocking side of the MongoDB pipeline: one bulk write per batch of products, run in a
 worker thread so the reactor never waits on the network.
 
-A batch costs two round trips: one ``find`` of the batch's keys, then one unordered
-``bulk_write`` with an ``InsertOne`` for each new product and an update-pipeline ``UpdateOne``
-(``upsert=True``) for each stored one. Inserts are several times cheaper than upserts on the
-server (SecantusDB: ~14k inserts/s against ~2-3k upserts/s), and a first crawl is nearly all
-inserts. Two nodes inserting the same new product at once is harmless: the second insert fails
-on the unique ``_id`` and its record is retried, then found and updated.
+New products are inserted (``InsertOne``), stored ones updated with an update pipeline
+(``UpdateOne``, ``upsert=True``) that keeps their history; both unordered. Inserts cost the
+server several times less than upserts (SecantusDB: ~14k inserts/s against ~2-3k upserts/s),
+so telling the two apart pays. How depends on what recent batches looked like: while most
+products were new (a first crawl) a batch is inserted straight away and the few that turn out
+to exist (duplicate ``_id``) are updated next; otherwise (a re-crawl) one ``find`` looks the
+keys up first, since a failed insert costs the server more than a lookup. Either way a
+product is written once, and two nodes inserting the same new product at once is harmless:
+the loser's insert fails on the unique ``_id`` and it updates instead.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ logger = logging.getLogger(__name__)
 
 #: duplicate key: on ``_id`` a race with another writer (retry), on another index a conflict
 DUPLICATE_KEY = 11000
+#: while more than this share of recent products was new, batches are inserted without a
+#: lookup first
+OPTIMISTIC_SHARE = 0.5
+#: weight of the latest batch in the running share of new products
+SHARE_WEIGHT = 0.3
 #: per-operation error codes worth retrying (the server or a lock was briefly unavailable)
 TRANSIENT_CODES = frozenset(
     {6, 7, 50, 89, 91, 112, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 64}
@@ -55,9 +63,11 @@ class WriteOutcome:
 class MongoWriter:
     """Writes batches of :class:`~distcrawl.storage.documents.Record` to one collection.
 
-    Every method blocks; the pipeline calls them in a worker thread. A failure of the whole
-    batch (network, server selection, write concern, authentication...) is raised as the
-    driver's exception; the caller keeps the batch and retries.
+    Every method blocks; the pipeline calls them in worker threads, two batches at a time at
+    most, never with one key in both (pymongo's client is thread-safe). A
+    failure of a whole batch (network, server selection, write concern, authentication...)
+    is raised as the driver's exception; the caller keeps the batch and retries it, which the
+    idempotent writes make safe even when part of it was applied.
     """
 
     def __init__(
@@ -83,6 +93,8 @@ class MongoWriter:
         )
         self.history = history
         self._collection_ready = False
+        #: running share of new products among those written lately (1.0: assume a first crawl)
+        self.new_share = 1.0
 
     def ensure_collection(self) -> None:
         """Create the collection if it is missing: its ``_id`` index is the unique key index."""
@@ -105,38 +117,78 @@ class MongoWriter:
             return False
 
     def write(self, records: Sequence[Record]) -> WriteOutcome:
-        """Write *records* (one per key) in one bulk write."""
+        """Write *records* (at most one per key)."""
         self.ensure_collection()
-        keys = [record.key for record in records]
-        found = self.collection.find({"_id": {"$in": keys}}, {"_id": 1})
-        stored = {key_token(doc["_id"]) for doc in found}
-        ops: list[InsertOne[dict[str, Any]] | UpdateOne] = [
-            UpdateOne({"_id": record.key}, update_pipeline(record, self.history), upsert=True)
-            if record.token in stored
-            else InsertOne(insert_document(record, self.history))
-            for record in records
-        ]
         outcome = WriteOutcome()
-        try:
-            result = self.collection.bulk_write(ops, ordered=False).bulk_api_result
-        except BulkWriteError as exc:
-            result = dict(exc.details)
-            for error in result.get("writeErrors", []):
-                index, code = error["index"], error.get("code")
-                # A duplicate _id is a race with another writer: the retry finds and
-                # updates the product. A duplicate on another unique index is a conflict.
-                pattern = error.get("keyPattern") or {"_id": 1}
-                race = code == DUPLICATE_KEY and list(pattern) == ["_id"]
-                if race or code in TRANSIENT_CODES:
-                    outcome.retry.append(index)
-                else:
-                    outcome.rejected[index] = f"{error.get('errmsg', 'write error')} ({code})"
-            if result.get("writeConcernErrors"):
-                # Applied but maybe not durable: rewriting the whole batch is idempotent.
-                raise
-        outcome.inserted = result.get("nInserted", 0) + result.get("nUpserted", 0)
-        outcome.updated = result.get("nMatched", 0)
+        everything = range(len(records))
+        if self.new_share >= OPTIMISTIC_SHARE:
+            stored = self._insert(records, everything, outcome)
+        else:
+            keys = [record.key for record in records]
+            found = self.collection.find({"_id": {"$in": keys}}, {"_id": 1})
+            tokens = {key_token(doc["_id"]) for doc in found}
+            stored = [i for i in everything if records[i].token in tokens]
+            new = [i for i in everything if records[i].token not in tokens]
+            stored += self._insert(records, new, outcome) if new else []
+        if stored:
+            self._update(records, stored, outcome)
+        if records:
+            share = 1.0 - len(stored) / len(records)
+            self.new_share = (1 - SHARE_WEIGHT) * self.new_share + SHARE_WEIGHT * share
         return outcome
+
+    def _insert(
+        self, records: Sequence[Record], indexes: Sequence[int], outcome: WriteOutcome
+    ) -> list[int]:
+        """Insert ``records[i]`` for *indexes*; return the indexes whose key already exists."""
+        ops = [
+            InsertOne(records[i].document or insert_document(records[i], self.history))
+            for i in indexes
+        ]
+        exists: list[int] = []
+        result = self._bulk(ops, indexes, outcome, on_duplicate=exists)
+        outcome.inserted += result.get("nInserted", 0)
+        return exists
+
+    def _update(
+        self, records: Sequence[Record], indexes: Sequence[int], outcome: WriteOutcome
+    ) -> None:
+        ops = [
+            UpdateOne(
+                {"_id": records[i].key}, update_pipeline(records[i], self.history), upsert=True
+            )
+            for i in indexes
+        ]
+        # A duplicate _id on an upsert: another node inserted the product meanwhile; retry.
+        result = self._bulk(ops, indexes, outcome, on_duplicate=outcome.retry)
+        outcome.inserted += result.get("nUpserted", 0)
+        outcome.updated += result.get("nMatched", 0)
+
+    def _bulk(
+        self,
+        ops: Sequence[InsertOne[Any] | UpdateOne],
+        indexes: Sequence[int],
+        outcome: WriteOutcome,
+        *,
+        on_duplicate: list[int],
+    ) -> dict[str, Any]:
+        """One unordered bulk write; sort per-operation errors into *on_duplicate* (duplicate
+        ``_id``), ``outcome.retry`` (transient) and ``outcome.rejected`` (for good)."""
+        try:
+            return dict(self.collection.bulk_write(ops, ordered=False).bulk_api_result)
+        except BulkWriteError as exc:
+            if exc.details.get("writeConcernErrors"):
+                raise  # applied but maybe not durable: the caller rewrites the whole batch
+            for error in exc.details.get("writeErrors", []):
+                index, code = indexes[error["index"]], error.get("code")
+                pattern = error.get("keyPattern") or {"_id": 1}
+                if code == DUPLICATE_KEY and list(pattern) == ["_id"]:
+                    on_duplicate.append(index)
+                elif code in TRANSIENT_CODES:
+                    outcome.retry.append(index)
+                else:  # a conflict on another unique index, a document the server refuses...
+                    outcome.rejected[index] = f"{error.get('errmsg', 'write error')} ({code})"
+            return dict(exc.details)
 
     def close(self) -> None:
         self.client.close()
