@@ -33,7 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(SUBCOMMANDS[name][0])
     cmd_parser = argparse.ArgumentParser(prog=f"distcrawl {name}", description=module.__doc__)
     module.add_arguments(cmd_parser)
-    args = cmd_parser.parse_args(argv[1:])
+    # options may follow positional arguments (`distcrawl seed catalog --priority 5 URL`)
+    args = cmd_parser.parse_intermixed_args(argv[1:])
     return int(module.run(args) or 0)
 
 

@@ -179,6 +179,7 @@ def _plan(
             "heartbeat_ms": int(float(score)) if score is not None else None,
             "info_heartbeat_ms": _int_or_none(fields.get("heartbeat")),
             "dead_since_ms": _int_or_none(fields.get("dead_since")),
+            "stopped_ms": _int_or_none(fields.get("stopped_at")),
             "info": _json_object(fields.get("info")),
             "leases": int(leases),
             "seeding": int(seeding),
@@ -387,11 +388,14 @@ def backlog(snapshot: Mapping[str, Any]) -> int:
 
 def node_state(node: Mapping[str, Any], age: float | None, heartbeat_timeout: float) -> str:
     """``live``; ``dead`` (silent past the timeout, or already recovered by a live node);
-    ``orphan`` (leases or seeds under a node name nothing else knows)."""
+    ``stopped`` (stopped cleanly, its last stats kept); ``orphan`` (leases or seeds under a
+    node name nothing else knows)."""
     if node["heartbeat_ms"] is not None:
         return "live" if age is not None and age <= heartbeat_timeout else "dead"
     if node["dead_since_ms"] is not None:
         return "dead"
+    if node.get("stopped_ms") is not None and not (node["leases"] or node["seeding"]):
+        return "stopped"
     return "orphan" if node["leases"] or node["seeding"] else "gone"
 
 

@@ -65,6 +65,11 @@ RETRY_AFTER_MAX = 600.0
 USER_AGENT = "distcrawl/0.1 (+https://github.com/distcrawl/distcrawl)"
 # A crawler node exposes nothing: no telnet console, no remote-control HTTP endpoint.
 TELNETCONSOLE_ENABLED = False
-EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": None}
+EXTENSIONS = {
+    "scrapy.extensions.remote_control.RemoteControl": None,
+    # one INFO line with the whole cluster's figures every DISTCRAWL_PROGRESS_INTERVAL s
+    "distcrawl.extensions.ClusterProgress": 500,
+}
+DISTCRAWL_PROGRESS_INTERVAL = float(os.environ.get("DISTCRAWL_PROGRESS_INTERVAL", "30"))
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 FEED_EXPORT_ENCODING = "utf-8"

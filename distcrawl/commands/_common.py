@@ -8,7 +8,7 @@ points: ``Command`` for ``scrapy <command>`` (Scrapy reads settings and ``-s`` i
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis
 from scrapy.settings import Settings
@@ -19,6 +19,7 @@ from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
 from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.frontier.store import FrontierKeys
 from distcrawl.services import ensure_redis, resolve_home
+from distcrawl.urls import parse_allow_private
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -89,14 +90,8 @@ def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
 
 
 def allow_private(settings: BaseSettings) -> bool | frozenset[str]:
-    """``DISTCRAWL_ALLOW_PRIVATE`` read as the frontier scheduler reads it: a flag, or hosts."""
-    value: Any = settings.get("DISTCRAWL_ALLOW_PRIVATE", False)
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return frozenset(value)
-    if isinstance(value, str) and value not in ("0", "1", "True", "False", "true", "false"):
-        # "" (the setting's default when the environment leaves it unset) allows nothing
-        return frozenset(h.strip() for h in value.split(",") if h.strip()) or False
-    return settings.getbool("DISTCRAWL_ALLOW_PRIVATE", False)
+    """``DISTCRAWL_ALLOW_PRIVATE`` read exactly as the frontier scheduler reads it."""
+    return parse_allow_private(settings.get("DISTCRAWL_ALLOW_PRIVATE", False))
 
 
 def heartbeat_timeout(settings: BaseSettings) -> float:

@@ -92,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
             variant=args.variant,
             latency_ms=args.latency,
             error_rate=args.error_rate,
+            # random transient errors, not a site asking to slow down (that would carry
+            # Retry-After and cut the site's shared rate)
+            retry_after=None,
         )
     )
     shop.start()

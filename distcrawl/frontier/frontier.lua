@@ -13,12 +13,15 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
                            A request lives in exactly one of queue / delayed / some leases set.
   P:nodes            ZSET  node -> last heartbeat (ms, Redis server clock)
-  P:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats
+  P:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats;
+                           `dead_since` once recovered, `stopped_at` after a clean stop (both
+                           then expire after a day)
   P:delayed          ZSET  rid -> due time (ms, server clock): parked retries
   P:delayed:score    HASH  rid -> the order score the request takes when it falls due
   P:dead             HASH  dead-letter id -> JSON record (request, reason, attempts, times, node)
   P:seeding:<node>   LIST  raw seeds taken from the start list by <node>, not yet in the frontier
   P:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
+  P:counters         HASH  crawl-wide counters kept by the script itself (requeued_dead_letters)
   P:paused           STRING present while the cluster is paused: no new leases are handed out
   P:req:site         HASH  rid -> site (host) of the request, for the per-site budget
   P:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
@@ -173,7 +176,7 @@ local function feedback(site, ok, throttled, slow, now)
     if now - cut_at >= 1000 then
       local cut = 0.8
       if throttled > 0 then cut = 0.5 end
-      redis.call('HSET', k, 'factor', tostring(math.max(0.02, factor * cut)), 'cut_at', now)
+      redis.call('HSET', k, 'factor', tostring(math.max(0.05, factor * cut)), 'cut_at', now)
     end
   elseif ok > 0 and factor < 1 then
     redis.call('HSET', k, 'factor', tostring(math.min(1, factor + 0.01 * ok)))
@@ -313,8 +316,12 @@ elseif cmd == 'release' then
   for j = 4, #ARGV do rids[#rids + 1] = ARGV[j] end
   local moved = release(node, start_key, rids)
   if #rids == 0 then
+    -- the node's last stats stay readable for a day (cluster totals), marked as stopped
     redis.call('ZREM', P .. ':nodes', node)
-    redis.call('DEL', P .. ':node:' .. node)
+    if redis.call('EXISTS', P .. ':node:' .. node) == 1 then
+      redis.call('HSET', P .. ':node:' .. node, 'stopped_at', now_ms())
+      redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
+    end
   end
   return moved
 
@@ -339,7 +346,7 @@ elseif cmd == 'heartbeat' then
   local now = now_ms()
   redis.call('ZADD', P .. ':nodes', now, node)
   redis.call('HSET', P .. ':node:' .. node, 'info', info, 'heartbeat', now)
-  redis.call('HDEL', P .. ':node:' .. node, 'dead_since')
+  redis.call('HDEL', P .. ':node:' .. node, 'dead_since', 'stopped_at')
   return now
 
 elseif cmd == 'drained' then
@@ -376,6 +383,7 @@ elseif cmd == 'requeue_dead' then
         redis.call('HSET', P .. ':req', rid, decoded['request'])
         redis.call('ZADD', P .. ':queue', score, rid)
         redis.call('HDEL', P .. ':dead', id)
+        redis.call('HINCRBY', P .. ':counters', 'requeued_dead_letters', 1)
         moved = moved + 1
       end
     end

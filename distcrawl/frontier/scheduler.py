@@ -39,6 +39,7 @@ from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
 from distcrawl.frontier.store import Child, Feedback, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.services import mask_url
+from distcrawl.urls import parse_allow_private
 
 if TYPE_CHECKING:
     from typing import Self
@@ -66,8 +67,6 @@ DEFAULT_DRAIN_GRACE = 3.0
 DEFAULT_KNOWN_FINGERPRINTS = 200_000
 #: an answer slower than this many seconds counts as a sign of an overloaded site
 DEFAULT_SITE_LATENCY_TARGET = 5.0
-#: statuses that tell a site is overloaded: its shared rate is cut for every node
-THROTTLE_STATUSES = frozenset({429, 503})
 #: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
 DEFAULT_IDLE_MAX_WAIT = 1.0
 
@@ -171,14 +170,7 @@ class FrontierScheduler(BaseScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
-        allow = s.get("DISTCRAWL_ALLOW_PRIVATE", False)
-        allow_private: bool | frozenset[str]
-        if isinstance(allow, (list, tuple, set, frozenset)):
-            allow_private = frozenset(allow)
-        elif isinstance(allow, str) and allow not in ("", "0", "1", "True", "False"):
-            allow_private = frozenset(h.strip() for h in allow.split(",") if h.strip())
-        else:
-            allow_private = s.getbool("DISTCRAWL_ALLOW_PRIVATE", False)
+        allow_private = parse_allow_private(s.get("DISTCRAWL_ALLOW_PRIVATE", False))
         return cls(
             crawler=crawler,
             redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
@@ -383,7 +375,9 @@ class FrontierScheduler(BaseScheduler):
         if not site:
             return
         counts = self._feedback.setdefault(site, [0, 0, 0])
-        if response.status in THROTTLE_STATUSES:
+        if response.status == 429 or (
+            response.status == 503 and b"Retry-After" in response.headers
+        ):
             counts[1] += 1
         elif float(request.meta.get("download_latency", 0.0)) > self.latency_target:
             counts[2] += 1
