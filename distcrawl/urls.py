@@ -16,6 +16,7 @@ __all__ = [
     "is_metadata_address",
     "is_private_address",
     "parse_allow_private",
+    "printable",
     "private_allowed",
 ]
 
@@ -43,11 +44,20 @@ _NUMERIC_HOST = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}\.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` cut to ``limit`` characters with control characters escaped, so that hostile
+    input quoted in a log line cannot end the line or forge another one."""
+    cut = text[:limit]
+    if cut.isprintable():
+        return cut
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+
+
 class UrlRefused(ValueError):
     """A URL the crawler will not fetch; ``reason`` is short and stable for stats."""
 
     def __init__(self, reason: str, url: str = "") -> None:
-        super().__init__(f"{reason}: {url[:200]}" if url else reason)
+        super().__init__(f"{reason}: {printable(url)}" if url else reason)
         self.reason = reason
 
 

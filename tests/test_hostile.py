@@ -134,6 +134,19 @@ def test_pickles_of_every_protocol_are_refused_unloaded(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_refusals_cannot_forge_log_lines() -> None:
+    forged = "x\n2026-01-01 00:00:00 [scrapy.core.engine] INFO: Spider closed (finished)\x00"
+    for check in (
+        lambda: codec.decode(forged.encode(), SPIDER),
+        lambda: parse_seed(forged),
+        lambda: parse_seed("http://shop.test/" + forged),
+    ):
+        with pytest.raises(ValueError) as info:
+            check()
+        assert "\n" not in str(info.value) and "\x00" not in str(info.value)
+        assert "\\n2026" in str(info.value)
+
+
 def test_unsafe_meta_never_leaves_a_node() -> None:
     request = scrapy.Request(
         "http://shop.test/",

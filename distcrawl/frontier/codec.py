@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy import Spider as _ScrapySpider
 
-from distcrawl.urls import UrlRefused, check_url
+from distcrawl.urls import UrlRefused, check_url, printable
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -70,7 +70,8 @@ class BadEntry(ValueError):
     """A queue entry that cannot become a request; ``reason`` is short and stable for stats."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
+        # the detail quotes hostile input: escaped, it cannot forge a line of the node's log
+        super().__init__(f"{reason}: {printable(detail, 120)}" if detail else reason)
         self.reason = reason
         self.detail = detail
 

@@ -16,7 +16,7 @@ from typing import Any
 from scrapy import Request
 
 from distcrawl.frontier.codec import MAX_PRIORITY, UNSAFE_META_KEYS, json_safe
-from distcrawl.urls import UrlRefused, check_url
+from distcrawl.urls import UrlRefused, check_url, printable
 
 __all__ = ["DEFAULT_MAX_SEED_BYTES", "RESERVED_META_KEYS", "BadSeed", "Seed", "parse_seed"]
 
@@ -43,7 +43,7 @@ class BadSeed(ValueError):
     """A seed that cannot be crawled; ``reason`` is short and stable for stats."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
+        super().__init__(f"{reason}: {printable(detail)}" if detail else reason)
         self.reason = reason
 
 
