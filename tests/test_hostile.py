@@ -737,3 +737,18 @@ def test_mongodb_with_authentication_and_no_password_in_logs(
         assert_clean_log(log)
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_hostile_bench_runs_and_reports() -> None:
+    bench = Path(__file__).resolve().parent.parent / "bench" / "hostile.py"
+    proc = subprocess.run(
+        [sys.executable, str(bench), "--products", "40", "--injected", "120", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0, out
+    assert (out["stored"], out["refused"], out["marker_created"]) == (40, 120, False)
