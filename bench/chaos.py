@@ -1,6 +1,6 @@
 """Chaos: kill -9 crawl nodes at random moments and check that no product is lost.
 
-Runs a crawl of the demo shop (answering with latency, so pages are in flight) on K
+Runs a crawl of the demo shop (answering in 250-350 ms, so pages are in flight) on K
 ``scrapy crawl`` nodes with the MongoDB pipeline on (a fresh SecantusDB and a fresh
 valkey-server per run), ``kill -9``s a random node N times at random points of the crawl,
 starting a replacement each time, waits for the crawl to drain and checks MongoDB against the
@@ -54,6 +54,11 @@ from _common import (
 
 #: the frontier's key prefix (hash tag) for the catalog spider
 FRONTIER = "{catalog}"
+#: shop latency (ms, plus 0..jitter): at 16 requests in flight per node, a 400-product crawl
+#: at 40 ms is over in ~1.5 s, before a replacement node has even started; at 250-350 ms it
+#: lasts ~10 s, so the kills land mid-crawl, on nodes holding full prefetch batches
+DEFAULT_LATENCY = 250.0
+DEFAULT_JITTER = 100.0
 #: a node is killed only once it has crawled this long (since its "Spider opened" log line)
 DEFAULT_MIN_AGE = 0.5
 #: the kill points are drawn from this part of the crawl (fraction of its pages fetched)
@@ -316,8 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, help="seed of the kill schedule (default: random)")
     parser.add_argument("--runs", type=int, default=1, help="repeat with seeds seed, seed+1, ...")
     parser.add_argument("--baseline", choices=("scrapy-redis",), help="run vanilla scrapy-redis")
-    parser.add_argument("--latency", type=float, default=40.0, metavar="MS", help="shop latency")
-    parser.add_argument("--jitter", type=float, default=20.0, metavar="MS", help="extra 0..MS")
+    parser.add_argument(
+        "--latency", type=float, default=DEFAULT_LATENCY, metavar="MS", help="shop latency"
+    )
+    parser.add_argument(
+        "--jitter", type=float, default=DEFAULT_JITTER, metavar="MS", help="plus 0..MS at random"
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="CONCURRENT_REQUESTS")
     parser.add_argument(
         "--heartbeat-timeout", type=float, default=4.0, metavar="S",
@@ -340,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.runs):
         work = Path(tempfile.mkdtemp(prefix="distcrawl-chaos-"))
         result = Chaos(args, seed + i, work).run()
-        if result["ok"] and not args.keep:
+        # node logs are kept when distcrawl lost something: they are the evidence
+        if not args.keep and (result["ok"] or args.baseline):
             shutil.rmtree(work, ignore_errors=True)
             result.pop("work")
         results.append(result)
