@@ -54,6 +54,9 @@ COMMON_SETTINGS: dict[str, str] = {
     "TELNETCONSOLE_ENABLED": "False",
     "DISTCRAWL_EMBEDDED": "False",
     "ITEM_PIPELINES": "{}",
+    # the operator's periodic cluster-progress log line reads Redis: off, so that only the
+    # frontier talks to Redis and plain Scrapy runs exactly what the others run
+    "DISTCRAWL_PROGRESS_INTERVAL": "0",
 }
 #: scrapy-redis 0.9.1 as its README sets it up: its scheduler, dupefilter, priority queue and
 #: default (pickle) serializer; SCHEDULER_PERSIST so a closing node keeps the shared queue

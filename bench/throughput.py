@@ -119,6 +119,7 @@ class Bench:
         spider_args: dict[str, str] | None = None
         proxy: Proxy | None = None
         redis_url = self.services.redis_url
+        env: dict[str, str] = {}
         if kind == "plain":
             spider = "bench_plain"
             settings.update(PLAIN_SETTINGS)
@@ -127,6 +128,7 @@ class Bench:
             if self.args.redis_rtt > 0:
                 proxy = Proxy(redis_url, self.args.redis_rtt, log_dir)
                 redis_url = proxy.url
+            env["REDIS_URL"] = redis_url
             if kind == "scrapy_redis":
                 spider = "bench_scrapy_redis"
                 settings.update(SCRAPY_REDIS_SETTINGS)
@@ -144,7 +146,7 @@ class Bench:
                 node_id=f"{name}-{i + 1}",
                 log_dir=log_dir,
                 settings=settings,
-                env={"REDIS_URL": redis_url},
+                env=env,
                 spider_args=spider_args,
             )
             for i in range(n_nodes)
