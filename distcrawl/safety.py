@@ -17,6 +17,7 @@ Depth is bounded by Scrapy's own ``DepthMiddleware`` (``DEPTH_LIMIT``; it counts
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import time
@@ -74,6 +75,8 @@ DEFAULT_DNS_CACHE_SIZE = 10_000
 DEFAULT_MAX_PAGES_PER_SITE = 100_000
 #: seconds a node trusts its "this site's budget is used up" before asking Redis again
 BUDGET_RECHECK = 30.0
+#: most pages of a site a node reserves in one Redis round trip (fewer for small budgets)
+BUDGET_CHUNK = 16
 #: a redirect chain that reaches the same URL this many times is a loop
 REDIRECT_LOOP_REPEATS = 2
 
@@ -271,8 +274,11 @@ class PageLimitsMiddleware:
     - ``page_budget``: a site (host name) whose pages the whole cluster has fetched
       ``DISTCRAWL_MAX_PAGES_PER_SITE`` times gets no more; the count is one Redis counter per
       site, ``{<spider>}:pages:<site>`` (the frontier's hash tag), so every node shares it.
-      Retries and robots.txt do not count. If Redis cannot be reached the page is fetched
-      (the frontier pauses on its own when Redis is gone; dropping pages here would lose them).
+      A node reserves pages a few at a time (one ``INCRBY`` per up to :data:`BUDGET_CHUNK`
+      pages, 1 for budgets under 100 pages): the cluster never fetches more than the budget,
+      and at most (chunk - 1) pages per node go unused when a site runs out. Retries and
+      robots.txt do not count. If Redis cannot be reached the page is fetched (the frontier
+      pauses on its own when Redis is gone; dropping pages here would lose them).
     - ``redirect_loop``: a redirect chain that comes back to the same URL a second time.
     - ``too_large``: a body over ``DOWNLOAD_MAXSIZE`` (Scrapy cancels the download and logs
       the size; the request then ends here, not as a download error with a traceback).
@@ -286,13 +292,17 @@ class PageLimitsMiddleware:
         stats: StatsCollector,
         max_pages_per_site: int,
         redis_url: str,
-        client: Any = None,
+        budget_chunk: int | None = None,
     ) -> None:
         self.stats = stats
         self.max_pages = max(0, max_pages_per_site)
         self.redis_url = redis_url
-        self._client: Any = client
+        # small budgets are reserved page by page, so that they are spent exactly
+        self.chunk = budget_chunk or max(1, min(BUDGET_CHUNK, self.max_pages // 100))
+        self._client: Any = None
         self._prefix = ""
+        self._allowance: dict[str, int] = {}  # site -> pages reserved and not used yet
+        self._reserving: dict[str, asyncio.Lock] = {}
         self._spent: dict[str, float] = {}  # site -> monotonic time to ask Redis again
         self._announced: set[str] = set()  # sites whose used-up budget was logged
         self._redis_failing = False
@@ -342,30 +352,51 @@ class PageLimitsMiddleware:
 
     async def _spend(self, site: str) -> bool:
         """Count one page of ``site``; False when its budget is used up."""
-        until = self._spent.get(site)
-        if until is not None and time.monotonic() < until:
+        while True:
+            if self._allowance.get(site, 0) > 0:
+                self._allowance[site] -= 1
+                return True
+            if self._used_up(site):
+                return False
+            lock = self._reserving.setdefault(site, asyncio.Lock())
+            async with lock:
+                # another request of this site may have reserved, or found none, meanwhile
+                if self._allowance.get(site, 0) > 0:
+                    continue
+                if self._used_up(site):
+                    return False
+                try:
+                    granted = await self._reserve(site)
+                except (RedisError, OSError) as exc:
+                    self.stats.inc_value("safety/page_budget_unavailable")
+                    if not self._redis_failing:
+                        logger.error("Page budget unavailable (%s); pages fetched uncounted", exc)
+                    self._redis_failing = True
+                    return True
+                self._redis_failing = False
+                if granted:
+                    self._allowance[site] = granted
+                    continue
+                self._spent[site] = time.monotonic() + BUDGET_RECHECK
+            if site not in self._announced:
+                self._announced.add(site)
+                logger.warning(
+                    "Site %s used up its page budget (%d pages, DISTCRAWL_MAX_PAGES_PER_SITE): "
+                    "its further pages are dropped",
+                    site,
+                    self.max_pages,
+                )
             return False
-        try:
-            pages = int(await self._client.incr(self.budget_key(site)))
-        except (RedisError, OSError) as exc:
-            self.stats.inc_value("safety/page_budget_unavailable")
-            if not self._redis_failing:
-                logger.error("Page budget unavailable (%s); pages are fetched uncounted", exc)
-            self._redis_failing = True
-            return True
-        self._redis_failing = False
-        if pages <= self.max_pages:
-            return True
-        if site not in self._announced:
-            self._announced.add(site)
-            logger.warning(
-                "Site %s used up its page budget (%d pages, DISTCRAWL_MAX_PAGES_PER_SITE): "
-                "its further pages are dropped",
-                site,
-                self.max_pages,
-            )
-        self._spent[site] = time.monotonic() + BUDGET_RECHECK
-        return False
+
+    def _used_up(self, site: str) -> bool:
+        until = self._spent.get(site)
+        return until is not None and time.monotonic() < until
+
+    async def _reserve(self, site: str) -> int:
+        """Reserve up to a chunk of ``site``'s pages in Redis; how many were granted."""
+        after = int(await self._client.incrby(self.budget_key(site), self.chunk))
+        before = after - self.chunk
+        return max(0, min(self.chunk, self.max_pages - before))
 
 
 def _is_robots(request: Request) -> bool:

@@ -251,8 +251,10 @@ def test_scrapys_own_middleware_lets_waiting_requests_through() -> None:
 # -- page limits ------------------------------------------------------------------------------
 
 
-def page_limits(redis_url: str, budget: int) -> PageLimitsMiddleware:
-    mw = PageLimitsMiddleware(stats=stats(), max_pages_per_site=budget, redis_url=redis_url)
+def page_limits(redis_url: str, budget: int, chunk: int | None = None) -> PageLimitsMiddleware:
+    mw = PageLimitsMiddleware(
+        stats=stats(), max_pages_per_site=budget, redis_url=redis_url, budget_chunk=chunk
+    )
 
     class Spider:
         name = "catalog"
@@ -297,6 +299,44 @@ def test_page_budget_is_one_counter_per_site_in_redis(
     r = redis.Redis.from_url(redis_url)
     assert int(r.get("{catalog}:pages:shop.test") or 0) == 4  # the second refusal asked nobody
     assert int(r.get("{catalog}:pages:other.test") or 0) == 1
+
+
+def test_pages_are_reserved_a_chunk_at_a_time_and_never_beyond_the_budget(
+    redis_url: str,
+) -> None:
+    async def spend(mw: PageLimitsMiddleware, n: int) -> int:
+        got = [await outcome(mw, Request(f"http://shop.test/{i}")) for i in range(n)]
+        return got.count(None)
+
+    async def run() -> tuple[int, int, int]:
+        a, b = page_limits(redis_url, 10, chunk=4), page_limits(redis_url, 10, chunk=4)
+        fetched_a = await spend(a, 1)  # reserves 4
+        fetched_b = await spend(b, 1)  # reserves 4: 8 of 10 handed out
+        fetched_a += await spend(a, 10)  # its 3 left, then the last 2, then none
+        fetched_b += await spend(b, 10)  # its 3 left
+        both = (a, b)
+        for mw in both:
+            await mw.spider_closed(None)  # type: ignore[arg-type]
+        return (
+            fetched_a,
+            fetched_b,
+            sum(mw.stats.get_value("safety/refused/page_budget") for mw in both),
+        )
+
+    assert asyncio.run(run()) == (6, 4, 12)
+    assert PageLimitsMiddleware(stats=stats(), max_pages_per_site=100_000, redis_url="").chunk == 16
+    assert PageLimitsMiddleware(stats=stats(), max_pages_per_site=150, redis_url="").chunk == 1
+
+
+def test_concurrent_requests_of_a_site_share_one_reservation(redis_url: str) -> None:
+    async def run() -> list[str | None]:
+        mw = page_limits(redis_url, 1000, chunk=8)
+        got = await asyncio.gather(*(outcome(mw, Request(f"http://s.test/{i}")) for i in range(8)))
+        await mw.spider_closed(None)  # type: ignore[arg-type]
+        return list(got)
+
+    assert asyncio.run(run()) == [None] * 8
+    assert int(redis.Redis.from_url(redis_url).get("{catalog}:pages:s.test") or 0) == 8
 
 
 def test_without_redis_pages_are_fetched_uncounted() -> None:
