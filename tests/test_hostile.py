@@ -147,14 +147,20 @@ def test_refusals_cannot_forge_log_lines() -> None:
         assert "\\n2026" in str(info.value)
 
 
-def test_unsafe_meta_never_leaves_a_node() -> None:
+def test_unsafe_meta_and_credentials_never_leave_a_node() -> None:
     request = scrapy.Request(
         "http://shop.test/",
         callback=SPIDER.parse,
         meta={"proxy": "http://p:3128", "download_maxsize": 0, "site": "shop.test"},
     )
-    back = codec.decode(codec.encode(request, SPIDER), SPIDER)
+    request.headers["Authorization"] = "Basic c2VjcmV0OnNlY3JldA=="
+    request.headers["Proxy-Authorization"] = "Basic c2VjcmV0OnNlY3JldA=="
+    request.headers["X-Kept"] = "1"
+    payload = codec.encode(request, SPIDER)
+    assert "c2VjcmV0" not in payload  # credentials stay on the node, out of Redis
+    back = codec.decode(payload, SPIDER)
     assert back.meta == {"site": "shop.test"}
+    assert back.headers.get("X-Kept") == b"1"
     with pytest.raises(ValueError, match="not a callback"):
         codec.encode(scrapy.Request("http://shop.test/", callback=SPIDER.close), SPIDER)
 

@@ -5,7 +5,8 @@ writes raises :class:`BadEntry` with a short reason, which the frontier counts a
 A queued request may name as callback only a public method its spider class defines itself
 (not one of Scrapy's ``Spider`` hooks) that accepts the response and the request's cb_kwargs.
 Meta keys that re-route a connection or switch a safety limit off (:data:`UNSAFE_META_KEYS`)
-never travel through the frontier: :func:`encode` leaves them out, :func:`decode` refuses them.
+never travel through the frontier: :func:`encode` leaves them out, :func:`decode` refuses them;
+nor do a node's credential headers (:data:`CREDENTIAL_HEADERS`), which it sets again itself.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from distcrawl.urls import UrlRefused, check_url, printable
 if TYPE_CHECKING:
     from scrapy import Spider
 
-__all__ = ["UNSAFE_META_KEYS", "BadEntry", "decode", "encode", "json_safe"]
+__all__ = ["CREDENTIAL_HEADERS", "UNSAFE_META_KEYS", "BadEntry", "decode", "encode", "json_safe"]
 
 #: a payload larger than this is refused without parsing it
 DEFAULT_MAX_PAYLOAD = 256 * 1024
@@ -52,6 +53,9 @@ UNSAFE_META_KEYS = frozenset(
         "ftp_local_filename",
     }
 )
+#: headers that carry a node's credentials (HttpAuthMiddleware, HttpProxyMiddleware set them
+#: from the node's own settings on every node): never written to Redis or the dead letters
+CREDENTIAL_HEADERS = frozenset({b"authorization", b"proxy-authorization"})
 #: a crawl depth above this in a queue entry is not one a node wrote
 MAX_DEPTH = 1_000_000
 
@@ -136,11 +140,13 @@ def encode(request: Request, spider: Spider | None = None) -> str:
     data: dict[str, Any] = {"url": request.url}
     if request.method != "GET":
         data["method"] = request.method
-    if request.headers:
-        data["headers"] = {
-            k.decode("latin-1"): [v.decode("latin-1") for v in vs]
-            for k, vs in request.headers.items()
-        }
+    headers = {
+        k.decode("latin-1"): [v.decode("latin-1") for v in vs]
+        for k, vs in request.headers.items()
+        if k.lower() not in CREDENTIAL_HEADERS
+    }
+    if headers:
+        data["headers"] = headers
     if request.body:
         data["body"] = base64.b64encode(request.body).decode("ascii")
     if request.cookies:
