@@ -45,6 +45,7 @@ from distcrawl.urls import (
     is_metadata_address,
     is_private_address,
     parse_allow_private,
+    printable,
     private_allowed,
 )
 
@@ -90,7 +91,7 @@ class Refused(IgnoreRequest):
     """A request dropped by a safety check; ``reason`` is short and stable for stats."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
+        super().__init__(f"{reason}: {printable(detail)}" if detail else reason)
         self.reason = reason
 
 
@@ -118,9 +119,13 @@ async def resolve_with_reactor(host: str, port: int) -> list[str]:
     """The addresses the downloader would connect to for ``host``, asked of the same resolver.
 
     Scrapy's downloader connects through the reactor's name resolver (``DNS_RESOLVER``, which
-    caches answers): asking that resolver here, on the reactor without blocking it, puts the
-    checked answer in its cache, so the connection goes to the address that was checked.
+    caches answers while ``DNSCACHE_ENABLED``, Scrapy's default): asking that resolver here,
+    on the reactor without blocking it, puts the checked answer in its cache, so the connection
+    goes to the address that was checked and a DNS rebinding between check and connect finds
+    no second lookup to answer differently.
     """
+    # imported here: importing the reactor at module level would install Twisted's default
+    # reactor before Scrapy installs the asyncio one
     from twisted.internet import reactor
 
     receiver = _Addresses()

@@ -380,6 +380,7 @@ def test_redirects_and_names_cannot_reach_inside(
         redirector.to(product),  # a redirect to an allowed place is followed
         *[redirector.to(u) for u in inside],
         f"http://localhost:{canary.port}/",  # a seed naming loopback: refused before DNS
+        "http://nowhere.invalid/",  # no address to check: retried, then dead-lettered
     )
     allow = f"127.0.0.1:{shop.port},127.0.0.1:{redirector.port}"
     node = Node(
@@ -387,7 +388,9 @@ def test_redirects_and_names_cannot_reach_inside(
         mongo_uri=mongo_uri,
         log_dir=tmp_path,
         node_id="inside",
-        settings=safety_settings(DISTCRAWL_ALLOW_PRIVATE=allow),
+        settings=safety_settings(
+            DISTCRAWL_ALLOW_PRIVATE=allow, RETRY_TIMES=1, RETRY_BACKOFF_BASE=0.1
+        ),
     )
     try:
         assert node.wait() == 0
@@ -403,7 +406,12 @@ def test_redirects_and_names_cannot_reach_inside(
     assert stats["frontier/seeds/refused/private_address"] == 1
     assert stats["downloader/response_status_count/302"] == 1 + len(inside)
     assert f"Refused http://localhost:{canary.port}/: private_address" in log
-    assert_clean_log(log)
+    assert stats["safety/unresolved"] == 2
+    dead = [json.loads(v) for v in r.hvals("{catalog}:dead")]
+    assert [d["url"] for d in dead] == ["http://nowhere.invalid/"]
+    # Scrapy logs the last failure of a dead-lettered download with its traceback; no other
+    assert log.count("Traceback") == log.count("Error downloading <GET http://nowhere.invalid/>")
+    assert_clean_log(log.replace("Traceback", "Trace back"))
 
 
 HOSTILE_PATHS = (
