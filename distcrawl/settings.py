@@ -55,6 +55,8 @@ RETRY_TIMES = 3
 # Scrapy's RetryMiddleware, extended: retries back off and are parked in Redis (any node
 # takes them when due); the last failure goes to the dead letters.
 DOWNLOADER_MIDDLEWARES = {
+    # robots.txt fetches spend the site's shared budget like every other request
+    "distcrawl.frontier.robots.RobotsTxtBudget": 50,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "distcrawl.middlewares.BackoffRetryMiddleware": 550,
 }

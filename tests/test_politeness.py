@@ -118,13 +118,6 @@ def test_rate_limited_site_stays_within_its_budget_while_the_other_is_crawled(
         assert_clean_log(node.log())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the scheduler takes site feedback from signals.response_received, which Scrapy does "
-    "not send for a 429/503 that BackoffRetryMiddleware turns into a retry: the factor never "
-    "drops (signals.response_downloaded sees every answer)",
-)
 def test_site_answering_429_is_slowed_down_for_every_node(
     r, redis_url, mongo_uri, shop_factory, tmp_path
 ) -> None:

@@ -52,7 +52,11 @@ Commands
        second and `burst` tokens, at most `conc` in flight cluster-wide; 0 = no limit;
        per-site limit_rate / limit_conc override) moves to P:wait:<site> instead; sites
        whose wait is over are served first.
-       Returns {added, filtered, parked, acked, {rid, payload, score, ...}}.
+       Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms}, the
+       last being how soon a parked retry or a waiting site falls due (-1: none).
+  take_token site rate burst adaptive_rate
+       Spends one of the site's tokens, at once and into debt if need be, for a request that
+       never was in the queue (robots.txt fetched by a node's middleware).
   take_seeds node n start_key
        Moves up to n raw seeds from START to P:seeding:<node> (first pushed, first taken).
   release node start_key [rid]*
@@ -295,7 +299,31 @@ if cmd == 'sync' then
       end
     end
   end
-  return {added, filtered, parked, acked, out}
+  -- when the next parked retry or waiting site falls due, so an idle node sleeps just that long
+  local next_due = -1
+  for _, key in ipairs({P .. ':waiting', P .. ':delayed'}) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #first == 2 then
+      local ms = math.max(0, tonumber(first[2]) - now)
+      if next_due < 0 or ms < next_due then next_due = ms end
+    end
+  end
+  return {added, filtered, parked, acked, out, next_due}
+
+elseif cmd == 'take_token' then
+  -- A request that never was in the queue (robots.txt) spends a token at once, going into
+  -- debt if need be: it must not wait, since the node holds that site's leased requests until
+  -- robots.txt is in, and would then send them in one burst. The queue pays the debt back.
+  local site, def_rate, burst = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+  local k = P .. ':site:' .. site
+  local now = now_ms()
+  local st = redis.call('HMGET', k, 'tokens', 'ts', 'limit_rate', 'factor')
+  local rate = (tonumber(st[3]) or def_rate) * (tonumber(st[4]) or 1)
+  if rate <= 0 then return 0 end
+  local tokens = tonumber(st[1]) or burst
+  tokens = math.min(burst, tokens + (now - (tonumber(st[2]) or now)) * rate / 1000)
+  redis.call('HSET', k, 'tokens', tostring(tokens - 1), 'ts', now)
+  return 0
 
 elseif cmd == 'take_seeds' then
   local node, n, start_key = ARGV[2], tonumber(ARGV[3]), ARGV[4]

@@ -165,7 +165,7 @@ class FrontierScheduler(BaseScheduler):
         self._drained_since: float | None = None
         self._last_heartbeat = 0.0
         self._last_recovery = 0.0
-        self._queue_looked_empty = False
+        self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -186,12 +186,7 @@ class FrontierScheduler(BaseScheduler):
             drain_grace=s.getfloat("DISTCRAWL_DRAIN_GRACE", DEFAULT_DRAIN_GRACE),
             allow_private=allow_private,
             concurrency=s.getint("CONCURRENT_REQUESTS", 16),
-            budget=SiteBudget(
-                rate=s.getfloat("DISTCRAWL_SITE_RATE", 0.0),
-                concurrency=s.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
-                burst=max(1.0, s.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
-                adaptive_rate=s.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
-            ),
+            budget=SiteBudget.from_settings(s),
             site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
             latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
         )
@@ -270,7 +265,9 @@ class FrontierScheduler(BaseScheduler):
             slot.inprogress = _InProgress(slot.inprogress, self._request_done)
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self.crawler.signals.connect(self._dead_letter, signal=dc_signals.request_dead_lettered)
-        self.crawler.signals.connect(self._response_received, signal=signals.response_received)
+        # response_downloaded fires for every answer, also those the retry middleware turns
+        # into a retry (response_received would only see the last one)
+        self.crawler.signals.connect(self._response_received, signal=signals.response_downloaded)
         logger.info(
             "Frontier node %s on %s (queue %s, seeds from %s)",
             self.node_id,
@@ -427,6 +424,9 @@ class FrontierScheduler(BaseScheduler):
             if self._pending_writes() and self._redis_down_since is None:
                 continue
             self._wake.clear()
+            if self._next_due is not None and self._free_slots() > 0:
+                # wake up when a parked retry or a waiting site falls due, not a poll later
+                wait = min(wait, max(0.002, self._next_due - time.monotonic()))
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)
                 wait = 0.02 if self._redis_down_since is None else wait
@@ -481,7 +481,7 @@ class FrontierScheduler(BaseScheduler):
         self._seeds_pending = False
         self._feedback = {}
         try:
-            added, filtered, parked, acked, out = await self.store.sync(
+            added, filtered, parked, acked, out, next_due = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -505,6 +505,8 @@ class FrontierScheduler(BaseScheduler):
                 counts[1] += throttled
                 counts[2] += slow
             raise
+        due = int(next_due)
+        self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         stats = self.stats
         stats.inc_value("frontier/roundtrips")
         if added:

@@ -98,6 +98,17 @@ class SiteBudget:
     burst: float = 1.0
     adaptive_rate: float = 8.0
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> SiteBudget:
+        """``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``, ``DISTCRAWL_SITE_BURST``,
+        ``DISTCRAWL_ADAPTIVE_RATE``."""
+        return cls(
+            rate=settings.getfloat("DISTCRAWL_SITE_RATE", 0.0),
+            concurrency=settings.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
+            burst=max(1.0, settings.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
+            adaptive_rate=settings.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
+        )
+
 
 _NO_BUDGET = SiteBudget()
 
@@ -156,6 +167,9 @@ class FrontierStore:
             else:
                 pipe.hset(key, field, value)
         return pipe.execute()
+
+    def take_token(self, site: str, budget: SiteBudget) -> Any:
+        return self._call("take_token", site, budget.rate, budget.burst, budget.adaptive_rate)
 
     def take_seeds(self, node: str, n: int) -> Any:
         return self._call("take_seeds", node, n, self.keys.start_urls)
