@@ -15,6 +15,7 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.python import global_object_name
 
 from distcrawl.signals import request_dead_lettered
@@ -102,7 +103,11 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
             "dont_retry", False
         ):
-            return self._backoff(request, global_object_name(exception.__class__), None, None)
+            retry = self._backoff(request, global_object_name(exception.__class__), None, None)
+            if retry is None:
+                # dead-lettered, and the give-up is logged: no second report with a traceback
+                raise IgnoreRequest(f"dead-lettered after its last try: {exception!r}")
+            return retry
         return None
 
     def _backoff(

@@ -57,9 +57,25 @@ RETRY_TIMES = 3
 DOWNLOADER_MIDDLEWARES = {
     # robots.txt fetches spend the site's shared budget like every other request
     "distcrawl.frontier.robots.RobotsTxtBudget": 50,
+    # no request reaches a private, loopback or metadata address, checked after DNS and
+    # after redirects (before robots: no robots.txt fetch from a refused host either)
+    "distcrawl.safety.AddressGuardMiddleware": 60,
+    # Scrapy's, fixed: requests that arrive while robots.txt is being fetched wait for it
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "distcrawl.safety.RobotsTxtMiddleware": 100,
+    # pages-per-site budget shared by the cluster, redirect loops, oversized bodies
+    "distcrawl.safety.PageLimitsMiddleware": 110,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "distcrawl.middlewares.BackoffRetryMiddleware": 550,
 }
+# crawler traps (endless pagination, calendars) end at this many hops from the seed
+DEPTH_LIMIT = 100
+#: pages one site may cost the whole cluster per crawl (0 = no budget)
+DISTCRAWL_MAX_PAGES_PER_SITE = int(os.environ.get("DISTCRAWL_MAX_PAGES_PER_SITE", "100000"))
+#: seconds a checked DNS answer is trusted
+DISTCRAWL_DNS_TTL = 60
+# only http(s) is ever fetched
+DOWNLOAD_HANDLERS = {"file": None, "s3": None, "ftp": None, "data": None}
 RETRY_BACKOFF_BASE = 1.0
 RETRY_BACKOFF_MAX = 120.0
 RETRY_BACKOFF_JITTER = 0.5

@@ -21,6 +21,8 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:dead             HASH  dead-letter id -> JSON record (request, reason, attempts, times, node)
   P:seeding:<node>   LIST  raw seeds taken from the start list by <node>, not yet in the frontier
   P:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
+  P:pages:<site>     STRING pages the site has cost the cluster (the page budget, counted by
+                           the nodes' PageLimitsMiddleware in reservations of a few pages)
   P:counters         HASH  crawl-wide counters kept by the script itself (requeued_dead_letters)
   P:paused           STRING present while the cluster is paused: no new leases are handed out
   P:req:site         HASH  rid -> site (host) of the request, for the per-site budget

@@ -39,7 +39,7 @@ from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
 from distcrawl.frontier.store import Child, Feedback, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.services import mask_url
-from distcrawl.urls import parse_allow_private
+from distcrawl.urls import parse_allow_private, printable
 
 if TYPE_CHECKING:
     from typing import Self
@@ -528,7 +528,7 @@ class FrontierScheduler(BaseScheduler):
             try:
                 request = codec.decode(payload, self.spider, allow_private=True)
             except codec.BadEntry as exc:
-                logger.error("Refused queue entry %s: %s", rid, exc)
+                logger.warning("Refused queue entry %s: %s", printable(rid), printable(str(exc)))
                 self.stats.inc_value(f"frontier/refused/{exc.reason}")
                 self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
                 bad.append(rid)
@@ -571,7 +571,11 @@ class FrontierScheduler(BaseScheduler):
         for raw in raws:
             try:
                 seed = parse_seed(raw, allow_private=self.allow_private)
-                request = make(seed) if make else None
+                try:
+                    request = make(seed) if make else None
+                except Exception as exc:
+                    logger.exception("The spider could not make a request from seed %s", seed.url)
+                    raise BadSeed("spider_refused", str(exc)[:100]) from None
                 if request is None:
                     raise BadSeed("spider_refused")
             except BadSeed as exc:
@@ -583,7 +587,7 @@ class FrontierScheduler(BaseScheduler):
                 self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
                 continue
             self.stats.inc_value("frontier/seeds/accepted")
-            logger.info("Seed accepted: %s (priority %d)", request.url, request.priority)
+            logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
             self.enqueue_request(request)
         # the seeds leave this node's seeding list in the same flush that queues them
         self._seeds_pending = True
