@@ -21,6 +21,7 @@ the same documents. It does no upsert and keeps no unique key: re-crawls would d
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import json
 import platform
@@ -98,11 +99,10 @@ def make_products(count: int) -> list[Product]:
     ]
 
 
-async def run_variant(pipeline: str, products: list[Product], workdir: Path) -> dict[str, Any]:
-    """One crawl with *pipeline* against a fresh SecantusDB; seconds and documents stored."""
-    from scrapy import Spider, signals
-    from scrapy.crawler import AsyncCrawlerRunner, Crawler
-
+async def run_variant(
+    pipeline: str, products: list[Product], workdir: Path, *, mode: str, concurrency: int
+) -> dict[str, Any]:
+    """Write *products* with *pipeline* to a fresh SecantusDB; seconds and documents stored."""
     server = MongoServer(data_dir=workdir / "data", log_path=workdir / "mongo.log").start()
     try:
         settings = {
@@ -112,46 +112,88 @@ async def run_variant(pipeline: str, products: list[Product], workdir: Path) -> 
             "MONGO_DATABASE": DATABASE,
             "MONGO_JOURNAL_PATH": str(workdir / "journal"),
         }
-
-        class BenchSpider(Spider):
-            name = "bench"
-
-            async def start(self) -> Any:
-                for product in products:
-                    yield product
-
-        clock: dict[str, float] = {}
-
-        # Named functions, held by this frame: signal receivers are weak references.
-        def opened() -> None:
-            clock["start"] = time.perf_counter()
-
-        def scraped() -> None:
-            clock["end"] = time.perf_counter()
-
-        crawler = Crawler(BenchSpider, settings)
-        crawler.signals.connect(opened, signal=signals.spider_opened)
-        crawler.signals.connect(scraped, signal=signals.item_scraped)
-        await AsyncCrawlerRunner(settings).crawl(crawler)
+        if mode == "crawl":
+            seconds = await _through_a_crawl(settings, products)
+        else:
+            seconds = await _through_the_item_pipeline(settings, products, concurrency)
         client = server.client()
         try:
             stored = client[DATABASE][COLLECTION].count_documents({})
         finally:
             client.close()
-        seconds = clock["end"] - clock["start"]
         per_s = round(len(products) / seconds, 1)
         return {"seconds": round(seconds, 3), "per_s": per_s, "stored": stored}
     finally:
         server.stop()
 
 
-async def bench(items: int) -> dict[str, Any]:
+async def _through_the_item_pipeline(
+    settings: dict[str, Any], products: list[Product], concurrency: int
+) -> float:
+    """Scrapy's item pipeline manager, built from a real crawler, given the products with at
+    most *concurrency* of them in process at once (as the scraper does for many responses).
+    The clock covers the pipeline's open, every item, and its close."""
+    from scrapy import Spider
+    from scrapy.pipelines import ItemPipelineManager
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(Spider, settings)
+    manager = ItemPipelineManager.from_crawler(crawler)
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(product: Product) -> None:
+        async with slots:
+            await manager.process_item_async(product)
+
+    start = time.perf_counter()
+    await manager.open_spider_async()
+    await asyncio.gather(*(one(product) for product in products))
+    await manager.close_spider_async()
+    return time.perf_counter() - start
+
+
+async def _through_a_crawl(settings: dict[str, Any], products: list[Product]) -> float:
+    """A whole crawl whose spider yields the products from ``start()``; the clock runs from
+    ``spider_opened`` to the last ``item_scraped`` (Scrapy sends it once an item's
+    ``process_item`` has completed). Not to the crawl's end: Scrapy notices that a spider
+    whose items came from ``start()`` is idle only at its next 5-second heartbeat."""
+    from scrapy import Spider, signals
+    from scrapy.crawler import AsyncCrawlerRunner, Crawler
+
+    class BenchSpider(Spider):
+        name = "bench"
+
+        async def start(self) -> Any:
+            for product in products:
+                yield product
+
+    clock: dict[str, float] = {}
+
+    # Named functions, held by this frame: signal receivers are weak references.
+    def opened() -> None:
+        clock["start"] = time.perf_counter()
+
+    def scraped() -> None:
+        clock["end"] = time.perf_counter()
+
+    crawler = Crawler(BenchSpider, settings)
+    crawler.signals.connect(opened, signal=signals.spider_opened)
+    crawler.signals.connect(scraped, signal=signals.item_scraped)
+    await AsyncCrawlerRunner(settings).crawl(crawler)
+    return clock["end"] - clock["start"]
+
+
+async def bench(items: int, *, mode: str, concurrency: int) -> dict[str, Any]:
     products = make_products(items)
+    variants = {"per_item": f"{__name__}.PerItemMongoPipeline",
+                "bulk": "distcrawl.pipelines.MongoPipeline"}  # fmt: skip
+    results = {}
     with tempfile.TemporaryDirectory(prefix="distcrawl-bench-") as tmp:
-        per_item = await run_variant(
-            f"{__name__}.PerItemMongoPipeline", products, Path(tmp) / "per_item"
-        )
-        bulk = await run_variant("distcrawl.pipelines.MongoPipeline", products, Path(tmp) / "bulk")
+        for name, pipeline in variants.items():
+            results[name] = await run_variant(
+                pipeline, products, Path(tmp) / name, mode=mode, concurrency=concurrency
+            )
+    per_item, bulk = results["per_item"], results["bulk"]
     return {
         "items": items,
         "per_item_per_s": per_item["per_s"],
@@ -161,6 +203,8 @@ async def bench(items: int) -> dict[str, Any]:
         "bulk_seconds": bulk["seconds"],
         "per_item_stored": per_item["stored"],
         "bulk_stored": bulk["stored"],
+        "mode": mode,
+        "concurrency": concurrency if mode == "pipeline" else None,
         "server": "SecantusDB, a fresh process and storage directory per variant",
         "python": platform.python_version(),
         "pymongo": pymongo.version,
@@ -171,6 +215,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=5000, help="products to write (M)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--mode",
+        choices=("pipeline", "crawl"),
+        default="pipeline",
+        help="drive Scrapy's item pipeline manager directly (default), or run a whole crawl "
+        "whose spider yields the products (adds the engine's per-item cost to both)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1000,
+        help="pipeline mode: products in process at once (default 1000)",
+    )
     args = parser.parse_args(argv)
 
     from scrapy.utils.defer import deferred_from_coro
@@ -186,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         reactor.stop()  # type: ignore[attr-defined]
 
     reactor.callWhenRunning(  # type: ignore[attr-defined]
-        lambda: deferred_from_coro(bench(args.items)).addBoth(finish)
+        lambda: deferred_from_coro(
+            bench(args.items, mode=args.mode, concurrency=args.concurrency)
+        ).addBoth(finish)
     )
     reactor.run()  # type: ignore[attr-defined]
     result = outcome.get("result")
@@ -196,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{result['items']} products, {result['server']}")
+        print(f"{result['items']} products, {result['mode']} mode, {result['server']}")
         for label, key in (("per-item insert_one", "per_item"), ("distcrawl bulk", "bulk")):
             print(
                 f"  {label + ' pipeline:':30} {result[key + '_per_s']:>9.1f} items/s "

@@ -23,9 +23,12 @@ from typing import Any
 import pymongo
 import pytest
 from bson.decimal128 import Decimal128
+from scrapy.utils.test import get_crawler
 
+from distcrawl.pipelines import MongoPipeline
 from distcrawl.services import MongoServer
-from distcrawl.storage.documents import make_record
+from distcrawl.storage.documents import InvalidItem, make_record
+from distcrawl.storage.journal import Journal
 from distcrawl.storage.writer import MongoWriter
 
 REPO = Path(__file__).resolve().parent.parent
@@ -200,7 +203,8 @@ def test_mongodb_stopped_mid_crawl_every_product_stored_once(
         "outage",
         {
             "products": [product(i) for i in range(total)],
-            "delay": 0.1,  # a steady flow of ~20 products/s, longer than the outage
+            "delay": 0.1,  # a steady flow of products through the outage
+            "hold_last_until": str(tmp_path / "mongo-is-back"),  # the crawl outlasts it
             "settings": settings(mongo_uri, tmp_path, MONGO_JOURNAL_AFTER=journal_after),
         },
     )
@@ -210,6 +214,7 @@ def test_mongodb_stopped_mid_crawl_every_product_stored_once(
     time.sleep(4)
     during = len(run.acks())
     mongo_server.start()
+    (tmp_path / "mongo-is-back").touch()
     stats = run.result()
 
     docs = documents(mongo_uri)
@@ -293,6 +298,99 @@ def test_history_is_bounded_and_values_stay_data(writer: MongoWriter) -> None:
     assert doc["last_seen"] == (NOW + dt.timedelta(days=5)).replace(tzinfo=None)
 
 
+def test_writer_keys_on_site_and_sku_and_survives_an_insert_race(writer: MongoWriter) -> None:
+    records = [
+        make_record(product(1), ("site", "sku"), history=3, now=NOW),
+        make_record(product(2), ("site", "sku"), history=3, now=NOW),
+    ]
+    # Another node inserted product 1 a moment ago: our insert meets a duplicate _id.
+    writer.collection.insert_one({"_id": {"site": "shop.test", "sku": "SKU-1"}, "name": "old"})
+    outcome = writer.write(records)
+    assert (outcome.inserted, outcome.updated, outcome.retry, outcome.rejected) == (1, 1, [], {})
+    names = {doc["_id"]["sku"]: doc["name"] for doc in writer.collection.find()}
+    assert names == {"SKU-1": "Product 1", "SKU-2": "Product 2"}
+    writer.new_share = 0.0  # a re-crawl: keys are looked up first
+    assert writer.write(records).updated == 2
+
+
+def test_make_record_refuses_what_cannot_be_stored() -> None:
+    with pytest.raises(InvalidItem) as caught:
+        make_record(product(1, extra=object()), ("url",), history=3, now=NOW)
+    assert caught.value.reason == "unencodable"
+    with pytest.raises(InvalidItem) as caught:
+        make_record(product(1, description="x" * (17 * 1024 * 1024)), ("url",), history=3, now=NOW)
+    assert caught.value.reason == "too_large"
+    record = make_record(
+        product(1, price=Decimal("9.90"), category_path=("a", "b"), first_seen="forged"),
+        ("url",),
+        history=3,
+        now=NOW,
+    )
+    assert record.fields["price"] == Decimal128("9.90")
+    assert record.fields["category_path"] == ["a", "b"]
+    assert "first_seen" not in record.fields  # the pipeline owns it
+    assert record.seen_at == NOW
+
+
+def test_journal_segments_are_replayed_only_when_no_live_node_holds_them(tmp_path: Path) -> None:
+    records = [make_record(product(i), ("url",), history=3, now=NOW) for i in range(3)]
+    writing = Journal(tmp_path, database="db", collection="products")
+    other = Journal(tmp_path, database="db", collection="products")
+    elsewhere = Journal(tmp_path, database="db", collection="other")
+    assert writing.append(records) == 3
+    assert other.claim() is None  # its writer is alive and holds it
+    writing.rotate()
+    assert elsewhere.claim() is None  # not its collection
+    segment = other.claim()
+    assert segment is not None
+    assert [r.key for r in segment.read(10)] == [r.key for r in records]
+    assert segment.read(10) == []
+    segment.finish()
+    assert writing.segments() == []
+
+
+def test_journal_skips_a_line_cut_by_a_crash(tmp_path: Path) -> None:
+    journal = Journal(tmp_path, database="db", collection="products")
+    journal.append([make_record(product(1), ("url",), history=3, now=NOW)])
+    journal.close()
+    (path,) = journal.segments()
+    with open(path, "a") as handle:
+        handle.write('{"key": "https://shop.test/p/2", "fie')  # no newline: never acknowledged
+    segment = journal.claim()
+    assert segment is not None
+    assert len(segment.read(10)) == 1
+    assert segment.damaged == 1
+    segment.release()
+
+
+@pytest.mark.parametrize(
+    ("value", "document"),
+    [
+        (None, {"w": "majority", "j": True}),
+        ("majority", {"w": "majority", "j": True}),
+        ("2", {"w": 2, "j": True}),
+        ('{"w": 1}', {"w": 1}),
+        ({"w": "majority", "wtimeout": 5000}, {"w": "majority", "wtimeout": 5000}),
+    ],
+)
+def test_write_concern_setting(value: Any, document: dict[str, Any], tmp_path: Path) -> None:
+    crawler = get_crawler(
+        settings_dict={"MONGO_URI": "mongodb://127.0.0.1:1/x", "MONGO_WRITE_CONCERN": value}
+    )
+    pipeline = MongoPipeline.from_crawler(crawler)
+    assert pipeline.write_concern.document == document
+    assert pipeline.database == "x"
+
+
+def test_settings_that_could_lose_products_are_refused() -> None:
+    with pytest.raises(ValueError, match="MONGO_URI"):
+        MongoPipeline.from_crawler(get_crawler(settings_dict={"MONGO_URI": ""}))
+    with pytest.raises(ValueError, match="w=0"):
+        MongoPipeline.from_crawler(
+            get_crawler(settings_dict={"MONGO_URI": "mongodb://h/x", "MONGO_WRITE_CONCERN": 0})
+        )
+
+
 # --------------------------------------------------------------------------- the subprocess
 
 
@@ -321,6 +419,9 @@ def _crawl_main(spec_path: str) -> None:
         async def parse(self, response: Any, index: int) -> Any:
             if spec.get("delay"):
                 await asyncio.sleep(spec["delay"])
+            if spec.get("hold_last_until") and index == len(spec["products"]) - 1:
+                while not Path(spec["hold_last_until"]).exists():
+                    await asyncio.sleep(0.1)
             fields = dict(spec["products"][index])
             if fields.get("price") is not None:
                 fields["price"] = Decimal(fields["price"])

@@ -25,14 +25,18 @@ import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bson
+import scrapy
 from bson import json_util
 from bson.decimal128 import Decimal128
 from bson.errors import InvalidDocument
 from bson.raw_bson import RawBSONDocument
 from itemadapter import ItemAdapter
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -103,7 +107,9 @@ def make_record(
             raise InvalidItem(f"missing_{name}", f"product without {name} on {page}")
     try:
         fields = {
-            name: to_bson(value) for name, value in adapter.items() if name not in RESERVED_FIELDS
+            name: value if type(value) in _PLAIN else to_bson(value)
+            for name, value in _fields(item, adapter)
+            if name not in RESERVED_FIELDS
         }
         key = (
             fields[key_fields[0]]
@@ -120,6 +126,19 @@ def make_record(
     if len(encoded) > MAX_DOCUMENT_BYTES:
         raise InvalidItem("too_large", f"product on {page} is {len(encoded)} bytes as BSON")
     return dataclasses.replace(record, document=RawBSONDocument(encoded))
+
+
+#: types BSON stores as they are (checked by exact type: the common case, kept cheap)
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _fields(item: Any, adapter: ItemAdapter) -> Iterable[tuple[str, Any]]:
+    """The item's fields; dicts and Scrapy items without going through the adapter per field."""
+    if isinstance(item, dict):
+        return item.items()
+    if isinstance(item, scrapy.Item):
+        return dict(item).items()  # one copy; ItemAdapter would go through two layers per key
+    return adapter.items()
 
 
 def to_bson(value: Any) -> Any:

@@ -1,0 +1,474 @@
+"""The durable side of the MongoDB pipeline: products wait here until they are in MongoDB or,
+while MongoDB is unreachable, in the local journal; only then does :meth:`ProductStore.put`
+return.
+
+Two writing lanes take batches from the waiting products (group commit: a lane writes what
+has gathered as soon as it is free, so batches grow with the load). A failed write is retried
+with exponential backoff while the products wait, which holds their requests and so slows the
+crawl down. When the outage outlasts ``journal_after``, or more than ``buffer_max_items``
+products wait, they go to the journal instead, and new ones straight there until a probe
+finds MongoDB again; the journal is then replayed, between live batches. Every lane's write
+runs in a worker thread (:class:`~distcrawl.storage.writer.MongoWriter`), so the reactor
+never waits on the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from distcrawl.services import mask_url
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from distcrawl.storage.documents import Record
+    from distcrawl.storage.journal import Journal, Segment
+    from distcrawl.storage.writer import MongoWriter, WriteOutcome
+
+__all__ = ["ProductStore", "Rejected"]
+
+logger = logging.getLogger(__name__)
+
+#: bulk writes in flight at once: a second lane writes only full batches, while the first
+#: is busy with a partial one (products of one key never go to both at once)
+LANES = 2
+#: a record whose write keeps racing (duplicate _id, transient per-document errors) this many
+#: times is refused rather than retried forever
+MAX_RECORD_ATTEMPTS = 10
+
+
+class Rejected(Exception):
+    """MongoDB refused a product for good (the message says why); it is not stored."""
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A product waiting to be durable; its ``put`` awaits ``future``."""
+
+    record: Record
+    future: asyncio.Future[None]
+    since: float
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class _Outage:
+    since: float = field(default_factory=time.monotonic)
+    attempts: int = 0
+
+
+class ProductStore:
+    """Makes products durable in MongoDB through *writer*, or in *journal* during outages.
+
+    ``count(name, n)`` receives the counters (``written``, ``inserted``, ``updated``,
+    ``batches``, ``retries``, ``journaled``, ``replayed``, ``journal_damaged``,
+    ``dropped/rejected``).
+    """
+
+    def __init__(
+        self,
+        *,
+        writer: MongoWriter,
+        journal: Journal,
+        count: Callable[[str, int], None],
+        batch_size: int,
+        flush_interval: float,
+        buffer_max_items: int,
+        journal_after: float,
+        close_timeout: float,
+        retry_backoff: float,
+        retry_backoff_max: float,
+    ) -> None:
+        self._writer = writer
+        self._journal = journal
+        self._count = count
+        self.batch_size = max(1, batch_size)
+        self.flush_interval = max(0.0, flush_interval)
+        self.buffer_max_items = max(1, buffer_max_items)
+        self.journal_after = max(0.0, journal_after)
+        self.close_timeout = max(0.0, close_timeout)
+        self.retry_backoff = max(0.01, retry_backoff)
+        self.retry_backoff_max = max(self.retry_backoff, retry_backoff_max)
+
+        self._waiting: deque[_Waiting] = deque()
+        self._in_flight: dict[int, list[_Waiting]] = {}  # lane -> the batch it is writing
+        self._outage: _Outage | None = None
+        self._journaling = False  # outage long enough: products go straight to the journal
+        self._replay_wanted = False
+        self._replaying: Segment | None = None
+        self._replayed_from_segment = 0
+        self._closing = False
+        self._deadline = float("inf")
+        self._lanes: list[asyncio.Task[None]] = []
+        self._probe: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()  # products arrived, a lane finished, or closing
+        self._nudge = asyncio.Event()  # MongoDB answers again, or closing
+        self._journal_lock = asyncio.Lock()
+
+    @property
+    def journal_path(self) -> str:
+        return str(self._journal.directory)
+
+    async def open(self) -> None:
+        """Connect, create the collection if needed, and start the lanes; a journal left by an
+        earlier run is replayed as soon as MongoDB answers."""
+        self._replay_wanted = bool(await asyncio.to_thread(self._journal.segments))
+        try:
+            await asyncio.to_thread(self._writer.ensure_collection)
+        except Exception as exc:
+            # Not fatal: products wait (or go to the journal) until MongoDB answers.
+            self._failed(exc, waiting=0, what="MongoDB unreachable at open")
+        self._lanes = [asyncio.create_task(self._flush_forever(lane)) for lane in range(LANES)]
+
+    async def put(self, record: Record) -> None:
+        """Return once *record* is durable; raise :class:`Rejected` if MongoDB refuses it."""
+        waiting = _Waiting(record, asyncio.get_running_loop().create_future(), time.monotonic())
+        self._waiting.append(waiting)
+        if len(self._waiting) == 1 or len(self._waiting) >= self.batch_size:
+            self._wake.set()  # an idle lane has work; a busy lane looks when it is done
+        if self._outage is not None and len(self._waiting) > self.buffer_max_items:
+            spill = list(self._waiting)
+            self._waiting.clear()
+            if not await self._journal_items(spill):
+                self._waiting.extendleft(reversed(spill))  # no disk either: keep waiting
+        await waiting.future
+
+    async def close(self) -> None:
+        """Write what waits, waiting for MongoDB up to ``close_timeout`` seconds, then journal
+        the rest; replay the journal meanwhile if MongoDB answers; release everything."""
+        self._closing = True
+        self._deadline = time.monotonic() + self.close_timeout
+        self._wake.set()
+        self._nudge.set()
+        lanes = asyncio.gather(*self._lanes)
+        try:
+            await asyncio.wait_for(asyncio.shield(lanes), self.close_timeout + 1.0)
+        except TimeoutError:
+            lanes.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lanes
+        in_flight = [w for batch in self._in_flight.values() for w in batch]
+        leftovers = [w for w in (*in_flight, *self._waiting) if not w.future.done()]
+        self._in_flight, self._waiting = {}, deque()
+        if leftovers and not await self._journal_items(leftovers):
+            logger.error(
+                "%d products could be neither written nor journaled; their pages will be "
+                "crawled again when their leases return",
+                len(leftovers),
+            )
+            for waiting in leftovers:
+                if not waiting.future.done():
+                    waiting.future.cancel()
+        if self._probe is not None:
+            self._probe.cancel()
+        if self._replaying is not None:
+            self._replaying.release()
+            self._replaying = None
+        await asyncio.to_thread(self._journal.close)
+        left = await asyncio.to_thread(self._journal.segments)
+        if left:
+            logger.warning(
+                "%d journal segments in %s wait for the next run to replay them",
+                len(left),
+                self.journal_path,
+            )
+        await asyncio.to_thread(self._writer.close)
+
+    # ------------------------------------------------------------------ the writer task
+
+    async def _flush_forever(self, lane: int) -> None:
+        """One writing lane. Lanes take batches with disjoint keys, so one batch is on the
+        server while the other is being settled and the next one formed; lane 0 also replays
+        the journal."""
+        while True:
+            try:
+                batch = self._take_batch() if self._waiting else []
+                if batch:
+                    await self._store(lane, batch)
+                elif lane == 0 and self._replay_wanted and self._can_replay():
+                    await self._replay_step()
+                elif self._closing and not self._waiting:
+                    return
+                else:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    await self._linger()
+            except Exception:
+                # A bug must not strand the waiting items: they stay queued and are retried.
+                logger.exception("MongoDB pipeline error; retrying")
+                self._waiting.extendleft(reversed(self._in_flight.pop(lane, [])))
+                await asyncio.sleep(1.0)
+
+    async def _linger(self) -> None:
+        await asyncio.sleep(0)  # items produced in the same loop iteration join this batch
+        if self.flush_interval <= 0:
+            return
+        deadline = self._waiting[0].since + self.flush_interval
+        while len(self._waiting) < self.batch_size and not self._closing:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
+
+    def _take_batch(self) -> list[_Waiting]:
+        """Up to a batch of items with distinct keys, oldest first, none of them being written
+        by another lane; a product seen twice keeps its later observation for a later batch, so
+        its history stays in order."""
+        if self._in_flight and len(self._waiting) < self.batch_size and not self._closing:
+            # Another lane is writing: let a partial batch grow until that write is done (its
+            # lane takes it then), so batches get larger as the load does.
+            return []
+        batch: list[_Waiting] = []
+        later: list[_Waiting] = []
+        tokens = {w.record.token for busy in self._in_flight.values() for w in busy}
+        scanned = 0
+        while self._waiting and len(batch) < self.batch_size and scanned < 4 * self.batch_size:
+            waiting = self._waiting.popleft()
+            scanned += 1
+            if waiting.future.done():
+                continue  # already journaled by a spill
+            if waiting.record.token in tokens:
+                later.append(waiting)
+            else:
+                tokens.add(waiting.record.token)
+                batch.append(waiting)
+        self._waiting.extendleft(reversed(later))
+        if not batch and later:
+            self._wake.clear()  # all of them wait for a lane to finish; it wakes us
+        return batch
+
+    async def _store(self, lane: int, batch: list[_Waiting]) -> None:
+        """Make every item of *batch* durable: written, or journaled once the outage is long
+        enough (or the node is closing and out of time). Never raises for a database fault."""
+        self._in_flight[lane] = batch
+        while batch:
+            if not self._journaling:
+                try:
+                    outcome = await self._write([w.record for w in batch])
+                except Exception as exc:
+                    self._failed(exc, waiting=len(batch) + len(self._waiting))
+                    if not self._journal_due():
+                        await self._pause()
+                        continue
+                    self._start_journaling()
+                else:
+                    batch = self._settle(batch, outcome.rejected, outcome.retry)
+                    self._count("inserted", outcome.inserted)
+                    self._count("updated", outcome.updated)
+                    self._in_flight[lane] = batch
+                    continue
+            if await self._journal_items(batch):
+                break
+            await self._pause()  # neither MongoDB nor the disk: hold on and try both again
+        del self._in_flight[lane]
+        self._wake.set()  # observations held back for this batch's keys may go now
+
+    async def _write(self, records: list[Record]) -> WriteOutcome:
+        outcome = await asyncio.to_thread(self._writer.write, records)
+        self._count("batches", 1)
+        self._succeeded()
+        return outcome
+
+    def _settle(
+        self, batch: list[_Waiting], rejected: dict[int, str], retry: list[int]
+    ) -> list[_Waiting]:
+        """Resolve the items of a written batch; return those to write again."""
+        again = set(retry)
+        retry_batch: list[_Waiting] = []
+        written = 0
+        for index, waiting in enumerate(batch):
+            if waiting.future.done():
+                continue
+            if index in again:
+                waiting.attempts += 1
+                if waiting.attempts < MAX_RECORD_ATTEMPTS:
+                    retry_batch.append(waiting)
+                    continue
+                rejected = {**rejected, index: "the write kept conflicting"}
+            if index in rejected:
+                self._count("dropped/rejected", 1)
+                reason = f"MongoDB refused the product on {waiting.record.page}: {rejected[index]}"
+                waiting.future.set_exception(Rejected(reason))
+            else:
+                written += 1
+                waiting.future.set_result(None)
+        self._count("written", written)
+        return retry_batch
+
+    # ------------------------------------------------------------------ outages
+
+    def _failed(
+        self, exc: BaseException, *, waiting: int, what: str = "MongoDB write failed"
+    ) -> None:
+        self._count("retries", 1)
+        if self._outage is None:
+            self._outage = _Outage()
+            logger.warning(
+                "%s (%s: %s); holding %d products and retrying with backoff",
+                what,
+                type(exc).__name__,
+                _short(exc),
+                waiting,
+            )
+            self._probe = asyncio.create_task(self._probe_until_up())
+        self._outage.attempts += 1
+
+    def _succeeded(self) -> None:
+        if self._outage is None:
+            return
+        logger.info(
+            "MongoDB writes succeed again after %.1f s (%d failed attempts)",
+            time.monotonic() - self._outage.since,
+            self._outage.attempts,
+        )
+        self._outage = None
+        self._journaling = False
+        if self._probe is not None and self._probe is not asyncio.current_task():
+            self._probe.cancel()
+        self._probe = None
+        if self._journal.segments():
+            self._journal.rotate()  # our own segment becomes replayable
+            self._replay_wanted = True
+        self._nudge.set()
+        self._wake.set()
+
+    def _journal_due(self) -> bool:
+        if self._closing and time.monotonic() >= self._deadline:
+            return True
+        return (
+            self._outage is not None and time.monotonic() - self._outage.since >= self.journal_after
+        )
+
+    def _start_journaling(self) -> None:
+        if self._journaling:
+            return
+        self._journaling = True
+        assert self._outage is not None
+        logger.warning(
+            "MongoDB unreachable for %.0f s: products go to the journal %s until it answers",
+            time.monotonic() - self._outage.since,
+            self.journal_path,
+        )
+
+    def _backoff(self) -> float:
+        attempts = self._outage.attempts if self._outage else 1
+        delay = min(self.retry_backoff * 2.0 ** max(0, attempts - 1), self.retry_backoff_max)
+        return delay * random.uniform(0.75, 1.0)  # nodes that failed together spread out
+
+    async def _pause(self) -> None:
+        """Sleep the backoff, waking early when MongoDB answers again or the node closes."""
+        delay = self._backoff()
+        if self._closing:
+            delay = min(delay, max(0.0, self._deadline - time.monotonic()))
+        self._nudge.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._nudge.wait(), delay)
+
+    async def _probe_until_up(self) -> None:
+        """During an outage, ping with backoff; the first answer ends the outage."""
+        while self._outage is not None:
+            await asyncio.sleep(self._backoff())
+            if await asyncio.to_thread(self._writer.ping):
+                self._succeeded()
+                return
+
+    async def _journal_items(self, items: list[_Waiting]) -> bool:
+        """Journal the unresolved *items* and resolve them; False if the disk failed too."""
+        pending = [w for w in items if not w.future.done()]
+        if not pending:
+            return True
+        try:
+            async with self._journal_lock:
+                await asyncio.to_thread(self._journal.append, [w.record for w in pending])
+        except OSError as exc:
+            logger.error(
+                "Cannot journal %d products to %s: %s", len(pending), self.journal_path, exc
+            )
+            return False
+        self._count("journaled", len(pending))
+        for waiting in pending:
+            if not waiting.future.done():
+                waiting.future.set_result(None)
+        return True
+
+    # ------------------------------------------------------------------ journal replay
+
+    def _can_replay(self) -> bool:
+        if self._outage is not None:
+            return False
+        return not (self._closing and time.monotonic() >= self._deadline)
+
+    async def _replay_step(self) -> None:
+        """Replay one batch of the journal (live items go first between batches)."""
+        if self._replaying is None:
+            self._replaying = await asyncio.to_thread(self._journal.claim)
+            self._replayed_from_segment = 0
+            if self._replaying is None:
+                self._replay_wanted = False
+                return
+        segment = self._replaying
+        records = await asyncio.to_thread(segment.read, self.batch_size)
+        if not records:
+            await asyncio.to_thread(segment.finish)
+            self._replaying = None
+            if segment.damaged:
+                self._count("journal_damaged", segment.damaged)
+            logger.info(
+                "Replayed %d products from the journal %s",
+                self._replayed_from_segment,
+                segment.path,
+            )
+            return
+        for group in _distinct_rounds(records):
+            attempts = 0
+            while group:
+                try:
+                    outcome = await self._write(group)
+                except Exception as exc:
+                    # Keep the segment: a later replay starts it over (upserts are idempotent).
+                    self._failed(exc, waiting=len(self._waiting))
+                    segment.release()
+                    self._replaying = None
+                    return
+                for index, message in outcome.rejected.items():
+                    self._count("dropped/rejected", 1)
+                    logger.warning(
+                        "MongoDB refused the journaled product on %s: %s",
+                        group[index].page,
+                        message,
+                    )
+                done = len(group) - len(outcome.rejected) - len(outcome.retry)
+                self._count("replayed", done)
+                self._replayed_from_segment += done
+                attempts += 1
+                group = [group[i] for i in outcome.retry] if attempts < MAX_RECORD_ATTEMPTS else []
+
+
+def _distinct_rounds(records: list[Record]) -> list[list[Record]]:
+    """*records* split into groups of distinct keys, each product's observations in order."""
+    rounds: list[list[Record]] = []
+    seen: dict[str, int] = {}
+    for record in records:
+        index = seen.get(record.token, -1) + 1
+        seen[record.token] = index
+        if index == len(rounds):
+            rounds.append([])
+        rounds[index].append(record)
+    return rounds
+
+
+def _short(exc: BaseException) -> str:
+    """The gist of a driver error, without the timeouts and topology it appends."""
+    text = (str(exc).splitlines() or [""])[0]
+    for tail in (" (configured timeouts", ", Timeout:", ", full error:"):
+        text = text.split(tail, 1)[0]
+    return mask_url(text[:200]) if "://" in text else text[:200]
