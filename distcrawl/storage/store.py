@@ -10,6 +10,10 @@ products wait, they go to the journal instead, and new ones straight there until
 finds MongoDB again; the journal is then replayed, between live batches. Every lane's write
 runs in a worker thread (:class:`~distcrawl.storage.writer.MongoWriter`), so the reactor
 never waits on the network.
+
+Writes are idempotent, so a product written twice (a retried batch that had been applied, a
+replayed segment) is still one document. Order is kept per product within a node's live
+writes; a replayed observation lands after whatever was written meanwhile (last writer wins).
 """
 
 from __future__ import annotations
@@ -184,9 +188,9 @@ class ProductStore:
     # ------------------------------------------------------------------ the writer task
 
     async def _flush_forever(self, lane: int) -> None:
-        """One writing lane. Lanes take batches with disjoint keys, so one batch is on the
-        server while the other is being settled and the next one formed; lane 0 also replays
-        the journal."""
+        """One writing lane: it writes what has gathered whenever it is free, except that while
+        another lane is writing it waits for a full batch. Lanes never hold the same product at
+        once. Lane 0 also replays the journal, a batch at a time between live batches."""
         while True:
             try:
                 batch = self._take_batch() if self._waiting else []
@@ -208,7 +212,7 @@ class ProductStore:
 
     async def _linger(self) -> None:
         await asyncio.sleep(0)  # items produced in the same loop iteration join this batch
-        if self.flush_interval <= 0:
+        if self.flush_interval <= 0 or not self._waiting:
             return
         deadline = self._waiting[0].since + self.flush_interval
         while len(self._waiting) < self.batch_size and not self._closing:
@@ -366,6 +370,8 @@ class ProductStore:
 
     async def _pause(self) -> None:
         """Sleep the backoff, waking early when MongoDB answers again or the node closes."""
+        if self._outage is None:
+            return  # it answered while we were writing to the journal
         delay = self._backoff()
         if self._closing:
             delay = min(delay, max(0.0, self._deadline - time.monotonic()))
