@@ -40,14 +40,15 @@ SAFETY_MIDDLEWARES = {
     "distcrawl.safety.RobotsTxtMiddleware": 100,
     "distcrawl.safety.PageLimitsMiddleware": 110,
 }
-DEPTH_LIMIT = 50
+#: the project's DEPTH_LIMIT (50 if it had none), the bound the trap tests check
+DEPTH_LIMIT = int(getattr(project_settings, "DEPTH_LIMIT", 0) or 50)
 
 
 def safety_settings(**extra: Any) -> dict[str, str]:
     middlewares = {**project_settings.DOWNLOADER_MIDDLEWARES, **SAFETY_MIDDLEWARES}
     return {
         "DOWNLOADER_MIDDLEWARES": json.dumps(middlewares),
-        "DEPTH_LIMIT": str(getattr(project_settings, "DEPTH_LIMIT", 0) or DEPTH_LIMIT),
+        "DEPTH_LIMIT": str(DEPTH_LIMIT),
         **{k: str(v) for k, v in extra.items()},
     }
 
