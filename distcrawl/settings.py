@@ -55,8 +55,8 @@ RETRY_TIMES = 3
 # Scrapy's RetryMiddleware, extended: retries back off and are parked in Redis (any node
 # takes them when due); the last failure goes to the dead letters.
 DOWNLOADER_MIDDLEWARES = {
-    # robots.txt fetches spend the site's shared budget like every other request
-    "distcrawl.frontier.robots.RobotsTxtBudget": 50,
+    # robots.txt: fetched once per cluster, shared through Redis, charged to the site budget
+    "distcrawl.frontier.robots.SharedRobotsTxt": 50,
     # no request reaches a private, loopback or metadata address, checked after DNS and
     # after redirects (before robots: no robots.txt fetch from a refused host either)
     "distcrawl.safety.AddressGuardMiddleware": 60,

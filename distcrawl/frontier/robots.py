@@ -1,20 +1,22 @@
-"""robots.txt fetches spend the site's shared budget too.
+"""robots.txt once per site for the whole cluster, charged to the site's shared budget.
 
 Scrapy's RobotsTxtMiddleware fetches ``/robots.txt`` once per site on every node, straight
-through the downloader, never through the scheduler. Without this middleware a site limited
-to R requests/s would see R plus one robots.txt fetch per node in the first second. The fetch
-spends a token without waiting (the budget goes into debt, which the queue pays back): the
-node holds the site's leased requests until robots.txt is in, and a wait here would release
-them as one burst.
+through the downloader, never through the scheduler: a site limited to R requests/s would see
+R plus one robots.txt fetch per node in the first second. Here the first node to need a site's
+robots.txt fetches it (spending a token of the site's budget, without waiting: the node holds
+that site's leased requests until robots.txt is in, and a wait would release them as one
+burst) and shares the answer through Redis; every other node reads it from there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
+from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 
 from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
@@ -22,27 +24,36 @@ from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 if TYPE_CHECKING:
     from typing import Self
 
-    from scrapy import Request, Spider
+    from scrapy import Request
     from scrapy.crawler import Crawler
 
-__all__ = ["RobotsTxtBudget"]
+__all__ = ["SharedRobotsTxt"]
 
 logger = logging.getLogger(__name__)
 
+#: seconds a site's robots.txt, once fetched, serves every node
+DEFAULT_ROBOTS_TTL = 24 * 3600
+#: seconds a node waits for another node's robots.txt fetch before fetching it itself
+DEFAULT_LOCK_WAIT = 10.0
+#: a robots.txt larger than this is not shared (Scrapy would fetch it anyway)
+MAX_SHARED_BYTES = 512 * 1024
 
-class RobotsTxtBudget:
-    """Downloader middleware: a robots.txt request spends a token of its site's budget.
 
-    Settings: ``REDIS_URL`` and the per-site budget settings (``DISTCRAWL_SITE_RATE``, ...).
-    Place it before Scrapy's downloader middlewares (its order in the settings is 50).
+class SharedRobotsTxt:
+    """Downloader middleware for robots.txt requests: fetched once per cluster, shared.
+
+    Settings: ``REDIS_URL``, the per-site budget settings (``DISTCRAWL_SITE_RATE``, ...),
+    ``DISTCRAWL_ROBOTS_TTL``. Its order must be below the RobotsTxtMiddleware's (it is 50).
+    Keys: ``{spider}:robots:<site>`` (HASH status, body) and ``{spider}:robots:<site>:lock``.
     """
 
-    def __init__(self, *, crawler: Crawler, redis_url: str, budget: SiteBudget) -> None:
+    def __init__(self, *, crawler: Crawler, redis_url: str, budget: SiteBudget, ttl: int) -> None:
         self.crawler = crawler
         self.redis_url = redis_url
         self.budget = budget
+        self.ttl = ttl
         self._client: Any = None
-        self._stores: dict[str, FrontierStore] = {}
+        self._store: FrontierStore | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -51,26 +62,76 @@ class RobotsTxtBudget:
             crawler=crawler,
             redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
             budget=SiteBudget.from_settings(s),
+            ttl=s.getint("DISTCRAWL_ROBOTS_TTL", DEFAULT_ROBOTS_TTL),
         )
 
-    def _store(self, spider: Spider) -> FrontierStore:
-        if self._client is None:
+    def _frontier(self) -> FrontierStore:
+        if self._store is None:
+            spider = self.crawler.spider
+            assert spider is not None
             self._client = aioredis.from_url(self.redis_url, socket_timeout=10)
-        store = self._stores.get(spider.name)
-        if store is None:
             keys = FrontierKeys(spider=spider.name, start_urls=f"{spider.name}:start_urls")
-            store = self._stores[spider.name] = FrontierStore(self._client, keys)
-        return store
+            self._store = FrontierStore(self._client, keys)
+        return self._store
 
-    async def process_request(self, request: Request) -> None:
-        spider = self.crawler.spider
-        assert spider is not None
-        parsed = urlparse_cached(request)
-        if parsed.path != "/robots.txt" or not request.meta.get("dont_obey_robotstxt"):
+    @staticmethod
+    def _is_robots(request: Request) -> bool:
+        return bool(request.meta.get("dont_obey_robotstxt")) and (
+            urlparse_cached(request).path == "/robots.txt"
+        )
+
+    def _key(self, request: Request) -> str:
+        store = self._frontier()
+        return f"{store.keys.prefix}:robots:{urlparse_cached(request).netloc}"
+
+    async def process_request(self, request: Request) -> Response | None:
+        if not self._is_robots(request):
             return None
-        site = parsed.hostname or ""
+        store = self._frontier()
+        key = self._key(request)
+        site = urlparse_cached(request).hostname or ""
+        stats = self.crawler.stats
+        assert stats is not None
         try:
-            await self._store(spider).take_token(site, self.budget)
+            shared = await self._shared(request, key)
+            if shared is not None:
+                stats.inc_value("robotstxt/shared")
+                return shared
+            # one node fetches; the others wait for its answer rather than fetch it again
+            if not await self._client.set(
+                f"{key}:lock", "1", nx=True, px=int(DEFAULT_LOCK_WAIT * 1000)
+            ):
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + DEFAULT_LOCK_WAIT
+                while loop.time() < deadline:
+                    await asyncio.sleep(0.05)
+                    shared = await self._shared(request, key)
+                    if shared is not None:
+                        stats.inc_value("robotstxt/shared")
+                        return shared
+            await store.take_token(site, self.budget)
         except RedisError as exc:
-            logger.warning("robots.txt of %s fetched without spending a token: %s", site, exc)
+            logger.warning("robots.txt of %s fetched without the cluster's copy: %s", site, exc)
         return None
+
+    async def _shared(self, request: Request, key: str) -> Response | None:
+        status, body = await self._client.hmget(key, "status", "body")
+        if status is None:
+            return None
+        return Response(
+            url=request.url, status=int(status), body=body or b"", request=request, flags=["shared"]
+        )
+
+    async def process_response(self, request: Request, response: Response) -> Response:
+        if not self._is_robots(request) or "shared" in response.flags:
+            return response
+        if len(response.body) <= MAX_SHARED_BYTES:
+            key = self._key(request)
+            try:
+                pipe = self._client.pipeline(transaction=True)
+                pipe.hset(key, mapping={"status": response.status, "body": response.body})
+                pipe.expire(key, self.ttl)
+                await pipe.execute()
+            except RedisError as exc:
+                logger.warning("robots.txt of %s not shared: %s", request.url, exc)
+        return response
