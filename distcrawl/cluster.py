@@ -138,7 +138,9 @@ def _plan(
     # rooms are found by name.
     names = dict.fromkeys(zset_nodes)
     wait_prefix = f"{keys.prefix}:wait:"
+    budget_prefix = keys.site("")
     sites: list[str] = []
+    budgets: list[str] = []
     cursor: Any = 0
     prefixes = [keys.node(""), keys.leases(""), keys.seeding("")]
     while True:
@@ -146,6 +148,8 @@ def _plan(
         for key in map(_text, found):
             if key.startswith(wait_prefix):
                 sites.append(key[len(wait_prefix) :])
+            elif key.startswith(budget_prefix):
+                budgets.append(key[len(budget_prefix) :])
             for prefix in prefixes:
                 if key.startswith(prefix):
                     names.setdefault(key[len(prefix) :])
@@ -163,7 +167,12 @@ def _plan(
     for site in sites:
         batch.append(("zcard", (wait_prefix + site,)))
         batch += [("zcount", (wait_prefix + site, *score_range(lo, hi))) for _, lo, hi in bands]
+    batch += [("hgetall", (keys.site(site),)) for site in budgets]
     replies = (yield batch) if batch else []
+    site_budgets = {
+        site: {_text(k): _text(v) for k, v in (fields or {}).items()}
+        for site, fields in zip(budgets, replies[len(replies) - len(budgets) :], strict=True)
+    }
     waiting: dict[str, int] = {}
     at = 4 * len(names)
     for site in sites:
@@ -210,6 +219,7 @@ def _plan(
         "queued": queued,
         "queued_by_kind": by_kind,
         "waiting": waiting,
+        "site_budgets": site_budgets,
         "parked": parked,
         "requests": requests,
         "seen": seen,
@@ -386,6 +396,36 @@ def backlog(snapshot: Mapping[str, Any]) -> int:
 # --------------------------------------------------------------------------- the status
 
 
+def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each busy site's shared budget: its limit, the rate it is allowed now (the limit times
+    the adaptive factor, cut when the site pushes back), requests in flight and waiting."""
+    out = []
+    budgets = snapshot.get("site_budgets", {})
+    for site in sorted(set(budgets) | set(snapshot["waiting"])):
+        fields = budgets.get(site, {})
+        factor = float(fields.get("factor") or 1.0)
+        limit = float(fields["limit_rate"]) if fields.get("limit_rate") else None
+        in_flight = int(fields.get("active") or 0)
+        waiting = int(snapshot["waiting"].get(site, 0))
+        if not (in_flight or waiting or factor < 1.0):
+            continue  # not busy
+        out.append(
+            {
+                "site": site,
+                "limit_rate": limit,
+                "limit_concurrency": int(fields["limit_conc"])
+                if fields.get("limit_conc")
+                else None,
+                "factor": round(factor, 3),
+                "allowed_rate": round(limit * factor, 2) if limit is not None else None,
+                "in_flight": in_flight,
+                "waiting": waiting,
+            }
+        )
+    out.sort(key=lambda s: (-s["waiting"], -s["in_flight"]))
+    return out[:_TOP_SITES]
+
+
 def node_state(node: Mapping[str, Any], age: float | None, heartbeat_timeout: float) -> str:
     """``live``; ``dead`` (silent past the timeout, or already recovered by a live node);
     ``stopped`` (stopped cleanly, its last stats kept); ``orphan`` (leases or seeds under a
@@ -488,6 +528,7 @@ def build_status(
                 ]
             ),
         },
+        "sites": site_status(snapshot),
         "nodes": nodes,
         "totals": {
             "live_nodes": sum(1 for n in nodes if n["state"] == "live"),

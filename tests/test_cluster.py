@@ -225,3 +225,28 @@ def test_reading_a_large_queue_is_a_few_round_trips(r) -> None:
     snap = read_snapshot(r, KEYS)
     assert snap["queued_by_kind"]["product"] == 20_000
     assert time.perf_counter() - t0 < 0.5
+
+
+def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> None:
+    store = FrontierStore(r, KEYS)
+    kids = [
+        (f"fp{i}", 100, False, 0, "slow.test", json.dumps({"url": f"http://slow.test/{i}"}))
+        for i in range(6)
+    ]
+    store.sync("n1", children=kids)
+    store.set_site_limits("slow.test", rate=2, concurrency=None)
+    store.sync("n1", lease=6)  # one token: one leased, five wait for their site
+    store.sync("n1", feedback=[("slow.test", 0, 1, 0)])  # a 429: the shared rate is halved
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    assert status["sites"] == [
+        {
+            "site": "slow.test",
+            "limit_rate": 2.0,
+            "limit_concurrency": None,
+            "factor": 0.5,
+            "allowed_rate": 1.0,
+            "in_flight": 1,
+            "waiting": 5,
+        }
+    ]
+    assert status["frontier"]["waiting_for_site"] == 5
