@@ -1,16 +1,20 @@
 """What every operator command shares: settings, the Redis client and the crawl's keys.
 
-Each command module has one implementation, ``execute(opts, settings) -> int``, and two entry
-points: ``Command`` for ``scrapy <command>`` (Scrapy reads settings and ``-s`` itself), and
+Each command module has one implementation, ``add_command_arguments(parser)`` and
+``execute(opts, settings) -> int``, and two entry points made from it by :func:`entry_points`:
+``Command`` for ``scrapy <command>`` (Scrapy reads settings and ``-s`` itself), and
 ``add_arguments`` / ``run`` for ``distcrawl <command>`` (settings from :func:`load_settings`).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 import redis
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
 from scrapy.settings import Settings
 from scrapy.utils.conf import arglist_to_dict
 from scrapy.utils.project import get_project_settings
@@ -18,11 +22,18 @@ from scrapy.utils.project import get_project_settings
 from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
 from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.frontier.store import FrontierKeys
-from distcrawl.services import ensure_redis, resolve_home
+from distcrawl.services import ensure_redis, mask_url, resolve_home
 from distcrawl.urls import parse_allow_private
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.settings import BaseSettings
+
+    #: a module's ``add_command_arguments``, and the ``distcrawl`` script's ``add_arguments``
+    AddArguments = Callable[[argparse.ArgumentParser], None]
+    #: a command module's ``execute``: the command itself, returning its exit status
+    Execute = Callable[[argparse.Namespace, BaseSettings], int]
 
 __all__ = [
     "DEFAULT_SPIDER",
@@ -30,11 +41,13 @@ __all__ = [
     "add_spider_argument",
     "allow_private",
     "crawl_keys",
+    "entry_points",
     "heartbeat_interval",
     "heartbeat_timeout",
     "load_settings",
     "page_priorities",
     "redis_client",
+    "redis_error",
     "redis_url",
 ]
 
@@ -53,6 +66,64 @@ def add_settings_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-s", "--set", action="append", default=[], metavar="NAME=VALUE", help=_SET_HELP
     )
+
+
+def entry_points(
+    module: str,
+    add_command_arguments: AddArguments,
+    execute: Execute,
+    *,
+    usage: str,
+    summary: str,
+    extra_args: str | None = None,
+) -> tuple[type[ScrapyCommand], AddArguments, Callable[[argparse.Namespace], int]]:
+    """``Command``, ``add_arguments`` and ``run`` of the command module named *module*.
+
+    *usage* and *summary* are what ``scrapy <command> -h`` and ``scrapy -h`` show. Scrapy's
+    parser leaves positional arguments given after an option unparsed: with *extra_args*
+    (the name of a list argument) they join that list, else they are a usage error.
+    """
+
+    # Scrapy makes a command of every ScrapyCommand subclass defined in a module under
+    # COMMANDS_MODULE, named after that module: a base class here would be a command
+    # ``_common``, so the class is made here and belongs to *module*.
+    class Command(ScrapyCommand):
+        requires_project = True
+        requires_crawler_process = False
+
+        def syntax(self) -> str:
+            return usage
+
+        def short_desc(self) -> str:
+            return summary
+
+        def add_options(self, parser: argparse.ArgumentParser) -> None:
+            super().add_options(parser)
+            add_command_arguments(parser)
+
+        def run(self, args: list[str], opts: argparse.Namespace) -> None:
+            if extra_args is None:
+                if args:
+                    raise UsageError(f"unexpected arguments: {' '.join(args)}")
+            else:
+                unknown = [a for a in args if a.startswith("-")]
+                if unknown:
+                    raise UsageError(f"unknown options: {' '.join(unknown)}")
+                setattr(opts, extra_args, [*getattr(opts, extra_args), *args])
+            assert self.settings is not None
+            self.exitcode = execute(opts, self.settings)
+
+    Command.__module__, Command.__qualname__ = module, "Command"
+    Command.__doc__ = f"``scrapy {module.rpartition('.')[2]}``."
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        add_command_arguments(parser)
+        add_settings_option(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        return execute(args, load_settings(args.set))
+
+    return Command, add_arguments, run
 
 
 def load_settings(overrides: list[str] | None = None) -> Settings:
@@ -80,6 +151,12 @@ def redis_url(settings: BaseSettings) -> str:
 
 def redis_client(settings: BaseSettings) -> redis.Redis:
     return redis.Redis.from_url(redis_url(settings), socket_timeout=30, socket_connect_timeout=10)
+
+
+def redis_error(url: str, exc: BaseException, doing: str = "") -> int:
+    """Say on stderr that Redis at *url* failed, its password masked; the exit status, 1."""
+    print(f"error: {doing}{mask_url(url)}: {exc}", file=sys.stderr)
+    return 1
 
 
 def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:

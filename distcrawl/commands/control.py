@@ -22,19 +22,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import redis
-from scrapy.commands import ScrapyCommand
-from scrapy.exceptions import UsageError
 
 from distcrawl.commands._common import (
-    add_settings_option,
     add_spider_argument,
     crawl_keys,
+    entry_points,
     heartbeat_timeout,
-    load_settings,
     redis_client,
+    redis_error,
     redis_url,
 )
-from distcrawl.services import mask_url
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -188,43 +185,17 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             if client.exists(keys.paused):
                 message += "; the crawl is still paused"
     except (redis.RedisError, OSError, RuntimeError) as exc:
-        print(f"error: {mask_url(redis_url(settings))}: {exc}", file=sys.stderr)
-        return 1
+        return redis_error(redis_url(settings), exc)
     finally:
         client.close()
     print(json.dumps(outcome) if opts.json else message)
     return 0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``distcrawl control``."""
-    add_command_arguments(parser)
-    add_settings_option(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """``distcrawl control``."""
-    return execute(args, load_settings(args.set))
-
-
-class Command(ScrapyCommand):
-    """``scrapy control``."""
-
-    requires_project = True
-    requires_crawler_process = False
-
-    def syntax(self) -> str:
-        return "SPIDER pause|resume|reset [--yes-really] [--force]"
-
-    def short_desc(self) -> str:
-        return "Pause or resume the whole cluster, or reset a crawl's state"
-
-    def add_options(self, parser: argparse.ArgumentParser) -> None:
-        super().add_options(parser)
-        add_command_arguments(parser)
-
-    def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
-        assert self.settings is not None
-        self.exitcode = execute(opts, self.settings)
+Command, add_arguments, run = entry_points(
+    __name__,
+    add_command_arguments,
+    execute,
+    usage="SPIDER pause|resume|reset [--yes-really] [--force]",
+    summary="Pause or resume the whole cluster, or reset a crawl's state",
+)

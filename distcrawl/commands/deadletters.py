@@ -19,20 +19,17 @@ from typing import TYPE_CHECKING, Any
 import redis
 from rich.console import Console
 from rich.table import Table
-from scrapy.commands import ScrapyCommand
-from scrapy.exceptions import UsageError
 
 from distcrawl.cluster import record_site
 from distcrawl.commands._common import (
-    add_settings_option,
     add_spider_argument,
     crawl_keys,
-    load_settings,
+    entry_points,
     redis_client,
+    redis_error,
     redis_url,
 )
 from distcrawl.frontier.store import FrontierStore
-from distcrawl.services import mask_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -198,43 +195,17 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             outcome = {"matched": len(records), "purged": deleted}
             message = f"purged {deleted} of {len(records)} matching dead letters"
     except (redis.RedisError, OSError) as exc:
-        print(f"error: {mask_url(redis_url(settings))}: {exc}", file=sys.stderr)
-        return 1
+        return redis_error(redis_url(settings), exc)
     finally:
         client.close()
     print(json.dumps(outcome) if opts.json else message)
     return 0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``distcrawl deadletters``."""
-    add_command_arguments(parser)
-    add_settings_option(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """``distcrawl deadletters``."""
-    return execute(args, load_settings(args.set))
-
-
-class Command(ScrapyCommand):
-    """``scrapy deadletters``."""
-
-    requires_project = True
-    requires_crawler_process = False
-
-    def syntax(self) -> str:
-        return "SPIDER list|count|requeue|purge [--site S] [--reason R] [--json]"
-
-    def short_desc(self) -> str:
-        return "List, count, re-queue or purge dead letters"
-
-    def add_options(self, parser: argparse.ArgumentParser) -> None:
-        super().add_options(parser)
-        add_command_arguments(parser)
-
-    def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
-        assert self.settings is not None
-        self.exitcode = execute(opts, self.settings)
+Command, add_arguments, run = entry_points(
+    __name__,
+    add_command_arguments,
+    execute,
+    usage="SPIDER list|count|requeue|purge [--site S] [--reason R] [--json]",
+    summary="List, count, re-queue or purge dead letters",
+)

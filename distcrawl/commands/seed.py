@@ -17,20 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import redis
-from scrapy.commands import ScrapyCommand
-from scrapy.exceptions import UsageError
 
 from distcrawl.commands._common import (
-    add_settings_option,
     add_spider_argument,
     allow_private,
     crawl_keys,
-    load_settings,
+    entry_points,
     redis_client,
+    redis_error,
     redis_url,
 )
 from distcrawl.frontier.seeds import BadSeed, parse_seed
-from distcrawl.services import mask_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -138,8 +135,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
                 # LPUSH in order: the nodes take from the other end, so the first seed goes first
                 client.lpush(keys.start_urls, *accepted[i : i + _PUSH_BATCH])
         except (redis.RedisError, OSError) as exc:
-            print(f"error: cannot push to {mask_url(redis_url(settings))}: {exc}", file=sys.stderr)
-            return 1
+            return redis_error(redis_url(settings), exc, "cannot push to ")
         finally:
             client.close()
     verb = "would queue" if opts.dry_run else "queued"
@@ -151,38 +147,11 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     return 1 if refused else 0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``distcrawl seed``."""
-    add_command_arguments(parser)
-    add_settings_option(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """``distcrawl seed``."""
-    return execute(args, load_settings(args.set))
-
-
-class Command(ScrapyCommand):
-    """``scrapy seed``."""
-
-    requires_project = True
-    requires_crawler_process = False
-
-    def syntax(self) -> str:
-        return "SPIDER URL... [--priority P] [--meta JSON] [--file F]"
-
-    def short_desc(self) -> str:
-        return "Check seeds and push them to the crawl's start list"
-
-    def add_options(self, parser: argparse.ArgumentParser) -> None:
-        super().add_options(parser)
-        add_command_arguments(parser)
-
-    def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        # argparse leaves URLs given after an option unparsed: they are seeds all the same
-        unknown = [a for a in args if a.startswith("-")]
-        if unknown:
-            raise UsageError(f"unknown options: {' '.join(unknown)}")
-        opts.urls = [*opts.urls, *args]
-        assert self.settings is not None
-        self.exitcode = execute(opts, self.settings)
+Command, add_arguments, run = entry_points(
+    __name__,
+    add_command_arguments,
+    execute,
+    usage="SPIDER URL... [--priority P] [--meta JSON] [--file F]",
+    summary="Check seeds and push them to the crawl's start list",
+    extra_args="urls",
+)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,19 +21,17 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
-from scrapy.commands import ScrapyCommand
-from scrapy.exceptions import UsageError
 
 from distcrawl.cluster import RateTracker, build_status, read_snapshot
 from distcrawl.commands._common import (
-    add_settings_option,
     add_spider_argument,
     crawl_keys,
+    entry_points,
     heartbeat_interval,
     heartbeat_timeout,
-    load_settings,
     page_priorities,
     redis_client,
+    redis_error,
     redis_url,
 )
 from distcrawl.services import mask_url, resolve_home, services_status
@@ -291,8 +288,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
         status = collect(client, keys, settings, sample=opts.sample)
         _add_context(status, settings, url, store)
     except (redis.RedisError, OSError) as exc:
-        print(f"error: cannot read {mask_url(url)}: {exc}", file=sys.stderr)
-        return 1
+        return redis_error(url, exc, "cannot read ")
     finally:
         client.close()
     if opts.json:
@@ -327,35 +323,10 @@ def _watch(
         return 0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``distcrawl status``."""
-    add_command_arguments(parser)
-    add_settings_option(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """``distcrawl status``."""
-    return execute(args, load_settings(args.set))
-
-
-class Command(ScrapyCommand):
-    """``scrapy status``."""
-
-    requires_project = True
-    requires_crawler_process = False
-
-    def syntax(self) -> str:
-        return "[SPIDER] [--watch] [--json]"
-
-    def short_desc(self) -> str:
-        return "Show the whole cluster: queue, nodes, rates, dead letters, errors"
-
-    def add_options(self, parser: argparse.ArgumentParser) -> None:
-        super().add_options(parser)
-        add_command_arguments(parser)
-
-    def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if args:
-            raise UsageError(f"unexpected arguments: {' '.join(args)}")
-        assert self.settings is not None
-        self.exitcode = execute(opts, self.settings)
+Command, add_arguments, run = entry_points(
+    __name__,
+    add_command_arguments,
+    execute,
+    usage="[SPIDER] [--watch] [--json]",
+    summary="Show the whole cluster: queue, nodes, rates, dead letters, errors",
+)
