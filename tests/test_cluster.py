@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 
 import pytest
@@ -250,3 +251,33 @@ def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> No
         }
     ]
     assert status["frontier"]["waiting_for_site"] == 5
+
+
+def test_status_screen_shows_the_busy_sites(r) -> None:
+    from rich.console import Console
+
+    from distcrawl.commands.status import render
+
+    store = FrontierStore(r, KEYS)
+    kids = [
+        (f"fp{i}", 100, False, 0, "slow.test", json.dumps({"url": f"http://slow.test/{i}"}))
+        for i in (1, 2)
+    ]
+    store.sync("n1", children=kids)
+    store.set_site_limits("slow.test", rate=3, concurrency=None)
+    store.sync("n1", lease=5)
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    status.update(
+        drained=False,
+        redis="redis://***",
+        errors={},
+        pages_by_kind={},
+        backlog_per_min=None,
+        eta_seconds=None,
+    )
+    console = Console(width=120, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(render(status))
+    screen = console.export_text()
+    assert "Sites (shared budget)" in screen
+    assert "slow.test" in screen
+    assert status["sites"][0]["waiting"] == 1 and status["sites"][0]["in_flight"] == 1

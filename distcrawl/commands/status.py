@@ -260,6 +260,10 @@ def render(status: dict[str, Any]) -> RenderableType:
         style="bold",
     )
 
+    parts: list[RenderableType] = [header, Text(""), queue, Text(""), nodes, Text("")]
+    if status.get("sites"):
+        parts += [_sites(status["sites"]), Text("")]
+
     dead = status["dead_letters"]
     reasons = {_short(k): v for k, v in dead["by_reason"].items()}
     errors = {_short(k): v for k, v in status["errors"].items()}
@@ -270,7 +274,25 @@ def render(status: dict[str, Any]) -> RenderableType:
         _pairs("Dead letters by site", dead["by_site"]),
         _pairs("Pages by kind", status["pages_by_kind"]),
     )
-    return Group(header, Text(""), queue, Text(""), nodes, Text(""), side)
+    return Group(*parts, side)
+
+
+def _sites(sites: list[dict[str, Any]]) -> Table:
+    """Busy sites and their shared budget: the rate allowed now is the limit times the
+    adaptive factor (below 1 after the site answered 429 or slowly)."""
+    table = Table(title="Sites (shared budget)", title_justify="left", box=None)
+    for column in ("site", "limit/s", "allowed/s", "factor", "in flight", "waiting"):
+        table.add_column(column, justify="left" if column == "site" else "right")
+    for site in sites:
+        table.add_row(
+            site["site"],
+            "none" if site["limit_rate"] is None else _num(site["limit_rate"]),
+            "-" if site["allowed_rate"] is None else _num(site["allowed_rate"]),
+            f"{site['factor']:.2f}",
+            _num(site["in_flight"]),
+            _num(site["waiting"]),
+        )
+    return table
 
 
 # --------------------------------------------------------------------------- the command
