@@ -10,8 +10,8 @@ The budget is a token bucket of ``--burst`` tokens refilled at ``--rate`` per se
 by every node through Redis, so in any one-second window site A may see at most
 ``rate + burst`` requests. ``max_per_second`` counts every request A saw in its busiest
 sliding one-second window (half-open, ``[t, t + 1)``), robots.txt included;
-``max_per_second_frontier`` leaves robots.txt out: each node's RobotsTxtMiddleware fetches it
-once per site straight from the downloader, outside the frontier and its budget.
+``max_per_second_frontier`` leaves robots.txt out (it is fetched once per cluster, shared
+through Redis and charged to the same budget).
 ``other_site_done`` is true when every product of B was fetched (and stored) before A's last
 page: the limit on A held nothing of B back.
 

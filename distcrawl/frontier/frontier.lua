@@ -54,8 +54,10 @@ Commands
        second and `burst` tokens, at most `conc` in flight cluster-wide; 0 = no limit;
        per-site limit_rate / limit_conc override) moves to P:wait:<site> instead; sites
        whose wait is over are served first.
-       Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms}, the
-       last being how soon a parked retry or a waiting site falls due (-1: none).
+       Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms, paced}:
+       next_due_ms is how soon a parked retry or a waiting site falls due (-1: none); paced
+       lists the leased rids that spent a rate token: the node sends them first, since their
+       token is for now.
   take_token site rate burst adaptive_rate
        Spends one of the site's tokens, at once and into debt if need be, for a request that
        never was in the queue (robots.txt fetched by a node's middleware).
@@ -168,10 +170,10 @@ local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
       return false, now + math.ceil((1 - tokens) * 1000 / rate)
     end
     redis.call('HSET', k, 'tokens', tostring(tokens - 1), 'ts', now, 'active', active + 1)
-  else
-    redis.call('HSET', k, 'active', active + 1)
+    return true, now, true
   end
-  return true, now
+  redis.call('HSET', k, 'active', active + 1)
+  return true, now, false
 end
 
 local function feedback(site, ok, throttled, slow, now)
@@ -250,8 +252,9 @@ if cmd == 'sync' then
   end
   redis.call('ZADD', P .. ':nodes', now, node)
   promote_due(now, 500)
-  local out = {}
-  local function grant(rid, score)
+  local out, paced = {}, {}
+  local function grant(rid, score, spent_token)
+    if spent_token then paced[#paced + 1] = rid end
     local payload = redis.call('HGET', P .. ':req', rid)
     if payload then
       redis.call('ZADD', leases, score, rid)
@@ -272,13 +275,13 @@ if cmd == 'sync' then
           redis.call('ZREM', P .. ':waiting', site)
           break
         end
-        local ok, again = admit(site, now, def_rate, def_conc, burst, adaptive_rate)
+        local ok, again, spent = admit(site, now, def_rate, def_conc, burst, adaptive_rate)
         if not ok then
           redis.call('ZADD', P .. ':waiting', again, site)
           break
         end
         redis.call('ZREM', P .. ':wait:' .. site, head[1])
-        grant(head[1], head[2])
+        grant(head[1], head[2], spent)
       end
     end
     -- then the queue; requests of sites out of budget step aside into their site's wait
@@ -290,10 +293,10 @@ if cmd == 'sync' then
         local rid, score = popped[j], popped[j + 1]
         looked = looked + 1
         local site = redis.call('HGET', P .. ':req:site', rid)
-        local ok, again = true, now
-        if site then ok, again = admit(site, now, def_rate, def_conc, burst, adaptive_rate) end
+        local ok, again, spent = true, now, false
+        if site then ok, again, spent = admit(site, now, def_rate, def_conc, burst, adaptive_rate) end
         if ok then
-          grant(rid, score)
+          grant(rid, score, spent)
         else
           redis.call('ZADD', P .. ':wait:' .. site, score, rid)
           redis.call('ZADD', P .. ':waiting', 'NX', again, site)
@@ -310,7 +313,7 @@ if cmd == 'sync' then
       if next_due < 0 or ms < next_due then next_due = ms end
     end
   end
-  return {added, filtered, parked, acked, out, next_due}
+  return {added, filtered, parked, acked, out, next_due, paced}
 
 elseif cmd == 'take_token' then
   -- A request that never was in the queue (robots.txt) spends a token at once, going into

@@ -15,7 +15,6 @@ live node once its heartbeat is older than ``DISTCRAWL_HEARTBEAT_TIMEOUT``.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import os
@@ -37,7 +36,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
-from distcrawl.frontier.store import Child, Feedback, FrontierKeys, FrontierStore, SiteBudget
+from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, SiteBudget
+from distcrawl.frontier.tracking import FingerprintMemory, InProgress, SiteFeedback
 from distcrawl.services import mask_url
 from distcrawl.urls import parse_allow_private, printable
 
@@ -63,8 +63,6 @@ DEFAULT_PREFETCH = 32
 DEFAULT_SEED_BATCH = 64
 #: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED stops
 DEFAULT_DRAIN_GRACE = 3.0
-#: fingerprints a node remembers having sent, to skip links the dupefilter would refuse
-DEFAULT_KNOWN_FINGERPRINTS = 200_000
 #: an answer slower than this many seconds counts as a sign of an overloaded site
 DEFAULT_SITE_LATENCY_TARGET = 5.0
 #: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
@@ -72,23 +70,6 @@ DEFAULT_IDLE_MAX_WAIT = 1.0
 
 
 _RETRY_META = frozenset({"retry_times", "retry_first_attempt", "distcrawl_delay"})
-
-
-class _InProgress(set[Any]):
-    """The engine's set of requests in progress, telling the scheduler when one leaves it.
-
-    The engine removes a request from this set only after its download, its callback and
-    every item pipeline call are finished (or it was dropped), which is the moment its outcome
-    is durable: the one place every terminal path goes through.
-    """
-
-    def __init__(self, items: set[Any], on_done: Any) -> None:
-        super().__init__(items)
-        self._on_done = on_done
-
-    def remove(self, request: Any) -> None:
-        super().remove(request)
-        self._on_done(request)
 
 
 class FrontierScheduler(BaseScheduler):
@@ -143,9 +124,8 @@ class FrontierScheduler(BaseScheduler):
         self.budget = budget or SiteBudget()
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
-        self._feedback: dict[str, list[int]] = {}
-        self._known: dict[str, None] = {}  # fingerprints this node sent (insertion order)
-        self.known_max = DEFAULT_KNOWN_FINGERPRINTS
+        self._feedback = SiteFeedback(latency_target)
+        self._known = FingerprintMemory()
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None
@@ -213,7 +193,7 @@ class FrontierScheduler(BaseScheduler):
                 # this node already sent it: the shared dupefilter holds it for good
                 self.stats.inc_value("frontier/filtered_locally")
                 return False
-            self._remember(fp)
+            self._known.add(fp)
         try:
             payload = codec.encode(request, self.spider)
         except ValueError as exc:
@@ -227,13 +207,6 @@ class FrontierScheduler(BaseScheduler):
         )
         self._wake.set()
         return True
-
-    def _remember(self, fp: str) -> None:
-        self._known[fp] = None
-        if len(self._known) > self.known_max:
-            # forget the oldest half; the shared dupefilter stays the authority
-            for old in list(itertools.islice(self._known, len(self._known) // 2)):
-                del self._known[old]
 
     def next_request(self) -> Request | None:
         if not self._ready:
@@ -262,7 +235,7 @@ class FrontierScheduler(BaseScheduler):
         self.store = FrontierStore(self._client, keys)
         slot = self.crawler.engine._slot
         if slot is not None:
-            slot.inprogress = _InProgress(slot.inprogress, self._request_done)
+            slot.inprogress = InProgress(slot.inprogress, self._request_done)
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self.crawler.signals.connect(self._dead_letter, signal=dc_signals.request_dead_lettered)
         # response_downloaded fires for every answer, also those the retry middleware turns
@@ -371,15 +344,12 @@ class FrontierScheduler(BaseScheduler):
         site = urlparse_cached(request).hostname
         if not site:
             return
-        counts = self._feedback.setdefault(site, [0, 0, 0])
-        if response.status == 429 or (
-            response.status == 503 and b"Retry-After" in response.headers
-        ):
-            counts[1] += 1
-        elif float(request.meta.get("download_latency", 0.0)) > self.latency_target:
-            counts[2] += 1
-        else:
-            counts[0] += 1
+        self._feedback.record(
+            site,
+            response.status,
+            b"Retry-After" in response.headers,
+            float(request.meta.get("download_latency", 0.0)),
+        )
 
     def _spider_idle(self, spider: Spider) -> None:
         if not self._closing:
@@ -474,14 +444,13 @@ class FrontierScheduler(BaseScheduler):
         assert self.store is not None
         children, acks = self._children, self._acks
         dead, rejected, seeds_done = self._dead, self._rejected, self._seeds_pending
-        feedback: list[Feedback] = [(site, *c) for site, c in self._feedback.items()]  # type: ignore[misc]
         if not (children or acks or dead or rejected or seeds_done or lease):
             return 0
         self._children, self._acks, self._dead, self._rejected = [], [], [], []
         self._seeds_pending = False
-        self._feedback = {}
+        feedback = self._feedback.take()
         try:
-            added, filtered, parked, acked, out, next_due = await self.store.sync(
+            added, filtered, parked, acked, out, next_due, paced = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -499,11 +468,7 @@ class FrontierScheduler(BaseScheduler):
             self._dead[:0] = dead
             self._rejected[:0] = rejected
             self._seeds_pending = self._seeds_pending or seeds_done
-            for site, ok, throttled, slow in feedback:
-                counts = self._feedback.setdefault(site, [0, 0, 0])
-                counts[0] += ok
-                counts[1] += throttled
-                counts[2] += slow
+            self._feedback.restore(feedback)
             raise
         due = int(next_due)
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
@@ -517,9 +482,9 @@ class FrontierScheduler(BaseScheduler):
             stats.inc_value("frontier/parked", parked)
         if acked:
             stats.inc_value("frontier/acked", acked)
-        return self._accept_leases(out)
+        return self._accept_leases(out, {p.decode() if isinstance(p, bytes) else p for p in paced})
 
-    def _accept_leases(self, out: list[Any]) -> int:
+    def _accept_leases(self, out: list[Any], paced: set[str]) -> int:
         n = 0
         bad: list[str] = []
         for i in range(0, len(out), 2):
@@ -534,7 +499,11 @@ class FrontierScheduler(BaseScheduler):
                 bad.append(rid)
                 continue
             self._leased[request] = rid
-            self._ready.append(request)
+            if rid in paced:
+                # its site's token was spent for now: it goes before what is already waiting
+                self._ready.appendleft(request)
+            else:
+                self._ready.append(request)
             n += 1
         if bad:
             self._acks.extend(bad)  # moved aside into the rejected list, in the next flush
