@@ -145,6 +145,7 @@ class FrontierScheduler(BaseScheduler):
         self._drained_since: float | None = None
         self._last_heartbeat = 0.0
         self._last_recovery = 0.0
+        self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
     @classmethod
@@ -364,8 +365,9 @@ class FrontierScheduler(BaseScheduler):
         wait = 0.02
         while not self._closing:
             try:
-                if self._redis_down_since is not None:
+                if self._needs_reconcile:
                     await self._reconcile_leases()
+                    self._needs_reconcile = False
                 got = await self._cycle()
                 if self._redis_down_since is not None:
                     logger.warning(
@@ -376,6 +378,7 @@ class FrontierScheduler(BaseScheduler):
                     self._redis_down_since = None
                 wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                self._needs_reconcile = True
                 self.stats.inc_value("frontier/redis_errors")
                 if self._redis_down_since is None:
                     self._redis_down_since = time.monotonic()
@@ -387,6 +390,7 @@ class FrontierScheduler(BaseScheduler):
                     )
                 wait = min(max(wait * 2, 0.25), 5.0)
             except Exception:
+                self._needs_reconcile = True
                 logger.exception("Frontier loop error on node %s; retrying", self.node_id)
                 wait = 1.0
             if self._closing:
@@ -406,9 +410,10 @@ class FrontierScheduler(BaseScheduler):
     async def _reconcile_leases(self) -> None:
         """Return leases this node holds in Redis but does not know about.
 
-        A sync whose reply was lost with the connection may still have leased requests on the
-        server; unknown to the node, they would never be acked and would keep the crawl from
-        draining. Known ones (started, prefetched, awaiting their ack) stay.
+        A sync whose reply was lost with the connection (or that failed while its reply was
+        handled) may still have leased requests on the server; unknown to the node, they would
+        never be acked and would keep the crawl from draining. Known ones (started,
+        prefetched, awaiting their ack) stay.
         """
         assert self.store is not None
         held = await self._client.zrange(self.store.keys.leases(self.node_id), 0, -1)
