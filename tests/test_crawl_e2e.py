@@ -7,6 +7,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pymongo
 import pytest
 import redis
 from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls
@@ -115,3 +116,24 @@ def test_category_pages_leave_the_queue_before_product_pages(
     ]
     first_product = kinds.index("product")
     assert "category" not in kinds[first_product:], paths
+
+
+def test_plain_variant_without_a_profile_is_crawled_completely(
+    redis_url, mongo_uri, redis_cli, shop_factory, tmp_path
+) -> None:
+    """A shop the spider has never seen, with no structured data and no profile: heuristics."""
+    shop = shop_factory(products=80, variant="plain")
+    lpush(redis_cli, redis_url, shop.url)
+    node = Node(redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="noprof")
+    try:
+        assert node.wait() == 0
+    finally:
+        node.kill()
+    assert sorted(stored_urls(mongo_uri)) == sorted(shop.expected_product_urls())
+    client = pymongo.MongoClient(mongo_uri)
+    try:
+        docs = list(client.get_default_database()["products"].find())
+    finally:
+        client.close()
+    assert all(d["name"] and d.get("price") is not None and d.get("currency") for d in docs)
+    assert all(len(d["category_path"]) == 2 for d in docs)
