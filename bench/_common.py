@@ -57,6 +57,16 @@ COMMON_SETTINGS: dict[str, str] = {
     # the operator's periodic cluster-progress log line reads Redis: off, so that only the
     # frontier talks to Redis and plain Scrapy runs exactly what the others run
     "DISTCRAWL_PROGRESS_INTERVAL": "0",
+    # Scrapy re-reads and re-parses the callback's source (inspect.getsource + ast) to warn
+    # about generators that return values; its cache is keyed by weak references to bound
+    # methods, which die with their request, so it misses on 5-20 % of the node's CPU and
+    # erratically (it depends on how long requests live, which differs by design). Off for
+    # every variant, so the figures compare frontiers, not this cache's luck.
+    "WARN_ON_GENERATOR_RETURN_VALUE": "False",
+    # the cluster-wide pages-per-site budget (a safety guard kept in Redis, one INCRBY per 16
+    # pages) is not the frontier, and plain Scrapy has no Redis to keep it in: without one it
+    # tries to connect for every page. Off for every variant.
+    "DISTCRAWL_MAX_PAGES_PER_SITE": "0",
 }
 #: scrapy-redis 0.9.1 as its README sets it up: its scheduler, dupefilter, priority queue and
 #: default (pickle) serializer; SCHEDULER_PERSIST so a closing node keeps the shared queue
@@ -71,6 +81,18 @@ PLAIN_SETTINGS: dict[str, str] = {
     "SCHEDULER": "scrapy.core.scheduler.Scheduler",
     "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
 }
+
+
+def plain_settings() -> dict[str, str]:
+    """PLAIN_SETTINGS plus the project's downloader middlewares without the one that shares
+    robots.txt through Redis (plain Scrapy has no Redis; it would try 127.0.0.1:6379)."""
+    from distcrawl import settings as project
+
+    middlewares = dict(project.DOWNLOADER_MIDDLEWARES)
+    middlewares["distcrawl.frontier.robots.SharedRobotsTxt"] = None
+    return {**PLAIN_SETTINGS, "DOWNLOADER_MIDDLEWARES": json.dumps(middlewares)}
+
+
 #: scrapy-redis keys of the bench_scrapy_redis spider
 SCRAPY_REDIS_QUEUE = "bench_scrapy_redis:requests"
 SCRAPY_REDIS_DUPEFILTER = "bench_scrapy_redis:dupefilter"
@@ -315,7 +337,14 @@ class Services:
 
 class CpuSampler:
     """Samples the CPU time (user + system, all threads) of some processes from /proc, so the
-    CPU spent between two wall-clock instants (e.g. first and last page) can be read back."""
+    CPU spent between two wall-clock instants (e.g. first and last page) can be read back.
+
+    The whole machine's busy time (every CPU, every process: ``/proc/stat``) is sampled too,
+    under :data:`MACHINE`, so a result can say how busy the machine was meanwhile.
+    """
+
+    #: the pseudo-pid of the whole machine
+    MACHINE = -1
 
     def __init__(self, interval: float = 0.1) -> None:
         self.interval = interval
@@ -323,6 +352,7 @@ class CpuSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
+        self.watch(self.MACHINE)
         self._thread.start()
 
     def watch(self, pid: int) -> None:
@@ -332,6 +362,14 @@ class CpuSampler:
 
     @staticmethod
     def _read(pid: int) -> float | None:
+        if pid == CpuSampler.MACHINE:
+            try:
+                jiffies = [
+                    int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]
+                ]
+            except (OSError, ValueError):
+                return None
+            return (sum(jiffies[:8]) - jiffies[3] - jiffies[4]) / _CLK_TCK  # not idle, not iowait
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
@@ -367,7 +405,7 @@ class CpuSampler:
             return 0.0
         i = bisect.bisect_left(times, t)
         if i == 0:
-            return values[0] if t >= times[0] else 0.0
+            return values[0]
         if i >= len(times):
             return values[-1]
         t0, t1, v0, v1 = times[i - 1], times[i], values[i - 1], values[i]

@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
     COMMON_SETTINGS,
-    PLAIN_SETTINGS,
     SCRAPY_REDIS_SETTINGS,
     START_URLS_KEY,
     CpuSampler,
@@ -47,6 +46,7 @@ from _common import (
     measure_rtt,
     median,
     page_fetches,
+    plain_settings,
     redis_delta,
     redis_snapshot,
     spider_modules_setting,
@@ -90,6 +90,10 @@ class Bench:
             raise
         self.admin = redis.Redis.from_url(self.services.redis_url)
         self.sampler = CpuSampler()
+        self.sampler.watch(self.shop.pid)
+        assert self.services.redis.pid is not None
+        self.redis_pid = self.services.redis.pid
+        self.sampler.watch(self.redis_pid)
         self.failed = False
         self.rtt = {"direct_ms": measure_rtt(self.services.redis_url)}
         if args.redis_rtt > 0:
@@ -124,11 +128,12 @@ class Bench:
         env: dict[str, str] = {}
         if kind == "plain":
             spider = "bench_plain"
-            settings.update(PLAIN_SETTINGS)
+            settings.update(plain_settings())
             spider_args = {"seed": self.shop.url}
         else:
             if self.args.redis_rtt > 0:
                 proxy = Proxy(redis_url, self.args.redis_rtt, log_dir)
+                self.sampler.watch(proxy.pid)
                 redis_url = proxy.url
             env["REDIS_URL"] = redis_url
             if kind == "scrapy_redis":
@@ -189,6 +194,20 @@ class Bench:
             rusage_before.ru_utime + rusage_before.ru_stime
         )
         n_pages = len(pages)
+        sampler = self.sampler
+        shop_cpu = sampler.cpu_between([self.shop.pid], t_first, t_last)
+        redis_cpu = sampler.cpu_between([self.redis_pid], t_first, t_last)
+        proxy_cpu = sampler.cpu_between([proxy.pid], t_first, t_last) if proxy else 0.0
+        busy = sampler.cpu_between([sampler.MACHINE], t_first, t_last)
+        ours = cpu + shop_cpu + redis_cpu + proxy_cpu
+        result["cpu_cores"] = {
+            "nodes": round(cpu / window, 2),
+            "shop": round(shop_cpu / window, 2),
+            "redis": round(redis_cpu / window, 2),
+            "proxy": round(proxy_cpu / window, 2),
+            "machine_busy": round(busy / window, 2),
+            "others": round(max(0.0, busy - ours) / window, 2),
+        }
         result.update(
             seconds=round(window, 2),
             pps=round(n_pages / window, 1),
@@ -229,6 +248,7 @@ class Bench:
                 f"  cpu/1000 {_fmt(result.get('cpu_s_per_1000_pages'))}"
                 f"  rt/page {_fmt(result.get('redis_roundtrips_per_page'))}"
                 f"  cmd/page {_fmt(result.get('redis_commands_per_page'))}"
+                f"  cores {result.get('cpu_cores', {})}"
             )
         results["load_after"] = load_average()
         return results
