@@ -63,6 +63,8 @@ DEFAULT_PREFETCH = 32
 DEFAULT_SEED_BATCH = 64
 #: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED stops
 DEFAULT_DRAIN_GRACE = 3.0
+#: seconds a flush waits for more acks and links while the node still has work prefetched
+DEFAULT_FLUSH_DELAY = 0.01
 #: an answer slower than this many seconds counts as a sign of an overloaded site
 DEFAULT_SITE_LATENCY_TARGET = 5.0
 #: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
@@ -86,7 +88,7 @@ class FrontierScheduler(BaseScheduler):
     (in flight on all nodes, 0 = no limit), ``DISTCRAWL_SITE_BURST``, ``DISTCRAWL_SITE_LIMITS``
     (``{host: {"rate": r, "concurrency": c}}``; site profiles' ``[politeness]`` too),
     ``DISTCRAWL_ADAPTIVE_RATE`` (rate given to an unlimited site once it pushes back),
-    ``DISTCRAWL_SITE_LATENCY_TARGET``.
+    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``.
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class FrontierScheduler(BaseScheduler):
         budget: SiteBudget | None = None,
         site_limits: dict[str, dict[str, Any]] | None = None,
         latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
+        flush_delay: float = DEFAULT_FLUSH_DELAY,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -122,6 +125,7 @@ class FrontierScheduler(BaseScheduler):
         self.allow_private = allow_private
         self.concurrency = max(1, concurrency)
         self.budget = budget or SiteBudget()
+        self.flush_delay = flush_delay
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
         self._feedback = SiteFeedback(latency_target)
@@ -169,6 +173,7 @@ class FrontierScheduler(BaseScheduler):
             concurrency=s.getint("CONCURRENT_REQUESTS", 16),
             budget=SiteBudget.from_settings(s),
             site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
+            flush_delay=s.getfloat("DISTCRAWL_FLUSH_DELAY", DEFAULT_FLUSH_DELAY),
             latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
         )
 
@@ -396,6 +401,10 @@ class FrontierScheduler(BaseScheduler):
             if self._closing:
                 break
             if self._pending_writes() and self._redis_down_since is None:
+                if self._ready and self.flush_delay > 0:
+                    # the engine still has work: let acks and links of a few more pages join
+                    # this round trip (on slow sites each page would otherwise pay one)
+                    await asyncio.sleep(self.flush_delay)
                 continue
             self._wake.clear()
             if self._next_due is not None and self._free_slots() > 0:
