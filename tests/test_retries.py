@@ -127,6 +127,7 @@ def test_always_failing_urls_become_dead_letters_and_requeue_after_healing(
         node.kill()
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
     assert r.hlen("{catalog}:dead") == 0
+    assert f"'frontier/requeued_dead_letters': {len(failing)}," in node.log()
 
 
 def test_kill_9_while_retries_are_parked_loses_nothing(

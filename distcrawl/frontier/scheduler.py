@@ -331,6 +331,7 @@ class FrontierScheduler(BaseScheduler):
     def _dead_letter(self, request: Request, reason: str, **details: Any) -> None:
         # re-queued later as a fresh request: its retry count starts again
         meta = {k: v for k, v in request.meta.items() if k not in _RETRY_META}
+        meta["distcrawl_dead_letter"] = reason  # counted as re-queued if an operator does so
         fresh = request.replace(meta=meta, dont_filter=True)
         record = {
             "request": codec.encode(fresh, self.spider),
@@ -512,6 +513,8 @@ class FrontierScheduler(BaseScheduler):
                 self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
                 bad.append(rid)
                 continue
+            if request.meta.pop("distcrawl_dead_letter", None) is not None:
+                self.stats.inc_value("frontier/requeued_dead_letters")
             self._leased[request] = rid
             if rid in paced:
                 # its site's token was spent for now: it goes before what is already waiting
