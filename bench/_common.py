@@ -275,6 +275,15 @@ class Node:
         return "\n".join(p.read_text(errors="replace") for p in files if p.exists())
 
 
+def print_report(report: dict[str, Any], keys: Iterable[str], *, as_json: bool) -> None:
+    """A tool's result: one JSON object with ``--json``, else the headline keys, one a line."""
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+        return
+    for key in keys:
+        print(f"{key:>22}: {report.get(key)}")
+
+
 def spider_modules_setting() -> dict[str, str]:
     """Settings that let a node find the bench spiders next to the catalog spider."""
     return {"SPIDER_MODULES": "distcrawl.spiders,_common"}

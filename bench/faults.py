@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _common import Node, Services, stop_process, wait_all
+from _common import Node, Services, print_report, stop_process, wait_all
 
 from distcrawl.demo.checks import attempts_by_path, check_store, retry_gap_violations
 from distcrawl.demo.server import DemoShop, ShopConfig
@@ -81,10 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         for node in nodes:
             stop_process(node.proc)
         shop.stop()
-    if args.json:
-        print(json.dumps(report, sort_keys=True))
-    else:
-        for key in (
+    print_report(
+        report,
+        (
             "expected",
             "recoverable",
             "stored",
@@ -96,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             "retried_urls",
             "max_attempts",
             "seconds",
-        ):
-            print(f"{key:>14}: {report[key]}")
+        ),
+        as_json=args.json,
+    )
     ok = (
         report["lost"] == 0
         and report["duplicates"] == 0

@@ -11,7 +11,6 @@ keep their items (retrying, then journaling them) and slow down instead of dropp
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ from typing import Any
 
 import pymongo
 import redis
-from _common import Node, Services, stop_process, wait_all
+from _common import Node, Services, print_report, stop_process, wait_all
 
 from distcrawl.demo.checks import check_store
 from distcrawl.demo.server import DemoShop, ShopConfig
@@ -108,10 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         for node in nodes:
             stop_process(node.proc)
         shop.stop()
-    if args.json:
-        print(json.dumps(report, sort_keys=True))
-    else:
-        for key in (
+    print_report(
+        report,
+        (
             "expected",
             "stored",
             "lost",
@@ -119,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             "stored_before_outage",
             "outage_seconds",
             "seconds",
-        ):
-            print(f"{key:>22}: {report[key]}")
+        ),
+        as_json=args.json,
+    )
     ok = report["lost"] == 0 and report["duplicates"] == 0 and report["finished"]
     return 0 if ok else 1
 
