@@ -86,14 +86,12 @@ class ClusterProgress:
         redis_url: str,
         heartbeat_timeout: float,
         page_priorities: dict[str, int],
-        start_urls_key: str | None,
     ) -> None:
         self.crawler = crawler
         self.interval = interval
         self.redis_url = redis_url
         self.heartbeat_timeout = heartbeat_timeout
         self.page_priorities = page_priorities
-        self.start_urls_key = start_urls_key
         # rates averaged over at least two lines, so one quiet heartbeat does not read as zero
         self.tracker = RateTracker(window=max(60.0, 2 * interval))
         self._task: asyncio.Task[None] | None = None
@@ -114,16 +112,13 @@ class ClusterProgress:
             redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
             heartbeat_timeout=s.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT),
             page_priorities=priorities,
-            start_urls_key=s.get("DISTCRAWL_START_URLS_KEY") or None,
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
 
     def spider_opened(self, spider: Spider) -> None:
-        keys = FrontierKeys(
-            spider=spider.name, start_urls=self.start_urls_key or f"{spider.name}:start_urls"
-        )
+        keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
         self._client = aioredis.from_url(
             self.redis_url, socket_timeout=10, socket_connect_timeout=5
         )

@@ -161,9 +161,7 @@ def redis_error(url: str, exc: BaseException, doing: str = "") -> int:
 
 def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
     """The crawl's keys, with the seed list named as the frontier scheduler names it."""
-    start: str = settings.get("DISTCRAWL_START_URLS_KEY") or settings.get("REDIS_START_URLS_KEY")
-    start = start.replace("%(name)s", spider) if start else f"{spider}:start_urls"
-    return FrontierKeys(spider=spider, start_urls=start)
+    return FrontierKeys.for_spider(spider, settings)
 
 
 def allow_private(settings: BaseSettings) -> bool | frozenset[str]:

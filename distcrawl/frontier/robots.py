@@ -70,7 +70,7 @@ class SharedRobotsTxt:
             spider = self.crawler.spider
             assert spider is not None
             self._client = aioredis.from_url(self.redis_url, socket_timeout=10)
-            keys = FrontierKeys(spider=spider.name, start_urls=f"{spider.name}:start_urls")
+            keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
             self._store = FrontierStore(self._client, keys)
         return self._store
 

@@ -97,7 +97,6 @@ class FrontierScheduler(BaseScheduler):
         crawler: Crawler,
         redis_url: str,
         node_id: str,
-        start_urls_key: str | None,
         prefetch: int,
         seed_batch: int,
         heartbeat_interval: float,
@@ -115,7 +114,6 @@ class FrontierScheduler(BaseScheduler):
         self.stats: StatsCollector = crawler.stats
         self.redis_url = redis_url
         self.node_id = node_id
-        self._start_urls_key = start_urls_key
         self.prefetch = max(1, prefetch)
         self.seed_batch = max(1, seed_batch)
         self.heartbeat_interval = heartbeat_interval
@@ -160,7 +158,6 @@ class FrontierScheduler(BaseScheduler):
             crawler=crawler,
             redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
             node_id=s.get("DISTCRAWL_NODE_ID") or f"{socket.gethostname()}-{os.getpid()}",
-            start_urls_key=s.get("DISTCRAWL_START_URLS_KEY") or s.get("REDIS_START_URLS_KEY"),
             prefetch=s.getint("DISTCRAWL_PREFETCH", DEFAULT_PREFETCH),
             seed_batch=s.getint("DISTCRAWL_SEED_BATCH", DEFAULT_SEED_BATCH),
             heartbeat_interval=s.getfloat(
@@ -232,9 +229,7 @@ class FrontierScheduler(BaseScheduler):
 
     async def _open(self, spider: Spider) -> None:
         self.spider = spider
-        keys = FrontierKeys(
-            spider=spider.name, start_urls=self._start_urls_key or f"{spider.name}:start_urls"
-        )
+        keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
         self._client = aioredis.from_url(
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )

@@ -22,6 +22,15 @@ class FrontierKeys:
     spider: str
     start_urls: str
 
+    @classmethod
+    def for_spider(cls, spider: str, settings: Any) -> FrontierKeys:
+        """The keys of ``spider``'s crawl; the seed list is ``DISTCRAWL_START_URLS_KEY`` or
+        scrapy-redis' ``REDIS_START_URLS_KEY`` (``%(name)s`` is the spider's name), by default
+        ``<spider>:start_urls``."""
+        start = settings.get("DISTCRAWL_START_URLS_KEY") or settings.get("REDIS_START_URLS_KEY")
+        start = start.replace("%(name)s", spider) if start else f"{spider}:start_urls"
+        return cls(spider=spider, start_urls=start)
+
     @property
     def prefix(self) -> str:
         return "{" + self.spider + "}"
