@@ -115,6 +115,7 @@ class ProductStore:
         self._wake = asyncio.Event()  # products arrived, a lane finished, or closing
         self._nudge = asyncio.Event()  # MongoDB answers again, or closing
         self._journal_lock = asyncio.Lock()
+        self._rotation: asyncio.Task[None] | None = None
 
     @property
     def journal_path(self) -> str:
@@ -339,10 +340,17 @@ class ProductStore:
         if self._probe is not None and self._probe is not asyncio.current_task():
             self._probe.cancel()
         self._probe = None
-        if self._journal.segments():
-            self._journal.rotate()  # our own segment becomes replayable
-            self._replay_wanted = True
+        self._rotation = asyncio.create_task(self._rotate_journal())
         self._nudge.set()
+        self._wake.set()
+
+    async def _rotate_journal(self) -> None:
+        """Make our own journal segment replayable, off the reactor thread and never while a
+        lane or a spill is appending to it."""
+        async with self._journal_lock:
+            if await asyncio.to_thread(self._journal.segments):
+                await asyncio.to_thread(self._journal.rotate)
+                self._replay_wanted = True
         self._wake.set()
 
     def _journal_due(self) -> bool:
