@@ -220,3 +220,11 @@ def test_microdata_cards_of_a_small_listing_are_not_its_product() -> None:
     analysis = analyze(url=URL, body=f"<h1>Things</h1><ul>{cards}</ul>".encode())
     assert analysis.kind == "listing"
     assert analysis.product is None
+
+
+def test_every_field_analyze_fills_is_a_product_field() -> None:
+    """The spider builds Product(**analysis.product): a field Product lacks would raise."""
+    from distcrawl.extract import PRODUCT_FIELDS
+    from distcrawl.items import Product
+
+    assert set(PRODUCT_FIELDS) <= set(Product.fields)

@@ -34,7 +34,7 @@ from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, same_site
 from .heuristics import HEURISTIC_FIELDS, HeuristicProduct, heuristic_product
 from .links import LINK_KINDS, LinkScan, scan_links
 from .prices import normalize_currency, parse_price, parse_structured_price
-from .profile import SiteProfile
+from .profile import FIELD_NAMES, SiteProfile
 from .schema import clean_category_path
 from .structured import extract_structured
 
@@ -51,20 +51,12 @@ __all__ = [
 PAGE_KINDS: tuple[str, ...] = ("category", "listing", "product", "other")
 
 #: Product fields ``analyze`` fills (the spider adds site, source_url and crawled_at)
-PRODUCT_FIELDS: tuple[str, ...] = (
-    "url",
-    "name",
-    "price",
-    "currency",
-    "list_price",
-    "sku",
-    "gtin",
-    "brand",
-    "availability",
-    "category_path",
-    "description",
-    "image_urls",
-    "variants",
+PRODUCT_FIELDS: tuple[str, ...] = ("url", *FIELD_NAMES, "variants")
+#: fields merged one by one; the rest are merged together (price) or apart (url, path)
+_MERGED_ALONE = tuple(
+    f
+    for f in PRODUCT_FIELDS
+    if f not in ("url", "price", "currency", "list_price", "category_path")
 )
 _LIST_FIELDS = {"category_path", "image_urls", "variants"}
 #: fields the heuristics read anyway while deciding whether a page is a product page
@@ -244,16 +236,7 @@ def _merge(
     """Field-by-field merge, first candidate wins; price, currency, list price kept together."""
     product: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for name in (
-        "name",
-        "sku",
-        "gtin",
-        "brand",
-        "availability",
-        "description",
-        "image_urls",
-        "variants",
-    ):
+    for name in _MERGED_ALONE:
         for source, fields in candidates:
             if fields.get(name) not in (None, "", []):
                 product[name], sources[name] = fields[name], source

@@ -63,6 +63,8 @@ from lxml import etree
 from parsel import Selector
 from parsel.csstranslator import css2xpath
 
+from .links import LINK_KINDS
+
 __all__ = [
     "FIELD_NAMES",
     "KIND_NAMES",
@@ -90,7 +92,7 @@ FIELD_NAMES: tuple[str, ...] = (
     "image_urls",
 )
 #: link kinds a profile may set (the keys of ``PageAnalysis.links``)
-LINK_NAMES: tuple[str, ...] = ("category", "listing", "product", "next")
+LINK_NAMES: tuple[str, ...] = LINK_KINDS
 #: page kinds a profile may recognise, in the order they are tried
 KIND_NAMES: tuple[str, ...] = ("product", "listing", "category")
 #: politeness keys and their types

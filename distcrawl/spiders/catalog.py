@@ -32,7 +32,6 @@ __all__ = ["CatalogSpider"]
 DEFAULT_PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
 #: the link kinds the spider follows, and the page kind each one leads to
 LINK_KINDS = {"category": "category", "listing": "listing", "next": "listing", "product": "product"}
-_PRODUCT_FIELDS = frozenset(Product.fields)
 
 
 class CatalogSpider(scrapy.Spider):
@@ -91,9 +90,8 @@ class CatalogSpider(scrapy.Spider):
             self.logger.debug("Page %s: %s", response.url, error)
         site = response.meta.get("site") or urlsplit(response.url).hostname
         if page.kind == "product" and page.product:
-            fields = {k: v for k, v in page.product.items() if k in _PRODUCT_FIELDS}
             yield Product(
-                **fields,
+                **page.product,
                 site=site,
                 source_url=response.url,
                 crawled_at=datetime.now(UTC),
