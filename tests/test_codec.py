@@ -88,3 +88,11 @@ def test_private_addresses_can_be_refused() -> None:
         codec.decode(payload, Spider(), allow_private=False)
     assert info.value.reason == "private_address"
     assert codec.decode(payload, Spider(), allow_private=True).url.startswith("http://169.254")
+
+
+def test_cookies_decode_would_refuse_are_not_written() -> None:
+    spider = Spider()
+    req = scrapy.Request("http://shop.test/", callback=spider.parse, cookies={"a": {"nested": 1}})
+    payload = codec.encode(req, spider)
+    assert "cookies" not in json.loads(payload)
+    assert codec.decode(payload, spider).url == "http://shop.test/"

@@ -253,6 +253,7 @@ def node_takes_entry(payload: bytes | str) -> Request | None:
 
 @FUZZ
 @given(payloads)
+@example(b'{"url": "http://s.test/", "callback": "make_request_from_seed"}')
 @example(b'{"url": "http://a.test/", "callback": "close"}')
 @example(b'{"url": "http://a.test/", "callback": "parse", "cb_kwargs": {"response": 1}}')
 @example(b'{"url": "http://a.test/", "headers": {"X\\r\\nEvil": ["1"]}}')

@@ -95,6 +95,11 @@ def json_safe(value: Any, _depth: int = 0) -> bool:
     return False
 
 
+#: spider methods distcrawl itself calls that are not callbacks (Scrapy's own hooks are
+#: recognised by their class)
+SPIDER_HOOKS = frozenset({"make_request_from_seed"})
+
+
 @functools.lru_cache(maxsize=256)
 def _queueable(spider_class: type, name: str) -> Any:
     """The function ``name`` of ``spider_class`` if a queued request may call it, else None.
@@ -103,7 +108,7 @@ def _queueable(spider_class: type, name: str) -> Any:
     (``close``, ``start``, ``from_crawler``, ...), class and static methods and properties are
     not callbacks, whatever a queue entry says.
     """
-    if not name.isidentifier() or name.startswith("_"):
+    if not name.isidentifier() or name.startswith("_") or name in SPIDER_HOOKS:
         return None
     for cls in spider_class.__mro__:
         if cls in _ScrapySpider.__mro__:
@@ -151,7 +156,8 @@ def encode(request: Request, spider: Spider | None = None) -> str:
         data["body"] = base64.b64encode(request.body).decode("ascii")
     if request.cookies:
         cookies = request.cookies
-        if json_safe(cookies):
+        # written only in the shape decode accepts: anything else would be refused later
+        if _valid_cookies(cookies):
             data["cookies"] = cookies
     meta = {k: v for k, v in request.meta.items() if k not in UNSAFE_META_KEYS and json_safe(v)}
     if meta:
