@@ -105,7 +105,8 @@ SPIDER = CatalogSpider()
         ({"callback": "close"}, "unknown_callback"),  # Scrapy hooks are not callbacks
         ({"callback": "start"}, "bad_callback"),  # defined by the spider, takes no response
         ({"callback": "from_crawler"}, "unknown_callback"),
-        ({"callback": "make_request_from_seed", "errback": "close"}, "unknown_errback"),
+        ({"callback": "parse", "errback": "close"}, "unknown_errback"),
+        ({"callback": "make_request_from_seed"}, "unknown_callback"),  # a distcrawl hook
         ({"callback": "parse", "cb_kwargs": {"response": 1}}, "bad_cb_kwargs"),
         ({"meta": {"proxy": "http://10.0.0.1:3128"}}, "unsafe_meta"),
         ({"meta": {"download_maxsize": 0}}, "unsafe_meta"),

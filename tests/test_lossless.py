@@ -29,10 +29,11 @@ def leased(r: redis.Redis, node: str) -> int:
 
 
 def test_kill_9_three_times_loses_nothing(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
-    shop = shop_factory(products=300, latency_ms=40)
+    # slow enough (250 ms a page, 4 at a time per node) that all three kills land mid-crawl
+    shop = shop_factory(products=300, latency_ms=250)
     r = redis.Redis.from_url(redis_url)
     r.lpush("catalog:start_urls", shop.url)
-    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "3"}
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "3", "CONCURRENT_REQUESTS": "4"}
     mk = lambda name: Node(  # noqa: E731
         redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id=name, settings=settings
     )
