@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from distcrawl.frontier.tracking import FingerprintMemory, InProgress, SiteFeedback
+from distcrawl.frontier.tracking import InProgress, SiteFeedback
+from distcrawl.recent import RecentKeys
 
 
 def test_in_progress_reports_each_request_the_engine_lets_go() -> None:
@@ -14,12 +15,13 @@ def test_in_progress_reports_each_request_the_engine_lets_go() -> None:
     assert done == ["a", "b"] and not inprogress
 
 
-def test_fingerprint_memory_is_bounded_and_forgets_the_oldest() -> None:
-    memory = FingerprintMemory(limit=4)
+def test_recent_keys_are_bounded_and_forget_the_oldest() -> None:
+    memory = RecentKeys(limit=4)
     for fp in "abcde":
         memory.add(fp)
     assert "e" in memory and "d" in memory
     assert "a" not in memory  # the oldest half went when the fifth arrived
+    assert len(memory) == 3
 
 
 def test_site_feedback_classifies_and_survives_a_failed_flush() -> None:

@@ -37,7 +37,8 @@ from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, SiteBudget
-from distcrawl.frontier.tracking import FingerprintMemory, InProgress, SiteFeedback
+from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
+from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url
 from distcrawl.urls import parse_allow_private, printable
 
@@ -127,7 +128,7 @@ class FrontierScheduler(BaseScheduler):
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
         self._feedback = SiteFeedback(latency_target)
-        self._known = FingerprintMemory()
+        self._known = RecentKeys(DEFAULT_KNOWN_FINGERPRINTS)
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None

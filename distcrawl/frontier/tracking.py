@@ -3,13 +3,12 @@ already sent, and how each site answered since the last flush."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
 from distcrawl.frontier.store import Feedback
 
-__all__ = ["FingerprintMemory", "InProgress", "SiteFeedback"]
+__all__ = ["DEFAULT_KNOWN_FINGERPRINTS", "InProgress", "SiteFeedback"]
 
 #: fingerprints a node remembers having sent, to skip links the dupefilter would refuse
 DEFAULT_KNOWN_FINGERPRINTS = 200_000
@@ -30,24 +29,6 @@ class InProgress(set[Any]):
     def remove(self, request: Any) -> None:
         super().remove(request)
         self._on_done(request)
-
-
-class FingerprintMemory:
-    """Fingerprints this node sent to the shared dupefilter, which holds them for good, so a
-    link seen again needs no round trip. Bounded: the oldest half is forgotten when full."""
-
-    def __init__(self, limit: int = DEFAULT_KNOWN_FINGERPRINTS) -> None:
-        self.limit = limit
-        self._seen: dict[str, None] = {}  # insertion ordered
-
-    def __contains__(self, fp: str) -> bool:
-        return fp in self._seen
-
-    def add(self, fp: str) -> None:
-        self._seen[fp] = None
-        if len(self._seen) > self.limit:
-            for old in list(itertools.islice(self._seen, len(self._seen) // 2)):
-                del self._seen[old]
 
 
 class SiteFeedback:

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import scrapy
+from scrapy import signals
 from scrapy.http import TextResponse
 
 from distcrawl.extract import SiteProfile, analyze, load_profiles
 from distcrawl.items import Product
+from distcrawl.recent import RecentKeys
 
 if TYPE_CHECKING:
     from typing import Self
@@ -32,6 +34,8 @@ __all__ = ["CatalogSpider"]
 DEFAULT_PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
 #: the link kinds the spider follows, and the page kind each one leads to
 LINK_KINDS = {"category": "category", "listing": "listing", "next": "listing", "product": "product"}
+#: link URLs a spider remembers having handed to the scheduler (setting CATALOG_KNOWN_LINKS)
+DEFAULT_KNOWN_LINKS = 100_000
 
 
 class CatalogSpider(scrapy.Spider):
@@ -48,6 +52,7 @@ class CatalogSpider(scrapy.Spider):
         super().__init__(*args, **kwargs)
         self.profiles: list[SiteProfile] = []
         self.priorities = dict(DEFAULT_PAGE_PRIORITIES)
+        self.known_links = RecentKeys(DEFAULT_KNOWN_LINKS)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
@@ -56,7 +61,17 @@ class CatalogSpider(scrapy.Spider):
         paths = settings.getlist("SITE_PROFILES")
         spider.profiles = load_profiles(paths) if paths else []
         spider.priorities.update(settings.getdict("PAGE_PRIORITIES"))
+        spider.known_links = RecentKeys(settings.getint("CATALOG_KNOWN_LINKS", DEFAULT_KNOWN_LINKS))
+        crawler.signals.connect(spider._scheduled, signal=signals.request_scheduled)
         return spider
+
+    def _scheduled(self, request: scrapy.Request, spider: scrapy.Spider) -> None:
+        # The navigation of a shop links to the same pages from every page. A plain GET that
+        # reached the scheduler is now the dupefilter's: an identical one would be filtered
+        # there, so the spider need not build it again and walk it through every middleware.
+        # (Links dropped on the way, by depth or offsite rules, are not remembered.)
+        if not request.dont_filter and request.method == "GET" and not request.body:
+            self.known_links.add(request.url)
 
     async def start(self) -> AsyncIterator[Any]:
         # Seeds arrive through the frontier from Redis, never from here.
@@ -99,8 +114,13 @@ class CatalogSpider(scrapy.Spider):
         inherited = {
             k: v for k, v in response.meta.items() if k in ("site",) or k.startswith("seed_")
         }
+        known = self.known_links
+        repeated = 0
         for link_kind, page_kind in LINK_KINDS.items():
             for url in page.links.get(link_kind, ()):
+                if url in known:
+                    repeated += 1
+                    continue
                 if urlsplit(url).hostname != site:
                     stats.inc_value("catalog/links/offsite")
                     continue
@@ -110,6 +130,8 @@ class CatalogSpider(scrapy.Spider):
                     priority=self.priorities.get(page_kind, 0),
                     meta={**inherited, "page_kind": page_kind},
                 )
+        if repeated:
+            stats.inc_value("catalog/links/known", repeated)
 
 
 def _ctype(response: Response) -> str:

@@ -1,0 +1,48 @@
+"""The catalog spider's own bookkeeping: links it already handed to the scheduler."""
+
+from __future__ import annotations
+
+import scrapy
+from scrapy import signals
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+
+from distcrawl.spiders.catalog import CatalogSpider
+
+PAGE = b"""<html><body>
+<nav><a href="/c/shoes/">Shoes</a> <a href="/c/hats/">Hats</a></nav>
+<main><h1>Welcome</h1></main>
+</body></html>"""
+
+
+def _links(spider: CatalogSpider) -> list[str]:
+    response = HtmlResponse(
+        "http://shop.test/",
+        body=PAGE,
+        encoding="utf-8",
+        request=scrapy.Request("http://shop.test/", meta={"site": "shop.test"}),
+    )
+    return [r.url for r in spider.parse(response) if isinstance(r, scrapy.Request)]
+
+
+def test_links_that_reached_the_scheduler_are_not_built_again() -> None:
+    crawler = get_crawler(CatalogSpider, {"CATALOG_KNOWN_LINKS": 100})
+    crawler.spider = spider = CatalogSpider.from_crawler(crawler)
+    crawler.stats.open_spider()
+    first = _links(spider)
+    assert first == ["http://shop.test/c/shoes/", "http://shop.test/c/hats/"]
+    # only one of them got through the middlewares to the scheduler (the other was dropped
+    # on the way, e.g. by a depth limit): only that one is skipped next time
+    crawler.signals.send_catch_log(
+        signals.request_scheduled,
+        request=scrapy.Request("http://shop.test/c/shoes/"),
+        spider=spider,
+    )
+    # a dont_filter request bypasses the dupefilter: it proves nothing about later links
+    crawler.signals.send_catch_log(
+        signals.request_scheduled,
+        request=scrapy.Request("http://shop.test/c/hats/", dont_filter=True),
+        spider=spider,
+    )
+    assert _links(spider) == ["http://shop.test/c/hats/"]
+    assert crawler.stats.get_value("catalog/links/known") == 1
