@@ -40,6 +40,8 @@ _IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # What inet_aton (and so the resolver and every browser) reads as an IPv4 address: 1-4 labels
 # in decimal, octal or hex, e.g. 2130706433, 0x7f.1 or 127.1 all mean 127.0.0.1.
+#: controls, space and DEL: never part of a URL to fetch
+_BAD_URL_CHARACTERS = re.compile(r"[\x00-\x20\x7f]")
 _NUMERIC_HOST = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}\.?", re.IGNORECASE)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
@@ -197,7 +199,7 @@ def check_url(url: str, *, allow_private: bool | frozenset[str] = False) -> str:
         raise UrlRefused("empty_url")
     if len(url) > MAX_URL_LENGTH:
         raise UrlRefused("url_too_long", url)
-    if any(ord(c) < 0x21 or c == "\x7f" for c in url):
+    if _BAD_URL_CHARACTERS.search(url):
         raise UrlRefused("bad_characters", url)
     try:
         parts = urlsplit(url)

@@ -119,12 +119,22 @@ def _queueable(spider_class: type, name: str) -> Any:
     return None
 
 
+#: what :func:`_positional` answers for a function Scrapy cannot call with a response
+_NOT_CALLABLE = frozenset({"\0"})
+
+
 @functools.lru_cache(maxsize=256)
-def _signature(func: Any) -> inspect.Signature | None:
+def _positional(func: Any) -> frozenset[str] | None:
+    """The parameters Scrapy fills when it calls ``func(self, response)``; None if the
+    signature cannot be read, :data:`_NOT_CALLABLE` if the call would fail."""
     try:
-        return inspect.signature(func)
+        signature = inspect.signature(func)
     except (TypeError, ValueError):
         return None
+    try:
+        return frozenset(signature.bind(None, None).arguments)
+    except TypeError:
+        return _NOT_CALLABLE
 
 
 def _callback_name(spider: Spider | None, func: Any) -> str | None:
@@ -191,15 +201,13 @@ def _spider_method(spider: Spider | None, name: Any, what: str, kwargs: dict[str
     func = _queueable(type(spider), name)  # type: ignore[arg-type]  # classes hash
     if func is None:
         raise BadEntry(f"unknown_{what}", name)
-    signature = _signature(func)
-    if signature is not None:
+    positional = _positional(func)
+    if positional is not None:
         # Scrapy calls it as (self, response or failure, **cb_kwargs): a method that takes
         # other arguments, or cb_kwargs naming the positional ones, would fail at call time
-        try:
-            bound = signature.bind(spider, None)
-        except TypeError:
-            raise BadEntry(f"bad_{what}", name) from None
-        clash = set(bound.arguments).intersection(kwargs)
+        if positional is _NOT_CALLABLE:
+            raise BadEntry(f"bad_{what}", name)
+        clash = positional.intersection(kwargs)
         _expect(not clash, "bad_cb_kwargs", ",".join(sorted(clash)))
     return getattr(spider, name)
 
