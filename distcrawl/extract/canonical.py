@@ -81,17 +81,22 @@ def canonicalize_url(
     returned stripped of surrounding whitespace, so a caller always has a key to use.
     """
     # frozensets hash once and the same links recur on every page of a site: cache
-    return _canonicalize(
-        url.strip(),
-        _lowered(frozenset(tracking_params)),
-        tuple(p.lower() for p in tracking_prefixes),
-        _lowered(frozenset(first_page_params)),
+    options = _lowered(
+        frozenset(tracking_params), tuple(tracking_prefixes), frozenset(first_page_params)
     )
+    return _canonicalize(url.strip(), *options)
 
 
 @lru_cache(maxsize=64)
-def _lowered(names: frozenset[str]) -> frozenset[str]:
-    return frozenset(n.lower() for n in names)
+def _lowered(
+    tracking_params: frozenset[str], tracking_prefixes: tuple[str, ...], first_page: frozenset[str]
+) -> tuple[frozenset[str], tuple[str, ...], frozenset[str]]:
+    """The options of :func:`canonicalize_url` as ``_canonicalize`` compares them."""
+    return (
+        frozenset(n.lower() for n in tracking_params),
+        tuple(p.lower() for p in tracking_prefixes),
+        frozenset(n.lower() for n in first_page),
+    )
 
 
 @lru_cache(maxsize=DEFAULT_CACHE_SIZE)

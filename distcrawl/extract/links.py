@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
@@ -27,10 +28,23 @@ from ._xpath import xpath as _xpath
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["LINK_KINDS", "LinkScan", "is_card_context", "scan_links"]
+__all__ = [
+    "DEFAULT_CONTEXT_CACHE_SIZE",
+    "DEFAULT_JOIN_CACHE_SIZE",
+    "LINK_KINDS",
+    "LinkScan",
+    "is_card_context",
+    "scan_links",
+]
 
 #: keys of ``PageAnalysis.links``, always all present
 LINK_KINDS: tuple[str, ...] = ("category", "listing", "product", "next")
+
+#: root-relative links joined per process (a site's navigation recurs on every page)
+DEFAULT_JOIN_CACHE_SIZE = 8192
+
+#: link contexts read per process (a site's templates repeat them on every page)
+DEFAULT_CONTEXT_CACHE_SIZE = 1024
 
 #: anchor texts that mean "the next page", compared lower-case and stripped
 NEXT_WORDS: frozenset[str] = frozenset(
@@ -79,6 +93,8 @@ _PAGE_PARAM = re.compile(r"(?:^|&)(?:page|pg|pagenum|page_num|offset|start)=\d+"
 _PAGE_PATH = re.compile(r"/page/\d+/?$", re.IGNORECASE)
 _PRICE_TEXT = re.compile(r"[$€£¥₹]\s*\d|\d\s*(?:[$€£¥₹]|eur|usd|gbp|kr|zł|chf)\b", re.IGNORECASE)
 _SKIPPED_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "sms:", "#")
+# "/c/shoes/" but not "//host/..."; urljoin drops tabs and newlines, which could make one
+_ROOT_RELATIVE = re.compile(r"/(?!/)[^\t\n\r]*")
 
 # matched against "class id tag" of a link's ancestors; \b keeps "unavailable" from "nav"
 _NAV_CONTEXT = re.compile(
@@ -104,6 +120,29 @@ class LinkScan:
     main_product_links: int = 0
     #: the page has pagination
     paginated: bool = False
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the blocks around a link say about it."""
+
+    pagination: bool
+    filters: bool
+    nav: bool
+    category: bool
+    aside: bool
+
+
+@lru_cache(maxsize=DEFAULT_CONTEXT_CACHE_SIZE)
+def _read_context(context: str) -> _Context:
+    """*context* is "class id tag" of a link's ancestors, nearest first."""
+    return _Context(
+        pagination=bool(_PAGINATION_CONTEXT.search(context)),
+        filters=bool(_FILTER_CONTEXT.search(context)),
+        nav=bool(_NAV_CONTEXT.search(context)),
+        category=bool(_CATEGORY_CONTEXT.search(context)),
+        aside=bool(_ASIDE_CONTEXT.search(context)),
+    )
 
 
 def _classes(el: HtmlElement) -> str:
@@ -137,30 +176,40 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
     base = page_url
     for base_href in _xpath("//head/base/@href")(root)[:1]:
         base = urljoin(page_url, str(base_href).strip())
+    origin = _origin(base)
     page_canonical = canonical(page_url)
     page_path = urlsplit(page_canonical).path
     first_next: list[str] = []
     other_pages: list[str] = []
     seen: dict[str, set[str]] = {k: set() for k in LINK_KINDS}
     card_price: dict[HtmlElement, bool] = {}
+    # links share their ancestors (a nav, a list): each one's part of a context is built once
+    contexts: dict[tuple[HtmlElement, int], str] = {}
 
     def add(kind: str, url: str, target: list[str] | None = None) -> None:
         if url not in seen[kind]:
             seen[kind].add(url)
             (scan.links[kind] if target is None else target).append(url)
 
+    def has_price(card: HtmlElement) -> bool:
+        if card not in card_price:
+            card_price[card] = _has_price(card)
+        return card_price[card]
+
     for link in _xpath("//head/link[@href][contains(@rel,'next')]")(root):
-        url = _absolute(base, link.get("href"), canonical)
+        url = _absolute(base, origin, link.get("href"), canonical)
         if url:
             add("next", url, first_next)
     for a in root.iter("a"):
-        url = _absolute(base, a.get("href"), canonical)
+        url = _absolute(base, origin, a.get("href"), canonical)
         if url is None or url == page_canonical:
             continue
         rel = (a.get("rel") or "").lower().split()
         own = _classes(a) + " " + (a.get("aria-label") or "").lower()
-        text = " ".join((a.text_content() or "").split()).lower()
-        context = " ".join(_classes(p) + " " + p.tag for p in _ancestors(a, 8))
+        # text_content() runs an XPath; a link without child elements has only its .text
+        content = a.text_content() if len(a) else a.text
+        text = " ".join((content or "").split()).lower()
+        context = _read_context(_context(a.getparent(), 8, contexts))
         split = urlsplit(url)
         if "next" in rel or "next" in own.split() or own.startswith("next") or text in NEXT_WORDS:
             scan.paginated = True
@@ -168,7 +217,7 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
             continue
         if (
             "prev" in rel
-            or _PAGINATION_CONTEXT.search(context)
+            or context.pagination
             or (
                 split.path == page_path
                 and (_PAGE_PARAM.search(split.query) or _PAGE_PATH.search(split.path))
@@ -178,54 +227,68 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
             scan.paginated = True
             add("next", url, other_pages)
             continue
-        if _FILTER_CONTEXT.search(context):
+        if context.filters:
             continue
-        in_nav = bool(_NAV_CONTEXT.search(context))
+        in_nav = context.nav
         card = None if in_nav else is_card_context(a)
         is_product = not in_nav and bool(_PRODUCT_PATH.search(split.path))
         if card is not None and not is_product:
-            if card not in card_price:
-                card_price[card] = _has_price(card)
-            is_product = card_price[card] and not _EXCLUDED_PATH.search(split.path)
+            is_product = has_price(card) and not _EXCLUDED_PATH.search(split.path)
         if not is_product and not in_nav and "product" in own and "categor" not in own:
             is_product = not _EXCLUDED_PATH.search(split.path)
         if is_product:
-            if card is not None and card_price.setdefault(card, _has_price(card)):
+            if card is not None and has_price(card):
                 scan.cards.add(card)
-            if not _ASIDE_CONTEXT.search(context) and url not in seen["product"]:
+            if not context.aside and url not in seen["product"]:
                 scan.main_product_links += 1
             add("product", url)
             continue
         if _EXCLUDED_PATH.search(split.path):
             continue
-        if (
-            in_nav
-            or _CATEGORY_CONTEXT.search(context)
-            or _CATEGORY_PATH.search(split.path)
-            or "categor" in own
-        ):
+        if in_nav or context.category or _CATEGORY_PATH.search(split.path) or "categor" in own:
             add("category", url)
     scan.links["next"] = [u for u in (*first_next, *other_pages) if u != page_canonical]
     return scan
 
 
-def _ancestors(el: HtmlElement, limit: int) -> list[HtmlElement]:
-    out: list[HtmlElement] = []
-    for parent in el.iterancestors():
-        if parent.tag in ("body", "html") or len(out) >= limit:
-            break
-        out.append(parent)
-    return out
+def _context(el: HtmlElement | None, limit: int, memo: dict[tuple[HtmlElement, int], str]) -> str:
+    """The "class id tag" of *el* and its ancestors, at most *limit* of them, below the body."""
+    if el is None or limit == 0 or el.tag in ("body", "html"):
+        return ""
+    key = (el, limit)
+    if key not in memo:
+        outer = _context(el.getparent(), limit - 1, memo)
+        memo[key] = f"{_classes(el)} {el.tag} {outer}" if outer else f"{_classes(el)} {el.tag}"
+    return memo[key]
 
 
-def _absolute(base: str, href: str | None, canonical: Callable[[str], str]) -> str | None:
+def _origin(base: str) -> str | None:
+    """``scheme://host`` of an http(s) *base*: all that a root-relative link depends on."""
+    try:
+        parts = urlsplit(base)
+    except ValueError:
+        return None
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else None
+
+
+@lru_cache(maxsize=DEFAULT_JOIN_CACHE_SIZE)
+def _join_root_relative(origin: str, href: str) -> str:
+    return urljoin(origin, href)
+
+
+def _absolute(
+    base: str, origin: str | None, href: str | None, canonical: Callable[[str], str]
+) -> str | None:
     if not href:
         return None
     href = href.strip()
     if not href or href.lower().startswith(_SKIPPED_SCHEMES):
         return None
     try:
-        url = urljoin(base, href)
+        if origin is not None and _ROOT_RELATIVE.fullmatch(href):
+            url = _join_root_relative(origin, href)
+        else:
+            url = urljoin(base, href)
     except ValueError:
         return None
     if not url.lower().startswith(("http://", "https://", "file://")):
