@@ -10,6 +10,9 @@ __all__ = ["xpath"]
 
 
 @lru_cache(maxsize=256)
-def xpath(expression: str) -> etree.XPath:
-    """The compiled form of *expression*; ``element.xpath(str)`` would compile it per call."""
-    return etree.XPath(expression)
+def xpath(expression: str, *, smart_strings: bool = True) -> etree.XPath:
+    """The compiled form of *expression*; ``element.xpath(str)`` would compile it per call.
+
+    Without *smart_strings*, text results are plain strings (cheaper, but no ``getparent()``).
+    """
+    return etree.XPath(expression, smart_strings=smart_strings)

@@ -171,7 +171,11 @@ def _analyze(
     errors: list[str],
 ) -> PageAnalysis:
     text = _decode(body, encoding, errors)
-    tracking = DEFAULT_TRACKING_PARAMS | frozenset(profile.strip_params if profile else ())
+    tracking = (
+        DEFAULT_TRACKING_PARAMS | frozenset(profile.strip_params)
+        if profile
+        else DEFAULT_TRACKING_PARAMS
+    )
     canonical = partial(canonicalize_url, tracking_params=tracking)
     root = _parse(text or "<html></html>")
     if root is None or not hasattr(root, "iter"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -99,7 +100,12 @@ def node_types(node: dict[str, Any]) -> set[str]:
     """The node's schema.org type names without any ``https://schema.org/`` prefix."""
     raw = node.get("@type", node.get("type"))
     values = raw if isinstance(raw, list) else [raw]
-    return {_SCHEMA_PREFIX.sub("", v).strip("/") for v in values if isinstance(v, str)}
+    return {_type_name(v) for v in values if isinstance(v, str)}
+
+
+@lru_cache(maxsize=512)
+def _type_name(value: str) -> str:
+    return _SCHEMA_PREFIX.sub("", value).strip("/")
 
 
 def iter_nodes(data: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
@@ -123,8 +129,10 @@ def iter_nodes(data: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
 def text_value(value: Any, depth: int = 0) -> str | None:
     """A plain string from a schema.org value (string, number, ``{"name"}``, ``{"@value"}``,
     or the first of a list); whitespace collapsed."""
-    if depth > _MAX_DEPTH:
+    if depth > _MAX_DEPTH or value is None:
         return None
+    if isinstance(value, str):  # most values are
+        return " ".join(str(value).split()) or None
     if isinstance(value, list):
         for item in value:
             text = text_value(item, depth + 1)

@@ -54,6 +54,9 @@ _COMMENT_LINE = re.compile(r"^\s*(//.*|<!--.*-->)", re.MULTILINE)
 _PRODUCT_ASSIGNMENT = re.compile(
     r"(?:window\.|var\s+|let\s+|const\s+|\b)([\w$.]*product[\w$]*)\s*=\s*(?=\{)", re.IGNORECASE
 )
+# built once: json.loads(..., strict=False) and JSONDecoder() build a new decoder per call
+_LENIENT_JSON = json.JSONDecoder(strict=False)
+_JSON = json.JSONDecoder()
 
 
 @dataclass
@@ -162,7 +165,7 @@ def _json_ld_nodes(root: HtmlElement, errors: list[str]) -> list[dict[str, Any]]
         if not body:
             continue
         try:
-            documents.append(json.loads(body, strict=False))
+            documents.append(_LENIENT_JSON.decode(body))
         except (ValueError, RecursionError):
             try:  # extruct's own fallback: comments and trailing commas
                 documents.append(jstyleson.loads(_COMMENT_LINE.sub("", body), strict=False))
@@ -365,7 +368,7 @@ def _script_product(root: HtmlElement, url: str, errors: list[str]) -> dict[str,
         elif "product" in body.lower():
             for match in _PRODUCT_ASSIGNMENT.finditer(body):
                 try:
-                    objects.append(json.JSONDecoder().raw_decode(body, match.end())[0])
+                    objects.append(_JSON.raw_decode(body, match.end())[0])
                 except (ValueError, RecursionError):
                     errors.append(
                         f"embedded {match.group(1)} is not JSON; a profile field with a "
