@@ -3,13 +3,15 @@
 Built on :func:`w3lib.url.canonicalize_url` (percent-encoding, sorted query, no fragment,
 lower-case host) plus what a catalog crawl needs on top: tracking parameters stripped,
 ``?page=1`` treated as the first page without a parameter, default ports removed.
+Also :func:`join_url`, which every reader uses to make a link absolute.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import lru_cache
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 
@@ -19,6 +21,8 @@ __all__ = [
     "DEFAULT_TRACKING_PARAMS",
     "DEFAULT_TRACKING_PREFIXES",
     "canonicalize_url",
+    "is_plain_absolute",
+    "join_url",
     "same_site",
 ]
 
@@ -66,6 +70,12 @@ DEFAULT_CACHE_SIZE = 8192
 
 #: ports a URL may leave out, per scheme
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
+
+# an absolute http(s) URL that urljoin gives back as it is: an ASCII host and port, no
+# ";params", no empty "?" or "#", nothing urlsplit strips or lower-cases
+_PLAIN_ABSOLUTE = re.compile(
+    r"https?://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[^\s?#;]*)?(?:\?[^\s#]+)?(?:#\S+)?"
+)
 
 
 def canonicalize_url(
@@ -123,6 +133,22 @@ def _canonicalize(
         kept.append(pair)
     path = parts.path or ("/" if netloc else "")
     return urlunsplit((parts.scheme, netloc, path, "&".join(kept), ""))
+
+
+def is_plain_absolute(url: str) -> bool:
+    """True for an absolute http(s) URL that urlsplit reads and urljoin returns unchanged."""
+    return _PLAIN_ABSOLUTE.fullmatch(url) is not None
+
+
+def join_url(base: str, href: str) -> str:
+    """``urljoin(base, href)``, without parsing an absolute URL urljoin would only rebuild.
+
+    Raises ValueError where urljoin does.
+    """
+    if base and is_plain_absolute(href):
+        urlsplit(base)  # raises on a base urljoin cannot parse
+        return href
+    return urljoin(base, href)
 
 
 def same_site(url_a: str, url_b: str) -> bool:

@@ -22,10 +22,10 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
 
 from ._xpath import xpath as _xpath
 from .availability import normalize_availability
+from .canonical import join_url
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .schema import clean_category_path
 
@@ -321,7 +321,7 @@ def _images(root: HtmlElement, url: str, cards: set[HtmlElement]) -> list[str]:
             continue
         src = el.get("src") or el.get("data-src") or el.get("content") or el.get("href")
         if src and not src.strip().startswith("data:"):
-            found.append(urljoin(url, src.strip()))
+            found.append(join_url(url, src.strip()))
     return list(dict.fromkeys(found))
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from ._xpath import xpath as _xpath
+from .canonical import join_url
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -175,7 +176,7 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
     scan = LinkScan()
     base = page_url
     for base_href in _xpath("//head/base/@href")(root)[:1]:
-        base = urljoin(page_url, str(base_href).strip())
+        base = join_url(page_url, str(base_href).strip())
     origin = _origin(base)
     page_canonical = canonical(page_url)
     page_path = urlsplit(page_canonical).path
@@ -288,7 +289,7 @@ def _absolute(
         if origin is not None and _ROOT_RELATIVE.fullmatch(href):
             url = _join_root_relative(origin, href)
         else:
-            url = urljoin(base, href)
+            url = join_url(base, href)
     except ValueError:
         return None
     if not url.lower().startswith(("http://", "https://", "file://")):

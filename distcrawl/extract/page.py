@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
 
 from lxml import etree, html
 from parsel import Selector
@@ -33,7 +32,7 @@ from w3lib.encoding import html_to_unicode
 
 from ._xpath import xpath as _xpath
 from .availability import normalize_availability
-from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, same_site
+from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, join_url, same_site
 from .heuristics import HEURISTIC_FIELDS, HeuristicProduct, heuristic_product
 from .links import LINK_KINDS, LinkScan, scan_links
 from .prices import normalize_currency, parse_price, parse_structured_price
@@ -184,7 +183,7 @@ def _analyze(
     canonical_url = canonical(url)
     canonical_links = _xpath(_CANONICAL_LINKS)(root)
     for href in [link.get("href") for link in canonical_links if link.get("href")][:1]:
-        target = urljoin(url, str(href).strip())
+        target = join_url(url, str(href).strip())
         if same_site(url, target):
             canonical_url = canonical(target)
         else:
@@ -330,7 +329,7 @@ def _absolute_links(url: str, hrefs: list[str], canonical: partial[str]) -> list
         if href.lower().startswith(("javascript:", "mailto:", "tel:", "#", "data:")):
             continue
         try:
-            absolute = urljoin(url, href)
+            absolute = join_url(url, href)
         except ValueError:
             continue
         if absolute.lower().startswith(("http://", "https://", "file://")):
@@ -368,7 +367,7 @@ def _profile_fields(
         elif name == "category_path":
             value = values
         elif name == "image_urls":
-            value = list(dict.fromkeys(urljoin(url, v) for v in values))
+            value = list(dict.fromkeys(join_url(url, v) for v in values))
         else:
             value = first
         if value not in (None, "", []):

@@ -25,9 +25,10 @@ from collections.abc import Iterator
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from .availability import normalize_availability
+from .canonical import is_plain_absolute, join_url
 from .prices import normalize_currency, parse_structured_price
 
 __all__ = [
@@ -171,8 +172,12 @@ def _urls(value: Any, base_url: str, depth: int = 0) -> list[str]:
                     out.extend(_urls(item[key], base_url, depth + 1))
                     break
         elif isinstance(item, str) and item.strip():
-            url = urljoin(base_url, item.strip())
-            if urlsplit(url).scheme in ("http", "https", "file", "data") or not base_url:
+            url = join_url(base_url, item.strip())
+            if (
+                is_plain_absolute(url)  # an http(s) URL, without parsing it again
+                or urlsplit(url).scheme in ("http", "https", "file", "data")
+                or not base_url
+            ):
                 out.append(url)
     return list(dict.fromkeys(out))
 

@@ -18,13 +18,12 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
 
 import extruct
 import jstyleson
 
 from .availability import normalize_availability
-from .canonical import canonicalize_url
+from .canonical import canonicalize_url, join_url
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .schema import (
     PRODUCT_TYPES,
@@ -140,7 +139,7 @@ def _main_product(
     unlinked = []
     for node in products:
         node_url = text_value(node.get("url")) or text_value(node.get("@id"))
-        target = canonicalize_url(urljoin(url, node_url)) if node_url else None
+        target = canonicalize_url(join_url(url, node_url)) if node_url else None
         if target in page_urls:
             return node
         if target not in linked:
@@ -444,7 +443,7 @@ def _script_fields(obj: dict[str, Any], url: str) -> dict[str, Any]:
         for i in image_list
     ]
     if any(urls):
-        fields["image_urls"] = list(dict.fromkeys(urljoin(url, u) for u in urls if u))
+        fields["image_urls"] = list(dict.fromkeys(join_url(url, u) for u in urls if u))
     category = first("category_path")
     if isinstance(category, str):
         category = _CATEGORY_SPLIT.split(category)
