@@ -62,6 +62,17 @@ MIN_SECONDS = 10.0
 SCRAPY_REDIS_IDLE_CLOSE = 2
 
 
+def steady_rate(pages: list[dict[str, Any]]) -> float | None:
+    """Pages/s between the 5th and the 95th percentile of fetch times: the rate once the
+    frontier is wide enough for every slot (a crawl starts from one seed) and before the
+    last pages drain. Reported next to ``pps``, which counts the whole crawl."""
+    times = sorted(float(e["t"]) for e in pages)
+    lo, hi = len(times) // 20, len(times) - 1 - len(times) // 20
+    if hi - lo < 10 or times[hi] <= times[lo]:
+        return None
+    return round((hi - lo) / (times[hi] - times[lo]), 1)
+
+
 def variant_name(kind: str, nodes: int) -> str:
     if kind != "distcrawl" or nodes == 1:
         return kind
@@ -211,6 +222,8 @@ class Bench:
         result.update(
             seconds=round(window, 2),
             pps=round(n_pages / window, 1),
+            steady_pps=steady_rate(pages),
+            ramp_up_s=round(pages[max(0, len(pages) // 20 - 1)]["t"] - t_first, 2),
             cpu_s_per_1000_pages=round(cpu * 1000 / n_pages, 3),
             cpu_total_s_per_1000_pages=round(cpu_total * 1000 / n_pages, 3),
             cpu_s=round(cpu, 2),
@@ -299,6 +312,7 @@ def summarize(
             n: med(n, "redis_cpu_s_per_1000_pages") for n in names if n != "plain"
         },
         "pps_by_variant": {n: med(n, "pps") for n in names},
+        "steady_pps_by_variant": {n: med(n, "steady_pps") for n in names},
     }
     if any("proxy_roundtrips_per_page" in r.get(n, {}) for r in rounds for n in names):
         out["proxy_roundtrips_per_page_by_variant"] = {
@@ -314,6 +328,13 @@ def summarize(
         for n in node_counts:
             if n != 1:
                 scaling[f"ratio_{n}_vs_1"] = ratio(variant_name("distcrawl", n), "distcrawl")
+                scaling[f"steady_ratio_{n}_vs_1"] = median(
+                    _ratio(
+                        r.get(variant_name("distcrawl", n), {}).get("steady_pps"),
+                        r.get("distcrawl", {}).get("steady_pps"),
+                    )
+                    for r in rounds
+                )
         out["scaling"] = scaling
     return out
 
