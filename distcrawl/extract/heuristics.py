@@ -66,6 +66,10 @@ _SKU_LABEL = re.compile(
 )
 _SKU_IN_TEXT = re.compile(r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})")
 _GTIN_IN_TEXT = re.compile(r"\b(?:GTIN|EAN|UPC|ISBN)(?:-?1[03])?\s*[:#]?\s*(\d[\d\- ]{6,16}\d)")
+# the labels those two start with: a substring check is far cheaper than a regex that tries
+# its leading \b at every position of the page's text
+_SKU_WORDS = ("SKU", "Art", "Item")
+_GTIN_WORDS = ("GTIN", "EAN", "UPC", "ISBN")
 #: crumb "names" that are only separators
 _SEPARATORS = {"/", ">", "|", "\u203a", "\u00bb"}
 _BREADCRUMB_XPATH = (
@@ -303,11 +307,16 @@ def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: Heuris
             smart_strings=False,
         )(root)
     )
-    if "sku" not in fields and (match := _SKU_IN_TEXT.search(body_text)):
+    if "sku" not in fields and (match := _search(_SKU_IN_TEXT, _SKU_WORDS, body_text)):
         fields["sku"] = match.group(1).rstrip(".")
         result.strong = True
-    if "gtin" not in fields and (match := _GTIN_IN_TEXT.search(body_text)):
+    if "gtin" not in fields and (match := _search(_GTIN_IN_TEXT, _GTIN_WORDS, body_text)):
         fields["gtin"] = re.sub(r"\D", "", match.group(1))
+
+
+def _search(pattern: re.Pattern[str], labels: tuple[str, ...], text: str) -> re.Match[str] | None:
+    """``pattern.search(text)``, skipped when none of the labels it starts with is there."""
+    return pattern.search(text) if any(label in text for label in labels) else None
 
 
 def _images(root: HtmlElement, url: str, cards: set[HtmlElement]) -> list[str]:

@@ -30,7 +30,6 @@ from lxml import etree, html
 from parsel import Selector
 from w3lib.encoding import html_to_unicode
 
-from ._xpath import xpath as _xpath
 from .availability import normalize_availability
 from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, join_url, same_site
 from .heuristics import HEURISTIC_FIELDS, HeuristicProduct, heuristic_product
@@ -77,7 +76,8 @@ _PLAIN_NUMBER = re.compile(r"\s*\d+(?:\.\d+)?\s*")
 #: NUL and other C0 controls make lxml refuse or truncate a document
 _CONTROL_CHARS = "".join(chr(c) for c in range(0x20) if chr(c) not in "\t\n\r")
 _CONTROL_CHARS_RE = re.compile(f"[{re.escape(_CONTROL_CHARS)}]")
-_CANONICAL_LINKS = "//link[contains(translate(@rel,'CANOIL','canoil'),'canonical')]"
+#: lower-cases what "canonical" is spelt with, as ``translate(@rel,'CANOIL','canoil')``
+_CANONICAL_LETTERS = str.maketrans("CANOIL", "canoil")
 #: one HTML parser per thread: lxml parsers must not be shared between threads
 _parsers = threading.local()
 
@@ -181,7 +181,11 @@ def _analyze(
         errors.append("no HTML document found")
         return PageAnalysis(url, "other", canonical(url), None, {k: [] for k in LINK_KINDS}, errors)
     canonical_url = canonical(url)
-    canonical_links = _xpath(_CANONICAL_LINKS)(root)
+    canonical_links = (
+        link
+        for link in root.iter("link")
+        if "canonical" in (link.get("rel") or "").translate(_CANONICAL_LETTERS)
+    )
     for href in [link.get("href") for link in canonical_links if link.get("href")][:1]:
         target = join_url(url, str(href).strip())
         if same_site(url, target):
