@@ -47,6 +47,9 @@ DEFAULT_JOIN_CACHE_SIZE = 8192
 #: link contexts read per process (a site's templates repeat them on every page)
 DEFAULT_CONTEXT_CACHE_SIZE = 1024
 
+#: longer hrefs and contexts bypass those caches: a hostile page must not bloat them
+_MAX_CACHED_CHARS = 2048
+
 #: anchor texts that mean "the next page", compared lower-case and stripped
 NEXT_WORDS: frozenset[str] = frozenset(
     {
@@ -133,17 +136,19 @@ class _Context:
     category: bool
     aside: bool
 
+    @classmethod
+    def read(cls, context: str) -> _Context:
+        """*context* is "class id tag" of a link's ancestors, nearest first."""
+        return cls(
+            pagination=bool(_PAGINATION_CONTEXT.search(context)),
+            filters=bool(_FILTER_CONTEXT.search(context)),
+            nav=bool(_NAV_CONTEXT.search(context)),
+            category=bool(_CATEGORY_CONTEXT.search(context)),
+            aside=bool(_ASIDE_CONTEXT.search(context)),
+        )
 
-@lru_cache(maxsize=DEFAULT_CONTEXT_CACHE_SIZE)
-def _read_context(context: str) -> _Context:
-    """*context* is "class id tag" of a link's ancestors, nearest first."""
-    return _Context(
-        pagination=bool(_PAGINATION_CONTEXT.search(context)),
-        filters=bool(_FILTER_CONTEXT.search(context)),
-        nav=bool(_NAV_CONTEXT.search(context)),
-        category=bool(_CATEGORY_CONTEXT.search(context)),
-        aside=bool(_ASIDE_CONTEXT.search(context)),
-    )
+
+_read_context = lru_cache(maxsize=DEFAULT_CONTEXT_CACHE_SIZE)(_Context.read)
 
 
 def _classes(el: HtmlElement) -> str:
@@ -210,7 +215,11 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
         # text_content() runs an XPath; a link without child elements has only its .text
         content = a.text_content() if len(a) else a.text
         text = " ".join((content or "").split()).lower()
-        context = _read_context(_context(a.getparent(), 8, contexts))
+        ancestry = _context(a.getparent(), 8, contexts)
+        if len(ancestry) <= _MAX_CACHED_CHARS:
+            context = _read_context(ancestry)
+        else:
+            context = _Context.read(ancestry)
         split = urlsplit(url)
         if "next" in rel or "next" in own.split() or own.startswith("next") or text in NEXT_WORDS:
             scan.paginated = True
@@ -286,7 +295,7 @@ def _absolute(
     if not href or href.lower().startswith(_SKIPPED_SCHEMES):
         return None
     try:
-        if origin is not None and _ROOT_RELATIVE.fullmatch(href):
+        if origin is not None and len(href) <= _MAX_CACHED_CHARS and _ROOT_RELATIVE.fullmatch(href):
             url = _join_root_relative(origin, href)
         else:
             url = join_url(base, href)
