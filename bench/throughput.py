@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,12 @@ def _release_when_ready(admin: redis.Redis, nodes: list[Node]) -> None:
     ):
         time.sleep(0.05)
     admin.delete(PAUSED_KEY)
+
+
+def per_second(pages: list[dict[str, Any]], t_first: float) -> list[int]:
+    """Page fetches in each second of the crawl window (how it ramps up and drains)."""
+    counts = Counter(int(float(e["t"]) - t_first) for e in pages)
+    return [counts.get(i, 0) for i in range(max(counts, default=-1) + 1)]
 
 
 def steady_rate(pages: list[dict[str, Any]]) -> float | None:
@@ -253,6 +260,7 @@ class Bench:
             seconds=round(window, 2),
             pps=round(n_pages / window, 1),
             steady_pps=steady_rate(pages),
+            pages_per_second=per_second(pages, t_first),
             ramp_up_s=round(pages[max(0, len(pages) // 20 - 1)]["t"] - t_first, 2),
             cpu_s_per_1000_pages=round(cpu * 1000 / n_pages, 3),
             cpu_total_s_per_1000_pages=round(cpu_total * 1000 / n_pages, 3),

@@ -53,7 +53,8 @@ Commands
        while paused). A request whose site is out of budget (token bucket of `rate` per
        second and `burst` tokens, at most `conc` in flight cluster-wide; 0 = no limit;
        per-site limit_rate / limit_conc override) moves to P:wait:<site> instead; sites
-       whose wait is over are served first.
+       whose wait is over are served first. From the queue a node takes at most its share,
+       queued / live nodes (rounded up), so a shallow queue is spread over the nodes.
        Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms, paced}:
        next_due_ms is how soon a parked retry or a waiting site falls due (-1: none); paced
        lists the leased rids that spent a rate token: the node sends them first, since their
@@ -284,10 +285,16 @@ if cmd == 'sync' then
         grant(head[1], head[2], spent)
       end
     end
-    -- then the queue; requests of sites out of budget step aside into their site's wait
+    -- then the queue; requests of sites out of budget step aside into their site's wait.
+    -- While the queue is shallow (a crawl widening from one seed, or draining) a node takes
+    -- its fair share only: the node that found the links would otherwise lease them all
+    -- and hold half in its prefetch buffer while the other nodes idle.
+    local live = math.max(1, redis.call('ZCARD', P .. ':nodes'))
+    local share = math.max(1, math.ceil(redis.call('ZCARD', P .. ':queue') / live))
+    local want = math.min(lease_n, #out / 2 + share)
     local looked = 0
-    while #out < 2 * lease_n and looked < 4 * lease_n do
-      local popped = redis.call('ZPOPMIN', P .. ':queue', lease_n - #out / 2)
+    while #out < 2 * want and looked < 4 * lease_n do
+      local popped = redis.call('ZPOPMIN', P .. ':queue', want - #out / 2)
       if #popped == 0 then break end
       for j = 1, #popped, 2 do
         local rid, score = popped[j], popped[j + 1]
