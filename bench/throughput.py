@@ -34,6 +34,7 @@ from typing import Any
 
 import redis
 
+from distcrawl.commands.control import pause, resume
 from distcrawl.frontier.store import FrontierKeys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,8 +65,8 @@ from _common import (
 DEFAULT_PRODUCTS = 7000
 #: a variant that crawls for less than this many seconds gets a warning in the output
 MIN_SECONDS = 10.0
-#: the pause flag of the catalog crawl (``scrapy control catalog pause``)
-PAUSED_KEY = FrontierKeys("catalog", START_URLS_KEY).paused
+#: the keys of the catalog crawl (its pause flag: ``scrapy control catalog pause``)
+KEYS = FrontierKeys("catalog", START_URLS_KEY)
 #: seconds the nodes of one variant get to open their spiders before the crawl goes on
 NODE_START_TIMEOUT = 60.0
 #: seconds a scrapy-redis node waits idle before it closes (MAX_IDLE_TIME_BEFORE_CLOSE)
@@ -86,7 +87,7 @@ def _release_when_ready(admin: redis.Redis, nodes: list[Node]) -> None:
         n.crawling_for() > 0 or not n.alive for n in nodes
     ):
         time.sleep(0.05)
-    admin.delete(PAUSED_KEY)
+    resume(admin, KEYS)  # what `scrapy control catalog resume` does
 
 
 def per_second(pages: list[dict[str, Any]], t_first: float) -> list[int]:
@@ -188,7 +189,7 @@ class Bench:
                 spider = "catalog"
                 settings.update(DISTCRAWL_CLOSE_WHEN_DRAINED="1", DISTCRAWL_DRAIN_GRACE="1")
                 # the cluster stays paused until every node is up (see _release_when_ready)
-                self.admin.set(PAUSED_KEY, "bench: waiting for every node to start")
+                pause(self.admin, KEYS)
             self.admin.lpush(START_URLS_KEY, self.shop.url)
         t_start = time.time()
         before = redis_snapshot(self.admin)

@@ -146,6 +146,49 @@ def test_paused_cluster_hands_out_nothing(store: FrontierStore) -> None:
     assert leased_urls(store.sync("n1", lease=5)[4]) == ["a"]
 
 
+def test_a_shallow_queue_is_shared_among_the_live_nodes(store: FrontierStore) -> None:
+    store.sync("n2")  # a second live node (its heartbeat)
+    store.sync("n1", children=[child(f"u{i}") for i in range(10)])
+    # n1 found the ten links and may hold 32, but takes its half; then n2 its half of the rest
+    assert len(leased_urls(store.sync("n1", lease=32)[4])) == 5
+    assert len(leased_urls(store.sync("n2", lease=32)[4])) == 3
+    # a deep queue is not cut: the share is above what a node asks for
+    store.sync("n1", children=[child(f"v{i}") for i in range(100)])
+    assert len(leased_urls(store.sync("n1", lease=32)[4])) == 32
+
+
+def _next_message(pubsub: redis.client.PubSub, timeout: float) -> dict | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # the subscription's own confirmation comes first and reads as None
+        message = pubsub.get_message(timeout=max(0.0, deadline - time.monotonic()))
+        if message is not None:
+            return message
+    return None
+
+
+def test_idle_nodes_are_woken_when_links_arrive(store: FrontierStore) -> None:
+    pubsub = store.client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(store.keys.wake)
+    assert store.sync("idle", lease=16)[4] == []  # nothing to do: it sleeps
+    assert store.client.smembers(store.keys.idle) == {b"idle"}
+    store.sync("busy", children=[child("a"), child("b")])
+    message = _next_message(pubsub, 2.0)
+    assert message is not None and message["data"] == b"2"
+    assert not store.client.exists(store.keys.idle)  # woken once, until it idles again
+    store.sync("busy", children=[child("c")])
+    assert _next_message(pubsub, 0.2) is None  # nobody sleeps: nothing published
+    # leases returned by a stopping node wake the idle ones too
+    assert len(leased_urls(store.sync("busy", lease=16)[4])) == 2  # its share of three
+    assert len(leased_urls(store.sync("idle", lease=16)[4])) == 1
+    assert store.sync("idle", lease=16)[4] == []
+    store.release("busy")
+    message = _next_message(pubsub, 2.0)
+    assert message is not None and message["data"] == b"2"
+    assert len(leased_urls(store.sync("idle", lease=16)[4])) == 2
+    pubsub.close()
+
+
 def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
     from redis.crc import key_slot
 
@@ -159,6 +202,8 @@ def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
         keys.dead,
         keys.rejected,
         keys.paused,
+        keys.idle,
+        keys.wake,
         keys.leases("n"),
         keys.seeding("n"),
         keys.node("n"),

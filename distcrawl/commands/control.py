@@ -70,7 +70,9 @@ def pause(client: redis.Redis, keys: FrontierKeys) -> dict[str, Any]:
 
 
 def resume(client: redis.Redis, keys: FrontierKeys) -> dict[str, Any]:
-    return {"paused": False, "was_paused": bool(client.delete(keys.paused))}
+    was_paused = bool(client.delete(keys.paused))
+    client.publish(keys.wake, "resumed")  # idle nodes lease at once, not at their next poll
+    return {"paused": False, "was_paused": was_paused}
 
 
 def _text(value: Any) -> str:

@@ -34,6 +34,10 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
                            out of budget; they wait here, in priority order, without blocking
                            other sites and without being polled
   P:waiting          ZSET  site -> ms when the site may admit its next waiting request
+  P:idle             SET   nodes whose last lease request got nothing: they sleep until a
+                           message on the channel P:wake (or their poll backs off to 1 s)
+  P:wake             channel: published when work arrives for idle nodes (links pushed,
+                           leases returned or recovered, the cluster resumed)
   START              LIST  the user-facing seed list (e.g. catalog:start_urls; LPUSH to add)
 
 Call: EVALSHA sha 1 P <command> <args...>. Node-specific keys are derived from P inside the
@@ -54,7 +58,9 @@ Commands
        second and `burst` tokens, at most `conc` in flight cluster-wide; 0 = no limit;
        per-site limit_rate / limit_conc override) moves to P:wait:<site> instead; sites
        whose wait is over are served first. From the queue a node takes at most its share,
-       queued / live nodes (rounded up), so a shallow queue is spread over the nodes.
+       queued / live nodes (rounded up), so a shallow queue is spread over the nodes. A node
+       that asked for leases and got none joins P:idle; pushed links and due retries then
+       wake the idle nodes through P:wake.
        Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms, paced}:
        next_due_ms is how soon a parked retry or a waiting site falls due (-1: none); paced
        lists the leased rids that spent a rate token: the node sends them first, since their
@@ -105,6 +111,15 @@ local function site_done(rid, requeued)
   end
 end
 
+-- work arrived: wake the nodes sleeping for lack of it (one message, however many sleep;
+-- they register again when their next lease still finds nothing)
+local function wake_idle(n)
+  if n > 0 and redis.call('SCARD', P .. ':idle') > 0 then
+    redis.call('DEL', P .. ':idle')
+    redis.call('PUBLISH', P .. ':wake', n)
+  end
+end
+
 local function release(node, start_key, rids)
   local leases = P .. ':leases:' .. node
   local moved = 0
@@ -136,7 +151,9 @@ local function release(node, start_key, rids)
     end
     redis.call('DEL', seeding)
     moved = moved + #seeds
+    redis.call('SREM', P .. ':idle', node)
   end
+  wake_idle(moved)
   return moved
 end
 
@@ -252,7 +269,7 @@ if cmd == 'sync' then
     i = i + 4
   end
   redis.call('ZADD', P .. ':nodes', now, node)
-  promote_due(now, 500)
+  local promoted = promote_due(now, 500)
   local out, paced = {}, {}
   local function grant(rid, score, spent_token)
     if spent_token then paced[#paced + 1] = rid end
@@ -311,6 +328,14 @@ if cmd == 'sync' then
       end
     end
   end
+  if lease_n > 0 then
+    if #out == 0 then
+      redis.call('SADD', P .. ':idle', node)
+    else
+      redis.call('SREM', P .. ':idle', node)
+    end
+  end
+  wake_idle(added + promoted)
   -- when the next parked retry or waiting site falls due, so an idle node sleeps just that long
   local next_due = -1
   for _, key in ipairs({P .. ':waiting', P .. ':delayed'}) do

@@ -15,6 +15,7 @@ live node once its heartbeat is older than ``DISTCRAWL_HEARTBEAT_TIMEOUT``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -143,6 +144,7 @@ class FrontierScheduler(BaseScheduler):
         self._seeds_pending = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
         self._closing = False
         self._redis_down_since: float | None = None
         self._drained_since: float | None = None
@@ -253,6 +255,7 @@ class FrontierScheduler(BaseScheduler):
         await self._with_retry(self._reclaim_own_leases)
         await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
+        self._listener = asyncio.ensure_future(self._listen_for_work(keys.wake))
 
     async def _reclaim_own_leases(self) -> None:
         assert self.store is not None
@@ -285,6 +288,9 @@ class FrontierScheduler(BaseScheduler):
     async def _close(self, reason: str) -> None:
         self._closing = True
         self._wake.set()
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.wait([self._listener], timeout=5)
         if self._task is not None:
             await asyncio.wait([self._task], timeout=60)
         assert self.store is not None
@@ -412,6 +418,28 @@ class FrontierScheduler(BaseScheduler):
                 wait = 0.02 if self._redis_down_since is None else wait
             except TimeoutError:
                 pass
+
+    async def _listen_for_work(self, channel: str) -> None:
+        """Wake the idle I/O loop as soon as the frontier says work arrived (links pushed by
+        another node, leases returned, the cluster resumed), instead of at its next poll."""
+        delay = 0.5
+        while not self._closing:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(channel)
+                delay = 0.5
+                while not self._closing:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and not self._ready:
+                        self.stats.inc_value("frontier/woken")
+                        self._wake.set()
+            except (RedisError, OSError):
+                # the I/O loop reports Redis outages; an idle node polls meanwhile
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
 
     async def _reconcile_leases(self) -> None:
         """Return leases this node holds in Redis but does not know about.

@@ -70,6 +70,15 @@ class FrontierKeys:
     def paused(self) -> str:
         return self._key("paused")
 
+    @property
+    def idle(self) -> str:
+        return self._key("idle")
+
+    @property
+    def wake(self) -> str:
+        """The pub/sub channel on which idle nodes hear that work arrived."""
+        return self._key("wake")
+
     def leases(self, node: str) -> str:
         return f"{self.prefix}:leases:{node}"
 
