@@ -74,6 +74,9 @@ class _Marker:
         (b'{"url": "http://a.test/", "body": "***"}', "bad_body"),
         (b"\xff\xfe\x00garbage", "not_utf8"),
         (b'{"url": "http://a.test/' + b"a" * 300_000 + b'"}', "too_large"),
+        # in UTF-16 the URL gains a byte order mark each time it is rebuilt (the fuzzer)
+        (b'{"url": "http://s", "encoding": "utf16"}', "bad_encoding"),
+        (b'{"url": "http://s", "encoding": "no-such-codec"}', "bad_encoding"),
     ],
 )
 def test_hostile_payloads_are_refused_with_a_reason(payload: bytes, reason: str) -> None:

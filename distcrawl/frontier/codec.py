@@ -119,6 +119,17 @@ def _queueable(spider_class: type, name: str) -> Any:
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _ascii_compatible(encoding: str) -> bool:
+    """Whether URLs keep their ASCII bytes in ``encoding``. Scrapy percent-encodes a URL's
+    query in the request's encoding: in UTF-16 or UTF-32 even an empty query gains a byte
+    order mark, and the URL changes again each time it is rebuilt (found by the fuzzer)."""
+    try:
+        return "/?a=b&c".encode(encoding) == b"/?a=b&c"
+    except (LookupError, UnicodeError):
+        return False
+
+
 #: what :func:`_positional` answers for a function Scrapy cannot call with a response
 _NOT_CALLABLE = frozenset({"\0"})
 
@@ -319,6 +330,7 @@ def decode(
     _expect(isinstance(flags, list) and all(isinstance(f, str) for f in flags), "bad_flags")
     encoding = data.get("encoding", "utf-8")
     _expect(isinstance(encoding, str) and len(encoding) < 40, "bad_encoding")
+    _expect(_ascii_compatible(encoding), "bad_encoding", encoding)
     dont_filter = data.get("dont_filter", False)
     _expect(isinstance(dont_filter, bool), "bad_dont_filter")
     callback = _spider_method(spider, data.get("callback"), "callback", cb_kwargs)
