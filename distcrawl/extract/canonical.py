@@ -18,6 +18,7 @@ from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 __all__ = [
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_FIRST_PAGE_PARAMS",
+    "DEFAULT_JOIN_CACHE_SIZE",
     "DEFAULT_TRACKING_PARAMS",
     "DEFAULT_TRACKING_PREFIXES",
     "canonicalize_url",
@@ -68,6 +69,12 @@ DEFAULT_FIRST_PAGE_PARAMS: frozenset[str] = frozenset({"page", "pg", "pagenum", 
 #: canonical forms remembered per process (navigation links recur on every page)
 DEFAULT_CACHE_SIZE = 8192
 
+#: root-relative links joined per process (a site's navigation recurs on every page)
+DEFAULT_JOIN_CACHE_SIZE = 8192
+
+#: longer hrefs and bases bypass the join caches: a hostile page must not bloat them
+_MAX_CACHED_CHARS = 2048
+
 #: ports a URL may leave out, per scheme
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
 
@@ -76,6 +83,8 @@ _DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
 _PLAIN_ABSOLUTE = re.compile(
     r"https?://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[^\s?#;]*)?(?:\?[^\s#]+)?(?:#\S+)?"
 )
+# "/c/shoes/" but not "//host/..."; urljoin drops tabs and newlines, which could make one
+_ROOT_RELATIVE = re.compile(r"/(?!/)[^\t\n\r]*")
 
 
 def canonicalize_url(
@@ -141,14 +150,33 @@ def is_plain_absolute(url: str) -> bool:
 
 
 def join_url(base: str, href: str) -> str:
-    """``urljoin(base, href)``, without parsing an absolute URL urljoin would only rebuild.
+    """``urljoin(base, href)``, without parsing an absolute URL urljoin would only rebuild,
+    and with root-relative links (``/c/shoes/``) cached per ``scheme://host``.
 
     Raises ValueError where urljoin does.
     """
     if base and is_plain_absolute(href):
         urlsplit(base)  # raises on a base urljoin cannot parse
         return href
+    cacheable = len(href) <= _MAX_CACHED_CHARS and len(base) <= _MAX_CACHED_CHARS
+    if cacheable and _ROOT_RELATIVE.fullmatch(href) and (origin := _origin(base)) is not None:
+        return _join_root_relative(origin, href)
     return urljoin(base, href)
+
+
+@lru_cache(maxsize=256)
+def _origin(base: str) -> str | None:
+    """``scheme://host`` of an http(s) *base*: all that a root-relative link depends on."""
+    try:
+        parts = urlsplit(base)
+    except ValueError:
+        return None
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else None
+
+
+@lru_cache(maxsize=DEFAULT_JOIN_CACHE_SIZE)
+def _join_root_relative(origin: str, href: str) -> str:
+    return urljoin(origin, href)
 
 
 def same_site(url_a: str, url_b: str) -> bool:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from ._xpath import xpath as _xpath
 from .canonical import join_url
@@ -29,25 +29,15 @@ from .canonical import join_url
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = [
-    "DEFAULT_CONTEXT_CACHE_SIZE",
-    "DEFAULT_JOIN_CACHE_SIZE",
-    "LINK_KINDS",
-    "LinkScan",
-    "is_card_context",
-    "scan_links",
-]
+__all__ = ["DEFAULT_CONTEXT_CACHE_SIZE", "LINK_KINDS", "LinkScan", "is_card_context", "scan_links"]
 
 #: keys of ``PageAnalysis.links``, always all present
 LINK_KINDS: tuple[str, ...] = ("category", "listing", "product", "next")
 
-#: root-relative links joined per process (a site's navigation recurs on every page)
-DEFAULT_JOIN_CACHE_SIZE = 8192
-
 #: link contexts read per process (a site's templates repeat them on every page)
 DEFAULT_CONTEXT_CACHE_SIZE = 1024
 
-#: longer hrefs and contexts bypass those caches: a hostile page must not bloat them
+#: longer contexts bypass that cache: a hostile page must not bloat it
 _MAX_CACHED_CHARS = 2048
 
 #: anchor texts that mean "the next page", compared lower-case and stripped
@@ -97,8 +87,6 @@ _PAGE_PARAM = re.compile(r"(?:^|&)(?:page|pg|pagenum|page_num|offset|start)=\d+"
 _PAGE_PATH = re.compile(r"/page/\d+/?$", re.IGNORECASE)
 _PRICE_TEXT = re.compile(r"[$€£¥₹]\s*\d|\d\s*(?:[$€£¥₹]|eur|usd|gbp|kr|zł|chf)\b", re.IGNORECASE)
 _SKIPPED_SCHEMES = ("javascript:", "mailto:", "tel:", "data:", "sms:", "#")
-# "/c/shoes/" but not "//host/..."; urljoin drops tabs and newlines, which could make one
-_ROOT_RELATIVE = re.compile(r"/(?!/)[^\t\n\r]*")
 
 # matched against "class id tag" of a link's ancestors; \b keeps "unavailable" from "nav"
 _NAV_CONTEXT = re.compile(
@@ -182,7 +170,6 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
     base = page_url
     for base_href in _xpath("//head/base/@href")(root)[:1]:
         base = join_url(page_url, str(base_href).strip())
-    origin = _origin(base)
     page_canonical = canonical(page_url)
     page_path = urlsplit(page_canonical).path
     first_next: list[str] = []
@@ -203,11 +190,11 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
         return card_price[card]
 
     for link in _xpath("//head/link[@href][contains(@rel,'next')]")(root):
-        url = _absolute(base, origin, link.get("href"), canonical)
+        url = _absolute(base, link.get("href"), canonical)
         if url:
             add("next", url, first_next)
     for a in root.iter("a"):
-        url = _absolute(base, origin, a.get("href"), canonical)
+        url = _absolute(base, a.get("href"), canonical)
         if url is None or url == page_canonical:
             continue
         rel = (a.get("rel") or "").lower().split()
@@ -272,33 +259,14 @@ def _context(el: HtmlElement | None, limit: int, memo: dict[tuple[HtmlElement, i
     return memo[key]
 
 
-def _origin(base: str) -> str | None:
-    """``scheme://host`` of an http(s) *base*: all that a root-relative link depends on."""
-    try:
-        parts = urlsplit(base)
-    except ValueError:
-        return None
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else None
-
-
-@lru_cache(maxsize=DEFAULT_JOIN_CACHE_SIZE)
-def _join_root_relative(origin: str, href: str) -> str:
-    return urljoin(origin, href)
-
-
-def _absolute(
-    base: str, origin: str | None, href: str | None, canonical: Callable[[str], str]
-) -> str | None:
+def _absolute(base: str, href: str | None, canonical: Callable[[str], str]) -> str | None:
     if not href:
         return None
     href = href.strip()
     if not href or href.lower().startswith(_SKIPPED_SCHEMES):
         return None
     try:
-        if origin is not None and len(href) <= _MAX_CACHED_CHARS and _ROOT_RELATIVE.fullmatch(href):
-            url = _join_root_relative(origin, href)
-        else:
-            url = join_url(base, href)
+        url = join_url(base, href)
     except ValueError:
         return None
     if not url.lower().startswith(("http://", "https://", "file://")):
