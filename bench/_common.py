@@ -145,13 +145,21 @@ class ShopProcess:
     shares a GIL with the benchmark driver; checked over its ``/_shop/`` HTTP API."""
 
     def __init__(
-        self, *, products: int, latency_ms: float = 0.0, jitter_ms: float = 0.0, seed: int = 0
+        self,
+        *,
+        products: int,
+        latency_ms: float = 0.0,
+        jitter_ms: float = 0.0,
+        seed: int = 0,
+        hostile: bool = False,
     ) -> None:
         self.products = products
         self.latency_ms = latency_ms
         cmd = [sys.executable, "-m", "distcrawl.demo.server", "--products", str(products)]
         cmd += ["--seed", str(seed), "--latency", str(latency_ms)]
         cmd += ["--latency-jitter", str(jitter_ms)]
+        if hostile:
+            cmd.append("--hostile")  # the trap and garbage pages too
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
@@ -161,6 +169,7 @@ class ShopProcess:
             self.proc.wait()
             raise RuntimeError(f"the demo shop did not start (exit {self.proc.returncode})")
         self.url: str = json.loads(line)["url"]
+        self.port = int(self.url.rstrip("/").rsplit(":", 1)[1])
         self.pid = self.proc.pid
 
     def _get(self, path: str) -> Any:

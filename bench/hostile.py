@@ -30,7 +30,6 @@ import pickle
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,7 +42,14 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import START_URLS_KEY, Node, Services, page_fetches, stop_process, wait_all
+from _common import (
+    START_URLS_KEY,
+    Node,
+    Services,
+    ShopProcess,
+    page_fetches,
+    wait_all,
+)
 
 from distcrawl import settings as project_settings
 
@@ -156,41 +162,6 @@ def stats_of(log: str) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"'([^']+)': (\d+),?\n", dump[: dump.find("}\n")])}
 
 
-class HostileShop:
-    """The demo shop with its hostile pages, in a process of its own."""
-
-    def __init__(self, *, products: int, latency_ms: float, jitter_ms: float) -> None:
-        cmd = [sys.executable, "-m", "distcrawl.demo.server", "--products", str(products)]
-        cmd += ["--latency", str(latency_ms), "--latency-jitter", str(jitter_ms), "--hostile"]
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            self.proc.wait()
-            raise RuntimeError(f"the demo shop did not start (exit {self.proc.returncode})")
-        self.url: str = json.loads(line)["url"]
-        self.port = int(self.url.rstrip("/").rsplit(":", 1)[1])
-
-    def _get(self, path: str) -> Any:
-        import urllib.request
-
-        with urllib.request.urlopen(self.url.rstrip("/") + path, timeout=60) as answer:
-            return json.loads(answer.read())
-
-    def log(self) -> list[dict[str, Any]]:
-        return list(self._get("/_shop/log"))
-
-    def truth(self) -> dict[str, Any]:
-        return dict(self._get("/_shop/truth"))
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
 def node_settings(args: argparse.Namespace, shop_port: int) -> dict[str, str]:
     middlewares = {**project_settings.DOWNLOADER_MIDDLEWARES, **SAFETY_MIDDLEWARES}
     return {
@@ -213,7 +184,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     marker = work / "pickle-was-loaded"
     services = Services(mongo=True, home=work / "services")
-    shop = HostileShop(products=args.products, latency_ms=args.latency, jitter_ms=args.jitter)
+    shop = ShopProcess(
+        products=args.products, latency_ms=args.latency, jitter_ms=args.jitter, hostile=True
+    )
     nodes: list[Node] = []
     try:
         r = redis.Redis.from_url(services.redis_url)
