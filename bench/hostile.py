@@ -51,27 +51,12 @@ from _common import (
     wait_all,
 )
 
-from distcrawl import settings as project_settings
+from distcrawl.demo.pages import HOSTILE_LINKS
 
 #: the frontier's key prefix (hash tag) for the catalog spider
 FRONTIER = "{catalog}"
-#: the safety middlewares (issue 8), merged into the project's DOWNLOADER_MIDDLEWARES
-SAFETY_MIDDLEWARES = {
-    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "distcrawl.safety.AddressGuardMiddleware": 60,
-    "distcrawl.safety.RobotsTxtMiddleware": 100,
-    "distcrawl.safety.PageLimitsMiddleware": 110,
-}
 #: hostile pages of the shop, seeded so that each one is met
-HOSTILE_PATHS = (
-    "/big",
-    "/file.bin",
-    "/p/broken-json.html",
-    "/loop/a",
-    "/trap/",
-    "/calendar/2026/11/",
-    "/private/secret",
-)
+HOSTILE_PATHS = tuple(path for path, _ in HOSTILE_LINKS)
 #: the injection starts once the shop has answered this many product pages
 START_AFTER_PRODUCTS = 10
 #: injected items are written in this many batches, a short pause apart
@@ -163,7 +148,7 @@ def stats_of(log: str) -> dict[str, int]:
 
 
 def node_settings(args: argparse.Namespace, shop_port: int) -> dict[str, str]:
-    middlewares = {**project_settings.DOWNLOADER_MIDDLEWARES, **SAFETY_MIDDLEWARES}
+    """The project's settings (its safety middlewares included) for a short hostile crawl."""
     return {
         "LOG_LEVEL": "INFO",
         "DISTCRAWL_EMBEDDED": "False",
@@ -175,7 +160,6 @@ def node_settings(args: argparse.Namespace, shop_port: int) -> dict[str, str]:
         "DISTCRAWL_HEARTBEAT_INTERVAL": "0.5",
         "DISTCRAWL_HEARTBEAT_TIMEOUT": "4",
         "DISTCRAWL_ALLOW_PRIVATE": f"127.0.0.1:{shop_port}",
-        "DOWNLOADER_MIDDLEWARES": json.dumps(middlewares),
         "DEPTH_LIMIT": str(args.depth_limit),
     }
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from distcrawl.extract import analyze
+from distcrawl.extract.cli import json_ready
 
 CORPUS = Path(__file__).parent / "corpus"
 REPO = Path(__file__).parent.parent
@@ -21,16 +22,6 @@ CASES = sorted(p.name.removesuffix(".expected.json") for p in CORPUS.glob("*.exp
 def _expected(case: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((CORPUS / f"{case}.expected.json").read_text("utf-8"))
     return data
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
 
 
 def test_corpus_covers_every_case_the_issue_names() -> None:
@@ -52,7 +43,7 @@ def test_analyze_gives_the_expected_page(case: str) -> None:
     analysis = analyze(url=expected["url"], body=body, encoding=None, profile=None)
     assert analysis.kind == expected["kind"]
     assert analysis.canonical_url == expected["canonical_url"]
-    assert _plain(analysis.product) == expected["product"]
+    assert json_ready(analysis.product) == expected["product"]
     assert analysis.sources == expected["sources"]
     assert analysis.links == expected["links"]
     assert [e.split(":")[0] for e in analysis.errors] == expected["errors"]

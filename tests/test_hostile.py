@@ -28,26 +28,19 @@ import scrapy
 from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls
 
 from distcrawl import settings as project_settings
+from distcrawl.demo.pages import HOSTILE_LINKS
 from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
 from distcrawl.services import MongoServer, free_port, redis_server_binary
 from distcrawl.spiders.catalog import CatalogSpider
 
-#: what issue 8 adds to settings.py; passed with -s until it is there (then a no-op)
-SAFETY_MIDDLEWARES = {
-    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "distcrawl.safety.AddressGuardMiddleware": 60,
-    "distcrawl.safety.RobotsTxtMiddleware": 100,
-    "distcrawl.safety.PageLimitsMiddleware": 110,
-}
 #: the project's DEPTH_LIMIT (50 if it had none), the bound the trap tests check
 DEPTH_LIMIT = int(getattr(project_settings, "DEPTH_LIMIT", 0) or 50)
 
 
 def safety_settings(**extra: Any) -> dict[str, str]:
-    middlewares = {**project_settings.DOWNLOADER_MIDDLEWARES, **SAFETY_MIDDLEWARES}
+    """The project's settings (its safety middlewares included), with *extra* on top."""
     return {
-        "DOWNLOADER_MIDDLEWARES": json.dumps(middlewares),
         "DEPTH_LIMIT": str(DEPTH_LIMIT),
         **{k: str(v) for k, v in extra.items()},
     }
@@ -416,15 +409,8 @@ def test_redirects_and_names_cannot_reach_inside(
     assert_clean_log(log.replace("Traceback", "Trace back"))
 
 
-HOSTILE_PATHS = (
-    "/big",
-    "/file.bin",
-    "/p/broken-json.html",
-    "/loop/a",
-    "/trap/",
-    "/calendar/2026/11/",
-    "/private/secret",
-)
+#: hostile pages of the shop, seeded so that each one is met
+HOSTILE_PATHS = tuple(path for path, _ in HOSTILE_LINKS)
 
 
 @pytest.mark.slow

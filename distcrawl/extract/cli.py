@@ -29,7 +29,14 @@ from .profile import ProfileError, SiteProfile, load_profiles
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TIMEOUT", "add_arguments", "read_input", "run"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_TIMEOUT",
+    "add_arguments",
+    "json_ready",
+    "read_input",
+    "run",
+]
 
 #: seconds before a fetch of an http(s) input gives up
 DEFAULT_TIMEOUT = 20.0
@@ -158,7 +165,7 @@ def to_record(source: str, analysis: PageAnalysis, profile: SiteProfile | None) 
     product = analysis.product or {}
     for name in PRODUCT_FIELDS:
         if name != "url":
-            record[name] = _plain(product.get(name, [] if name in _LISTS else None))
+            record[name] = json_ready(product.get(name, [] if name in _LISTS else None))
     record["sources"] = analysis.sources
     record["links"] = analysis.links
     record["errors"] = analysis.errors
@@ -168,14 +175,14 @@ def to_record(source: str, analysis: PageAnalysis, profile: SiteProfile | None) 
 _LISTS = {"category_path", "image_urls", "variants"}
 
 
-def _plain(value: Any) -> Any:
+def json_ready(value: Any) -> Any:
     """JSON-ready: Decimals as decimal strings (never floats), containers recursively."""
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [json_ready(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: json_ready(v) for k, v in value.items()}
     return value
 
 
