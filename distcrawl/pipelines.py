@@ -138,19 +138,20 @@ class MongoPipeline:
         self.database = database
         self.collection = collection
         self.unique_key = tuple(unique_key)
-        self.batch_size = max(1, batch_size)
-        self.flush_interval = max(0.0, flush_interval)
+        # the store's tuning, passed on as given: ProductStore bounds each value
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
         self.write_concern = write_concern or WriteConcern(**DEFAULT_WRITE_CONCERN)
         if not self.write_concern.acknowledged:
             raise ValueError("MONGO_WRITE_CONCERN w=0 cannot tell when a product is durable")
         self.price_history = max(0, price_history)
         self.timeout = timeout
-        self.buffer_max_items = max(1, buffer_max_items)
-        self.journal_after = max(0.0, journal_after)
+        self.buffer_max_items = buffer_max_items
+        self.journal_after = journal_after
         self.journal_path = journal_path
-        self.close_timeout = max(0.0, close_timeout)
-        self.retry_backoff = max(0.01, retry_backoff)
-        self.retry_backoff_max = max(self.retry_backoff, retry_backoff_max)
+        self.close_timeout = close_timeout
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
 
         self._store: ProductStore | None = None
 
