@@ -166,6 +166,8 @@ class AddressGuardMiddleware:
         self.dns_cache_size = max(1, dns_cache_size)
         self._resolve = resolve
         self._cache: OrderedDict[tuple[str, int], tuple[float, list[str]]] = OrderedDict()
+        # lookups under way: requests to a host not cached yet wait for the same answer
+        self._pending: dict[tuple[str, int], asyncio.Future[list[str]]] = {}
         self._logged: set[tuple[str, str, int]] = set()
 
     @classmethod
@@ -215,7 +217,13 @@ class AddressGuardMiddleware:
         cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
             return cached[1]
-        addresses = await self._resolve(host, port)
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._resolve(host, port))
+            self._pending[key] = pending
+            pending.add_done_callback(lambda _: self._pending.pop(key, None))
+        # shielded: one request cancelled while waiting must not cancel the others' lookup
+        addresses = await asyncio.shield(pending)
         if not addresses:
             self.stats.inc_value("safety/unresolved")
             raise CannotResolveHostError(f"{host} does not resolve")

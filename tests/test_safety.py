@@ -177,6 +177,22 @@ def test_answers_are_remembered_briefly() -> None:
     assert dns.asked == ["shop.test", "shop.test"]
 
 
+def test_requests_to_a_new_host_share_one_lookup() -> None:
+    class SlowDNS(FakeDNS):
+        async def __call__(self, host: str, port: int) -> list[str]:
+            await asyncio.sleep(0.05)  # the first answer is still on its way
+            return await super().__call__(host, port)
+
+    dns = SlowDNS({"shop.test": ["93.184.215.14"]})
+    mw = guard(resolve=dns)
+
+    async def run() -> None:
+        await asyncio.gather(*(mw.check(f"http://shop.test/{i}") for i in range(16)))
+
+    asyncio.run(run())
+    assert dns.asked == ["shop.test"]
+
+
 def test_a_name_that_does_not_resolve_is_retried_not_fetched_unchecked() -> None:
     mw = guard(resolve=FakeDNS({}))
     with pytest.raises(CannotResolveHostError):
