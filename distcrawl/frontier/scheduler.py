@@ -367,7 +367,15 @@ class FrontierScheduler(BaseScheduler):
     # -- the I/O loop ----------------------------------------------------------------------------
 
     def _free_slots(self) -> int:
-        return self.concurrency * 2 - self._started - len(self._ready)
+        """How many more leases keep every download slot busy with one refill in hand.
+
+        Counted against the downloader's requests, not every started one: a response that
+        waits for the spider (Scrapy's scraper queue, long on a CPU-bound node) frees its
+        download slot, and Scrapy's own scheduler would hand that slot a request at once.
+        """
+        engine = self.crawler.engine
+        downloading = len(engine.downloader.active) if engine is not None else self._started
+        return self.concurrency * 2 - downloading - len(self._ready)
 
     async def _run(self) -> None:
         wait = 0.02
