@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import Settings
 from scrapy.utils.conf import arglist_to_dict
 from scrapy.utils.project import get_project_settings
 
+from distcrawl import connection
 from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
 from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.frontier.store import FrontierKeys
@@ -143,14 +143,14 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
 def redis_url(settings: BaseSettings) -> str:
     """``REDIS_URL``; when empty, the embedded Redis the nodes on this machine use (started
     if none runs, as a node would start it)."""
-    url: str = settings.get("REDIS_URL") or ""
-    if url or not settings.getbool("DISTCRAWL_EMBEDDED", True):
-        return url or "redis://127.0.0.1:6379/0"
+    if settings.get("REDIS_URL") or not settings.getbool("DISTCRAWL_EMBEDDED", True):
+        return connection.settings_url(settings)
     return ensure_redis(resolve_home(settings.get("DISTCRAWL_HOME") or None))
 
 
-def redis_client(settings: BaseSettings) -> redis.Redis:
-    return redis.Redis.from_url(redis_url(settings), socket_timeout=30, socket_connect_timeout=10)
+def redis_client(settings: BaseSettings) -> Any:
+    """A blocking client of the crawl's Redis (a ``RedisCluster`` on a cluster)."""
+    return connection.client(redis_url(settings), socket_timeout=30, socket_connect_timeout=10)
 
 
 def redis_error(url: str, exc: BaseException, doing: str = "") -> int:

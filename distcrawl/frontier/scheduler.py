@@ -24,7 +24,6 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -34,6 +33,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl import connection
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
@@ -159,7 +159,7 @@ class FrontierScheduler(BaseScheduler):
         allow_private = parse_allow_private(s.get("DISTCRAWL_ALLOW_PRIVATE", False))
         return cls(
             crawler=crawler,
-            redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            redis_url=connection.settings_url(s),
             node_id=s.get("DISTCRAWL_NODE_ID") or f"{socket.gethostname()}-{os.getpid()}",
             prefetch=s.getint("DISTCRAWL_PREFETCH", DEFAULT_PREFETCH),
             seed_batch=s.getint("DISTCRAWL_SEED_BATCH", DEFAULT_SEED_BATCH),
@@ -233,7 +233,7 @@ class FrontierScheduler(BaseScheduler):
     async def _open(self, spider: Spider) -> None:
         self.spider = spider
         keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
-        self._client = aioredis.from_url(
+        self._client = connection.async_client(
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
         self.store = FrontierStore(self._client, keys)

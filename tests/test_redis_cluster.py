@@ -1,0 +1,263 @@
+"""distcrawl on a real 3-master Redis Cluster: the client made from ``REDIS_URL``, the frontier
+script on a cluster, and end-to-end crawls of several demo shops with nodes and masters going
+down."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls, wait_for
+from redis.cluster import RedisCluster
+from scrapy.settings import Settings
+
+from distcrawl import connection
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.localcluster import SLOTS
+
+#: the seed list inside the crawl's hash tag, so seed scripts stay in one slot on a cluster
+START_KEY = "{catalog}:start_urls"
+#: distinct loopback addresses: distinct sites
+SHOP_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+ALLOW = ",".join(("127.0.0.1", *SHOP_HOSTS))
+
+
+# --------------------------------------------------------------------------- REDIS_URL forms
+
+
+def test_cluster_url_forms() -> None:
+    single = connection.parse_redis_url("redis://:pw@h:7000/3")
+    assert single == connection.RedisTarget(url="redis://:pw@h:7000/3", cluster=False)
+    one = connection.parse_redis_url("redis+cluster://:pw@h:7000")
+    assert one.cluster and one.url == "redis://:pw@h:7000/0" and one.seeds == (("h", 7000),)
+    many = connection.parse_redis_url("rediss+cluster://a:1,b:2/0")
+    assert many.url == "rediss://a:1/0" and many.seeds == (("a", 1), ("b", 2))
+    assert connection.parse_redis_url("redis://h:7000/0", cluster=True).seeds == (("h", 7000),)
+    with pytest.raises(connection.RedisURLError, match="database 0 only"):
+        connection.parse_redis_url("redis+cluster://h:7000/2")
+    with pytest.raises(connection.RedisURLError, match="bad port"):
+        connection.parse_redis_url("redis+cluster://h:x")
+
+
+def test_the_cluster_setting_turns_a_plain_url_into_a_cluster_url() -> None:
+    settings = Settings({"REDIS_URL": "redis://h:7000/0", "DISTCRAWL_REDIS_CLUSTER": True})
+    assert connection.settings_url(settings) == "redis+cluster://h:7000/0"
+    settings.set("DISTCRAWL_REDIS_CLUSTER", False)
+    assert connection.settings_url(settings) == "redis://h:7000/0"
+    settings.set("REDIS_URL", "unix:///tmp/r.sock")
+    settings.set("DISTCRAWL_REDIS_CLUSTER", True)
+    with pytest.raises(connection.RedisURLError):
+        connection.settings_url(settings)
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+def test_fixture_cluster_has_three_masters_sharing_every_slot(redis_cluster, redis_cluster_url):
+    for master in redis_cluster.masters:
+        info = master.cluster_info()
+        assert info["cluster_state"] == "ok"
+        assert info["cluster_size"] == "3"
+        assert int(info["cluster_slots_assigned"]) == SLOTS
+    client = connection.client(redis_cluster_url)
+    try:
+        assert isinstance(client, RedisCluster)
+        assert len(client.get_primaries()) == 3
+        # keys of distinct hash tags land on distinct masters
+        for tag in range(30):
+            client.set(f"{{t{tag}}}:k", tag)
+        per_master = [m.client().dbsize() for m in redis_cluster.masters]
+        assert sum(per_master) == 30 and min(per_master) > 0
+    finally:
+        client.close()
+
+
+def _child(fp: str, site: str = "s.test") -> tuple[str, int, bool, int, str, str]:
+    return (fp, 100, False, 0, site, json.dumps({"url": f"http://{site}/{fp}"}))
+
+
+def test_frontier_script_runs_on_the_cluster_by_evalsha(redis_cluster, redis_cluster_url):
+    keys = FrontierKeys("catalog", START_KEY)
+    client = connection.client(redis_cluster_url)
+    try:
+        store = FrontierStore(client, keys)
+        added, filtered, _, _, out, _, _ = store.sync(
+            "n1", children=[_child("a"), _child("b"), _child("a")], lease=5
+        )
+        assert (added, filtered) == (2, 1)
+        assert len(out) == 4
+        client.lpush(START_KEY, "http://s.test/")
+        assert store.take_seeds("n1", 10) == [b"http://s.test/"]
+        assert [int(x) for x in store.drained()] == [0, 0, 2, 1, 0]
+        assert store.release("n1") == 3
+        assert [int(x) for x in store.drained()] == [2, 0, 0, 0, 1]
+        # the script ran where the crawl's slot lives, by its SHA
+        owner = client.get_node_from_key(keys.prefix)
+        evalsha = {
+            m.port: m.client().info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+            for m in redis_cluster.masters
+        }
+        assert evalsha[owner.port] >= 4
+        assert sum(evalsha.values()) == evalsha[owner.port]
+    finally:
+        client.close()
+
+
+def test_async_client_runs_the_script_and_hears_wake_ups(redis_cluster_url):
+    keys = FrontierKeys("catalog", START_KEY)
+
+    async def scenario() -> list[Any]:
+        client = connection.async_client(redis_cluster_url, socket_timeout=10)
+        await client.initialize()  # the slot map: a cluster pubsub needs it to pick a node
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        try:
+            store = FrontierStore(client, keys)
+            await pubsub.subscribe(keys.wake)
+            await store.sync("idle", lease=4)  # finds nothing: registers as idle
+            await store.sync("busy", children=[_child("c")])
+            messages = []
+            for _ in range(20):
+                message = await pubsub.get_message(timeout=0.5)
+                if message is not None:
+                    messages.append(message)
+                    break
+            reply = await store.sync("idle", lease=4)
+            return [messages, reply]
+        finally:
+            await pubsub.aclose()
+            await client.aclose()
+
+    messages, reply = asyncio.run(scenario())
+    assert messages and messages[0]["channel"] == keys.wake.encode()
+    assert len(reply[4]) == 2
+
+
+# --------------------------------------------------------------------------- crawls
+
+
+def _shops(shop_factory: Any, products: int, **config: Any) -> list[Any]:
+    return [shop_factory(products=products, host=host, **config) for host in SHOP_HOSTS]
+
+
+def _node(url: str, mongo_uri: str, tmp_path: Any, name: str, **settings: Any) -> Node:
+    return Node(
+        redis_url=url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id=name,
+        settings={
+            "DISTCRAWL_START_URLS_KEY": START_KEY,
+            "DISTCRAWL_ALLOW_PRIVATE": ALLOW,
+            **settings,
+        },
+    )
+
+
+def _seed(url: str, shops: list[Any]) -> None:
+    client = connection.client(url)
+    try:
+        client.lpush(START_KEY, *(shop.url for shop in shops))
+    finally:
+        client.close()
+
+
+def _assert_stored_once(mongo_uri: str, shops: list[Any]) -> None:
+    urls = stored_urls(mongo_uri)
+    assert Counter(urls).most_common(1)[0][1] == 1, "a product was stored twice"
+    expected = set().union(*(shop.expected_product_urls() for shop in shops))
+    assert set(urls) == expected
+
+
+def _frontier_left(url: str) -> dict[str, int]:
+    client = connection.client(url)
+    try:
+        return {
+            "queued": client.zcard("{catalog}:queue"),
+            "payloads": client.hlen("{catalog}:req"),
+            "delayed": client.zcard("{catalog}:delayed"),
+        }
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_two_nodes_crawl_three_sites_on_the_cluster(
+    redis_cluster_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shops = _shops(shop_factory, 80)
+    _seed(redis_cluster_url, shops)
+    nodes = [_node(redis_cluster_url, mongo_uri, tmp_path, f"c{i}") for i in (1, 2)]
+    try:
+        assert [n.wait() for n in nodes] == [0, 0]
+    finally:
+        stop_all(nodes)
+    _assert_stored_once(mongo_uri, shops)
+    assert _frontier_left(redis_cluster_url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    for node in nodes:
+        assert_clean_log(node.log())
+        assert "Spider closed (frontier_drained)" in node.log()
+        assert "redis+cluster://" in node.log()
+
+
+def _leased(url: str, node: str) -> int:
+    client = connection.client(url)
+    try:
+        return int(client.zcard(f"{{catalog}}:leases:{node}"))
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_node_on_the_cluster_loses_nothing(
+    redis_cluster_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shops = _shops(shop_factory, 60, latency_ms=150)
+    _seed(redis_cluster_url, shops)
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "3", "CONCURRENT_REQUESTS": "4"}
+    victim = _node(redis_cluster_url, mongo_uri, tmp_path, "victim", **settings)
+    survivor = _node(redis_cluster_url, mongo_uri, tmp_path, "survivor", **settings)
+    nodes = [victim, survivor]
+    try:
+        assert wait_for(lambda: _leased(redis_cluster_url, "victim") > 0, 90), victim.log()[-2000:]
+        victim.kill()
+        assert survivor.wait() == 0
+    finally:
+        stop_all(nodes)
+    _assert_stored_once(mongo_uri, shops)
+    assert _frontier_left(redis_cluster_url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    assert "Recovered" in survivor.log()
+    assert_clean_log(survivor.log())
+
+
+@pytest.mark.slow
+def test_a_master_restarted_mid_crawl_loses_nothing(
+    redis_cluster, redis_cluster_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shops = _shops(shop_factory, 60, latency_ms=100)
+    _seed(redis_cluster_url, shops)
+    client = connection.client(redis_cluster_url)
+    try:
+        port = client.get_node_from_key("{catalog}").port
+    finally:
+        client.close()
+    master = next(m for m in redis_cluster.masters if m.port == port)
+    # heartbeats outlast the outage: no live node may be declared dead because Redis was away
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "60", "CONCURRENT_REQUESTS": "4"}
+    nodes = [_node(redis_cluster_url, mongo_uri, tmp_path, f"m{i}", **settings) for i in (1, 2)]
+    try:
+        assert wait_for(lambda: len(stored_urls(mongo_uri)) >= 20, 120)
+        master.stop()  # SIGTERM: its append-only file is complete
+        assert wait_for(lambda: all("Redis unavailable" in n.log() for n in nodes), 60)
+        master.start()
+        redis_cluster.wait_ready()
+        assert [n.wait() for n in nodes] == [0, 0]
+    finally:
+        stop_all(nodes)
+    _assert_stored_once(mongo_uri, shops)
+    assert _frontier_left(redis_cluster_url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    for node in nodes:
+        assert "Redis is back" in node.log()
+        assert "Recovered" not in node.log()
