@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from distcrawl.connection import is_cluster_client
 from distcrawl.frontier.store import FrontierKeys
 
 __all__ = [
@@ -45,8 +46,13 @@ DEFAULT_RATE_WINDOW = 60.0
 #: the order score is -priority * SCORE_SCALE + seq (``frontier.lua``)
 SCORE_SCALE = 10_000_000_000
 _SCAN_COUNT = 1000
-#: the status lists this many sites at most (dead letters by site, requests waiting by site)
+#: the status lists this many sites at most (dead letters by site, requests waiting by site,
+#: sites' budgets); per-site keys are read for these only
 _TOP_SITES = 20
+#: stopped and recovered nodes read from ``{S}:gone`` (newest first)
+_MAX_GONE = 100
+#: a plan's pseudo-command: the server time of the slot of the key given
+_TIME = "time@"
 
 # Node stats summed into "errors by kind": stats prefix -> label prefix in the status.
 _ERROR_PREFIXES = {
@@ -108,15 +114,34 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+# Keys of the status registries kept by the frontier script (see ``frontier.lua``).
+def _gone(keys: FrontierKeys) -> str:
+    return f"{keys.prefix}:gone"
+
+
+def _counters_key(keys: FrontierKeys) -> str:
+    return f"{keys.prefix}:counters"
+
+
+def _request_sites(keys: FrontierKeys) -> str:
+    return f"{keys.prefix}:req:site"
+
+
 def _plan(
     keys: FrontierKeys,
     bands: list[tuple[str, int | None, int | None]],
     dead_sample: int,
 ) -> Plan:
-    """The Redis reads of one snapshot, as batches; each ``yield`` receives a batch's replies."""
+    """The Redis reads of one snapshot, as batches; each ``yield`` receives a batch's replies.
+
+    Bounded by the number of nodes, never by the number of sites or keys: nodes come from the
+    heartbeat set and the registry of stopped and recovered nodes (``{S}:gone``), requests in
+    flight per site from the nodes' leases, and per-site detail is read for the top sites only
+    (most in flight, first due to leave their waiting room). Nothing SCANs the keyspace.
+    """
     first: Batch = [
-        ("time", ()),
         ("zrange", (keys.nodes, 0, -1)),
+        ("zrevrange", (_gone(keys), 0, _MAX_GONE - 1)),
         ("zcard", (keys.queue,)),
         ("zcard", (keys.delayed,)),
         ("scard", (keys.dupefilter,)),
@@ -125,81 +150,81 @@ def _plan(
         ("llen", (keys.start_urls,)),
         ("llen", (keys.rejected,)),
         ("get", (keys.paused,)),
+        ("hget", (_counters_key(keys), "waiting")),
+        ("zcard", (keys.waiting,)),
+        ("zrange", (keys.waiting, 0, _TOP_SITES - 1)),
     ]
     first += [("zcount", (keys.queue, *score_range(lo, hi))) for _, lo, hi in bands]
     replies = yield first
-    seconds, micros = replies[0]
-    zset_nodes = [_text(n) for n in replies[1]]
+    zset_nodes = [_text(n) for n in replies[0]]
+    gone = [_text(n) for n in replies[1]]
     queued, parked, seen, dead, requests, start, rejected = (int(r) for r in replies[2:9])
     paused = replies[9]
-    by_kind = {kind: int(n) for (kind, _, _), n in zip(bands, replies[10:], strict=True)}
+    waiting_total = max(0, int(replies[10] or 0))
+    waiting_sites = int(replies[11])
+    top_waiting = [_text(site) for site in replies[12]]
+    by_kind = {kind: int(n) for (kind, _, _), n in zip(bands, replies[13:], strict=True)}
 
-    # Node hashes of recovered (dead) nodes, leases of unknown nodes and the per-site waiting
-    # rooms are found by name.
-    names = dict.fromkeys(zset_nodes)
-    wait_prefix = f"{keys.prefix}:wait:"
-    budget_prefix = keys.site("")
-    sites: list[str] = []
-    budgets: list[str] = []
-    cursor: Any = 0
-    prefixes = [keys.node(""), keys.leases(""), keys.seeding("")]
-    while True:
-        [(cursor, found)] = yield [("scan", (cursor, keys.all_keys_pattern(), _SCAN_COUNT))]
-        for key in map(_text, found):
-            if key.startswith(wait_prefix):
-                sites.append(key[len(wait_prefix) :])
-            elif key.startswith(budget_prefix):
-                budgets.append(key[len(budget_prefix) :])
-            for prefix in prefixes:
-                if key.startswith(prefix):
-                    names.setdefault(key[len(prefix) :])
-        if int(cursor) == 0:
-            break
-
+    names = list(dict.fromkeys([*zset_nodes, *gone]))
     batch: Batch = []
     for name in names:
         batch += [
             ("zscore", (keys.nodes, name)),
             ("hgetall", (keys.node(name),)),
-            ("zcard", (keys.leases(name),)),
+            ("zrange", (keys.leases(name), 0, -1)),
             ("llen", (keys.seeding(name),)),
         ]
-    for site in sites:
-        batch.append(("zcard", (wait_prefix + site,)))
-        batch += [("zcount", (wait_prefix + site, *score_range(lo, hi))) for _, lo, hi in bands]
-    batch += [("hgetall", (keys.site(site),)) for site in budgets]
     replies = (yield batch) if batch else []
-    site_budgets = {
-        site: {_text(k): _text(v) for k, v in (fields or {}).items()}
-        for site, fields in zip(budgets, replies[len(replies) - len(budgets) :], strict=True)
-    }
-    waiting: dict[str, int] = {}
-    at = 4 * len(names)
-    for site in sites:
-        waiting[site] = int(replies[at])
-        for (kind, _, _), n in zip(bands, replies[at + 1 : at + 1 + len(bands)], strict=True):
-            by_kind[kind] += int(n)
-        at += 1 + len(bands)
     nodes: dict[str, dict[str, Any]] = {}
+    leased: list[str] = []
     for i, name in enumerate(names):
-        score, fields, leases, seeding = replies[4 * i : 4 * i + 4]
+        score, fields, rids, seeding = replies[4 * i : 4 * i + 4]
         fields = {_text(k): v for k, v in (fields or {}).items()}
+        leased += [_text(rid) for rid in rids]
         nodes[name] = {
             "heartbeat_ms": int(float(score)) if score is not None else None,
             "info_heartbeat_ms": _int_or_none(fields.get("heartbeat")),
             "dead_since_ms": _int_or_none(fields.get("dead_since")),
             "stopped_ms": _int_or_none(fields.get("stopped_at")),
             "info": _json_object(fields.get("info")),
-            "leases": int(leases),
+            "leases": len(rids),
             "seeding": int(seeding),
         }
+
+    # in flight per site: the sites of the leased requests (bounded by the nodes' windows)
+    in_flight: dict[str, int] = {}
+    if leased:
+        [sites_of] = yield [("hmget", (_request_sites(keys), leased))]
+        for site in sites_of:
+            if site is not None:
+                in_flight[_text(site)] = in_flight.get(_text(site), 0) + 1
+    busiest = sorted(in_flight, key=lambda site: -in_flight[site])[:_TOP_SITES]
+    detail = list(dict.fromkeys([*top_waiting, *busiest]))
+    batch = []
+    for site in detail:
+        batch.append(("hgetall", (keys.site(site),)))
+        batch.append(("zcard", (keys.wait(site),)))
+        batch += [("zcount", (keys.wait(site), *score_range(lo, hi))) for _, lo, hi in bands]
+    replies = (yield batch) if batch else []
+    site_budgets: dict[str, dict[str, str]] = {}
+    waiting: dict[str, int] = {}
+    at = 0
+    for site in detail:
+        fields, room = replies[at], int(replies[at + 1])
+        site_budgets[site] = {_text(k): _text(v) for k, v in (fields or {}).items()}
+        if room:
+            waiting[site] = room
+            # page kinds of the waiting rooms: the top sites' only (the total is exact)
+            for (kind, _, _), n in zip(bands, replies[at + 2 : at + 2 + len(bands)], strict=True):
+                by_kind[kind] += int(n)
+        at += 2 + len(bands)
 
     dead_letters = {"total": dead, "by_reason": {}, "by_site": {}, "counted": 0}
     if dead and dead_sample > 0:
         by_reason: dict[str, int] = {}
         by_site: dict[str, int] = {}
         counted = 0
-        cursor = 0
+        cursor: Any = 0
         while True:
             [(cursor, chunk)] = yield [("hscan", (keys.dead, cursor, None, _SCAN_COUNT))]
             for raw in chunk.values():
@@ -213,12 +238,17 @@ def _plan(
                 break
         dead_letters.update(by_reason=by_reason, by_site=by_site, counted=counted)
 
+    # the server clock of the crawl's own slot, which times the heartbeats
+    [(seconds, micros)] = yield [(_TIME, (keys.prefix,))]
     return {
         "spider": keys.spider,
         "at_ms": int(seconds) * 1000 + int(micros) // 1000,
         "queued": queued,
         "queued_by_kind": by_kind,
         "waiting": waiting,
+        "waiting_total": max(waiting_total, sum(waiting.values())),
+        "waiting_sites": waiting_sites,
+        "in_flight_by_site": dict(sorted(in_flight.items(), key=lambda kv: -kv[1])[:_TOP_SITES]),
         "site_budgets": site_budgets,
         "parked": parked,
         "requests": requests,
@@ -256,14 +286,25 @@ def record_site(record: Mapping[str, Any]) -> str:
     return host or "unknown"
 
 
+def _time_target(client: Any, key: str) -> dict[str, Any]:
+    """On a cluster, TIME goes to the master of *key*'s slot (it times the heartbeats)."""
+    if is_cluster_client(client):
+        return {"target_nodes": client.get_node_from_key(key)}
+    return {}
+
+
 def _run_sync(client: Any, plan: Plan) -> dict[str, Any]:
     batch = next(plan)
     while True:
-        pipe = client.pipeline(transaction=False)
-        for name, args in batch:
-            getattr(pipe, name)(*args)
+        if batch and batch[0][0] == _TIME:
+            replies = [client.time(**_time_target(client, batch[0][1][0]))]
+        else:
+            pipe = client.pipeline(transaction=False)
+            for name, args in batch:
+                getattr(pipe, name)(*args)
+            replies = pipe.execute()
         try:
-            batch = plan.send(pipe.execute())
+            batch = plan.send(replies)
         except StopIteration as done:
             result: dict[str, Any] = done.value
             return result
@@ -272,10 +313,15 @@ def _run_sync(client: Any, plan: Plan) -> dict[str, Any]:
 async def _run_async(client: Any, plan: Plan) -> dict[str, Any]:
     batch = next(plan)
     while True:
-        pipe = client.pipeline(transaction=False)
-        for name, args in batch:
-            getattr(pipe, name)(*args)
-        replies = await pipe.execute()
+        if batch and batch[0][0] == _TIME:
+            if is_cluster_client(client):
+                await client.initialize()  # the slot map, to find the key's master
+            replies = [await client.time(**_time_target(client, batch[0][1][0]))]
+        else:
+            pipe = client.pipeline(transaction=False)
+            for name, args in batch:
+                getattr(pipe, name)(*args)
+            replies = await pipe.execute()
         try:
             batch = plan.send(replies)
         except StopIteration as done:
@@ -386,11 +432,15 @@ def backlog(snapshot: Mapping[str, Any]) -> int:
     nodes = snapshot["nodes"].values()
     return int(
         snapshot["queued"]
-        + sum(snapshot["waiting"].values())
+        + _waiting_total(snapshot)
         + snapshot["parked"]
         + snapshot["start_list"]
         + sum(n["leases"] + n["seeding"] for n in nodes)
     )
+
+
+def _waiting_total(snapshot: Mapping[str, Any]) -> int:
+    return int(snapshot.get("waiting_total", sum(snapshot["waiting"].values())))
 
 
 # --------------------------------------------------------------------------- the status
@@ -406,6 +456,7 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
         factor = float(fields.get("factor") or 1.0)
         limit = float(fields["limit_rate"]) if fields.get("limit_rate") else None
         in_flight = int(fields.get("active") or 0)
+        in_flight = int(snapshot.get("in_flight_by_site", {}).get(site, in_flight))
         waiting = int(snapshot["waiting"].get(site, 0))
         if not (in_flight or waiting or factor < 1.0):
             continue  # not busy
@@ -506,9 +557,10 @@ def build_status(
         "paused": snapshot["paused"],
         "frontier": {
             # everything not leased yet: the queue and the sites' waiting rooms
-            "queued": snapshot["queued"] + sum(snapshot["waiting"].values()),
+            "queued": snapshot["queued"] + _waiting_total(snapshot),
             "queued_by_kind": dict(snapshot["queued_by_kind"]),
-            "waiting_for_site": sum(snapshot["waiting"].values()),
+            "waiting_for_site": _waiting_total(snapshot),
+            "sites_waiting": snapshot.get("waiting_sites", len(snapshot["waiting"])),
             "waiting_by_site": dict(
                 sorted(snapshot["waiting"].items(), key=lambda kv: -kv[1])[:_TOP_SITES]
             ),

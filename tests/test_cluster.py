@@ -21,7 +21,7 @@ from distcrawl.cluster import (
     score_range,
 )
 from distcrawl.extensions import progress_line
-from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
 PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
@@ -66,23 +66,42 @@ def test_queue_split_by_page_kind_counts_retries_and_custom_seeds_with_the_neare
 
 
 def test_requests_waiting_for_their_site_count_as_queued_work(r) -> None:
-    queue(r, 100, 100, key=f"{KEYS.prefix}:wait:shop.test")
+    store = FrontierStore(r, KEYS)
+    store.set_site_limits("shop.test", rate=0.001, concurrency=None)
+    kids = [
+        (f"fp{i}", 100, False, 0, "shop.test", json.dumps({"url": f"http://shop.test/{i}"}))
+        for i in range(3)
+    ]
+    store.sync("n1", children=kids, lease=3)  # one token: one leased, two wait for the site
     queue(r, 300)
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
     assert status["frontier"]["queued"] == 3
     assert status["frontier"]["waiting_for_site"] == 2
+    assert status["frontier"]["sites_waiting"] == 1
     assert status["frontier"]["waiting_by_site"] == {"shop.test": 2}
     assert status["frontier"]["queued_by_kind"]["product"] == 2
-    assert status["frontier"]["backlog"] == 3
+    assert status["frontier"]["in_flight"] == 1
+    assert status["frontier"]["backlog"] == 4
+    store.sync("n1", acks=[b.decode() for b in r.zrange(KEYS.leases("n1"), 0, -1)])
+    store.set_site_limits("shop.test", rate=None, concurrency=None)
+    r.zadd(KEYS.waiting, {"shop.test": 0})  # its wait is over now
+    store.sync("n1", lease=3)  # the waiting room empties into leases: the total follows
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    assert status["frontier"]["waiting_for_site"] == 0
+    assert status["frontier"]["in_flight"] == 2
 
 
 def test_nodes_live_dead_recovered_and_orphaned(r) -> None:
+    beat(r, "gone", {})
+    r.zadd(KEYS.nodes, {"gone": 1000})
+    FrontierStore(r, KEYS).recover("alive", 30_000)  # "gone" is recovered: dead, for a day
     beat(r, "alive", {"item_scraped_count": 5, "catalog/pages/product": 5}, started=2, prefetched=1)
     r.zadd(KEYS.leases("alive"), {"1": 1.0, "2": 2.0})
     beat(r, "silent", {"item_scraped_count": 3})
     r.zadd(KEYS.nodes, {"silent": 1000})  # heartbeat in 1970: past any timeout
     r.zadd(KEYS.leases("silent"), {"3": 3.0})
-    r.hset(KEYS.node("gone"), mapping={"info": "{}", "dead_since": 5})
+    # leases under a gone node's name whose record expired: nothing else knows them
+    r.zadd(f"{KEYS.prefix}:gone", {"ghost": 1})
     r.zadd(KEYS.leases("ghost"), {"4": 4.0})
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
     nodes = {n["node"]: n for n in status["nodes"]}
@@ -281,3 +300,59 @@ def test_status_screen_shows_the_busy_sites(r) -> None:
     assert "Sites (shared budget)" in screen
     assert "slow.test" in screen
     assert status["sites"][0]["waiting"] == 1 and status["sites"][0]["in_flight"] == 1
+
+
+def _commands(r: redis.Redis) -> dict[str, int]:
+    return {k: v["calls"] for k, v in r.info("commandstats").items()}
+
+
+def _crawl_over_sites(r: redis.Redis, sites: int) -> None:
+    """*sites* sites that were crawled (each has its budget hash), a tenth of them with a
+    request in flight and one waiting for its site, on two nodes."""
+    store = FrontierStore(r, KEYS)
+    one_each = SiteBudget(concurrency=1)
+    kids = [
+        (f"a{i}", 100, False, 0, f"s{i}.test", json.dumps({"url": f"http://s{i}.test/"}))
+        for i in range(sites)
+    ]
+    for at in range(0, sites, 2000):
+        store.sync("n1", children=kids[at : at + 2000])
+    while True:
+        reply = store.sync("n1", lease=500)
+        rids = [x.decode() for x in reply[4][::2]]
+        if not rids:
+            break
+        store.sync("n1", acks=rids)
+    busy = max(1, sites // 10)
+    more = [
+        (f"{k}{i}", 100, False, 0, f"s{i}.test", json.dumps({"url": f"http://s{i}.test/{k}"}))
+        for i in range(busy)
+        for k in "bc"
+    ]
+    store.sync("n2", children=more)
+    for _ in range(2 * busy // 500 + 2):
+        store.sync("n2", lease=500, budget=one_each)
+    beat(r, "n1", {})
+    beat(r, "n2", {})
+
+
+@pytest.mark.parametrize("sites", [10, 10_000])
+def test_one_status_read_costs_the_same_bounded_commands_for_10_or_10000_sites(r, sites) -> None:
+    _crawl_over_sites(r, sites)
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    busy = max(1, sites // 10)
+    assert status["frontier"]["waiting_for_site"] == busy
+    assert status["frontier"]["sites_waiting"] == busy
+    assert status["frontier"]["in_flight"] == busy
+    before = _commands(r)
+    read_snapshot(r, KEYS, page_priorities=PRIORITIES)
+    after = _commands(r)
+    calls = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    calls["cmdstat_info"] -= 1  # the INFO that read the figures
+    total = sum(calls.values())
+    bands = len(PRIORITIES)
+    nodes, top_sites = 2, 2 * 20  # top waiting sites and sites most in flight, 20 of each
+    bound = (13 + bands) + 4 * nodes + 1 + top_sites * (2 + bands) + 1
+    print(f"status read: {sites} sites, {total} commands (bound {bound})")
+    assert total <= bound, calls
+    assert not any("scan" in name or name == "cmdstat_keys" for name in calls), calls

@@ -15,6 +15,7 @@ from redis.cluster import RedisCluster
 from scrapy.settings import Settings
 
 from distcrawl import connection
+from distcrawl.cluster import aread_snapshot, build_status, read_snapshot
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.localcluster import SLOTS
 
@@ -133,6 +134,34 @@ def test_async_client_runs_the_script_and_hears_wake_ups(redis_cluster_url):
     messages, reply = asyncio.run(scenario())
     assert messages and messages[0]["channel"] == keys.wake.encode()
     assert len(reply[4]) == 2
+
+
+def test_status_reads_the_crawl_on_the_cluster(redis_cluster_url) -> None:
+    keys = FrontierKeys("catalog", START_KEY)
+    client = connection.client(redis_cluster_url)
+    try:
+        store = FrontierStore(client, keys)
+        store.sync("n1", children=[_child("a"), _child("b", "t.test")], lease=1)
+        store.heartbeat("n1", json.dumps({"stats": {"item_scraped_count": 1}}))
+        client.lpush(START_KEY, "http://s.test/")
+        status = build_status(read_snapshot(client, keys), heartbeat_timeout=30)
+    finally:
+        client.close()
+
+    async def read() -> dict[str, Any]:
+        aclient = connection.async_client(redis_cluster_url)
+        try:
+            return await aread_snapshot(aclient, keys)
+        finally:
+            await aclient.aclose()
+
+    astatus = build_status(asyncio.run(read()), heartbeat_timeout=30)
+    for view in (status, astatus):
+        assert view["frontier"]["queued"] == 1
+        assert view["frontier"]["in_flight"] == 1
+        assert view["frontier"]["start_list"] == 1
+        assert [n["state"] for n in view["nodes"]] == ["live"]
+        assert view["sites"][0]["in_flight"] == 1
 
 
 # --------------------------------------------------------------------------- crawls

@@ -23,7 +23,8 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
   P:pages:<site>     STRING pages the site has cost the cluster (the page budget, counted by
                            the nodes' PageLimitsMiddleware in reservations of a few pages)
-  P:counters         HASH  crawl-wide counters kept by the script itself (requeued_dead_letters)
+  P:counters         HASH  crawl-wide counters kept by the script itself (requeued_dead_letters;
+                           waiting: requests in all the sites' waiting rooms, for the status)
   P:paused           STRING present while the cluster is paused: no new leases are handed out
   P:req:site         HASH  rid -> site (host) of the request, for the per-site budget
   P:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
@@ -38,6 +39,8 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
                            message on the channel P:wake (or their poll backs off to 1 s)
   P:wake             channel: published when work arrives for idle nodes (links pushed,
                            leases returned or recovered, the cluster resumed)
+  P:gone             ZSET  node -> ms it stopped cleanly or was recovered (status registry,
+                           kept a day): the status finds their last stats without a SCAN
   START              LIST  the user-facing seed list (e.g. catalog:start_urls; LPUSH to add)
 
 Call: EVALSHA sha 1 P <command> <args...>. Node-specific keys are derived from P inside the
@@ -156,6 +159,19 @@ local function release(node, start_key, rids)
   wake_idle(moved)
   return moved
 end
+
+-- [status registries] kept for `scrapy status` and the progress line, which read
+-- O(nodes + top sites) keys and never SCAN: the nodes gone in the last day, and the number
+-- of requests in waiting rooms.
+local function mark_gone(node, now)
+  redis.call('ZADD', P .. ':gone', now, node)
+  redis.call('ZREMRANGEBYSCORE', P .. ':gone', '-inf', now - 86400000)
+end
+
+local function count_waiting(delta)
+  redis.call('HINCRBY', P .. ':counters', 'waiting', delta)
+end
+-- [/status registries]
 
 local function promote_due(now, limit)
   local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', now, 'LIMIT', 0, limit)
@@ -299,6 +315,7 @@ if cmd == 'sync' then
           break
         end
         redis.call('ZREM', P .. ':wait:' .. site, head[1])
+        count_waiting(-1)
         grant(head[1], head[2], spent)
       end
     end
@@ -323,6 +340,7 @@ if cmd == 'sync' then
           grant(rid, score, spent)
         else
           redis.call('ZADD', P .. ':wait:' .. site, score, rid)
+          count_waiting(1)
           redis.call('ZADD', P .. ':waiting', 'NX', again, site)
         end
       end
@@ -384,8 +402,10 @@ elseif cmd == 'release' then
     -- the node's last stats stay readable for a day (cluster totals), marked as stopped
     redis.call('ZREM', P .. ':nodes', node)
     if redis.call('EXISTS', P .. ':node:' .. node) == 1 then
-      redis.call('HSET', P .. ':node:' .. node, 'stopped_at', now_ms())
+      local now = now_ms()
+      redis.call('HSET', P .. ':node:' .. node, 'stopped_at', now)
       redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
+      mark_gone(node, now)
     end
   end
   return moved
@@ -401,6 +421,7 @@ elseif cmd == 'recover' then
       redis.call('ZREM', P .. ':nodes', node)
       redis.call('HSET', P .. ':node:' .. node, 'dead_since', now)
       redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
+      mark_gone(node, now)
       nodes[#nodes + 1] = node
     end
   end
@@ -412,6 +433,7 @@ elseif cmd == 'heartbeat' then
   redis.call('ZADD', P .. ':nodes', now, node)
   redis.call('HSET', P .. ':node:' .. node, 'info', info, 'heartbeat', now)
   redis.call('HDEL', P .. ':node:' .. node, 'dead_since', 'stopped_at')
+  redis.call('ZREM', P .. ':gone', node)
   return now
 
 elseif cmd == 'drained' then
