@@ -43,7 +43,7 @@ from distcrawl.localcluster import LocalRedisCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Services, print_report, redis_delta, redis_snapshot  # noqa: E402
+from _common import Services, print_report, redis_delta, redis_snapshot
 
 SPIDER = "catalog"
 KEYS = FrontierKeys(SPIDER, "{catalog}:start_urls")
