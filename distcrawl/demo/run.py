@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pymongo
-import redis
 
+from distcrawl import connection
 from distcrawl.demo.checks import check_store
 from distcrawl.demo.server import DemoShop, ShopConfig
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.localcluster import LocalRedisCluster
 from distcrawl.services import ensure_mongo, ensure_redis, mask_url, stop_services
 
+#: the seed list on a Redis Cluster: inside the crawl's hash tag
+CLUSTER_START_KEY = "{catalog}:start_urls"
 #: seconds a demo crawl may take before the nodes are stopped and the run reported as failed
 DEFAULT_TIMEOUT = 600.0
 
@@ -36,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="shop latency per page, ms")
     parser.add_argument("--error-rate", type=float, default=0.0, help="fraction of 503s")
     parser.add_argument("--home", help="state folder for the embedded servers (default: temp)")
+    parser.add_argument(
+        "--redis-cluster",
+        type=int,
+        default=0,
+        metavar="MASTERS",
+        help="run the frontier on a fresh local Redis Cluster of this many masters",
+    )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument(
@@ -99,14 +109,23 @@ def run(args: argparse.Namespace) -> int:
     )
     shop.start()
     started_services = not args.home
+    cluster: LocalRedisCluster | None = None
     try:
-        redis_url = ensure_redis(home)
+        if args.redis_cluster:
+            cluster = LocalRedisCluster(home / "redis-cluster", masters=args.redis_cluster)
+            redis_url = cluster.start().url
+            # the seed list shares the crawl's hash tag, so seed scripts stay in one slot
+            args.set = [f"DISTCRAWL_START_URLS_KEY={CLUSTER_START_KEY}", *args.set]
+        else:
+            redis_url = ensure_redis(home)
         mongo_uri = ensure_mongo(home)
         say(f"demo shop {shop.url} ({args.products} products, {args.variant})")
         say(f"redis {mask_url(redis_url)}  mongodb {mask_url(mongo_uri)}  home {home}")
         summary = crawl(args, shop, home, redis_url, mongo_uri, say)
     finally:
         shop.stop()
+        if cluster is not None:
+            cluster.stop()
         if started_services:
             stop_services(home)
     if args.json:
@@ -124,8 +143,11 @@ def run(args: argparse.Namespace) -> int:
 def crawl(
     args: argparse.Namespace, shop: DemoShop, home: Path, redis_url: str, mongo_uri: str, say: Any
 ) -> dict[str, Any]:
-    r = redis.Redis.from_url(redis_url)
-    keys = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+    r = connection.client(redis_url)
+    cluster = connection.is_cluster_url(redis_url)
+    keys = FrontierKeys(
+        spider="catalog", start_urls=CLUSTER_START_KEY if cluster else "catalog:start_urls"
+    )
     for key in r.scan_iter(match=keys.all_keys_pattern(), count=1000):
         r.delete(key)
     r.delete(keys.start_urls)
