@@ -287,7 +287,14 @@ def scrapy_redis_node(
 
 
 def _snapshots(target: Any) -> list[dict[str, Any]]:
-    return [redis_snapshot(c) for c in target["clients"]]
+    out = []
+    for c in target["clients"]:
+        snap = redis_snapshot(c)
+        stats = c.info("stats")
+        snap["net_in"] = int(stats["total_net_input_bytes"])
+        snap["net_out"] = int(stats["total_net_output_bytes"])
+        out.append(snap)
+    return out
 
 
 def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -315,6 +322,8 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
         p.join(timeout=30)
     deltas = [redis_delta(b, a) for b, a in zip(before, after, strict=True)]
     pages = sum(r["pages"] for r in results) or 1
+    net_in = sum(a["net_in"] - b["net_in"] for b, a in zip(before, after, strict=True))
+    net_out = sum(a["net_out"] - b["net_out"] for b, a in zip(before, after, strict=True))
     cpu = [d["cpu_s"] for d in deltas]
     return {
         "pages": pages,
@@ -323,6 +332,8 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
         "commands_per_page": round(sum(d["commands"] for d in deltas) / pages, 2),
         "roundtrips_per_page": round(sum(r["roundtrips"] for r in results) / pages, 4),
         "priority_inversions": sum(r.get("inversions", 0) for r in results),
+        "net_in_bytes_per_page": round(net_in / pages),
+        "net_out_bytes_per_page": round(net_out / pages),
         "cpu_per_master": cpu,
     }
 
