@@ -23,7 +23,8 @@ from distcrawl.cluster import (
 from distcrawl.extensions import progress_line
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 
-KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+# the status reads a one-slot layout (one shard) until it reads every shard
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=1)
 PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
 
 

@@ -126,8 +126,9 @@ def crawl(
 ) -> dict[str, Any]:
     r = redis.Redis.from_url(redis_url)
     keys = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
-    for key in r.scan_iter(match=keys.all_keys_pattern(), count=1000):
-        r.delete(key)
+    for pattern in keys.patterns():
+        for key in r.scan_iter(match=pattern, count=1000):
+            r.delete(key)
     r.delete(keys.start_urls)
     mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
     collection = mongo.get_default_database("catalog")["products"]
