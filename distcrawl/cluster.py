@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from distcrawl.connection import is_cluster_client
-from distcrawl.frontier.store import FrontierKeys
+from distcrawl.frontier.keys import FrontierKeys, ShardKeys
 
 __all__ = [
     "DEFAULT_DEAD_SAMPLE",
@@ -114,17 +114,18 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-# Keys of the status registries kept by the frontier script (see ``frontier.lua``).
+# Keys of the status registries kept by the frontier script (``[status registry]`` in
+# ``frontier.lua``): the nodes gone in the last day (control slot), and per shard a hash of
+# the requests in its waiting rooms and of the leases each node holds there.
 def _gone(keys: FrontierKeys) -> str:
     return f"{keys.prefix}:gone"
 
 
-def _counters_key(keys: FrontierKeys) -> str:
-    return f"{keys.prefix}:counters"
+def _shard_status(shard: ShardKeys) -> str:
+    return f"{shard.prefix}:status"
 
 
-def _request_sites(keys: FrontierKeys) -> str:
-    return f"{keys.prefix}:req:site"
+_LEASES_FIELD = "leases:"
 
 
 def _plan(
@@ -134,125 +135,143 @@ def _plan(
 ) -> Plan:
     """The Redis reads of one snapshot, as batches; each ``yield`` receives a batch's replies.
 
-    Bounded by the number of nodes, never by the number of sites or keys: nodes come from the
-    heartbeat set and the registry of stopped and recovered nodes (``{S}:gone``), requests in
-    flight per site from the nodes' leases, and per-site detail is read for the top sites only
-    (most in flight, first due to leave their waiting room). Nothing SCANs the keyspace.
+    Bounded by the number of shards and nodes, never by the number of sites or keys: nodes
+    come from the heartbeat set, the registry of stopped and recovered nodes and the lease
+    counts each shard keeps per node; per-site detail is read for the top sites only (the
+    first due to leave their waiting room in each shard, then the 20 with most waiting).
+    Nothing SCANs the keyspace.
     """
+    shards = keys.all_shards()
     first: Batch = [
         ("zrange", (keys.nodes, 0, -1)),
         ("zrevrange", (_gone(keys), 0, _MAX_GONE - 1)),
-        ("zcard", (keys.queue,)),
-        ("zcard", (keys.delayed,)),
-        ("scard", (keys.dupefilter,)),
-        ("hlen", (keys.dead,)),
-        ("hlen", (keys.requests,)),
         ("llen", (keys.start_urls,)),
         ("llen", (keys.rejected,)),
         ("get", (keys.paused,)),
-        ("hget", (_counters_key(keys), "waiting")),
-        ("zcard", (keys.waiting,)),
-        ("zrange", (keys.waiting, 0, _TOP_SITES - 1)),
     ]
-    first += [("zcount", (keys.queue, *score_range(lo, hi))) for _, lo, hi in bands]
+    per_shard = 9 + len(bands)
+    for shard in shards:
+        first += [
+            ("zcard", (shard.queue,)),
+            ("zcard", (shard.delayed,)),
+            ("scard", (shard.dupefilter,)),
+            ("strlen", (shard.bloom,)),
+            ("hlen", (shard.dead,)),
+            ("hlen", (shard.requests,)),
+            ("zcard", (shard.waiting,)),
+            ("zrange", (shard.waiting, 0, _TOP_SITES - 1)),
+            ("hgetall", (_shard_status(shard),)),
+        ]
+        first += [("zcount", (shard.queue, *score_range(lo, hi))) for _, lo, hi in bands]
     replies = yield first
     zset_nodes = [_text(n) for n in replies[0]]
     gone = [_text(n) for n in replies[1]]
-    queued, parked, seen, dead, requests, start, rejected = (int(r) for r in replies[2:9])
-    paused = replies[9]
-    waiting_total = max(0, int(replies[10] or 0))
-    waiting_sites = int(replies[11])
-    top_waiting = [_text(site) for site in replies[12]]
-    by_kind = {kind: int(n) for (kind, _, _), n in zip(bands, replies[13:], strict=True)}
+    start, rejected = int(replies[2]), int(replies[3])
+    paused = replies[4]
+    queued = parked = seen = bloom_bytes = dead = requests = waiting_sites = 0
+    waiting_total = 0
+    by_kind = {kind: 0 for kind, _, _ in bands}
+    candidates: list[tuple[ShardKeys, str]] = []
+    held: dict[str, int] = {}
+    for i, shard in enumerate(shards):
+        at = 5 + i * per_shard
+        r = replies[at : at + per_shard]
+        queued += int(r[0])
+        parked += int(r[1])
+        seen += int(r[2])
+        bloom_bytes += int(r[3])
+        dead += int(r[4])
+        requests += int(r[5])
+        waiting_sites += int(r[6])
+        candidates += [(shard, _text(site)) for site in r[7]]
+        fields = {_text(k): _text(v) for k, v in (r[8] or {}).items()}
+        waiting_total += max(0, int(fields.get("waiting", 0)))
+        for name, value in fields.items():
+            if name.startswith(_LEASES_FIELD):
+                node = name[len(_LEASES_FIELD) :]
+                held[node] = held.get(node, 0) + max(0, int(value))
+        for (kind, _, _), n in zip(bands, r[9:], strict=True):
+            by_kind[kind] += int(n)
 
-    names = list(dict.fromkeys([*zset_nodes, *gone]))
+    names = list(dict.fromkeys([*zset_nodes, *gone, *held]))
     batch: Batch = []
     for name in names:
         batch += [
             ("zscore", (keys.nodes, name)),
             ("hgetall", (keys.node(name),)),
-            ("zrange", (keys.leases(name), 0, -1)),
             ("llen", (keys.seeding(name),)),
         ]
+    batch += [("zcard", (shard.wait(site),)) for shard, site in candidates]
     replies = (yield batch) if batch else []
     nodes: dict[str, dict[str, Any]] = {}
-    leased: list[str] = []
     for i, name in enumerate(names):
-        score, fields, rids, seeding = replies[4 * i : 4 * i + 4]
+        score, fields, seeding = replies[3 * i : 3 * i + 3]
         fields = {_text(k): v for k, v in (fields or {}).items()}
-        leased += [_text(rid) for rid in rids]
         nodes[name] = {
             "heartbeat_ms": int(float(score)) if score is not None else None,
             "info_heartbeat_ms": _int_or_none(fields.get("heartbeat")),
             "dead_since_ms": _int_or_none(fields.get("dead_since")),
             "stopped_ms": _int_or_none(fields.get("stopped_at")),
             "info": _json_object(fields.get("info")),
-            "leases": len(rids),
+            "leases": held.get(name, 0),
             "seeding": int(seeding),
         }
+    rooms = [int(n) for n in replies[3 * len(names) :]]
+    found = [(n, shard, site) for (shard, site), n in zip(candidates, rooms, strict=True) if n]
+    top = sorted(found, key=lambda t: -t[0])[:_TOP_SITES]
 
-    # in flight per site: the sites of the leased requests (bounded by the nodes' windows)
-    in_flight: dict[str, int] = {}
-    if leased:
-        [sites_of] = yield [("hmget", (_request_sites(keys), leased))]
-        for site in sites_of:
-            if site is not None:
-                in_flight[_text(site)] = in_flight.get(_text(site), 0) + 1
-    busiest = sorted(in_flight, key=lambda site: -in_flight[site])[:_TOP_SITES]
-    detail = list(dict.fromkeys([*top_waiting, *busiest]))
     batch = []
-    for site in detail:
-        batch.append(("hgetall", (keys.site(site),)))
-        batch.append(("zcard", (keys.wait(site),)))
-        batch += [("zcount", (keys.wait(site), *score_range(lo, hi))) for _, lo, hi in bands]
+    for _, shard, site in top:
+        batch.append(("hgetall", (shard.site(site),)))
+        batch += [("zcount", (shard.wait(site), *score_range(lo, hi))) for _, lo, hi in bands]
     replies = (yield batch) if batch else []
     site_budgets: dict[str, dict[str, str]] = {}
     waiting: dict[str, int] = {}
-    at = 0
-    for site in detail:
-        fields, room = replies[at], int(replies[at + 1])
+    for j, (room, _, site) in enumerate(top):
+        at = j * (1 + len(bands))
+        fields = replies[at]
         site_budgets[site] = {_text(k): _text(v) for k, v in (fields or {}).items()}
-        if room:
-            waiting[site] = room
-            # page kinds of the waiting rooms: the top sites' only (the total is exact)
-            for (kind, _, _), n in zip(bands, replies[at + 2 : at + 2 + len(bands)], strict=True):
-                by_kind[kind] += int(n)
-        at += 2 + len(bands)
+        waiting[site] = room
+        # page kinds of the waiting rooms: the top sites' only (the total is exact)
+        for (kind, _, _), n in zip(bands, replies[at + 1 : at + 1 + len(bands)], strict=True):
+            by_kind[kind] += int(n)
 
     dead_letters = {"total": dead, "by_reason": {}, "by_site": {}, "counted": 0}
     if dead and dead_sample > 0:
         by_reason: dict[str, int] = {}
         by_site: dict[str, int] = {}
         counted = 0
-        cursor: Any = 0
-        while True:
-            [(cursor, chunk)] = yield [("hscan", (keys.dead, cursor, None, _SCAN_COUNT))]
-            for raw in chunk.values():
-                record = _json_object(raw)
-                reason = str(record.get("reason") or "unknown")
-                by_reason[reason] = by_reason.get(reason, 0) + 1
-                site = record_site(record)
-                by_site[site] = by_site.get(site, 0) + 1
-                counted += 1
-            if int(cursor) == 0 or counted >= dead_sample:
-                break
+        for shard in shards:
+            cursor: Any = 0
+            while counted < dead_sample:
+                [(cursor, chunk)] = yield [("hscan", (shard.dead, cursor, None, _SCAN_COUNT))]
+                for raw in chunk.values():
+                    record = _json_object(raw)
+                    reason = str(record.get("reason") or "unknown")
+                    by_reason[reason] = by_reason.get(reason, 0) + 1
+                    site = record_site(record)
+                    by_site[site] = by_site.get(site, 0) + 1
+                    counted += 1
+                if int(cursor) == 0:
+                    break
         dead_letters.update(by_reason=by_reason, by_site=by_site, counted=counted)
 
-    # the server clock of the crawl's own slot, which times the heartbeats
+    # the server clock of the control slot, which times the heartbeats
     [(seconds, micros)] = yield [(_TIME, (keys.prefix,))]
     return {
         "spider": keys.spider,
+        "shards": len(shards),
         "at_ms": int(seconds) * 1000 + int(micros) // 1000,
         "queued": queued,
         "queued_by_kind": by_kind,
         "waiting": waiting,
         "waiting_total": max(waiting_total, sum(waiting.values())),
         "waiting_sites": waiting_sites,
-        "in_flight_by_site": dict(sorted(in_flight.items(), key=lambda kv: -kv[1])[:_TOP_SITES]),
         "site_budgets": site_budgets,
         "parked": parked,
         "requests": requests,
         "seen": seen,
+        "bloom_bytes": bloom_bytes,
         "start_list": start,
         "rejected": rejected,
         "paused": paused is not None,
@@ -456,7 +475,6 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
         factor = float(fields.get("factor") or 1.0)
         limit = float(fields["limit_rate"]) if fields.get("limit_rate") else None
         in_flight = int(fields.get("active") or 0)
-        in_flight = int(snapshot.get("in_flight_by_site", {}).get(site, in_flight))
         waiting = int(snapshot["waiting"].get(site, 0))
         if not (in_flight or waiting or factor < 1.0):
             continue  # not busy

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -23,7 +24,8 @@ from distcrawl.cluster import (
 from distcrawl.extensions import progress_line
 from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 
-KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+# several shards: the status reads every one of them
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=4)
 PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
 
 
@@ -65,14 +67,31 @@ def test_queue_split_by_page_kind_counts_retries_and_custom_seeds_with_the_neare
     assert snap["queued_by_kind"] == {"seed": 2, "category": 2, "listing": 2, "product": 5}
 
 
+def _kids(site: str, n: int, tag: str = "fp") -> list[tuple[str, int, bool, int, str, str]]:
+    return [
+        (f"{tag}{i}", 100, False, 0, site, json.dumps({"url": f"http://{site}/{tag}{i}"}))
+        for i in range(n)
+    ]
+
+
+def lease(store: FrontierStore, node: str, n: int, **options: Any) -> list[Any]:
+    """Lease from every shard until *n* are leased or no shard gives more (a node's first
+    leases spread over shards it does not know yet)."""
+    got: list[Any] = []
+    for _ in range(3 * store.keys.shards):
+        store.views.poke()
+        got += store.sync(node, lease=n - len(got), **options).leased
+        if len(got) >= n:
+            break
+    return got
+
+
 def test_requests_waiting_for_their_site_count_as_queued_work(r) -> None:
     store = FrontierStore(r, KEYS)
     store.set_site_limits("shop.test", rate=0.001, concurrency=None)
-    kids = [
-        (f"fp{i}", 100, False, 0, "shop.test", json.dumps({"url": f"http://shop.test/{i}"}))
-        for i in range(3)
-    ]
-    store.sync("n1", children=kids, lease=3)  # one token: one leased, two wait for the site
+    store.sync("n1", children=_kids("shop.test", 3))
+    first = lease(store, "n1", 3)  # one token: one leased, two wait for the site
+    assert len(first) == 1
     queue(r, 300)
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
     assert status["frontier"]["queued"] == 3
@@ -82,27 +101,28 @@ def test_requests_waiting_for_their_site_count_as_queued_work(r) -> None:
     assert status["frontier"]["queued_by_kind"]["product"] == 2
     assert status["frontier"]["in_flight"] == 1
     assert status["frontier"]["backlog"] == 4
-    store.sync("n1", acks=[b.decode() for b in r.zrange(KEYS.leases("n1"), 0, -1)])
+    store.sync("n1", acks=[leased.lease for leased in first])
     store.set_site_limits("shop.test", rate=None, concurrency=None)
-    r.zadd(KEYS.waiting, {"shop.test": 0})  # its wait is over now
-    store.sync("n1", lease=3)  # the waiting room empties into leases: the total follows
+    r.zadd(KEYS.site_keys("shop.test").waiting, {"shop.test": 0})  # its wait is over now
+    assert len(lease(store, "n1", 2)) == 2  # the waiting room empties: the total follows
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
     assert status["frontier"]["waiting_for_site"] == 0
     assert status["frontier"]["in_flight"] == 2
 
 
 def test_nodes_live_dead_recovered_and_orphaned(r) -> None:
+    store = FrontierStore(r, KEYS)
     beat(r, "gone", {})
     r.zadd(KEYS.nodes, {"gone": 1000})
-    FrontierStore(r, KEYS).recover("alive", 30_000)  # "gone" is recovered: dead, for a day
+    store.recover("alive", 30_000)  # "gone" is recovered: dead, for a day
+    store.sync("loader", children=_kids("a.test", 2) + _kids("b.test", 2))
     beat(r, "alive", {"item_scraped_count": 5, "catalog/pages/product": 5}, started=2, prefetched=1)
-    r.zadd(KEYS.leases("alive"), {"1": 1.0, "2": 2.0})
+    assert len(lease(store, "alive", 2)) == 2
     beat(r, "silent", {"item_scraped_count": 3})
+    assert len(lease(store, "silent", 1)) == 1
     r.zadd(KEYS.nodes, {"silent": 1000})  # heartbeat in 1970: past any timeout
-    r.zadd(KEYS.leases("silent"), {"3": 3.0})
-    # leases under a gone node's name whose record expired: nothing else knows them
-    r.zadd(f"{KEYS.prefix}:gone", {"ghost": 1})
-    r.zadd(KEYS.leases("ghost"), {"4": 4.0})
+    # leases under a name that never heart-beat: nothing else knows it
+    assert len(lease(store, "ghost", 1)) == 1
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
     nodes = {n["node"]: n for n in status["nodes"]}
     assert nodes["alive"]["state"] == "live"
@@ -114,6 +134,12 @@ def test_nodes_live_dead_recovered_and_orphaned(r) -> None:
     assert status["frontier"]["in_flight"] == 4
     assert (status["totals"]["live_nodes"], status["totals"]["dead_nodes"]) == (1, 2)
     assert status["totals"]["products"] == 8
+    # a clean stop returns the leases: the node shows as stopped with none in flight
+    store.release("alive")
+    nodes = {
+        n["node"]: n for n in build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)["nodes"]
+    }
+    assert (nodes["alive"]["state"], nodes["alive"]["in_flight"]) == ("stopped", 0)
 
 
 def test_dead_letters_by_reason_and_by_site(r) -> None:
@@ -318,11 +344,11 @@ def _crawl_over_sites(r: redis.Redis, sites: int) -> None:
     for at in range(0, sites, 2000):
         store.sync("n1", children=kids[at : at + 2000])
     while True:
+        store.views.poke()
         reply = store.sync("n1", lease=500)
-        rids = [x.decode() for x in reply[4][::2]]
-        if not rids:
+        if not reply.leased:
             break
-        store.sync("n1", acks=rids)
+        store.sync("n1", acks=[leased.lease for leased in reply.leased])
     busy = max(1, sites // 10)
     more = [
         (f"{k}{i}", 100, False, 0, f"s{i}.test", json.dumps({"url": f"http://s{i}.test/{k}"}))
@@ -330,7 +356,8 @@ def _crawl_over_sites(r: redis.Redis, sites: int) -> None:
         for k in "bc"
     ]
     store.sync("n2", children=more)
-    for _ in range(2 * busy // 500 + 2):
+    for _ in range(2 * busy // 500 + 4):
+        store.views.poke()
         store.sync("n2", lease=500, budget=one_each)
     beat(r, "n1", {})
     beat(r, "n2", {})
@@ -350,9 +377,9 @@ def test_one_status_read_costs_the_same_bounded_commands_for_10_or_10000_sites(r
     calls = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     calls["cmdstat_info"] -= 1  # the INFO that read the figures
     total = sum(calls.values())
-    bands = len(PRIORITIES)
-    nodes, top_sites = 2, 2 * 20  # top waiting sites and sites most in flight, 20 of each
-    bound = (13 + bands) + 4 * nodes + 1 + top_sites * (2 + bands) + 1
+    bands, shards, nodes, top = len(PRIORITIES), KEYS.shards, 2, 20
+    # control slot, each shard, each node, the first due sites of each shard, the top sites
+    bound = 5 + shards * (9 + bands) + 3 * nodes + shards * top + top * (1 + bands) + 1
     print(f"status read: {sites} sites, {total} commands (bound {bound})")
     assert total <= bound, calls
     assert not any("scan" in name or name == "cmdstat_keys" for name in calls), calls

@@ -150,35 +150,34 @@ def test_pause_and_resume(cli, r) -> None:
 
 def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None:
     store = FrontierStore(r, KEYS)
-    for key, value in ((KEYS.queue, {"9": -1.0}), (KEYS.delayed, {"8": 1.0})):
+    s0 = KEYS.shard(0)  # requests of no site live in the first shard
+    for key, value in ((s0.queue, {"9": -1.0}), (s0.delayed, {"8": 1.0})):
         r.zadd(key, value)
-    r.hset(KEYS.requests, mapping={"9": "q", "8": "d", "1": "leased-live", "2": "leased-dead"})
-    r.sadd(KEYS.dupefilter, "fp")
-    r.hset(KEYS.dead, "x", "{}")
+    r.hset(s0.requests, mapping={"9": "q", "8": "d", "1": "leased-live", "2": "leased-dead"})
+    r.sadd(s0.dupefilter, "fp")
+    r.hset(s0.dead, "x", "{}")
     r.lpush(KEYS.start_urls, "https://s.test/")
-    r.set(f"{KEYS.prefix}:seq", 9)
+    r.set(s0.seq, 9)
     store.heartbeat("live", "{}")
-    r.zadd(KEYS.leases("live"), {"1": 1.0})
+    r.zadd(s0.leases("live"), {"1": 1.0})
     r.zadd(KEYS.nodes, {"dead": 1000})
-    r.zadd(KEYS.leases("dead"), {"2": 2.0})
+    r.zadd(s0.leases("dead"), {"2": 2.0})
     r.set(KEYS.paused, "1")
 
     assert cli("control", "catalog", "reset")[0] == 2
-    assert r.zcard(KEYS.queue) == 1
+    assert r.zcard(s0.queue) == 1
 
     code, out, _ = cli("control", "catalog", "reset", "--yes-really")
     assert code == 0, out
     assert "kept 1 leases of 1 live node(s)" in out and "still paused" in out
     left = sorted(k.decode() for k in r.keys("*"))
-    assert left == sorted(
-        [KEYS.requests, KEYS.leases("live"), KEYS.nodes, KEYS.paused, f"{KEYS.prefix}:seq"]
-    )
-    assert r.hgetall(KEYS.requests) == {b"1": b"leased-live"}
+    assert left == sorted({s0.requests, s0.leases("live"), KEYS.nodes, KEYS.paused, s0.seq})
+    assert r.hgetall(s0.requests) == {b"1": b"leased-live"}
     assert r.zrange(KEYS.nodes, 0, -1) == [b"live"]
 
     code, _, _ = cli("control", "catalog", "reset", "--yes-really", "--force")
     assert code == 0
-    assert sorted(k.decode() for k in r.keys("*")) == [KEYS.paused, f"{KEYS.prefix}:seq"]
+    assert sorted(k.decode() for k in r.keys("*")) == sorted({KEYS.paused, s0.seq})
 
 
 # --------------------------------------------------------------------------- dead letters
@@ -268,7 +267,7 @@ def status_of(redis_url: str, mongo_uri: str, capsys, *, sample: str = "0") -> d
         [
             *("status", "catalog", "--json", "--sample", sample),
             *("-s", f"REDIS_URL={redis_url}", "-s", f"MONGO_URI={mongo_uri}"),
-            *("-s", "DISTCRAWL_HEARTBEAT_TIMEOUT=3"),
+            *("-s", "DISTCRAWL_HEARTBEAT_TIMEOUT=3", "-s", "DISTCRAWL_SHARDS=1"),
         ]
     )
     out, err = capsys.readouterr()
@@ -276,19 +275,25 @@ def status_of(redis_url: str, mongo_uri: str, capsys, *, sample: str = "0") -> d
     return json.loads(out)
 
 
+#: the status reads a one-slot layout until it reads every shard
+ONE_SHARD = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=1)
+
+
 def frontier_state(r: redis.Redis) -> dict:
+    keys = ONE_SHARD
     leases = {
-        k.decode(): sorted(r.zrange(k, 0, -1)) for k in r.scan_iter(f"{KEYS.prefix}:leases:*")
+        k.decode(): sorted(r.zrange(k, 0, -1)) for k in r.scan_iter(f"{keys.prefix}:leases:*")
     }
-    waiting = sum(r.zcard(k) for k in r.scan_iter(f"{KEYS.prefix}:wait:*"))
-    queued = r.zcard(KEYS.queue) + waiting
-    return {"queue": queued, "leases": leases, "parked": r.zcard(KEYS.delayed)}
+    waiting = sum(r.zcard(k) for k in r.scan_iter(f"{keys.prefix}:wait:*"))
+    queued = r.zcard(keys.queue) + waiting
+    return {"queue": queued, "leases": leases, "parked": r.zcard(keys.delayed)}
 
 
 @pytest.mark.slow
 def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
-    redis_url, mongo_uri, shop_factory, tmp_path, capsys
+    redis_url, mongo_uri, shop_factory, tmp_path, capsys, monkeypatch
 ) -> None:
+    monkeypatch.setenv("DISTCRAWL_SHARDS", "1")  # nodes and status: see ONE_SHARD
     shop = shop_factory(products=150, latency_ms=400)
     r = redis.Redis.from_url(redis_url)
     r.lpush(KEYS.start_urls, shop.url)
@@ -347,7 +352,7 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         assert per_node["s3"]["state"] == "dead" and per_node["s3"]["recovered"]
         assert status["store"]["products"] == stored
         assert sum(per_node[n]["products"] for n in ("s1", "s2")) <= stored
-        assert status["frontier"]["seen"] == r.scard(KEYS.dupefilter)
+        assert status["frontier"]["seen"] == r.scard(ONE_SHARD.dupefilter)
 
         requests_seen = len(shop.request_log())
         time.sleep(3)  # paused: no new leases, none lost, nothing fetched

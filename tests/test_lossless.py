@@ -6,26 +6,27 @@ import random
 import time
 from collections import Counter
 
+import frontier_state
 import pytest
 import redis
 from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls, wait_for
+from frontier_state import KEYS, delayed, leases_left, payloads, queued
 
 pytestmark = pytest.mark.slow
 
 
 def frontier_left(r: redis.Redis, spider: str = "catalog") -> dict[str, int]:
-    p = "{" + spider + "}"
     return {
-        "queued": r.zcard(f"{p}:queue"),
-        "delayed": r.zcard(f"{p}:delayed"),
-        "leased": sum(r.zcard(k) for k in r.keys(f"{p}:leases:*")),
-        "payloads": r.hlen(f"{p}:req"),  # every accepted request's payload lives until its ack
-        "seeding": sum(r.llen(k) for k in r.keys(f"{p}:seeding:*")),
+        "queued": queued(r),
+        "delayed": delayed(r),
+        "leased": sum(r.zcard(k) for k in leases_left(r)),
+        "payloads": payloads(r),  # every accepted request's payload lives until its ack
+        "seeding": sum(r.llen(k) for k in r.keys(KEYS.seeding("*"))),
     }
 
 
 def leased(r: redis.Redis, node: str) -> int:
-    return r.zcard(f"{{catalog}}:leases:{node}")
+    return frontier_state.leased(r, node)
 
 
 def test_kill_9_three_times_loses_nothing(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
@@ -141,7 +142,7 @@ def test_redis_restart_mid_crawl(redis_server, mongo_uri, shop_factory, tmp_path
         for i in (1, 2)
     ]
     try:
-        assert wait_for(lambda: r.zcard("{catalog}:queue") > 20, 60)
+        assert wait_for(lambda: queued(r) > 20, 60)
         redis_server.stop()
         time.sleep(3)
         redis_server.start()

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import redis
 from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls, wait_for
+from frontier_state import KEYS, dead_records, queued, site_shard
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +67,7 @@ def start_nodes(
     ]
     client = redis.Redis.from_url(redis_url)
     try:
-        if not wait_for(lambda: client.zcard("{catalog}:nodes") >= NODES, 60):
+        if not wait_for(lambda: client.zcard(KEYS.nodes) >= NODES, 60):
             stop_all(nodes)
             raise AssertionError("the nodes did not all start")
     finally:
@@ -114,9 +115,10 @@ def test_rate_limited_site_stays_within_its_budget_while_the_other_is_crawled(
     assert len(pages_b) / (max(pages_b) - min(pages_b)) > 4 * rate
 
     # nothing left behind in the budget: no request in flight, none waiting for its site
-    assert int(r.hget(f"{{catalog}}:site:{SITE_A}", "active") or 0) == 0
-    assert r.zcard("{catalog}:waiting") == 0
-    assert not r.keys("{catalog}:wait:*")
+    shard = site_shard(SITE_A)
+    assert int(r.hget(shard.site(SITE_A), "active") or 0) == 0
+    assert r.zcard(shard.waiting) == 0
+    assert not r.keys(shard.wait("*"))
     for node in nodes:
         assert_clean_log(node.log())
 
@@ -138,7 +140,7 @@ def test_site_answering_429_is_slowed_down_for_every_node(
         "RETRY_BACKOFF_BASE": 0.3,
         "RETRY_BACKOFF_MAX": 2,
     }
-    site_key = f"{{catalog}}:site:{SITE_A}"
+    site_key = site_shard(SITE_A).site(SITE_A)
     nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings)
     try:
         r.lpush("catalog:start_urls", shop.url)
@@ -153,7 +155,7 @@ def test_site_answering_429_is_slowed_down_for_every_node(
         t_cut = time.time()
         time.sleep(4.0)
         factor_low = float(r.hget(site_key, "factor"))
-        ready = r.zcard("{catalog}:queue") + r.zcard(f"{{catalog}}:wait:{SITE_A}")
+        ready = queued(r) + r.zcard(site_shard(SITE_A).wait(SITE_A))
         shop.set_faults(rate_limit_429=0)
         assert [n.wait() for n in nodes] == [0] * NODES
     finally:
@@ -173,6 +175,6 @@ def test_site_answering_429_is_slowed_down_for_every_node(
     urls = stored_urls(mongo_uri)
     assert len(urls) == len(set(urls))
     assert set(urls) == shop.expected_product_urls()
-    assert r.hlen("{catalog}:dead") == 0
+    assert not dead_records(r)
     for node in nodes:
         assert_clean_log(node.log())

@@ -21,8 +21,8 @@ from distcrawl.localcluster import SLOTS
 
 #: the seed list inside the crawl's hash tag, so seed scripts stay in one slot on a cluster
 START_KEY = "{catalog}:start_urls"
-#: distinct loopback addresses: distinct sites
-SHOP_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+#: distinct loopback addresses: distinct sites, whose shards (of 16) sit on three masters
+SHOP_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.5")
 ALLOW = ",".join(("127.0.0.1", *SHOP_HOSTS))
 
 
@@ -80,68 +80,100 @@ def _child(fp: str, site: str = "s.test") -> tuple[str, int, bool, int, str, str
     return (fp, 100, False, 0, site, json.dumps({"url": f"http://{site}/{fp}"}))
 
 
-def test_frontier_script_runs_on_the_cluster_by_evalsha(redis_cluster, redis_cluster_url):
-    keys = FrontierKeys("catalog", START_KEY)
+def _lease_all(store: FrontierStore, node: str, n: int) -> list[Any]:
+    got: list[Any] = []
+    for _ in range(3 * store.keys.shards):
+        store.views.poke()
+        got += store.sync(node, lease=n - len(got)).leased
+        if len(got) >= n:
+            break
+    return got
+
+
+def _evalsha_calls(cluster: Any) -> dict[int, int]:
+    calls = {}
+    for m in cluster.masters:
+        c = m.client()
+        calls[m.port] = c.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+        c.close()
+    return calls
+
+
+def test_frontier_shards_spread_over_the_masters_and_run_by_evalsha(
+    redis_cluster, redis_cluster_url
+):
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
     client = connection.client(redis_cluster_url)
     try:
+        owners = {client.get_node_from_key(s.prefix).port for s in keys.all_shards()}
+        assert owners == {m.port for m in redis_cluster.masters}  # every master has shards
+        before = _evalsha_calls(redis_cluster)
         store = FrontierStore(client, keys)
-        added, filtered, _, _, out, _, _ = store.sync(
-            "n1", children=[_child("a"), _child("b"), _child("a")], lease=5
-        )
-        assert (added, filtered) == (2, 1)
-        assert len(out) == 4
+        sites = [f"s{i}.test" for i in range(60)]
+        kids = [_child(f"a{i}", site) for i, site in enumerate(sites)]
+        result = store.sync("n1", children=[*kids, _child("a")])
+        assert (result.added, result.filtered) == (61, 0)
+        assert store.sync("n1", children=[_child("a0", sites[0])]).filtered == 1
+        leased = _lease_all(store, "n1", 61)
+        assert len(leased) == 61
         client.lpush(START_KEY, "http://s.test/")
         assert store.take_seeds("n1", 10) == [b"http://s.test/"]
-        assert [int(x) for x in store.drained()] == [0, 0, 2, 1, 0]
-        assert store.release("n1") == 3
-        assert [int(x) for x in store.drained()] == [2, 0, 0, 0, 1]
-        # the script ran where the crawl's slot lives, by its SHA
-        owner = client.get_node_from_key(keys.prefix)
-        evalsha = {
-            m.port: m.client().info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-            for m in redis_cluster.masters
-        }
-        assert evalsha[owner.port] >= 4
-        assert sum(evalsha.values()) == evalsha[owner.port]
+        store.heartbeat("n1", "{}")
+        assert [int(x) for x in store.drained()] == [0, 0, 61, 1, 0]
+        assert store.release("n1") == 61 + 1
+        assert [int(x) for x in store.drained()] == [61, 0, 0, 0, 1]
+        # each shard's keys sit on the master of its slot, and each master ran scripts
+        for shard in keys.all_shards():
+            queued = client.zcard(shard.queue)
+            node = client.get_node_from_key(shard.queue)
+            owner = next(m for m in redis_cluster.masters if m.port == node.port)
+            assert owner.client().zcard(shard.queue) == queued
+        after = _evalsha_calls(redis_cluster)
+        assert all(after[port] > before[port] for port in after)
     finally:
         client.close()
 
 
 def test_async_client_runs_the_script_and_hears_wake_ups(redis_cluster_url):
-    keys = FrontierKeys("catalog", START_KEY)
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
 
     async def scenario() -> list[Any]:
         client = connection.async_client(redis_cluster_url, socket_timeout=10)
         await client.initialize()  # the slot map: a cluster pubsub needs it to pick a node
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
-            store = FrontierStore(client, keys)
             await pubsub.subscribe(keys.wake)
-            await store.sync("idle", lease=4)  # finds nothing: registers as idle
-            await store.sync("busy", children=[_child("c")])
+            busy = FrontierStore(client, keys)
+            await busy.sync("busy", children=[_child("c")])  # into an empty shard: a wake-up
             messages = []
             for _ in range(20):
                 message = await pubsub.get_message(timeout=0.5)
                 if message is not None:
                     messages.append(message)
                     break
-            reply = await store.sync("idle", lease=4)
-            return [messages, reply]
+            idle = FrontierStore(client, keys)
+            idle.views.poke(int(messages[0]["data"]) if messages else None)
+            reply = await idle.sync("idle", lease=4)
+            return [messages, reply, keys.site_keys("s.test").index]
         finally:
             await pubsub.aclose()
             await client.aclose()
 
-    messages, reply = asyncio.run(scenario())
+    messages, reply, shard = asyncio.run(scenario())
     assert messages and messages[0]["channel"] == keys.wake.encode()
-    assert len(reply[4]) == 2
+    assert int(messages[0]["data"]) == shard
+    assert len(reply.leased) == 1
 
 
 def test_status_reads_the_crawl_on_the_cluster(redis_cluster_url) -> None:
-    keys = FrontierKeys("catalog", START_KEY)
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
     client = connection.client(redis_cluster_url)
     try:
         store = FrontierStore(client, keys)
-        store.sync("n1", children=[_child("a"), _child("b", "t.test")], lease=1)
+        store.sync("n1", children=[_child("a"), _child("b", "t.test")])
+        store.set_site_limits("s.test", rate=None, concurrency=1)
+        store.sync("n1", children=[_child("c")])
+        assert len(_lease_all(store, "n1", 3)) == 2  # s.test: one in flight, one waiting
         store.heartbeat("n1", json.dumps({"stats": {"item_scraped_count": 1}}))
         client.lpush(START_KEY, "http://s.test/")
         status = build_status(read_snapshot(client, keys), heartbeat_timeout=30)
@@ -158,10 +190,12 @@ def test_status_reads_the_crawl_on_the_cluster(redis_cluster_url) -> None:
     astatus = build_status(asyncio.run(read()), heartbeat_timeout=30)
     for view in (status, astatus):
         assert view["frontier"]["queued"] == 1
-        assert view["frontier"]["in_flight"] == 1
+        assert view["frontier"]["waiting_for_site"] == 1
+        assert view["frontier"]["in_flight"] == 2
         assert view["frontier"]["start_list"] == 1
         assert [n["state"] for n in view["nodes"]] == ["live"]
-        assert view["sites"][0]["in_flight"] == 1
+        assert view["sites"][0]["site"] == "s.test"
+        assert (view["sites"][0]["in_flight"], view["sites"][0]["waiting"]) == (1, 1)
 
 
 # --------------------------------------------------------------------------- crawls
@@ -200,13 +234,18 @@ def _assert_stored_once(mongo_uri: str, shops: list[Any]) -> None:
     assert set(urls) == expected
 
 
+#: the layout the nodes write (DISTCRAWL_SHARDS as they read it)
+CRAWL = FrontierKeys("catalog", START_KEY)
+
+
 def _frontier_left(url: str) -> dict[str, int]:
     client = connection.client(url)
     try:
+        shards = CRAWL.all_shards()
         return {
-            "queued": client.zcard("{catalog}:queue"),
-            "payloads": client.hlen("{catalog}:req"),
-            "delayed": client.zcard("{catalog}:delayed"),
+            "queued": sum(client.zcard(s.queue) for s in shards),
+            "payloads": sum(client.hlen(s.requests) for s in shards),
+            "delayed": sum(client.zcard(s.delayed) for s in shards),
         }
     finally:
         client.close()
@@ -214,7 +253,7 @@ def _frontier_left(url: str) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_two_nodes_crawl_three_sites_on_the_cluster(
-    redis_cluster_url, mongo_uri, shop_factory, tmp_path
+    redis_cluster, redis_cluster_url, mongo_uri, shop_factory, tmp_path
 ) -> None:
     shops = _shops(shop_factory, 80)
     _seed(redis_cluster_url, shops)
@@ -225,6 +264,9 @@ def test_two_nodes_crawl_three_sites_on_the_cluster(
         stop_all(nodes)
     _assert_stored_once(mongo_uri, shops)
     assert _frontier_left(redis_cluster_url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    if CRAWL.shards == 16:
+        # every master holds the seen URLs of one of the sites
+        assert all(m.client().keys("*:seen") for m in redis_cluster.masters)
     for node in nodes:
         assert_clean_log(node.log())
         assert "Spider closed (frontier_drained)" in node.log()
@@ -234,7 +276,7 @@ def test_two_nodes_crawl_three_sites_on_the_cluster(
 def _leased(url: str, node: str) -> int:
     client = connection.client(url)
     try:
-        return int(client.zcard(f"{{catalog}}:leases:{node}"))
+        return sum(int(client.zcard(s.leases(node))) for s in CRAWL.all_shards())
     finally:
         client.close()
 

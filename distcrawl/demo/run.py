@@ -148,8 +148,9 @@ def crawl(
     keys = FrontierKeys(
         spider="catalog", start_urls=CLUSTER_START_KEY if cluster else "catalog:start_urls"
     )
-    for key in r.scan_iter(match=keys.all_keys_pattern(), count=1000):
-        r.delete(key)
+    for pattern in keys.patterns():
+        for key in r.scan_iter(match=pattern, count=1000):
+            r.delete(key)
     r.delete(keys.start_urls)
     mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
     collection = mongo.get_default_database("catalog")["products"]

@@ -36,8 +36,11 @@ from scrapy.utils.httpobj import urlparse_cached
 from distcrawl import connection
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
+from distcrawl.frontier.batch import Child, DeadLetter, Lease, Leased, SiteBudget
+from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.membership import Membership
 from distcrawl.frontier.seeds import BadSeed, parse_seed
-from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, SiteBudget
+from distcrawl.frontier.store import Dupefilter, FrontierStore
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
 from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url
@@ -111,6 +114,7 @@ class FrontierScheduler(BaseScheduler):
         site_limits: dict[str, dict[str, Any]] | None = None,
         latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
         flush_delay: float = DEFAULT_FLUSH_DELAY,
+        dupefilter: Dupefilter | None = None,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -125,6 +129,7 @@ class FrontierScheduler(BaseScheduler):
         self.allow_private = allow_private
         self.concurrency = max(1, concurrency)
         self.budget = budget or SiteBudget()
+        self.dupefilter = dupefilter or Dupefilter()
         self.flush_delay = flush_delay
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
@@ -133,13 +138,14 @@ class FrontierScheduler(BaseScheduler):
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None
+        self.membership: Membership | None = None
         self._client: Any = None
         self._ready: deque[Request] = deque()  # leased, not yet handed to the engine
-        self._leased: dict[Request, str] = {}  # request object -> rid, until acked
+        self._leased: dict[Request, Lease] = {}  # request object -> its lease, until acked
         self._started = 0  # leased requests the engine is working on
         self._children: list[Child] = []
-        self._acks: list[str] = []
-        self._dead: list[tuple[str, str]] = []
+        self._acks: list[Lease] = []
+        self._dead: list[DeadLetter] = []
         self._rejected: list[str] = []
         self._seeds_pending = False
         self._wake = asyncio.Event()
@@ -147,9 +153,6 @@ class FrontierScheduler(BaseScheduler):
         self._listener: asyncio.Task[None] | None = None
         self._closing = False
         self._redis_down_since: float | None = None
-        self._drained_since: float | None = None
-        self._last_heartbeat = 0.0
-        self._last_recovery = 0.0
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
@@ -175,6 +178,7 @@ class FrontierScheduler(BaseScheduler):
             site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
             flush_delay=s.getfloat("DISTCRAWL_FLUSH_DELAY", DEFAULT_FLUSH_DELAY),
             latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
+            dupefilter=Dupefilter.from_settings(s),
         )
 
     # -- Scrapy's scheduler interface ----------------------------------------------------------
@@ -193,13 +197,14 @@ class FrontierScheduler(BaseScheduler):
         delay = request.meta.pop("distcrawl_delay", 0)
         # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
         # the URL when a page links back to it
-        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
+        fp = self.crawler.request_fingerprinter.fingerprint(request)[:16]
         if not request.dont_filter:
-            if fp in self._known:
+            known = fp.hex()
+            if known in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
                 self.stats.inc_value("frontier/filtered_locally")
                 return False
-            self._known.add(fp)
+            self._known.add(known)
         try:
             payload = codec.encode(request, self.spider)
         except ValueError as exc:
@@ -209,7 +214,7 @@ class FrontierScheduler(BaseScheduler):
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
         self._children.append(
-            (fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
+            Child(fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
         )
         self._wake.set()
         return True
@@ -236,7 +241,15 @@ class FrontierScheduler(BaseScheduler):
         self._client = connection.async_client(
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
-        self.store = FrontierStore(self._client, keys)
+        self.store = FrontierStore(self._client, keys, dupefilter=self.dupefilter)
+        self.membership = Membership(
+            self.store,
+            self.node_id,
+            self.stats,
+            heartbeat_interval=self.heartbeat_interval,
+            heartbeat_timeout=self.heartbeat_timeout,
+            drain_grace=self.drain_grace,
+        )
         slot = self.crawler.engine._slot
         if slot is not None:
             slot.inprogress = InProgress(slot.inprogress, self._request_done)
@@ -246,10 +259,11 @@ class FrontierScheduler(BaseScheduler):
         # into a retry (response_received would only see the last one)
         self.crawler.signals.connect(self._response_received, signal=signals.response_downloaded)
         logger.info(
-            "Frontier node %s on %s (queue %s, seeds from %s)",
+            "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
             self.node_id,
             mask_url(self.redis_url),
-            keys.queue,
+            keys.shards,
+            keys.prefix,
             keys.start_urls,
         )
         await self._with_retry(self._reclaim_own_leases)
@@ -345,7 +359,9 @@ class FrontierScheduler(BaseScheduler):
             **{k: v for k, v in details.items() if codec.json_safe(v)},
         }
         fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
-        self._dead.append((fp, json.dumps(record, separators=(",", ":"))))
+        site = urlparse_cached(request).hostname or ""
+        record["site"] = site
+        self._dead.append(DeadLetter(fp, json.dumps(record, separators=(",", ":")), site))
         self.stats.inc_value("frontier/dead_lettered")
         self._wake.set()
 
@@ -438,7 +454,12 @@ class FrontierScheduler(BaseScheduler):
                 delay = 0.5
                 while not self._closing:
                     message = await pubsub.get_message(timeout=1.0)
-                    if message is not None and not self._ready:
+                    if message is None or self.store is None:
+                        continue
+                    data = message.get("data")
+                    shard = data.decode() if isinstance(data, bytes) else str(data)
+                    self.store.views.poke(int(shard) if shard.isdigit() else None)
+                    if not self._ready:
                         self.stats.inc_value("frontier/woken")
                         self._wake.set()
             except (RedisError, OSError):
@@ -458,9 +479,14 @@ class FrontierScheduler(BaseScheduler):
         prefetched, awaiting their ack) stay.
         """
         assert self.store is not None
-        held = await self._client.zrange(self.store.keys.leases(self.node_id), 0, -1)
-        known = set(self._leased.values()) | set(self._acks)
-        unknown = [rid.decode() for rid in held if rid.decode() not in known]
+        held = await self.store.held_leases(self.node_id)
+        known = {(lease.shard, lease.rid) for lease in (*self._leased.values(), *self._acks)}
+        unknown = [
+            Lease(shard, rid, "")
+            for shard, rids in held.items()
+            for rid in rids
+            if (shard, rid) not in known
+        ]
         if unknown:
             await self.store.release(self.node_id, unknown)
             logger.warning("Returned %d leases whose grant was lost with Redis", len(unknown))
@@ -478,12 +504,13 @@ class FrontierScheduler(BaseScheduler):
         progressed = leased > 0
         if leased == 0 and lease > 0:
             progressed |= await self._take_seeds()
-        if now - self._last_heartbeat >= self.heartbeat_interval:
-            await self._heartbeat()
-        if now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4):
-            await self._recover()
+        assert self.membership is not None
+        info = {"started": self._started, "prefetched": len(self._ready)}
+        if await self.membership.tick(info):
+            self._wake.set()
         if self.close_when_drained and not progressed:
             await self._check_drained()
+        del now
         return progressed
 
     async def _flush(self, *, lease: int) -> int:
@@ -497,7 +524,7 @@ class FrontierScheduler(BaseScheduler):
         self._seeds_pending = False
         feedback = self._feedback.take()
         try:
-            added, filtered, parked, acked, out, next_due, paced = await self.store.sync(
+            result = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -517,38 +544,39 @@ class FrontierScheduler(BaseScheduler):
             self._seeds_pending = self._seeds_pending or seeds_done
             self._feedback.restore(feedback)
             raise
-        due = int(next_due)
+        due = result.next_due_ms
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         stats = self.stats
         stats.inc_value("frontier/roundtrips")
-        if added:
-            stats.inc_value("frontier/enqueued", added)
-        if filtered:
-            stats.inc_value("frontier/filtered", filtered)
-        if parked:
-            stats.inc_value("frontier/parked", parked)
-        if acked:
-            stats.inc_value("frontier/acked", acked)
-        return self._accept_leases(out, {p.decode() if isinstance(p, bytes) else p for p in paced})
+        for key, value in (
+            ("enqueued", result.added),
+            ("filtered", result.filtered),
+            ("parked", result.parked),
+            ("acked", result.acked),
+            ("stale_acks", result.stale_acks),
+            ("priority_inversions", result.priority_inversions),
+        ):
+            if value:
+                stats.inc_value(f"frontier/{key}", value)
+        return self._accept_leases(result.leased)
 
-    def _accept_leases(self, out: list[Any], paced: set[str]) -> int:
+    def _accept_leases(self, leased: list[Leased]) -> int:
         n = 0
-        bad: list[str] = []
-        for i in range(0, len(out), 2):
-            rid = out[i].decode() if isinstance(out[i], bytes) else str(out[i])
-            payload = out[i + 1]
+        bad: list[Lease] = []
+        for lease, payload, _priority, paced in leased:
+            rid = lease.rid
             try:
                 request = codec.decode(payload, self.spider, allow_private=True)
             except codec.BadEntry as exc:
                 logger.warning("Refused queue entry %s: %s", printable(rid), printable(str(exc)))
                 self.stats.inc_value(f"frontier/refused/{exc.reason}")
                 self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
-                bad.append(rid)
+                bad.append(lease)
                 continue
             if request.meta.pop("distcrawl_dead_letter", None) is not None:
                 self.stats.inc_value("frontier/requeued_dead_letters")
-            self._leased[request] = rid
-            if rid in paced:
+            self._leased[request] = lease
+            if paced:
                 # its site's token was spent for now: it goes before what is already waiting
                 self._ready.appendleft(request)
             else:
@@ -612,50 +640,12 @@ class FrontierScheduler(BaseScheduler):
         await self._flush(lease=0)
         return True
 
-    async def _heartbeat(self) -> None:
-        assert self.store is not None
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": self._started,
-            "prefetched": len(self._ready),
-            "stats": {
-                k: v
-                for k, v in self.stats.get_stats().items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)
-            },
-        }
-        await self.store.heartbeat(self.node_id, json.dumps(info, default=str))
-        self._last_heartbeat = time.monotonic()
-
-    async def _recover(self) -> None:
-        assert self.store is not None
-        self._last_recovery = time.monotonic()
-        nodes, reqs = await self.store.recover(self.node_id, int(self.heartbeat_timeout * 1000))
-        if nodes:
-            names = ", ".join(n.decode() if isinstance(n, bytes) else str(n) for n in nodes)
-            logger.warning(
-                "Recovered %d requests from dead node(s) %s (no heartbeat for %.0fs)",
-                reqs,
-                names,
-                self.heartbeat_timeout,
-            )
-            self.stats.inc_value("frontier/recovered", int(reqs))
-            self._wake.set()
-
     async def _check_drained(self) -> None:
-        assert self.store is not None
+        assert self.membership is not None
         if self._ready or self._started or self._pending_writes():
-            self._drained_since = None
+            self.membership.not_drained()
             return
-        counts = await self.store.drained()
-        if any(int(c) for c in counts):
-            self._drained_since = None
-            return
-        now = time.monotonic()
-        if self._drained_since is None:
-            self._drained_since = now
-        elif now - self._drained_since >= self.drain_grace:
+        if await self.membership.drained():
             logger.info(
                 "Frontier drained on every node for %.1fs: node %s closes",
                 self.drain_grace,

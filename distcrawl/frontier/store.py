@@ -1,208 +1,480 @@
-"""The frontier's Redis protocol from Python: key names and calls into ``frontier.lua``.
+"""The frontier's Redis protocol from Python: calls into ``frontier.lua`` across the shards.
 
-Works with a synchronous redis-py client (commands, tools) and with ``redis.asyncio``
+Works with a synchronous redis-py client (commands, tools, benches) and with ``redis.asyncio``
 (the node's scheduler): each method returns what the client returns, a value or an awaitable.
+Every method makes one pipelined round trip per step (most make one step).
+
+The API a node (or a bench that simulates nodes without Scrapy) drives, for one node id:
+
+    store = FrontierStore(redis.Redis.from_url(url), FrontierKeys("catalog", "catalog:start_urls"))
+    store.heartbeat(node, "{}")                        # join; learns live nodes, idle, pause
+    reply = store.sync(node, children=[Child(fp, priority, False, 0, site, payload)], lease=32)
+    # reply.leased: [Leased(lease, payload, priority, paced)]; ack them in a later sync:
+    store.sync(node, acks=[leased.lease for leased in reply.leased], lease=32)
+    store.release(node)                                # clean stop: leases and seeds go back
+
+``sync`` pushes, acks and leases in one round trip: one script call per shard that has work
+(children and acks go to the shard of their site; leases come from the shards whose queue head
+has the best priority this node knows of, see :class:`~distcrawl.frontier.views.ShardViews`).
+Its :class:`SyncResult` counts ``priority_inversions``: leased requests of lower priority than
+the best one still queued in another shard read in the same round trip.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import inspect
+import math
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-__all__ = ["Child", "Feedback", "FrontierKeys", "FrontierStore", "SiteBudget"]
+from redis.exceptions import NoScriptError
+
+from distcrawl.frontier.batch import (
+    Child,
+    DeadLetter,
+    Feedback,
+    Lease,
+    Leased,
+    ShardBatch,
+    ShardReply,
+    SiteBudget,
+    text,
+)
+from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.views import ShardViews
+
+__all__ = [
+    "Child",
+    "DeadLetter",
+    "Dupefilter",
+    "Feedback",
+    "FrontierKeys",
+    "FrontierStore",
+    "Lease",
+    "Leased",
+    "ShardKeys",
+    "SiteBudget",
+    "SyncResult",
+]
 
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
+_SHA = hashlib.sha1(_LUA.encode()).hexdigest()
+
+#: URLs the Bloom dupefilter is sized for, crawl-wide (DISTCRAWL_BLOOM_CAPACITY)
+DEFAULT_BLOOM_CAPACITY = 10_000_000
+#: the Bloom dupefilter's false-positive rate at capacity (DISTCRAWL_BLOOM_ERROR_RATE)
+DEFAULT_BLOOM_ERROR_RATE = 0.001
+_MAX_BLOOM_BITS = 2**32 - 1  # a Redis string holds at most 512 MB
+
+# one call of a step: ("script", keys, args) or ("cmd", name, args)
+_Call = tuple[str, Any, list[Any]]
+_Step = Generator[list[_Call], list[Any], Any]
 
 
 @dataclass(frozen=True)
-class FrontierKeys:
-    """Every key of one crawl. All but ``start_urls`` share the hash tag ``{spider}``."""
+class Dupefilter:
+    """Which dupefilter the shards keep: exact (a set of 16-byte fingerprints, the default) or
+    a Bloom filter sized for ``capacity`` URLs at ``error_rate`` false positives."""
 
-    spider: str
-    start_urls: str
-
-    @classmethod
-    def for_spider(cls, spider: str, settings: Any) -> FrontierKeys:
-        """The keys of ``spider``'s crawl; the seed list is ``DISTCRAWL_START_URLS_KEY`` or
-        scrapy-redis' ``REDIS_START_URLS_KEY`` (``%(name)s`` is the spider's name), by default
-        ``<spider>:start_urls``."""
-        start = settings.get("DISTCRAWL_START_URLS_KEY") or settings.get("REDIS_START_URLS_KEY")
-        start = start.replace("%(name)s", spider) if start else f"{spider}:start_urls"
-        return cls(spider=spider, start_urls=start)
-
-    @property
-    def prefix(self) -> str:
-        return "{" + self.spider + "}"
-
-    def _key(self, name: str) -> str:
-        return f"{self.prefix}:{name}"
-
-    @property
-    def queue(self) -> str:
-        return self._key("queue")
-
-    @property
-    def requests(self) -> str:
-        return self._key("req")
-
-    @property
-    def dupefilter(self) -> str:
-        return self._key("dupefilter")
-
-    @property
-    def nodes(self) -> str:
-        return self._key("nodes")
-
-    @property
-    def delayed(self) -> str:
-        return self._key("delayed")
-
-    @property
-    def dead(self) -> str:
-        return self._key("dead")
-
-    @property
-    def rejected(self) -> str:
-        return self._key("rejected")
-
-    @property
-    def paused(self) -> str:
-        return self._key("paused")
-
-    @property
-    def idle(self) -> str:
-        return self._key("idle")
-
-    @property
-    def wake(self) -> str:
-        """The pub/sub channel on which idle nodes hear that work arrived."""
-        return self._key("wake")
-
-    def leases(self, node: str) -> str:
-        return f"{self.prefix}:leases:{node}"
-
-    def seeding(self, node: str) -> str:
-        return f"{self.prefix}:seeding:{node}"
-
-    def site(self, site: str) -> str:
-        return f"{self.prefix}:site:{site}"
-
-    def wait(self, site: str) -> str:
-        return f"{self.prefix}:wait:{site}"
-
-    @property
-    def waiting(self) -> str:
-        return self._key("waiting")
-
-    def node(self, node: str) -> str:
-        return f"{self.prefix}:node:{node}"
-
-    def all_keys_pattern(self) -> str:
-        return f"{self.prefix}:*"
-
-
-#: one child request for ``sync``: fingerprint ("" = unfiltered), priority, dont_filter,
-#: delay in ms (0 = queue now, > 0 = park as a delayed retry), site ("" = none), JSON payload
-Child = tuple[str, int, bool, int, str, str]
-
-
-@dataclass(frozen=True)
-class SiteBudget:
-    """The cluster-wide per-site budget defaults (0 = no limit); see ``admit`` in the script."""
-
-    rate: float = 0.0
-    concurrency: int = 0
-    burst: float = 1.0
-    adaptive_rate: float = 8.0
+    kind: str = "exact"
+    capacity: int = DEFAULT_BLOOM_CAPACITY
+    error_rate: float = DEFAULT_BLOOM_ERROR_RATE
 
     @classmethod
-    def from_settings(cls, settings: Any) -> SiteBudget:
-        """``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``, ``DISTCRAWL_SITE_BURST``,
-        ``DISTCRAWL_ADAPTIVE_RATE``."""
+    def from_settings(cls, settings: Any) -> Dupefilter:
+        """``DISTCRAWL_DUPEFILTER`` (exact | bloom), ``DISTCRAWL_BLOOM_CAPACITY``,
+        ``DISTCRAWL_BLOOM_ERROR_RATE``."""
+        kind = (settings.get("DISTCRAWL_DUPEFILTER") or "exact").strip().lower()
+        if kind not in ("exact", "bloom"):
+            raise ValueError(f"DISTCRAWL_DUPEFILTER must be exact or bloom, not {kind!r}")
         return cls(
-            rate=settings.getfloat("DISTCRAWL_SITE_RATE", 0.0),
-            concurrency=settings.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
-            burst=max(1.0, settings.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
-            adaptive_rate=settings.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
+            kind=kind,
+            capacity=settings.getint("DISTCRAWL_BLOOM_CAPACITY", DEFAULT_BLOOM_CAPACITY),
+            error_rate=settings.getfloat("DISTCRAWL_BLOOM_ERROR_RATE", DEFAULT_BLOOM_ERROR_RATE),
         )
 
+    def bloom_shape(self, shards: int) -> list[int] | None:
+        """``[m, k]`` of each shard's Bloom filter (bits, hash functions), None when exact."""
+        if self.kind != "bloom":
+            return None
+        if not (0 < self.error_rate < 1) or self.capacity <= 0:
+            raise ValueError("the Bloom filter needs a capacity > 0 and an error rate in (0, 1)")
+        per_shard = max(1, math.ceil(self.capacity / shards))
+        bits = math.ceil(-per_shard * math.log(self.error_rate) / math.log(2) ** 2)
+        bits = min(_MAX_BLOOM_BITS, bits)
+        k = max(1, round(bits / per_shard * math.log(2)))
+        return [bits, k]
 
-_NO_BUDGET = SiteBudget()
 
-#: per-site feedback from one node since its last flush: site, ok, throttled, slow answers
-Feedback = tuple[str, int, int, int]
+@dataclass
+class SyncResult:
+    """What one ``sync`` did, summed over the shards it called."""
+
+    added: int = 0
+    filtered: int = 0
+    parked: int = 0
+    acked: int = 0
+    stale_acks: int = 0
+    leased: list[Leased] = field(default_factory=list)
+    #: ms until the next parked retry or waiting site falls due in any shard (-1: none known)
+    next_due_ms: int = -1
+    priority_inversions: int = 0
+    shards_called: int = 0
 
 
 class FrontierStore:
-    """Thin wrapper over the frontier script; see the header of ``frontier.lua``."""
+    """The frontier of one crawl; see the header of ``frontier.lua`` for every key."""
 
-    def __init__(self, client: Any, keys: FrontierKeys) -> None:
+    def __init__(
+        self,
+        client: Any,
+        keys: FrontierKeys,
+        *,
+        dupefilter: Dupefilter | None = None,
+        refresh: float = 1.0,
+    ) -> None:
         self.client = client
         self.keys = keys
-        self._script = client.register_script(_LUA)
+        self.dupefilter = dupefilter or Dupefilter()
+        self._bloom = self.dupefilter.bloom_shape(keys.shards)
+        self._async = inspect.iscoroutinefunction(getattr(client, "execute_command", None))
+        #: what this process knows of each shard (queue length, best priority, when seen)
+        self.views = ShardViews(keys.shards, refresh=refresh)
+        self.live_nodes = 1
+        self.idle_nodes = 0
+        self._idle: set[str] = set()
 
-    def _call(self, *args: Any) -> Any:
-        return self._script(keys=[self.keys.prefix], args=list(args))
+    # -- running steps ------------------------------------------------------------------------
+
+    def _shard_call(self, shard: int, *args: Any) -> _Call:
+        return ("script", [self.keys.shard(shard).prefix], list(args))
+
+    def _control_call(self, *args: Any) -> _Call:
+        return ("script", [self.keys.prefix, self.keys.start_urls], list(args))
+
+    def _pipe(self, calls: list[_Call]) -> Any:
+        pipe = self.client.pipeline(transaction=False)
+        for kind, keys, args in calls:
+            if kind == "script":
+                # by name: redis-py blocks the evalsha method in cluster pipelines, not the command
+                pipe.execute_command("EVALSHA", _SHA, len(keys), *keys, *args)
+            else:
+                pipe.execute_command(keys, *args)
+        return pipe
+
+    @staticmethod
+    def _failed(results: list[Any]) -> list[int]:
+        return [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+
+    @staticmethod
+    def _raise_first(results: list[Any]) -> list[Any]:
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
+        return results
+
+    def _execute(self, calls: list[_Call]) -> list[Any]:
+        if not calls:
+            return []
+        results = list(self._pipe(calls).execute(raise_on_error=False))
+        missing = self._failed(results)
+        if missing:  # a fresh server (restart, failover): load the script, run those again
+            self.client.script_load(_LUA)
+            again = self._pipe([calls[i] for i in missing]).execute(raise_on_error=False)
+            for i, r in zip(missing, again, strict=True):
+                results[i] = r
+        return self._raise_first(results)
+
+    async def _execute_async(self, calls: list[_Call]) -> list[Any]:
+        if not calls:
+            return []
+        results = list(await self._pipe(calls).execute(raise_on_error=False))
+        missing = self._failed(results)
+        if missing:
+            await self.client.script_load(_LUA)
+            again = await self._pipe([calls[i] for i in missing]).execute(raise_on_error=False)
+            for i, r in zip(missing, again, strict=True):
+                results[i] = r
+        return self._raise_first(results)
+
+    def _drive(self, step: _Step) -> Any:
+        """Run a step (a generator of pipelined batches) on the sync or the async client."""
+        if self._async:
+            return self._drive_async(step)
+        try:
+            calls = next(step)
+            while True:
+                calls = step.send(self._execute(calls))
+        except StopIteration as stop:
+            return stop.value
+
+    async def _drive_async(self, step: _Step) -> Any:
+        try:
+            calls = next(step)
+            while True:
+                calls = step.send(await self._execute_async(calls))
+        except StopIteration as stop:
+            return stop.value
+
+    # -- the node's round trip -------------------------------------------------------------------
 
     def sync(
         self,
         node: str,
         *,
-        children: list[Child] = (),  # type: ignore[assignment]
-        acks: list[str] = (),  # type: ignore[assignment]
-        dead: list[tuple[str, str]] = (),  # type: ignore[assignment]
-        rejected: list[str] = (),  # type: ignore[assignment]
+        children: Iterable[Child] = (),
+        acks: Iterable[Lease] = (),
+        dead: Iterable[DeadLetter] = (),
+        rejected: Sequence[str] = (),
         seeds_done: bool = False,
         lease: int = 0,
-        budget: SiteBudget = _NO_BUDGET,
-        feedback: list[Feedback] = (),  # type: ignore[assignment]
+        budget: SiteBudget | None = None,
+        feedback: Iterable[Feedback] = (),
     ) -> Any:
-        args: list[Any] = ["sync", node, len(children)]
-        for fp, prio, dont_filter, delay_ms, site, payload in children:
-            args += [fp, prio, "1" if dont_filter else "0", delay_ms, site, payload]
-        args.append(len(acks))
-        args += acks
-        args.append(len(dead))
-        for dead_id, record in dead:
-            args += [dead_id, record]
-        args.append(len(rejected))
-        args += rejected
-        args += ["1" if seeds_done else "0", lease]
-        args += [budget.rate, budget.concurrency, budget.burst, budget.adaptive_rate]
-        args.append(len(feedback))
-        for site, ok, throttled, slow in feedback:
-            args += [site, ok, throttled, slow]
-        return self._call(*args)
+        """Push ``children``, ack ``acks``, write ``dead`` letters and ``rejected`` entries,
+        apply site ``feedback`` and lease up to ``lease`` requests, in one round trip. With
+        ``seeds_done`` the node's seeding list is cleared after its seeds are pushed."""
+        return self._drive(
+            self._sync(
+                node,
+                [c if isinstance(c, Child) else Child(*c) for c in children],
+                list(acks),
+                [d if isinstance(d, DeadLetter) else DeadLetter(*d) for d in dead],
+                list(rejected),
+                seeds_done,
+                lease,
+                budget or SiteBudget(),
+                [f if isinstance(f, Feedback) else Feedback(*f) for f in feedback],
+            )
+        )
+
+    def _sync(
+        self,
+        node: str,
+        children: list[Child],
+        acks: list[Lease],
+        dead: list[DeadLetter],
+        rejected: list[str],
+        seeds_done: bool,
+        lease: int,
+        budget: SiteBudget,
+        feedback: list[Feedback],
+    ) -> _Step:
+        keys = self.keys
+        batches: dict[int, ShardBatch] = {}
+
+        def batch(shard: int) -> ShardBatch:
+            b = batches.get(shard)
+            if b is None:
+                b = batches[shard] = ShardBatch()
+            return b
+
+        for c in children:
+            batch(keys.shard_of(c.site)).children.append(c)
+        for a in acks:
+            batch(a.shard).acks.append(a)
+        for d in dead:
+            batch(keys.shard_of(d.site)).dead.append(d)
+        for f in feedback:
+            batch(keys.shard_of(f.site)).feedback.append(f)
+        if lease > 0:
+            for shard, n in self.views.plan(lease, set(batches)).items():
+                b = batch(shard)
+                b.lease, b.read = n, True
+        options: dict[str, Any] = {
+            "live": self.live_nodes,
+            "idle": 1 if self.idle_nodes > 0 else 0,
+            "wake": keys.wake,
+            "rate": budget.rate,
+            "conc": budget.concurrency,
+            "burst": budget.burst,
+            "adaptive": budget.adaptive_rate,
+        }
+        if self._bloom:
+            options["bloom"] = self._bloom
+        order = sorted(s for s, b in batches.items() if b)
+        calls = [self._shard_call(s, *batches[s].args(node, options)) for s in order]
+        if seeds_done or rejected:
+            calls.append(self._control_call("seeded", node if seeds_done else "", *rejected))
+        results = yield calls
+        result = SyncResult(shards_called=len(order))
+        replies = [ShardReply.parse(s, raw) for s, raw in zip(order, results, strict=False)]
+        for r in replies:
+            self.views.update(r)
+            result.added += r.added
+            result.filtered += r.filtered
+            result.parked += r.parked
+            result.acked += r.acked
+            result.stale_acks += r.stale_acks
+            result.leased += r.leased
+        result.priority_inversions = _inversions(replies)
+        result.next_due_ms = self.views.next_due_ms()
+        if lease > 0:
+            idle = not result.leased
+            if idle != (node in self._idle):
+                # one control call per change, not per flush: nodes that sleep are woken
+                # by the shards that get work (the wake channel)
+                yield [self._control_call("heartbeat", node, "", "1" if idle else "0")]
+                (self._idle.add if idle else self._idle.discard)(node)
+        return result
+
+    # -- membership (control slot) ---------------------------------------------------------------
+
+    def heartbeat(self, node: str, info_json: str) -> Any:
+        """Heart-beat with the node's info; learns the live and idle nodes and the pause."""
+        return self._drive(self._heartbeat(node, info_json))
+
+    def _heartbeat(self, node: str, info_json: str) -> _Step:
+        idle = "1" if node in self._idle else "0"
+        [(now, live, idle_nodes, _paused)] = yield [
+            self._control_call("heartbeat", node, info_json, idle)
+        ]
+        self.live_nodes = max(1, int(live))
+        self.idle_nodes = int(idle_nodes)
+        return int(now)
+
+    def take_seeds(self, node: str, n: int) -> Any:
+        return self._drive(self._one(self._control_call("take_seeds", node, n)))
+
+    def _one(self, call: _Call) -> _Step:
+        [value] = yield [call]
+        return value
+
+    def release(self, node: str, leases: Sequence[Lease] = ()) -> Any:
+        """Return ``leases`` of ``node`` to the queue; with none named, all of them and its
+        seeds, and the node leaves the cluster (a clean stop). Returns how many moved."""
+        return self._drive(self._release(node, list(leases)))
+
+    def _release(self, node: str, leases: list[Lease]) -> _Step:
+        wake = self.keys.wake
+        if leases:
+            by_shard: dict[int, list[str]] = {}
+            for lease in leases:
+                by_shard.setdefault(lease.shard, []).append(lease.rid)
+            calls = [self._shard_call(s, "release", node, wake, *r) for s, r in by_shard.items()]
+            return sum(int(n) for n in (yield calls))
+        calls = [self._shard_call(s, "release", node, wake) for s in range(self.keys.shards)]
+        calls.append(self._control_call("stop", node))
+        self._idle.discard(node)
+        return sum(int(n) for n in (yield calls))
+
+    def recover(self, node: str, timeout_ms: int) -> Any:
+        """Return the leases and seeds of every node whose heartbeat is older than
+        ``timeout_ms``. Returns ``[nodes, requests]``."""
+        return self._drive(self._recover(node, timeout_ms))
+
+    def _recover(self, node: str, timeout_ms: int) -> _Step:
+        [(claimed, seeds)] = yield [self._control_call("recover", node, timeout_ms)]
+        names = [text(n) for n in claimed]
+        if not names:
+            return [[], 0]
+        wake = self.keys.wake
+        calls = [
+            self._shard_call(s, "release", dead, wake)
+            for dead in names
+            for s in range(self.keys.shards)
+        ]
+        moved = sum(int(n) for n in (yield calls))
+        yield [self._control_call("recovered", *names)]
+        return [names, moved + int(seeds)]
+
+    def held_leases(self, node: str) -> Any:
+        """Every lease ``node`` holds in Redis, as rids per shard: ``{shard: [rid]}``."""
+        return self._drive(self._held_leases(node))
+
+    def _held_leases(self, node: str) -> _Step:
+        shards = self.keys.all_shards()
+        replies = yield [("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards]
+        return {s.index: [text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)}
+
+    def drained(self) -> Any:
+        """``[queued (incl. waiting for their site), delayed, leased, seeding, start]`` over
+        every shard: all zero means nothing is left."""
+        return self._drive(self._drained())
+
+    def _drained(self) -> _Step:
+        [(seeding, start, nodes)] = yield [self._control_call("census")]
+        names = [text(n) for n in nodes]
+        totals = [0, 0, 0]
+        replies = yield [self._shard_call(s, "drained", *names) for s in range(self.keys.shards)]
+        for reply in replies:
+            for i in range(3):
+                totals[i] += int(reply[i])
+        return [*totals, int(seeding), int(start)]
+
+    # -- sites and dead letters -------------------------------------------------------------------
 
     def set_site_limits(self, site: str, *, rate: float | None, concurrency: int | None) -> Any:
         """Per-site limits that override the defaults for every node (None = remove)."""
-        key = self.keys.site(site)
+        key = self.keys.site_keys(site).site(site)
         pipe = self.client.pipeline(transaction=True)
-        for field, value in (("limit_rate", rate), ("limit_conc", concurrency)):
+        for name, value in (("limit_rate", rate), ("limit_conc", concurrency)):
             if value is None:
-                pipe.hdel(key, field)
+                pipe.hdel(key, name)
             else:
-                pipe.hset(key, field, value)
+                pipe.hset(key, name, value)
         return pipe.execute()
 
     def take_token(self, site: str, budget: SiteBudget) -> Any:
-        return self._call("take_token", site, budget.rate, budget.burst, budget.adaptive_rate)
+        call = self._shard_call(
+            self.keys.shard_of(site),
+            "take_token",
+            site,
+            budget.rate,
+            budget.burst,
+            budget.adaptive_rate,
+        )
+        return self._drive(self._one(call))
 
-    def take_seeds(self, node: str, n: int) -> Any:
-        return self._call("take_seeds", node, n, self.keys.start_urls)
+    def requeue_dead(self, ids: Sequence[str] = (), max_count: int = 1_000_000) -> Any:
+        """Move dead letters (the named ones, or up to ``max_count`` per shard) back to the
+        queue. Returns how many moved."""
+        return self._drive(self._requeue_dead(list(ids), max_count))
 
-    def release(self, node: str, rids: list[str] = ()) -> Any:  # type: ignore[assignment]
-        return self._call("release", node, self.keys.start_urls, *rids)
+    def _requeue_dead(self, ids: list[str], max_count: int) -> _Step:
+        calls = [
+            self._shard_call(s, "requeue_dead", max_count, *ids) for s in range(self.keys.shards)
+        ]
+        counts = [int(n) for n in (yield calls)]
+        moved = sum(counts)
+        if moved:
+            wake: list[_Call] = [
+                ("cmd", "PUBLISH", [self.keys.wake, shard]) for shard, n in enumerate(counts) if n
+            ]
+            for shard, n in enumerate(counts):
+                if n:
+                    self.views.poke(shard)
+            yield [("cmd", "HINCRBY", [self.keys.counters, "requeued_dead_letters", moved]), *wake]
+        return moved
 
-    def recover(self, node: str, timeout_ms: int) -> Any:
-        return self._call("recover", node, timeout_ms, self.keys.start_urls)
+    def set_paused(self, paused: str | None) -> Any:
+        """Pause (``paused`` says who and when) or resume every shard and the control slot."""
+        names = [self.keys.paused] + [s.paused for s in self.keys.all_shards()]
+        calls: list[_Call] = [
+            ("cmd", "SET", [k, paused]) if paused is not None else ("cmd", "DEL", [k])
+            for k in dict.fromkeys(names)
+        ]
+        if paused is None:
+            calls.append(("cmd", "PUBLISH", [self.keys.wake, "resumed"]))
+        return self._drive(self._many(calls))
 
-    def heartbeat(self, node: str, info_json: str) -> Any:
-        return self._call("heartbeat", node, info_json)
+    def _many(self, calls: list[_Call]) -> _Step:
+        results = yield calls
+        return results
 
-    def drained(self) -> Any:
-        return self._call("drained", self.keys.start_urls)
 
-    def requeue_dead(self, ids: list[str] = (), max_count: int = 1_000_000) -> Any:  # type: ignore[assignment]
-        return self._call("requeue_dead", max_count, *ids)
+def _inversions(replies: list[ShardReply]) -> int:
+    """Leased requests of lower priority than another read shard's best one still queued."""
+    heads = [(r.shard, r.head_priority) for r in replies if r.head_priority is not None]
+    if not heads:
+        return 0
+    count = 0
+    for r in replies:
+        best_elsewhere = max((p for s, p in heads if s != r.shard), default=None)
+        if best_elsewhere is None:
+            continue
+        count += sum(1 for leased in r.leased if leased.priority < best_elsewhere)
+    return count

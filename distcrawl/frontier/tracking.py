@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from distcrawl.frontier.store import Feedback
+from distcrawl.frontier.batch import Feedback
 
 __all__ = ["DEFAULT_KNOWN_FINGERPRINTS", "InProgress", "SiteFeedback"]
 
@@ -49,7 +49,7 @@ class SiteFeedback:
             counts[0] += 1
 
     def take(self) -> list[Feedback]:
-        taken = [(site, ok, thr, slow) for site, (ok, thr, slow) in self._counts.items()]
+        taken = [Feedback(site, ok, thr, slow) for site, (ok, thr, slow) in self._counts.items()]
         self._counts = {}
         return taken
 

@@ -1,0 +1,193 @@
+"""The records a node exchanges with the frontier script, and the batch format of ``sync``.
+
+A ``sync`` call carries a small JSON header (counts and options, by name) and then flat
+sections of fixed-width records in the header's order; :class:`ShardBatch` writes it and
+``sync`` in ``frontier.lua`` reads it, so neither side counts argument positions by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+__all__ = [
+    "Child",
+    "DeadLetter",
+    "Feedback",
+    "Lease",
+    "Leased",
+    "ShardBatch",
+    "ShardReply",
+    "SiteBudget",
+    "priority_of",
+    "text",
+]
+
+#: order scores are -priority * SCORE_SPAN + seq (see the script's header)
+SCORE_SPAN = 1e10
+
+
+class Child(NamedTuple):
+    """A request for the frontier: fingerprint (binary, b"" = unfiltered), priority,
+    dont_filter, delay in ms (0 = queue now, > 0 = park as a delayed retry), site (host,
+    "" = none), payload (see ``codec.encode``)."""
+
+    fp: bytes | str
+    priority: int
+    dont_filter: bool
+    delay_ms: int
+    site: str
+    payload: str
+
+
+class Lease(NamedTuple):
+    """A request leased to a node: what its ack names."""
+
+    shard: int
+    rid: str
+    site: str
+
+
+class Leased(NamedTuple):
+    """A lease as ``sync`` hands it out: the lease, the payload, its priority, and whether its
+    site's rate token was spent for it (the node sends those first)."""
+
+    lease: Lease
+    payload: bytes
+    priority: int
+    paced: bool
+
+
+class DeadLetter(NamedTuple):
+    """A request given up on: its id (the fingerprint, hex), JSON record and site."""
+
+    id: str
+    record: str
+    site: str
+
+
+class Feedback(NamedTuple):
+    """How a site answered one node since its last flush: ok, throttled and slow answers."""
+
+    site: str
+    ok: int
+    throttled: int
+    slow: int
+
+
+@dataclass(frozen=True)
+class SiteBudget:
+    """The cluster-wide per-site budget defaults (0 = no limit); see ``admit`` in the script."""
+
+    rate: float = 0.0
+    concurrency: int = 0
+    burst: float = 1.0
+    adaptive_rate: float = 8.0
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> SiteBudget:
+        """``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``, ``DISTCRAWL_SITE_BURST``,
+        ``DISTCRAWL_ADAPTIVE_RATE``."""
+        return cls(
+            rate=settings.getfloat("DISTCRAWL_SITE_RATE", 0.0),
+            concurrency=settings.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
+            burst=max(1.0, settings.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
+            adaptive_rate=settings.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
+        )
+
+
+def text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def priority_of(score: float) -> int:
+    """The priority an order score was made from."""
+    return -int(score // SCORE_SPAN)
+
+
+@dataclass
+class ShardBatch:
+    """Everything one flush sends to one shard."""
+
+    children: list[Child] = field(default_factory=list)
+    acks: list[Lease] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    feedback: list[Feedback] = field(default_factory=list)
+    lease: int = 0
+    #: call the shard even with nothing to send or lease, to learn its queue
+    read: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.children or self.acks or self.dead or self.feedback or self.lease or self.read
+        )
+
+    def args(self, node: str, options: dict[str, Any]) -> list[Any]:
+        header = {
+            "c": len(self.children),
+            "a": len(self.acks),
+            "d": len(self.dead),
+            "f": len(self.feedback),
+            "lease": self.lease,
+            **options,
+        }
+        args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
+        for c in self.children:
+            args += [c.fp, c.priority, "d" if c.dont_filter else "", c.delay_ms, c.site, c.payload]
+        for a in self.acks:
+            args += [a.rid, a.site]
+        for d in self.dead:
+            args += [d.id, d.record, d.site]
+        for f in self.feedback:
+            args += [f.site, f.ok, f.throttled, f.slow]
+        return args
+
+
+@dataclass(frozen=True)
+class ShardReply:
+    """What ``sync`` answered for one shard."""
+
+    shard: int
+    added: int
+    filtered: int
+    parked: int
+    acked: int
+    stale_acks: int
+    leased: list[Leased]
+    next_due_ms: int
+    queued: int
+    head_priority: int | None
+    at_head: int
+
+    @classmethod
+    def parse(cls, shard: int, raw: list[Any]) -> ShardReply:
+        added, filtered, parked, acked, stale, out, next_due, paced, queued, head, at_head = raw
+        paced_rids = {text(p) for p in paced}
+        leased = []
+        for i in range(0, len(out), 4):
+            rid = text(out[i])
+            payload = out[i + 1]
+            score = float(out[i + 2])
+            leased.append(
+                Leased(
+                    Lease(shard, rid, text(out[i + 3])),
+                    payload if isinstance(payload, bytes) else str(payload).encode(),
+                    priority_of(score),
+                    rid in paced_rids,
+                )
+            )
+        head_text = text(head)
+        return cls(
+            shard=shard,
+            added=int(added),
+            filtered=int(filtered),
+            parked=int(parked),
+            acked=int(acked),
+            stale_acks=int(stale),
+            leased=leased,
+            next_due_ms=int(next_due),
+            queued=int(queued),
+            head_priority=priority_of(float(head_text)) if head_text else None,
+            at_head=int(at_head),
+        )
