@@ -38,7 +38,8 @@ from scrapy_redis.queue import PriorityQueue
 
 from distcrawl import connection
 from distcrawl.frontier import codec
-from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.frontier.keys import DEFAULT_SHARDS
+from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore
 from distcrawl.localcluster import LocalRedisCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Services, print_report, redis_delta, redis_snapshot
 
 SPIDER = "catalog"
-KEYS = FrontierKeys(SPIDER, "{catalog}:start_urls")
+#: the seed list inside the control slot, as on a Redis Cluster
+START_KEY = "{catalog}:start_urls"
 #: page kinds of the links a page yields, with their priority and share of new URLs
 KINDS = (("category", 300, 0.02), ("listing", 200, 0.18), ("product", 100, 0.80))
 #: URLs of each site in the frontier before the run: the pool the "already seen" links
@@ -82,7 +84,13 @@ def url_of(site: int, page: int) -> str:
     return f"http://s{site:05d}.test/p/{page:010d}"
 
 
-def fingerprint(url: str) -> str:
+def fingerprint(url: str) -> bytes:
+    """As a node sends it: the first 16 bytes of a SHA-1 request fingerprint."""
+    return hashlib.sha1(url.encode()).digest()[:16]
+
+
+def hex_fingerprint(url: str) -> str:
+    """As scrapy-redis' dupefilter stores it: 40 hex digits."""
     return hashlib.sha1(url.encode()).hexdigest()
 
 
@@ -138,19 +146,28 @@ def _site_of(url: str) -> int:
 # --------------------------------------------------------------------------- distcrawl
 
 
-def preload(url: str, sites: int) -> None:
+def make_store(client: Any, args: dict[str, Any]) -> FrontierStore:
+    keys = FrontierKeys(SPIDER, START_KEY, shards=args["shards"])
+    dupefilter = Dupefilter(kind=args["dupefilter"], capacity=args["capacity"])
+    return FrontierStore(client, keys, dupefilter=dupefilter)
+
+
+def child(payloads: Payloads, u: str, kind: str, prio: int, referer: str) -> Child:
+    site = f"s{_site_of(u):05d}.test"
+    return Child(fingerprint(u), prio, False, 0, site, payloads.make(u, kind, prio, referer))
+
+
+def preload(url: str, sites: int, args: dict[str, Any]) -> None:
     """``PRELOAD_PER_SITE`` URLs of every site queued (and so in the dupefilter)."""
     client = connection.client(url)
-    store = FrontierStore(client, KEYS)
+    store = make_store(client, args)
     payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
     rng = random.Random(1)
     children = []
     for page in range(PRELOAD_PER_SITE):
         for site in range(sites):
-            u = url_of(site, page)
             kind, prio = pick_kind(rng)
-            payload = payloads.make(u, kind, prio, url_of(site, 0))
-            children.append((fingerprint(u), prio, False, 0, f"s{site:05d}.test", payload))
+            children.append(child(payloads, url_of(site, page), kind, prio, url_of(site, 0)))
     for at in range(0, len(children), LOAD_BATCH):
         store.sync("loader", children=children[at : at + LOAD_BATCH])
     client.close()
@@ -160,33 +177,27 @@ def distcrawl_node(
     url: str, name: str, args: dict[str, Any], start: Any, stop: Any, out: Any
 ) -> None:
     client = connection.client(url, socket_timeout=60)
-    store = FrontierStore(client, KEYS)
+    store = make_store(client, args)
     rng = random.Random(name)
     payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
     links, seen_share, lease_n = args["links"], args["seen"], args["lease"]
     fresh = 0
-    children: list[Any] = []
-    acks: list[str] = []
-    pages = roundtrips = inversions = 0
+    children: list[Child] = []
+    acks: list[Any] = []
+    pages = roundtrips = inversions = shard_calls = 0
+    store.heartbeat(name, "{}")
     start.wait()
-    t0 = time.perf_counter()
+    t0 = last_beat = time.perf_counter()
     while not stop.is_set():
         reply = store.sync(name, children=children, acks=acks, lease=lease_n)
         roundtrips += 1
-        out_pairs = reply[4]
+        shard_calls += reply.shards_called
+        inversions += reply.priority_inversions
         children, acks = [], []
-        best = None
-        for i in range(0, len(out_pairs), 2):
-            rid = out_pairs[i].decode()
-            data = json.loads(out_pairs[i + 1])
-            prio = int(data.get("priority", 0))
-            if best is not None and prio > best:
-                inversions += 1  # leased after a request of lower priority in one batch
-            best = prio if best is None else min(best, prio)
-            acks.append(rid)
-            page_url = data["url"]
+        for leased in reply.leased:
+            acks.append(leased.lease)
+            page_url = json.loads(leased.payload)["url"]
             site = _site_of(page_url)
-            host = f"s{site:05d}.test"
             for _ in range(links):
                 if rng.random() < seen_share:
                     u = url_of(site, rng.randrange(PRELOAD_PER_SITE))
@@ -195,9 +206,12 @@ def distcrawl_node(
                     fresh += 1
                     u = url_of(site, 10**9 + args["index"] * 10**8 + fresh)
                     kind, prio = pick_kind(rng)
-                payload = payloads.make(u, kind, prio, page_url)
-                children.append((fingerprint(u), prio, False, 0, host, payload))
-        pages += len(out_pairs) // 2
+                children.append(child(payloads, u, kind, prio, page_url))
+        pages += len(reply.leased)
+        if time.perf_counter() - last_beat > 2.0:  # as a node does: learns the live nodes
+            store.heartbeat(name, "{}")
+            roundtrips += 1
+            last_beat = time.perf_counter()
     if acks:
         store.sync(name, children=children, acks=acks)
         roundtrips += 1
@@ -207,6 +221,7 @@ def distcrawl_node(
             "roundtrips": roundtrips,
             "seconds": time.perf_counter() - t0,
             "inversions": inversions,
+            "shard_calls": shard_calls,
         }
     )
     client.close()
@@ -219,7 +234,7 @@ class _FpDupeFilter(RFPDupeFilter):  # type: ignore[misc]
     """scrapy-redis' dupefilter with the same fingerprints as the distcrawl run."""
 
     def request_fingerprint(self, request: Request) -> str:
-        return fingerprint(request.url)
+        return hex_fingerprint(request.url)
 
 
 SR_QUEUE, SR_DUPEFILTER = "catalog:requests", "catalog:dupefilter"
@@ -237,7 +252,7 @@ def scrapy_redis_preload(url: str, sites: int) -> None:
         for site in range(sites):
             u = url_of(site, page)
             kind, prio = pick_kind(rng)
-            pipe.sadd(SR_DUPEFILTER, fingerprint(u))
+            pipe.sadd(SR_DUPEFILTER, hex_fingerprint(u))
             pipe.execute_command(
                 "ZADD", SR_QUEUE, -prio, payloads.make(u, kind, prio, url_of(site, 0))
             )
@@ -303,7 +318,7 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     procs = []
     for i in range(args.nodes):
-        params = {"links": args.links, "seen": args.seen, "lease": args.lease, "index": i}
+        params = {**node_args(args), "index": i}
         p = ctx.Process(
             target=node_main, args=(target["url"], f"sim-{i}", params, start, stop, out)
         )
@@ -332,6 +347,11 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
         "commands_per_page": round(sum(d["commands"] for d in deltas) / pages, 2),
         "roundtrips_per_page": round(sum(r["roundtrips"] for r in results) / pages, 4),
         "priority_inversions": sum(r.get("inversions", 0) for r in results),
+        "shard_calls_per_roundtrip": round(
+            sum(r.get("shard_calls", 0) for r in results)
+            / max(1, sum(r["roundtrips"] for r in results)),
+            2,
+        ),
         "net_in_bytes_per_page": round(net_in / pages),
         "net_out_bytes_per_page": round(net_out / pages),
         "cpu_per_master": cpu,
@@ -346,46 +366,56 @@ def _usage(client: Any, key: str) -> int:
     return int(client.memory_usage(key, samples=0) or 0)
 
 
-def distcrawl_memory(url: str, n: int, sites: int) -> dict[str, Any]:
-    """Bytes per URL seen and per URL queued, with *n* URLs pushed through ``sync``."""
+def _load(store: FrontierStore, payloads: Payloads, first: int, n: int, sites: int) -> int:
+    """Push URLs ``first .. first + n - 1`` through ``sync``; returns how many were filtered."""
+    rng = random.Random(first)
+    filtered = 0
+    batch: list[Child] = []
+    for i in range(first, first + n):
+        site = i % sites
+        kind, prio = pick_kind(rng)
+        batch.append(child(payloads, url_of(site, i), kind, prio, url_of(site, 0)))
+        if len(batch) == LOAD_BATCH:
+            filtered += store.sync("loader", children=batch).filtered
+            batch = []
+    if batch:
+        filtered += store.sync("loader", children=batch).filtered
+    return filtered
+
+
+def distcrawl_memory(url: str, n: int, args: dict[str, Any]) -> dict[str, Any]:
+    """Bytes per URL seen and per URL queued, with *n* URLs pushed through ``sync``; with the
+    Bloom dupefilter (sized for *n*), its bytes per URL and the false positives measured on
+    fresh URLs pushed after it."""
     client = connection.client(url, socket_timeout=600)
     client.flushall()
     base = _memory(client)
-    store = FrontierStore(client, KEYS)
+    store = make_store(client, {**args, "capacity": n})
     payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
-    rng = random.Random(2)
     t0 = time.perf_counter()
-    batch: list[Any] = []
-    for i in range(n):
-        site = i % sites
-        u = url_of(site, i)
-        kind, prio = pick_kind(rng)
-        batch.append(
-            (
-                fingerprint(u),
-                prio,
-                False,
-                0,
-                f"s{site:05d}.test",
-                payloads.make(u, kind, prio, url_of(site, 0)),
-            )
-        )
-        if len(batch) == LOAD_BATCH:
-            store.sync("loader", children=batch)
-            batch = []
-    if batch:
-        store.sync("loader", children=batch)
+    _load(store, payloads, 0, n, args["sites"])
     load_s = time.perf_counter() - t0
     total = _memory(client) - base
-    seen = _usage(client, KEYS.dupefilter)
-    client.close()
-    return {
+    shards = store.keys.all_shards()
+    seen = sum(_usage(client, s.dupefilter) for s in shards)
+    bloom = sum(_usage(client, s.bloom) for s in shards)
+    out: dict[str, Any] = {
         "urls": n,
+        "shards": store.keys.shards,
         "load_seconds": round(load_s, 1),
-        "seen_bytes_per_url": round(seen / n, 1),
-        "queued_bytes_per_url": round((total - seen) / n, 1),
+        "queued_bytes_per_url": round((total - seen - bloom) / n, 1),
         "used_memory_bytes": total,
     }
+    if args["dupefilter"] == "bloom":
+        probes = max(10_000, n // 20)
+        false_positives = _load(store, payloads, 10**9, probes, args["sites"])
+        out["bloom_bytes_per_url"] = round(bloom / n, 2)
+        out["bloom_false_positive_rate"] = round(false_positives / probes, 5)
+        out["bloom_probes"] = probes
+    else:
+        out["seen_bytes_per_url"] = round(seen / n, 1)
+    client.close()
+    return out
 
 
 def scrapy_redis_memory(url: str, n: int, sites: int) -> dict[str, Any]:
@@ -402,7 +432,7 @@ def scrapy_redis_memory(url: str, n: int, sites: int) -> dict[str, Any]:
         site = i % sites
         u = url_of(site, i)
         kind, prio = pick_kind(rng)
-        pipe.sadd(SR_DUPEFILTER, fingerprint(u))
+        pipe.sadd(SR_DUPEFILTER, hex_fingerprint(u))
         pipe.execute_command("ZADD", SR_QUEUE, -prio, payloads.make(u, kind, prio, url_of(site, 0)))
         if (i + 1) % LOAD_BATCH == 0:
             pipe.execute()
@@ -426,6 +456,19 @@ def cluster_target(cluster: LocalRedisCluster) -> dict[str, Any]:
     return {"url": cluster.url, "clients": [m.client() for m in cluster.masters]}
 
 
+def node_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "links": args.links,
+        "seen": args.seen,
+        "lease": args.lease,
+        "shards": args.shards,
+        "dupefilter": args.dupefilter,
+        # the Bloom filter of a load run is sized for what the run pushes
+        "capacity": max(1_000_000, args.urls),
+        "sites": args.sites,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
@@ -437,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=int, default=32, help="leases per flush (prefetch)")
     parser.add_argument("--urls", type=int, default=1_000_000, help="URLs loaded for memory")
     parser.add_argument("--cluster", type=int, default=0, help="masters of a Redis Cluster run")
+    parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="frontier shards")
+    parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
     parser.add_argument("--no-baseline", action="store_true", help="skip scrapy-redis")
     args = parser.parse_args(argv)
 
@@ -447,16 +492,19 @@ def main(argv: list[str] | None = None) -> int:
         "links_per_page": args.links,
         "seen_share": args.seen,
         "lease": args.lease,
+        "shards": args.shards,
+        "dupefilter": args.dupefilter,
     }
+    params = node_args(args)
     with Services() as services:
         single = single_target(services)
         if args.seconds > 0:
-            preload(services.redis_url, args.sites)
+            preload(services.redis_url, args.sites, params)
             run = run_load(single, distcrawl_node, args)
             run.pop("cpu_per_master")
             report.update(run)
         if args.urls > 0:
-            report.update(distcrawl_memory(services.redis_url, args.urls, args.sites))
+            report.update(distcrawl_memory(services.redis_url, args.urls, params))
         if not args.no_baseline:
             single["clients"][0].flushall()
             if args.seconds > 0:
@@ -480,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.start()
         try:
             target = cluster_target(cluster)
-            preload(cluster.url, args.sites)
+            preload(cluster.url, args.sites, params)
             run = run_load(target, distcrawl_node, args)
         finally:
             cluster.stop()
