@@ -18,33 +18,33 @@ __all__ = ["KEYS", "dead_records", "delayed", "leased", "leases_left", "queued",
 KEYS = FrontierKeys("catalog", "catalog:start_urls")
 
 
-def _sum(r: redis.Redis, verb: str, key: Any) -> int:
-    return sum(int(getattr(r, verb)(key(shard))) for shard in KEYS.all_shards())
+def _sum(r: redis.Redis, verb: str, key: Any, keys: FrontierKeys) -> int:
+    return sum(int(getattr(r, verb)(key(shard))) for shard in keys.all_shards())
 
 
-def queued(r: redis.Redis) -> int:
-    return _sum(r, "zcard", lambda s: s.queue)
+def queued(r: redis.Redis, keys: FrontierKeys = KEYS) -> int:
+    return _sum(r, "zcard", lambda s: s.queue, keys)
 
 
-def delayed(r: redis.Redis) -> int:
-    return _sum(r, "zcard", lambda s: s.delayed)
+def delayed(r: redis.Redis, keys: FrontierKeys = KEYS) -> int:
+    return _sum(r, "zcard", lambda s: s.delayed, keys)
 
 
-def payloads(r: redis.Redis) -> int:
-    return _sum(r, "hlen", lambda s: s.requests)
+def payloads(r: redis.Redis, keys: FrontierKeys = KEYS) -> int:
+    return _sum(r, "hlen", lambda s: s.requests, keys)
 
 
-def leased(r: redis.Redis, node: str) -> int:
-    return _sum(r, "zcard", lambda s: s.leases(node))
+def leased(r: redis.Redis, node: str, keys: FrontierKeys = KEYS) -> int:
+    return _sum(r, "zcard", lambda s: s.leases(node), keys)
 
 
-def leases_left(r: redis.Redis) -> list[bytes]:
+def leases_left(r: redis.Redis, keys: FrontierKeys = KEYS) -> list[bytes]:
     """Every leases key of any node in any shard."""
-    return [k for s in KEYS.all_shards() for k in r.keys(s.leases("*"))]
+    return [k for s in keys.all_shards() for k in r.keys(s.leases("*"))]
 
 
-def dead_records(r: redis.Redis) -> list[dict[str, Any]]:
-    return [json.loads(v) for s in KEYS.all_shards() for v in r.hvals(s.dead)]
+def dead_records(r: redis.Redis, keys: FrontierKeys = KEYS) -> list[dict[str, Any]]:
+    return [json.loads(v) for s in keys.all_shards() for v in r.hvals(s.dead)]
 
 
 def site_shard(site: str) -> Any:

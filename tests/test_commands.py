@@ -154,7 +154,7 @@ def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None
     for key, value in ((s0.queue, {"9": -1.0}), (s0.delayed, {"8": 1.0})):
         r.zadd(key, value)
     r.hset(s0.requests, mapping={"9": "q", "8": "d", "1": "leased-live", "2": "leased-dead"})
-    r.sadd(s0.dupefilter, "fp")
+    r.sadd(s0.dupefilter, "7")
     r.hset(s0.dead, "x", "{}")
     r.lpush(KEYS.start_urls, "https://s.test/")
     r.set(s0.seq, 9)
@@ -352,7 +352,7 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         assert per_node["s3"]["state"] == "dead" and per_node["s3"]["recovered"]
         assert status["store"]["products"] == stored
         assert sum(per_node[n]["products"] for n in ("s1", "s2")) <= stored
-        assert status["frontier"]["seen"] == r.scard(ONE_SHARD.dupefilter)
+        assert status["frontier"]["seen"] == r.scard(ONE_SHARD.dupefilter)  # its first bucket
 
         requests_seen = len(shop.request_log())
         time.sleep(3)  # paused: no new leases, none lost, nothing fetched

@@ -70,7 +70,7 @@ def test_priority_first_then_first_in_first_out(store: FrontierStore) -> None:
 def test_dupefilter_records_on_first_accept_and_dont_filter_bypasses(store: FrontierStore) -> None:
     r = store.sync("n1", children=[child("a"), child("a"), child("a", dont_filter=True)])
     assert (r.added, r.filtered) == (2, 1)
-    assert store.client.sismember(store.keys.shard(0).dupefilter, "a")
+    assert store.seen() == 1
 
 
 def test_lease_moves_to_in_flight_and_ack_removes(store: FrontierStore) -> None:
@@ -235,7 +235,8 @@ def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
     assert len({key_slot(k.encode()) for k in control}) == 1
     slots = set()
     for shard in keys.all_shards():
-        names = [shard.queue, shard.requests, shard.seq, shard.dupefilter, shard.bloom]
+        names = [shard.queue, shard.requests, shard.seq, shard.seen_bucket(7), shard.bloom]
+        names += [shard.seen_info]
         names += [shard.delayed, shard.delayed_score, shard.dead, shard.paused, shard.waiting]
         names += [shard.leases("n"), shard.site("a.test"), shard.wait("a.test")]
         assert len({key_slot(k.encode()) for k in names}) == 1
@@ -287,13 +288,19 @@ def _fp(i: int) -> bytes:
 
 
 def test_exact_dupefilter_costs_at_most_40_bytes_per_url(store: FrontierStore) -> None:
-    n = 20_000
-    for start in range(0, n, 2000):
-        kids = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(start, start + 2000)]
-        assert store.sync("n1", children=kids).added == 2000
-    key = store.keys.site_keys("s.test").dupefilter
-    assert store.client.scard(key) == n
-    assert store.client.memory_usage(key, samples=0) / n <= 40
+    n = 60_000
+    for start in range(0, n, 3000):
+        kids = [
+            Child(_fp(i), 0, False, 0, f"s{i % 50}.test", "{}") for i in range(start, start + 3000)
+        ]
+        assert store.sync("n1", children=kids).added == 3000
+        # at every size, also right after the buckets grew
+        assert store.dupefilter_bytes() / (start + 3000) <= 40
+    assert store.seen() == n
+    again = store.sync(
+        "n1", children=[Child(_fp(i), 0, False, 0, f"s{i % 50}.test", "{}") for i in range(0, n, 7)]
+    )
+    assert again.added == 0 and again.filtered == len(range(0, n, 7))  # exact: none is new
 
 
 def test_bloom_dupefilter_filters_seen_urls_within_its_error_rate(redis_url: str) -> None:

@@ -10,18 +10,21 @@ import frontier_state
 import pytest
 import redis
 from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls, wait_for
-from frontier_state import KEYS, delayed, leases_left, payloads, queued
+from frontier_state import dead_records, delayed, leases_left, payloads, queued
+
+from distcrawl.frontier.keys import FrontierKeys
 
 pytestmark = pytest.mark.slow
 
 
 def frontier_left(r: redis.Redis, spider: str = "catalog") -> dict[str, int]:
+    keys = FrontierKeys(spider, f"{spider}:start_urls")
     return {
-        "queued": queued(r),
-        "delayed": delayed(r),
-        "leased": sum(r.zcard(k) for k in leases_left(r)),
-        "payloads": payloads(r),  # every accepted request's payload lives until its ack
-        "seeding": sum(r.llen(k) for k in r.keys(KEYS.seeding("*"))),
+        "queued": queued(r, keys),
+        "delayed": delayed(r, keys),
+        "leased": sum(r.zcard(k) for k in leases_left(r, keys)),
+        "payloads": payloads(r, keys),  # every accepted request's payload lives until its ack
+        "seeding": sum(r.llen(k) for k in r.keys(keys.seeding("*"))),
     }
 
 
@@ -115,7 +118,7 @@ def test_every_terminal_path_acks_its_lease(redis_url, mongo_uri, shop_factory, 
     log = node.log()
     assert "probe: callback raised" in log
     assert "robotstxt/forbidden" in log  # the stats dump: a request dropped by robots.txt
-    assert r.hlen("{catalog_raising}:dead") >= 3
+    assert len(dead_records(r, FrontierKeys("catalog_raising", "catalog_raising:start_urls"))) >= 3
     assert frontier_left(r, "catalog_raising") == {
         "queued": 0,
         "delayed": 0,

@@ -7,6 +7,7 @@ sections of fixed-width records in the header's order; :class:`ShardBatch` write
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -101,6 +102,32 @@ def text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
+def fingerprint_bytes(fp: bytes | str) -> bytes:
+    """A fingerprint as a digest of 16 bytes or more: a digest as given (binary or hex); any
+    other value (a test's URL, say) is hashed first. b"" stays b"" (unfiltered)."""
+    if isinstance(fp, str):
+        if len(fp) >= 32:
+            try:
+                return bytes.fromhex(fp)
+            except ValueError:
+                pass
+        fp = fp.encode("utf-8", "surrogateescape")
+    if not fp or len(fp) >= 16:
+        return fp
+    return hashlib.sha1(fp).digest()
+
+
+def fingerprint_args(fp: bytes | str, *, bloom: bool) -> tuple[Any, Any]:
+    """The ``fp h`` fields of a child (see ``sync`` in the script); ``("", "")`` = unfiltered."""
+    raw = fingerprint_bytes(fp)
+    if not raw:
+        return "", ""
+    if bloom:
+        return raw, ""
+    member = int.from_bytes(raw[:8], "big", signed=True)
+    return str(member), member & 0xFFFFFFFF
+
+
 def priority_of(score: float) -> int:
     """The priority an order score was made from."""
     return -int(score // SCORE_SPAN)
@@ -123,7 +150,7 @@ class ShardBatch:
             self.children or self.acks or self.dead or self.feedback or self.lease or self.read
         )
 
-    def args(self, node: str, options: dict[str, Any]) -> list[Any]:
+    def args(self, node: str, options: dict[str, Any], *, bloom: bool = False) -> list[Any]:
         header = {
             "c": len(self.children),
             "a": len(self.acks),
@@ -134,7 +161,8 @@ class ShardBatch:
         }
         args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
         for c in self.children:
-            args += [c.fp, c.priority, "d" if c.dont_filter else "", c.delay_ms, c.site, c.payload]
+            fp, h = fingerprint_args(c.fp, bloom=bloom)
+            args += [fp, h, c.priority, "d" if c.dont_filter else "", c.delay_ms, c.site, c.payload]
         for a in self.acks:
             args += [a.rid, a.site]
         for d in self.dead:

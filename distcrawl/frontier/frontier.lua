@@ -35,9 +35,12 @@ Shard slot (per shard)
   Q:queue            ZSET  rid -> order score. Lowest score leaves first. The score is
                            -priority * 1e10 + seq: higher priority first and, within one
                            priority and one shard, first in first out
-  Q:req              HASH  rid -> "<site>\n<payload>" (payload: compact request JSON, never pickle)
+  Q:req              HASH  rid -> payload (compact request JSON, never pickle; codec.py), or
+                           "<site>\n<payload>" when the payload's URL does not name its site
   Q:seq              STRING counter for rids and FIFO order (one INCRBY per batch)
-  Q:seen             SET   16-byte binary request fingerprints (exact dupefilter, the default)
+  Q:seen:<b>         SET   the exact dupefilter (the default): 64-bit request fingerprints as
+                           integers (compact intsets), bucket b by linear hashing (see seen_add)
+  Q:seen:info        HASH  L, split (the buckets' linear-hashing state), n (fingerprints seen)
   Q:bloom            STRING Bloom filter bits (DISTCRAWL_DUPEFILTER=bloom): k bits per URL at
                            (h1 + j * h2) mod m, h1 and h2 the first 8 bytes of the fingerprint
   Q:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
@@ -70,7 +73,9 @@ Shard commands (KEYS[1] = Q)
        (live nodes, for the fair share), idle (1: some node sleeps, publish new work), wake
        (the wake channel), rate, conc, burst, adaptive (the site budget defaults), bloom
        ([m, k] when the Bloom dupefilter is on). Records:
-         child    fp prio flags delay_ms site payload   (flags "d" = dont_filter; fp "" = none)
+         child    fp h prio flags delay_ms site payload   (flags "d" = dont_filter; fp "" =
+                  none; exact: fp the fingerprint's first 8 bytes as a signed decimal and h
+                  its low 32 bits; bloom: fp the binary fingerprint, h "")
          ack      rid site
          dead     id record site
          feedback site ok throttled slow
@@ -148,7 +153,25 @@ local function call_chunked(verb, key, items, width, extra)
   return out
 end
 
+-- the host of a payload's URL as the node names a site (lower case, no user, no port)
+local function site_of_payload(payload)
+  local netloc = string.match(payload, '^{"u":"[%a][%w+.-]*://([^/?#"\\]*)')
+  if not netloc then return nil end
+  netloc = string.match(netloc, '([^@]*)$')
+  local v6 = string.match(netloc, '^%[([^%]]*)%]')
+  if v6 then return string.lower(v6) end
+  return string.lower((string.gsub(netloc, ':%d*$', '')))
+end
+
+-- what Q:req holds for a request: the payload alone when its URL names its site, else
+-- "<site>\n<payload>" (a payload starts with "{", a site never does)
+local function req_value(site, payload)
+  if string.byte(payload, 1) == 123 and site_of_payload(payload) == site then return payload end
+  return site .. '\n' .. payload
+end
+
 local function split_req(value)
+  if string.byte(value, 1) == 123 then return site_of_payload(value) or '', value end
   local cut = string.find(value, '\n', 1, true)
   if not cut then return '', value end
   return string.sub(value, 1, cut - 1), string.sub(value, cut + 1)
@@ -257,8 +280,65 @@ local function bloom_offsets(fp, m, k)
   return offs
 end
 
+-- The exact dupefilter: fingerprints as 64-bit integers (decimal strings, so Redis keeps
+-- them in compact intsets of 8 bytes each) in buckets Q:seen:<b>, grown by linear hashing
+-- so a bucket holds SEEN_SPLIT fingerprints on average (intsets stay compact up to 512).
+-- The bucket of a fingerprint comes from its low 32 bits (h): b = h mod 2^L, or
+-- h mod 2^(L+1) for buckets already split (b < split). Q:seen:info holds L, split, count.
+local SEEN_SPLIT = 200
+
+local function low32(dec)
+  local neg = string.byte(dec, 1) == 45
+  local acc = 0
+  local first = 1
+  if neg then first = 2 end
+  for i = first, #dec do acc = (acc * 10 + string.byte(dec, i) - 48) % 4294967296 end
+  if neg and acc ~= 0 then acc = 4294967296 - acc end
+  return acc
+end
+
+local function seen_add(fps, hs)
+  local fresh = {}
+  local info = P .. ':seen:info'
+  local st = redis.call('HMGET', info, 'L', 'split', 'n')
+  local level, split, count = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0
+  local size = 2 ^ level
+  local added = 0
+  for idx, fp in ipairs(fps) do
+    if fp ~= '' then
+      local h = tonumber(hs[idx]) or low32(fp)
+      local b = h % size
+      if b < split then b = h % (2 * size) end
+      if redis.call('SADD', P .. ':seen:' .. b, fp) == 1 then
+        fresh[idx] = true
+        added = added + 1
+      end
+    end
+  end
+  if added == 0 then return fresh end
+  count = count + added
+  while count > SEEN_SPLIT * (size + split) do
+    -- split bucket `split` into itself and split + 2^L by the next bit of h
+    local src = P .. ':seen:' .. split
+    local move = {}
+    for _, m in ipairs(redis.call('SMEMBERS', src)) do
+      if low32(m) % (2 * size) ~= split then move[#move + 1] = m end
+    end
+    if #move > 0 then
+      call_chunked('SREM', src, move, 1)
+      call_chunked('SADD', P .. ':seen:' .. (split + size), move, 1)
+    end
+    split = split + 1
+    if split == size then
+      level, split, size = level + 1, 0, size * 2
+    end
+  end
+  redis.call('HSET', info, 'L', level, 'split', split, 'n', count)
+  return fresh
+end
+
 -- which of the fingerprints are new; records them. Returns a table i -> true for fresh ones
-local function dupefilter(fps, bloom)
+local function dupefilter(fps, hs, bloom)
   local fresh = {}
   if #fps == 0 then return fresh end
   local in_batch = {}
@@ -310,30 +390,7 @@ local function dupefilter(fps, bloom)
     end
     return fresh
   end
-  local key = P .. ':seen'
-  local asked, where = {}, {}
-  for idx, fp in ipairs(fps) do
-    if fp ~= '' and not in_batch[fp] then
-      in_batch[fp] = idx
-      asked[#asked + 1] = fp
-      where[#asked] = idx
-    end
-  end
-  local add = {}
-  local i = 1
-  while i <= #asked do
-    local last = math.min(#asked, i + BATCH - 1)
-    local member = redis.call('SMISMEMBER', key, unpack(asked, i, last))
-    for j, v in ipairs(member) do
-      if v == 0 then
-        fresh[where[i + j - 1]] = true
-        add[#add + 1] = asked[i + j - 1]
-      end
-    end
-    i = last + 1
-  end
-  if #add > 0 then call_chunked('SADD', key, add, 1) end
-  return fresh
+  return seen_add(fps, hs)
 end
 
 -- [status registries] kept for `scrapy status` and the progress line, which read
@@ -428,14 +485,17 @@ if cmd == 'sync' then
   local nc = tonumber(h['c']) or 0
   if nc > 0 then
     queued_before = redis.call('ZCARD', queue)
-    local fps = {}
-    for j = 1, nc do fps[j] = ARGV[i + (j - 1) * 6] end
+    local fps, hs = {}, {}
+    for j = 1, nc do
+      fps[j] = ARGV[i + (j - 1) * 7]
+      hs[j] = ARGV[i + (j - 1) * 7 + 1]
+    end
     local bloom = h['bloom']
     if type(bloom) ~= 'table' then bloom = nil end
-    local fresh = dupefilter(fps, bloom)
+    local fresh = dupefilter(fps, hs, bloom)
     local take = {}
     for j = 1, nc do
-      local base = i + (j - 1) * 6
+      local base = i + (j - 1) * 7 + 1
       if fresh[j] or ARGV[base + 2] == 'd' then
         take[#take + 1] = base
       else
@@ -450,7 +510,7 @@ if cmd == 'sync' then
         local rid = tostring(seq)
         local score = -tonumber(ARGV[base + 1]) * 1e10 + seq
         reqs[#reqs + 1] = rid
-        reqs[#reqs + 1] = ARGV[base + 4] .. '\n' .. ARGV[base + 5]
+        reqs[#reqs + 1] = req_value(ARGV[base + 4], ARGV[base + 5])
         local delay = tonumber(ARGV[base + 3]) or 0
         if delay > 0 then
           zd[#zd + 1] = now + delay; zd[#zd + 1] = rid
@@ -468,7 +528,7 @@ if cmd == 'sync' then
         call_chunked('HSET', P .. ':delayed:score', ds, 2)
       end
     end
-    i = i + nc * 6
+    i = i + nc * 7
   end
 
   -- feedback first: it changes site budgets outside the cache the acks and leases share
@@ -672,7 +732,7 @@ elseif cmd == 'requeue_dead' then
         if type(site) ~= 'string' then site = '' end
         local seq = new_seqs(1) + 1
         local rid = tostring(seq)
-        redis.call('HSET', P .. ':req', rid, site .. '\n' .. decoded['request'])
+        redis.call('HSET', P .. ':req', rid, req_value(site, decoded['request']))
         redis.call('ZADD', P .. ':queue', -prio * 1e10 + seq, rid)
         redis.call('HDEL', P .. ':dead', id)
         moved = moved + 1

@@ -52,9 +52,18 @@ class ShardKeys:
         return self._key("seq")
 
     @property
+    def seen_info(self) -> str:
+        """The exact dupefilter's state: L, split (linear hashing) and n (URLs seen)."""
+        return self._key("seen:info")
+
+    def seen_bucket(self, bucket: int) -> str:
+        """One bucket of the exact dupefilter (a SET of 64-bit integer fingerprints)."""
+        return f"{self.prefix}:seen:{bucket}"
+
+    @property
     def dupefilter(self) -> str:
-        """The exact dupefilter (a SET of 16-byte fingerprints)."""
-        return self._key("seen")
+        """The first bucket of the exact dupefilter (all of it while it is small)."""
+        return self.seen_bucket(0)
 
     @property
     def bloom(self) -> str:

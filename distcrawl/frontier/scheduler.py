@@ -206,7 +206,8 @@ class FrontierScheduler(BaseScheduler):
                 return False
             self._known.add(known)
         try:
-            payload = codec.encode(request, self.spider)
+            # the order score carries the priority; the lease hands it back
+            payload = codec.encode(request, self.spider, priority=False)
         except ValueError as exc:
             logger.error("Cannot queue %s: %s", request.url, exc)
             self.stats.inc_value("frontier/unqueueable")
@@ -563,10 +564,10 @@ class FrontierScheduler(BaseScheduler):
     def _accept_leases(self, leased: list[Leased]) -> int:
         n = 0
         bad: list[Lease] = []
-        for lease, payload, _priority, paced in leased:
+        for lease, payload, priority, paced in leased:
             rid = lease.rid
             try:
-                request = codec.decode(payload, self.spider, allow_private=True)
+                request = codec.decode(payload, self.spider, allow_private=True, priority=priority)
             except codec.BadEntry as exc:
                 logger.warning("Refused queue entry %s: %s", printable(rid), printable(str(exc)))
                 self.stats.inc_value(f"frontier/refused/{exc.reason}")

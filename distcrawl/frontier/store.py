@@ -296,7 +296,8 @@ class FrontierStore:
         if self._bloom:
             options["bloom"] = self._bloom
         order = sorted(s for s, b in batches.items() if b)
-        calls = [self._shard_call(s, *batches[s].args(node, options)) for s in order]
+        bloom = self._bloom is not None
+        calls = [self._shard_call(s, *batches[s].args(node, options, bloom=bloom)) for s in order]
         if seeds_done or rejected:
             calls.append(self._control_call("seeded", node if seeds_done else "", *rejected))
         results = yield calls
@@ -389,6 +390,36 @@ class FrontierStore:
         shards = self.keys.all_shards()
         replies = yield [("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards]
         return {s.index: [text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)}
+
+    def seen(self) -> Any:
+        """URLs the exact dupefilter holds, over every shard (O(shards) reads)."""
+        return self._drive(self._seen())
+
+    def _seen(self) -> _Step:
+        shards = self.keys.all_shards()
+        counts = yield [("cmd", "HGET", [s.seen_info, "n"]) for s in shards]
+        return sum(int(c or 0) for c in counts)
+
+    def dupefilter_bytes(self) -> Any:
+        """Bytes the dupefilter takes (MEMORY USAGE of every bucket, or of the Bloom filters)."""
+        return self._drive(self._dupefilter_bytes())
+
+    def _dupefilter_bytes(self) -> _Step:
+        shards = self.keys.all_shards()
+        if self._bloom is not None:
+            sizes = yield [("cmd", "MEMORY", ["USAGE", s.bloom, "SAMPLES", "0"]) for s in shards]
+            return sum(int(n or 0) for n in sizes)
+        infos = yield [("cmd", "HMGET", [s.seen_info, "L", "split"]) for s in shards]
+        calls: list[_Call] = []
+        for s, (level, split) in zip(shards, infos, strict=True):
+            buckets = 2 ** int(level or 0) + int(split or 0)
+            calls.append(("cmd", "MEMORY", ["USAGE", s.seen_info, "SAMPLES", "0"]))
+            calls += [
+                ("cmd", "MEMORY", ["USAGE", s.seen_bucket(b), "SAMPLES", "0"])
+                for b in range(buckets)
+            ]
+        sizes = yield calls
+        return sum(int(n or 0) for n in sizes)
 
     def drained(self) -> Any:
         """``[queued (incl. waiting for their site), delayed, leased, seeding, start]`` over
