@@ -106,14 +106,15 @@ def request_of(url: str, kind: str, priority: int, referer: str) -> Request:
 
 
 class Payloads:
-    """Payloads by the real codec, made once per page kind and reused with the URL swapped in
-    (URLs have one length, so the swap is exact in JSON and in pickle)."""
+    """Payloads by the real codec, made once per page kind and reused with the URL and the
+    Referer swapped in. URLs have one length, so the swap is exact in JSON and in pickle; the
+    Referer is the page's, of the same site, as the codec sees it (whole, or as its path)."""
 
     def __init__(self, encode: Any) -> None:
         self.encode = encode
         self._templates: dict[str, Any] = {}
         self._probe = url_of(99999, 9999999999)
-        self._ref = url_of(99998, 9999999998)
+        self._ref = url_of(99999, 9999999998)
 
     def make(self, url: str, kind: str, priority: int, referer: str) -> Any:
         template = self._templates.get(kind)
@@ -121,13 +122,20 @@ class Payloads:
             template = self.encode(request_of(self._probe, kind, priority, self._ref))
             self._templates[kind] = template
         probe, ref = self._probe, self._ref
+        ref_path, referer_path = probe_path(ref), probe_path(referer)
         if isinstance(template, bytes):
-            return template.replace(probe.encode(), url.encode()).replace(
-                ref.encode(), referer.encode()
+            out = template.replace(probe.encode(), url.encode())
+            return out.replace(ref.encode(), referer.encode()).replace(
+                ref_path.encode(), referer_path.encode()
             )
         if probe not in template:
             return self.encode(request_of(url, kind, priority, referer))
-        return template.replace(probe, url).replace(ref, referer)
+        out = template.replace(probe, url)
+        return out.replace(ref, referer).replace(ref_path, referer_path)
+
+
+def probe_path(url: str) -> str:
+    return url[url.index("/", len("http://")) :]
 
 
 def pick_kind(rng: random.Random) -> tuple[str, int]:
@@ -196,7 +204,8 @@ def distcrawl_node(
         children, acks = [], []
         for leased in reply.leased:
             acks.append(leased.lease)
-            page_url = json.loads(leased.payload)["url"]
+            data = json.loads(leased.payload)
+            page_url = data.get("u") or data["url"]  # compact or long form
             site = _site_of(page_url)
             for _ in range(links):
                 if rng.random() < seen_share:
@@ -330,7 +339,7 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
     start.set()
     time.sleep(args.seconds)
     stop.set()
-    results = [out.get(timeout=120) for _ in procs]
+    results = [out.get(timeout=60) for _ in procs]
     wall = time.perf_counter() - t0
     after = _snapshots(target)
     for p in procs:
@@ -388,7 +397,7 @@ def distcrawl_memory(url: str, n: int, args: dict[str, Any]) -> dict[str, Any]:
     Bloom dupefilter (sized for *n*), its bytes per URL and the false positives measured on
     fresh URLs pushed after it."""
     client = connection.client(url, socket_timeout=600)
-    client.flushall()
+    client.execute_command("FLUSHALL", "SYNC")  # memory freed before the baseline
     base = _memory(client)
     store = make_store(client, {**args, "capacity": n})
     payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
@@ -397,13 +406,16 @@ def distcrawl_memory(url: str, n: int, args: dict[str, Any]) -> dict[str, Any]:
     load_s = time.perf_counter() - t0
     total = _memory(client) - base
     shards = store.keys.all_shards()
-    seen = sum(_usage(client, s.dupefilter) for s in shards)
+    # what a queued request costs: its queue entry and payload (the two keys of each shard
+    # that grow with the queue); the rest of what the load added is the dupefilter
+    queued = sum(_usage(client, s.queue) + _usage(client, s.requests) for s in shards)
     bloom = sum(_usage(client, s.bloom) for s in shards)
+    seen = total - queued - bloom
     out: dict[str, Any] = {
         "urls": n,
         "shards": store.keys.shards,
         "load_seconds": round(load_s, 1),
-        "queued_bytes_per_url": round((total - seen - bloom) / n, 1),
+        "queued_bytes_per_url": round(queued / n, 1),
         "used_memory_bytes": total,
     }
     if args["dupefilter"] == "bloom":
@@ -422,7 +434,7 @@ def scrapy_redis_memory(url: str, n: int, sites: int) -> dict[str, Any]:
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=600)
-    client.flushall()
+    client.execute_command("FLUSHALL", "SYNC")  # memory freed before the baseline
     base = _memory(client)
     queue = PriorityQueue(client, _SPIDER, SR_QUEUE)
     payloads = Payloads(queue._encode_request)

@@ -154,7 +154,7 @@ def _plan(
         first += [
             ("zcard", (shard.queue,)),
             ("zcard", (shard.delayed,)),
-            ("scard", (shard.dupefilter,)),
+            ("hget", (shard.seen_info, "n")),
             ("strlen", (shard.bloom,)),
             ("hlen", (shard.dead,)),
             ("hlen", (shard.requests,)),
@@ -178,7 +178,7 @@ def _plan(
         r = replies[at : at + per_shard]
         queued += int(r[0])
         parked += int(r[1])
-        seen += int(r[2])
+        seen += int(r[2] or 0)
         bloom_bytes += int(r[3])
         dead += int(r[4])
         requests += int(r[5])
