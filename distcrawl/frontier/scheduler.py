@@ -336,7 +336,7 @@ class FrontierScheduler(BaseScheduler):
         meta["distcrawl_dead_letter"] = reason  # counted as re-queued if an operator does so
         fresh = request.replace(meta=meta, dont_filter=True)
         record = {
-            "request": codec.encode(fresh, self.spider),
+            "request": codec.encode(fresh, self.spider, strict=False),
             "url": request.url,
             "priority": request.priority,
             "reason": reason,
