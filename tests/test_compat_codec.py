@@ -102,15 +102,23 @@ def test_private_methods_stay_unqueueable() -> None:
 def test_form_and_json_requests_keep_their_class_and_body() -> None:
     spider = RulesSpider()
     form = scrapy.FormRequest(
-        "http://shop.test/search", formdata={"q": "toy"}, callback=spider.parse_item,
-        cb_kwargs={"kind": "x"}, cookies={"s": "1"}, priority=5, dont_filter=True,
+        "http://shop.test/search",
+        formdata={"q": "toy"},
+        callback=spider.parse_item,
+        cb_kwargs={"kind": "x"},
+        cookies={"s": "1"},
+        priority=5,
+        dont_filter=True,
     )
     back = codec.decode(codec.encode(form, spider), spider)
     assert type(back) is scrapy.FormRequest
     assert (back.method, back.body) == ("POST", b"q=toy")
     assert back.headers[b"Content-Type"] == b"application/x-www-form-urlencoded"
     assert (back.cookies, back.priority, back.dont_filter, back.cb_kwargs) == (
-        {"s": "1"}, 5, True, {"kind": "x"},
+        {"s": "1"},
+        5,
+        True,
+        {"kind": "x"},
     )
     js = JsonRequest("http://shop.test/api", data={"a": [1, 2]})
     back = codec.decode(codec.encode(js, spider), spider)

@@ -162,9 +162,7 @@ def _binds_with(func: Any, names: frozenset[str]) -> bool:
     return True
 
 
-def _callback_name(
-    spider: Spider | None, func: Any, role: str, meta: dict[str, Any]
-) -> str | None:
+def _callback_name(spider: Spider | None, func: Any, role: str, meta: dict[str, Any]) -> str | None:
     if func is None:
         return None
     rule = callbacks.rule_reference(spider, func, role, meta)

@@ -1,0 +1,52 @@
+"""The one switch: ``ADDONS = {"distcrawl.Frontier": 0}`` runs a Scrapy or scrapy-redis
+project on the lossless frontier.
+
+It sets ``SCHEDULER`` to the frontier's (also over a project's own ``SCHEDULER``, such as
+scrapy-redis'), replaces Scrapy's ``RetryMiddleware`` with the frontier's backoff retries
+(retries parked in Redis; the last failure becomes a dead letter), and translates
+scrapy-redis settings (:func:`distcrawl.compat.translate_settings`). A setting given on the
+command line (``-s``) still wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.settings import SETTINGS_PRIORITIES
+
+from distcrawl.compat import translate_settings
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = ["Frontier"]
+
+logger = logging.getLogger(__name__)
+
+#: the scheduler the add-on sets
+SCHEDULER = "distcrawl.frontier.scheduler.FrontierScheduler"
+#: Scrapy's retry middleware and the frontier's, which takes its place (same order, 550)
+_SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
+_FRONTIER_RETRY = "distcrawl.middlewares.BackoffRetryMiddleware"
+
+
+class Frontier:
+    """Scrapy add-on: the frontier scheduler and what it needs, in one line of ``ADDONS``."""
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        # a project's settings.py (priority "project") names scrapy-redis' scheduler: the
+        # add-on is the project's own choice, so it wins over that, not over -s
+        priority = max(SETTINGS_PRIORITIES["addon"], SETTINGS_PRIORITIES["project"])
+        previous = settings.get("SCHEDULER")
+        if (settings.getpriority("SCHEDULER") or 0) <= priority:
+            settings.set("SCHEDULER", SCHEDULER, priority=priority)
+        middlewares = settings["DOWNLOADER_MIDDLEWARES"]
+        if _FRONTIER_RETRY not in middlewares:
+            order = settings["DOWNLOADER_MIDDLEWARES_BASE"].get(_SCRAPY_RETRY, 550)
+            middlewares.set(_SCRAPY_RETRY, None, priority)
+            middlewares.set(_FRONTIER_RETRY, order, priority)
+        done = translate_settings(settings, priority)
+        if previous and previous != SCHEDULER:
+            done.insert(0, f"SCHEDULER {previous} -> {SCHEDULER}")
+        logger.info("distcrawl.Frontier add-on: %s", "; ".join(done) or "frontier scheduler")
