@@ -3,8 +3,9 @@ project on the lossless frontier.
 
 It sets ``SCHEDULER`` to the frontier's (also over a project's own ``SCHEDULER``, such as
 scrapy-redis'), replaces Scrapy's ``RetryMiddleware`` with the frontier's backoff retries
-(retries parked in Redis; the last failure becomes a dead letter), and translates
-scrapy-redis settings (:func:`distcrawl.compat.translate_settings`). A setting given on the
+(retries parked in Redis; the last failure becomes a dead letter), keeps Scrapy's rule that
+a ``dont_filter`` request does not mark its URL seen (``DISTCRAWL_RECORD_DONT_FILTER``), and
+translates scrapy-redis settings (:func:`distcrawl.compat.translate_settings`). A setting given on the
 command line (``-s``) still wins.
 """
 
@@ -46,6 +47,10 @@ class Frontier:
             order = settings["DOWNLOADER_MIDDLEWARES_BASE"].get(_SCRAPY_RETRY, 550)
             middlewares.set(_SCRAPY_RETRY, None, priority)
             middlewares.set(_FRONTIER_RETRY, order, priority)
+        # Scrapy's rule, which a project's spiders rely on: a dont_filter request (a start
+        # URL) does not mark its URL seen, so a rule that links back to it still parses it
+        if (settings.getpriority("DISTCRAWL_RECORD_DONT_FILTER") or 0) <= priority:
+            settings.set("DISTCRAWL_RECORD_DONT_FILTER", False, priority=priority)
         done = translate_settings(settings, priority)
         if previous and previous != SCHEDULER:
             done.insert(0, f"SCHEDULER {previous} -> {SCHEDULER}")

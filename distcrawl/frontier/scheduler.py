@@ -93,7 +93,9 @@ class FrontierScheduler(BaseScheduler):
     (in flight on all nodes, 0 = no limit), ``DISTCRAWL_SITE_BURST``, ``DISTCRAWL_SITE_LIMITS``
     (``{host: {"rate": r, "concurrency": c}}``; site profiles' ``[politeness]`` too),
     ``DISTCRAWL_ADAPTIVE_RATE`` (rate given to an unlimited site once it pushes back),
-    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``.
+    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``, ``DISTCRAWL_RECORD_DONT_FILTER``
+    (default True; False keeps Scrapy's rule that a ``dont_filter`` request does not mark
+    its URL seen, as the ``distcrawl.Frontier`` add-on sets).
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class FrontierScheduler(BaseScheduler):
         site_limits: dict[str, dict[str, Any]] | None = None,
         latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
         flush_delay: float = DEFAULT_FLUSH_DELAY,
+        record_dont_filter: bool = True,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -129,6 +132,7 @@ class FrontierScheduler(BaseScheduler):
         self.concurrency = max(1, concurrency)
         self.budget = budget or SiteBudget()
         self.flush_delay = flush_delay
+        self.record_dont_filter = record_dont_filter
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
         self._feedback = SiteFeedback(latency_target)
@@ -181,6 +185,7 @@ class FrontierScheduler(BaseScheduler):
             site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
             flush_delay=s.getfloat("DISTCRAWL_FLUSH_DELAY", DEFAULT_FLUSH_DELAY),
             latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
+            record_dont_filter=s.getbool("DISTCRAWL_RECORD_DONT_FILTER", True),
         )
 
     # -- Scrapy's scheduler interface ----------------------------------------------------------
@@ -207,6 +212,8 @@ class FrontierScheduler(BaseScheduler):
                 self.stats.inc_value("dupefilter/filtered")
                 return False
             self._known.add(fp)
+        elif not self.record_dont_filter:
+            fp = ""  # as Scrapy's own dupefilter: neither checked nor recorded
         try:
             payload = codec.encode(request, self.spider)
         except ValueError as exc:
