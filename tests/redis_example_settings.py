@@ -22,6 +22,7 @@ ITEM_PIPELINES = {"scrapy_redis.pipelines.RedisPipeline": 400}
 REDIS_URL = os.environ.get("REDIS_URL", "")
 MONGO_URI = os.environ.get("MONGO_URI", "")
 DISTCRAWL_ALLOW_PRIVATE = os.environ.get("DISTCRAWL_ALLOW_PRIVATE", "")
+DISTCRAWL_NODE_ID = os.environ.get("DISTCRAWL_NODE_ID", "")
 TELNETCONSOLE_ENABLED = False
 EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": None}
 LOG_LEVEL = "INFO"
