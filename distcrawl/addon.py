@@ -2,11 +2,13 @@
 project on the lossless frontier.
 
 It sets ``SCHEDULER`` to the frontier's (also over a project's own ``SCHEDULER``, such as
-scrapy-redis'), replaces Scrapy's ``RetryMiddleware`` with the frontier's backoff retries
-(retries parked in Redis; the last failure becomes a dead letter), keeps Scrapy's rule that
-a ``dont_filter`` request does not mark its URL seen (``DISTCRAWL_RECORD_DONT_FILTER``), and
-translates scrapy-redis settings (:func:`distcrawl.compat.translate_settings`). A setting given on the
-command line (``-s``) still wins.
+scrapy-redis'); replaces Scrapy's ``RetryMiddleware`` with the frontier's backoff retries
+(retries parked in Redis; the last failure becomes a dead letter); keeps Scrapy's rule that
+a ``dont_filter`` request does not mark its URL seen (``DISTCRAWL_RECORD_DONT_FILTER``);
+uses scrapy-redis' fingerprint format (unless the project names its own
+``REQUEST_FINGERPRINTER_CLASS``); and translates scrapy-redis settings
+(:func:`distcrawl.compat.translate_settings`). A setting given on the command line (``-s``)
+still wins.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 #: the scheduler the add-on sets
 SCHEDULER = "distcrawl.frontier.scheduler.FrontierScheduler"
+#: the request fingerprints of the frontier's dupefilter (scrapy-redis' own format)
+FINGERPRINTER = "distcrawl.compat.ScrapyRedisFingerprinter"
 #: Scrapy's retry middleware and the frontier's, which takes its place (same order, 550)
 _SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 _FRONTIER_RETRY = "distcrawl.middlewares.BackoffRetryMiddleware"
@@ -51,6 +55,9 @@ class Frontier:
         # URL) does not mark its URL seen, so a rule that links back to it still parses it
         if (settings.getpriority("DISTCRAWL_RECORD_DONT_FILTER") or 0) <= priority:
             settings.set("DISTCRAWL_RECORD_DONT_FILTER", False, priority=priority)
+        # scrapy-redis' fingerprints: a dupefilter moved by `distcrawl migrate` keeps working
+        if (settings.getpriority("REQUEST_FINGERPRINTER_CLASS") or 0) <= 0:
+            settings.set("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER, priority=priority)
         done = translate_settings(settings, priority)
         if previous and previous != SCHEDULER:
             done.insert(0, f"SCHEDULER {previous} -> {SCHEDULER}")

@@ -8,14 +8,28 @@ set is reported once at start, with the reason it changes nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+from weakref import WeakKeyDictionary
+
+from scrapy.utils.python import to_unicode
+from w3lib.url import canonicalize_url
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["IGNORED", "redis_url_from_settings", "report_settings", "translate_settings"]
+__all__ = [
+    "IGNORED",
+    "ScrapyRedisFingerprinter",
+    "adopt_spider",
+    "redis_url_from_settings",
+    "report_settings",
+    "scrapy_redis_fingerprint",
+    "translate_settings",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -196,3 +210,34 @@ def adopt_spider(crawler: Any, spider: Any) -> None:
         )
     allow_request_classes(crawler.settings.getlist("DISTCRAWL_REQUEST_CLASSES"))
     report_settings(crawler.settings)
+
+
+def scrapy_redis_fingerprint(request: Any) -> str:
+    """The fingerprint scrapy-redis' ``RFPDupeFilter`` writes: SHA-1 (hex) of method, the
+    canonical URL and the body, the same data Scrapy's default fingerprint covers."""
+    data = {
+        "method": to_unicode(request.method),
+        "url": canonicalize_url(request.url),
+        "body": (request.body or b"").hex(),
+    }
+    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+class ScrapyRedisFingerprinter:
+    """``REQUEST_FINGERPRINTER_CLASS`` with scrapy-redis' fingerprints, which the
+    ``distcrawl.Frontier`` add-on sets: the frontier's dupefilter then holds fingerprints in the
+    format a scrapy-redis dupefilter already has, so ``distcrawl migrate`` copies them as
+    they are and a moved crawl does not fetch again what it fetched before."""
+
+    def __init__(self) -> None:
+        self._cache: WeakKeyDictionary[Any, bytes] = WeakKeyDictionary()
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> ScrapyRedisFingerprinter:
+        return cls()
+
+    def fingerprint(self, request: Any) -> bytes:
+        fp = self._cache.get(request)
+        if fp is None:
+            fp = self._cache[request] = bytes.fromhex(scrapy_redis_fingerprint(request))
+        return fp
