@@ -37,7 +37,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
-from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, SiteBudget
+from distcrawl.frontier.store import Child, DeadLetter, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
 from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url
@@ -139,7 +139,7 @@ class FrontierScheduler(BaseScheduler):
         self._started = 0  # leased requests the engine is working on
         self._children: list[Child] = []
         self._acks: list[str] = []
-        self._dead: list[tuple[str, str]] = []
+        self._dead: list[DeadLetter] = []
         self._rejected: list[str] = []
         self._seeds_pending = False
         self._wake = asyncio.Event()
@@ -339,13 +339,15 @@ class FrontierScheduler(BaseScheduler):
             "request": codec.encode(fresh, self.spider),
             "url": request.url,
             "priority": request.priority,
+            "site": urlparse_cached(request).hostname or "",
             "reason": reason,
             "node": self.node_id,
             "at": time.time(),
             **{k: v for k, v in details.items() if codec.json_safe(v)},
         }
         fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
-        self._dead.append((fp, json.dumps(record, separators=(",", ":"))))
+        rid = self._leased.get(request, "")
+        self._dead.append((fp, json.dumps(record, separators=(",", ":")), rid))
         self.stats.inc_value("frontier/dead_lettered")
         self._wake.set()
 
@@ -497,7 +499,7 @@ class FrontierScheduler(BaseScheduler):
         self._seeds_pending = False
         feedback = self._feedback.take()
         try:
-            added, filtered, parked, acked, out, next_due, paced = await self.store.sync(
+            added, filtered, parked, acked, out, next_due, paced, stale = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -529,6 +531,14 @@ class FrontierScheduler(BaseScheduler):
             stats.inc_value("frontier/parked", parked)
         if acked:
             stats.inc_value("frontier/acked", acked)
+        if stale:
+            # reports for leases this node no longer holds (it was presumed dead): fenced off
+            stats.inc_value("frontier/acks/stale", stale)
+            logger.warning(
+                "Node %s: %d acks or dead letters for leases it no longer holds were ignored",
+                self.node_id,
+                stale,
+            )
         return self._accept_leases(out, {p.decode() if isinstance(p, bytes) else p for p in paced})
 
     def _accept_leases(self, out: list[Any], paced: set[str]) -> int:
