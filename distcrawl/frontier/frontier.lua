@@ -24,7 +24,8 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:pages:<site>     STRING pages the site has cost the cluster (the page budget, counted by
                            the nodes' PageLimitsMiddleware in reservations of a few pages)
   P:counters         HASH  crawl-wide counters kept by the script itself: requeued_dead_letters,
-                           stale_acks (acks and dead letters for leases the node did not hold)
+                           stale_acks (acks and dead letters for leases the node did not hold),
+                           recovered_nodes (nodes declared dead by `recover`)
   P:paused           STRING present while the cluster is paused: no new leases are handed out
   P:req:site         HASH  rid -> site (host) of the request, for the per-site budget. A lease
                            of a request with a site took one slot (`active`) of that site, and
@@ -85,7 +86,11 @@ Commands
   recover node timeout_ms start_key
        For every node (other than <node>) whose heartbeat is older than timeout_ms: returns its
        leases and seeds as `release` does and forgets the node. Atomic, so two live nodes
-       racing to recover the same dead node recover each request once. Returns {nodes, reqs}.
+       racing to recover the same dead node recover each request once. Recovers nobody while
+       the Redis server has been up for less than timeout_ms (INFO uptime): after a restart
+       every heartbeat is old, so silence is measured from the server's start only (and each
+       node waits timeout_ms after an outage it saw before it recovers anyone). Counts
+       recovered_nodes in P:counters. Returns {nodes, reqs}.
   heartbeat node info_json
   drained start_key
        Returns {queued (incl. waiting for their site), delayed, leased, seeding, start}:
@@ -437,6 +442,10 @@ elseif cmd == 'release' then
 elseif cmd == 'recover' then
   local me, timeout, start_key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
   local now = now_ms()
+  -- Silence counts only from this server's start: after a restart (an outage, a failover)
+  -- every heartbeat is old, and the nodes that are alive need time to beat again.
+  local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+  if uptime and uptime * 1000 < timeout then return {{}, 0} end
   local dead = redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)
   local nodes, reqs = {}, 0
   for _, node in ipairs(dead) do
@@ -448,6 +457,7 @@ elseif cmd == 'recover' then
       nodes[#nodes + 1] = node
     end
   end
+  if #nodes > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #nodes) end
   return {nodes, reqs}
 
 elseif cmd == 'heartbeat' then

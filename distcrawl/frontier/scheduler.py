@@ -150,6 +150,7 @@ class FrontierScheduler(BaseScheduler):
         self._drained_since: float | None = None
         self._last_heartbeat = 0.0
         self._last_recovery = 0.0
+        self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
@@ -389,11 +390,16 @@ class FrontierScheduler(BaseScheduler):
                 got = await self._cycle()
                 if self._redis_down_since is not None:
                     logger.warning(
-                        "Redis is back after %.1fs; node %s carries on",
+                        "Redis is back after %.1fs; node %s carries on (and recovers no other "
+                        "node for %.0fs: they need time to heart-beat again)",
                         time.monotonic() - self._redis_down_since,
                         self.node_id,
+                        self.heartbeat_timeout,
                     )
                     self._redis_down_since = None
+                    # every heartbeat went stale while Redis was away, ours as well as the
+                    # live nodes': silence counts again only from now
+                    self._recover_after = time.monotonic() + self.heartbeat_timeout
                 wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._needs_reconcile = True
@@ -460,12 +466,28 @@ class FrontierScheduler(BaseScheduler):
         prefetched, awaiting their ack) stay.
         """
         assert self.store is not None
-        held = await self._client.zrange(self.store.keys.leases(self.node_id), 0, -1)
+        raw = await self._client.zrange(self.store.keys.leases(self.node_id), 0, -1)
+        held = {rid.decode() for rid in raw}
         known = set(self._leased.values()) | set(self._acks)
-        unknown = [rid.decode() for rid in held if rid.decode() not in known]
+        unknown = [rid for rid in held if rid not in known]
         if unknown:
             await self.store.release(self.node_id, unknown)
             logger.warning("Returned %d leases whose grant was lost with Redis", len(unknown))
+        # prefetched requests whose lease this node lost (it was presumed dead, or Redis lost
+        # the grant): they are back in the frontier for another node; not sending them here
+        # saves a second fetch (started ones finish, their acks are fenced off as stale)
+        gone = [r for r in self._ready if self._leased.get(r) not in held]
+        if gone:
+            dropped = set(gone)
+            self._ready = deque(r for r in self._ready if r not in dropped)
+            for request in gone:
+                self._leased.pop(request, None)
+            self.stats.inc_value("frontier/leases/lost", len(gone))
+            logger.warning(
+                "Node %s dropped %d prefetched requests whose leases it no longer holds",
+                self.node_id,
+                len(gone),
+            )
 
     def _pending_writes(self) -> bool:
         return bool(self._children or self._acks or self._dead or self._rejected)
@@ -482,7 +504,10 @@ class FrontierScheduler(BaseScheduler):
             progressed |= await self._take_seeds()
         if now - self._last_heartbeat >= self.heartbeat_interval:
             await self._heartbeat()
-        if now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4):
+        if (
+            now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4)
+            and now >= self._recover_after
+        ):
             await self._recover()
         if self.close_when_drained and not progressed:
             await self._check_drained()
