@@ -39,6 +39,7 @@ from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed
 from distcrawl.frontier.store import Child, DeadLetter, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
+from distcrawl.internals import check_engine
 from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url
 from distcrawl.urls import parse_allow_private, printable
@@ -238,9 +239,11 @@ class FrontierScheduler(BaseScheduler):
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
         self.store = FrontierStore(self._client, keys)
-        slot = self.crawler.engine._slot
-        if slot is not None:
-            slot.inprogress = InProgress(slot.inprogress, self._request_done)
+        engine = self.crawler.engine
+        check_engine(engine)  # the private hooks below, or a clear error instead of silence
+        slot = engine._slot
+        assert slot is not None
+        slot.inprogress = InProgress(slot.inprogress, self._request_done)
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self.crawler.signals.connect(self._dead_letter, signal=dc_signals.request_dead_lettered)
         # response_downloaded fires for every answer, also those the retry middleware turns
