@@ -41,7 +41,7 @@ from distcrawl.frontier.store import Child, DeadLetter, FrontierKeys, FrontierSt
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
 from distcrawl.internals import check_engine
 from distcrawl.recent import RecentKeys
-from distcrawl.services import mask_url
+from distcrawl.services import mask_url, pid_alive
 from distcrawl.urls import parse_allow_private, printable
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.defer import Deferred
 
-__all__ = ["FrontierScheduler"]
+__all__ = ["FrontierScheduler", "NodeIdInUse"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +75,17 @@ DEFAULT_IDLE_MAX_WAIT = 1.0
 
 
 _RETRY_META = frozenset({"retry_times", "retry_first_attempt", "distcrawl_delay"})
+
+
+class NodeIdInUse(RuntimeError):
+    """Another live process heart-beats under this node's id."""
+
+    def __init__(self, node_id: str, host: Any, pid: Any, age: float) -> None:
+        super().__init__(
+            f"node id {node_id!r} is in use by a live process: pid {pid} on host {host} "
+            f"(heart-beat {age:.1f}s ago and still beating); give every process its own "
+            f"DISTCRAWL_NODE_ID, or stop that one first"
+        )
 
 
 class FrontierScheduler(BaseScheduler):
@@ -152,6 +163,7 @@ class FrontierScheduler(BaseScheduler):
         self._last_heartbeat = 0.0
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
+        self._refused = False  # another live process has this node id: this one never ran
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
@@ -256,10 +268,52 @@ class FrontierScheduler(BaseScheduler):
             keys.queue,
             keys.start_urls,
         )
+        await self._with_retry(self._check_node_id_free)
         await self._with_retry(self._reclaim_own_leases)
         await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
         self._listener = asyncio.ensure_future(self._listen_for_work(keys.wake))
+
+    async def _check_node_id_free(self) -> None:
+        """Refuse to start while another live process heart-beats under this node id.
+
+        Two processes with one id would take each other's leases at open and hand them back
+        and forth. A process that died is no obstacle: on this host its pid is gone; on
+        another host its heartbeat stops advancing (watched for a few heartbeats).
+        """
+        assert self.store is not None
+        keys = self.store.keys
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zscore(keys.nodes, self.node_id)
+        pipe.hget(keys.node(self.node_id), "info")
+        pipe.time()
+        beat, raw_info, (sec, usec) = await pipe.execute()
+        if beat is None:
+            return
+        age_ms = int(sec) * 1000 + int(usec) // 1000 - int(beat)
+        if age_ms >= self.heartbeat_timeout * 1000:
+            return  # dead: its leases are ours to take back
+        try:
+            info = json.loads(raw_info) if raw_info else {}
+        except ValueError:
+            info = {}
+        host, pid = info.get("host"), info.get("pid")
+        here = host == socket.gethostname() and isinstance(pid, int) and pid != os.getpid()
+        if here and not pid_alive(int(pid or 0)):
+            return  # it died on this host: take its leases back at once
+        watch = max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5
+        deadline = time.monotonic() + watch
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            now_beat = await self._client.zscore(keys.nodes, self.node_id)
+            if now_beat is not None and now_beat > beat:
+                self._refused = True  # the leases are the other process's: close touches none
+                error = NodeIdInUse(self.node_id, host, pid, age_ms / 1000)
+                logger.error("Node refuses to start: %s", error)
+                raise error
+        logger.info(
+            "Node id %s was last used by pid %s on %s, which is gone", self.node_id, pid, host
+        )
 
     async def _reclaim_own_leases(self) -> None:
         assert self.store is not None
@@ -291,6 +345,9 @@ class FrontierScheduler(BaseScheduler):
 
     async def _close(self, reason: str) -> None:
         self._closing = True
+        if self._refused:
+            await self._client.aclose()
+            return
         self._wake.set()
         if self._listener is not None:
             self._listener.cancel()
