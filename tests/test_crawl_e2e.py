@@ -6,11 +6,19 @@ import json
 import subprocess
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pymongo
 import pytest
 import redis
-from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls
+from crawl_nodes import (
+    Node,
+    assert_clean_log,
+    assert_each_product_once,
+    product_fetches,
+    stop_all,
+    stored_urls,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -40,10 +48,12 @@ def test_two_nodes_store_every_product_exactly_once(
     finally:
         stop_all(nodes)
     urls = stored_urls(mongo_uri)
-    assert Counter(urls).most_common(1)[0][1] == 1
     assert set(urls) == shop.expected_product_urls()
+    assert_each_product_once(mongo_uri, shop)
     fetched = Counter(e["path"] for e in shop.request_log() if e["path"] != "/robots.txt")
     assert max(fetched.values()) == 1, "a page was fetched twice"
+    # a product reached through two URLs (tracked listing links) is one product
+    assert max(product_fetches(shop).values()) == 1, "a product was fetched twice"
     for node in nodes:
         assert_clean_log(node.log())
         assert "Spider closed (frontier_drained)" in node.log()
@@ -137,3 +147,40 @@ def test_plain_variant_without_a_profile_is_crawled_completely(
         client.close()
     assert all(d["name"] and d.get("price") is not None and d.get("currency") for d in docs)
     assert all(len(d["category_path"]) == 2 for d in docs)
+
+
+def test_a_product_reached_through_many_urls_is_stored_once(
+    redis_url, mongo_uri, redis_cli, shop_factory, tmp_path
+) -> None:
+    shop = shop_factory(products=24)
+    port = urlsplit(shop.url).port
+    path = shop.catalog.products()[3].path
+    base = f"http://localhost:{port}"
+    aliases = [
+        f"{base}{path}",
+        f"{base}{path}?utm_source=newsletter&utm_medium=email",  # tracking parameters
+        f"{base}{path}?ref=card2&gclid=abc",
+        f"{base}{path}?page=1",  # a first-page alias
+        f"{base}{path}#reviews",  # a fragment
+        f"http://LOCALHOST:{port}{path}",  # host case
+        f"HTTP://LocalHost:{port}{path}?fbclid=x#top",
+    ]
+    # the home page with and without its trailing slash, which the shop treats the same
+    lpush(redis_cli, redis_url, base, f"{base}/", *aliases)
+    node = Node(redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="aliases")
+    try:
+        assert node.wait() == 0
+    finally:
+        stop_all([node])
+    assert_clean_log(node.log())
+    assert "Seed accepted" in node.log()
+    assert_each_product_once(mongo_uri, shop)
+    urls = stored_urls(mongo_uri)
+    assert len(urls) == 24
+    assert f"{base}{path}" in urls
+    # every link to a product (listings link a third with tracking parameters) was fetched
+    # once; only the explicit seeds above fetched it again
+    fetches = product_fetches(shop)
+    sku = shop.product_sku(path)
+    assert fetches.pop(sku) == len(aliases)
+    assert set(fetches.values()) == {1}
