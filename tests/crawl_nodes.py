@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 TESTS = Path(__file__).resolve().parent
 
 #: generous upper bound for one test crawl; a hang fails the test instead of blocking CI
-NODE_TIMEOUT = 240.0
+NODE_TIMEOUT = 300.0
+#: DISTCRAWL_HEARTBEAT_TIMEOUT of test nodes, in seconds
+HEARTBEAT_TIMEOUT = 20
 
 
 class Node:
@@ -43,7 +45,9 @@ class Node:
             "DISTCRAWL_CLOSE_WHEN_DRAINED": "1",
             "DISTCRAWL_DRAIN_GRACE": "1.5",
             "DISTCRAWL_HEARTBEAT_INTERVAL": "0.5",
-            "DISTCRAWL_HEARTBEAT_TIMEOUT": "4",
+            # room for a node starved of CPU on a loaded machine: a live node must never be
+            # taken for dead; tests that kill one wait for its recovery as a condition
+            "DISTCRAWL_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
             "LOG_FILE": str(self.log_file),
             "LOG_LEVEL": "INFO",
             **(settings or {}),

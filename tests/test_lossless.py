@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 import redis
 from crawl_nodes import (
+    HEARTBEAT_TIMEOUT,
     Node,
     assert_clean_log,
     assert_each_product_once,
@@ -40,7 +41,7 @@ def test_kill_9_three_times_loses_nothing(redis_url, mongo_uri, shop_factory, tm
     shop = shop_factory(products=300, latency_ms=250)
     r = redis.Redis.from_url(redis_url)
     r.lpush("catalog:start_urls", shop.url)
-    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "3", "CONCURRENT_REQUESTS": "4"}
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT), "CONCURRENT_REQUESTS": "4"}
     mk = lambda name: Node(  # noqa: E731
         redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id=name, settings=settings
     )

@@ -10,6 +10,7 @@ from itertools import pairwise
 import pytest
 import redis
 from crawl_nodes import (
+    HEARTBEAT_TIMEOUT,
     Node,
     assert_clean_log,
     assert_each_product_once,
@@ -147,7 +148,7 @@ def test_kill_9_while_retries_are_parked_loses_nothing(
         "RETRY_BACKOFF_BASE": 1.5,
         "RETRY_BACKOFF_MAX": 4,
         "RETRY_TIMES": 10,
-        "DISTCRAWL_HEARTBEAT_TIMEOUT": 3,
+        "DISTCRAWL_HEARTBEAT_TIMEOUT": HEARTBEAT_TIMEOUT,
     }
     first = Node(
         redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="p1", settings=settings
