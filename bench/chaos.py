@@ -414,11 +414,13 @@ class Chaos:
         """What the nodes' logs and their last stats in Redis say about the faults."""
         killed = {k["node"] for k in self.kills}
         recovered_live: set[str] = set()
+        logged = 0
         for node in self.nodes:
             for match in RECOVERED_LINE.finditer(node.log()):
                 names = {n.strip() for n in match[2].split(",")}
                 recovered_live |= names - killed
-        stale = 0
+                logged += int(match[1])
+        stale = counted = 0
         for key in r.scan_iter(match=f"{FRONTIER}:node:*", count=1000):
             raw = r.hget(key, "info")
             try:
@@ -426,6 +428,7 @@ class Chaos:
             except ValueError:
                 continue
             stale += int(stats.get("frontier/acks/stale", 0) or 0)
+            counted += int(stats.get("frontier/recovered", 0) or 0)
         active = 0
         for key in r.scan_iter(match=f"{FRONTIER}:site:*", count=1000):
             if r.type(key) == b"hash":
@@ -433,6 +436,11 @@ class Chaos:
         return {
             "recovered_live_nodes": len(recovered_live),
             "recovered_live_sample": sorted(recovered_live)[:5],
+            # the nodes' own count of recovered requests (frontier/recovered in their last
+            # stats), against the log lines read above: a mismatch means the log line changed
+            # and recovered_live_nodes cannot be trusted
+            "recovered_requests": counted,
+            "recovery_log_mismatch": counted != logged,
             "stale_acks": stale,
             "site_active_left": active,
             "site_concurrency": self.args.site_concurrency or None,

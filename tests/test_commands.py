@@ -296,7 +296,9 @@ def frontier_state(r: redis.Redis) -> dict:
 def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
     redis_url, mongo_uri, shop_factory, tmp_path, capsys
 ) -> None:
-    shop = shop_factory(products=150, latency_ms=400)
+    # long enough that work is still queued once the killed node has been recovered (the
+    # heartbeat timeout and a recovery sweep later): at most ~10 pages/s on two live nodes
+    shop = shop_factory(products=600, latency_ms=400)
     r = redis.Redis.from_url(redis_url)
     r.lpush(KEYS.start_urls, shop.url)
     nodes = [

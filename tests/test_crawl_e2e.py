@@ -184,3 +184,47 @@ def test_a_product_reached_through_many_urls_is_stored_once(
     sku = shop.product_sku(path)
     assert fetches.pop(sku) == len(aliases)
     assert set(fetches.values()) == {1}
+
+
+def test_a_node_that_cannot_store_its_journal_exits_3_and_status_shows_the_products(
+    redis_url, mongo_server, mongo_uri, shop_factory, tmp_path, capsys
+) -> None:
+    import json as json_
+
+    from distcrawl.cli import main
+
+    shop = shop_factory(products=30)
+    redis.Redis.from_url(redis_url).lpush("catalog:start_urls", shop.url)
+    journal = tmp_path / "journal"
+    mongo_server.stop()  # for the whole crawl: every product goes to the journal
+    node = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="stranded",
+        settings={
+            "MONGO_JOURNAL_PATH": str(journal),
+            "MONGO_TIMEOUT": 1,
+            "MONGO_JOURNAL_AFTER": 0.5,
+            "MONGO_CLOSE_TIMEOUT": 0.5,
+            "MONGO_JOURNAL_CLOSE_TIMEOUT": 2,
+        },
+    )
+    try:
+        assert node.wait() == 3, node.log()[-3000:]
+    finally:
+        stop_all([node])
+    assert f"30 products are NOT in MongoDB: they wait in the journal {journal}" in node.log()
+    assert "Exiting with status 3" in node.log()
+    code = main(["status", "catalog", "--json", "--sample", "0", "-s", f"REDIS_URL={redis_url}"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    status = json_.loads(out)
+    (entry,) = [n for n in status["nodes"] if n["node"] == "stranded"]
+    assert (entry["state"], entry["journal_held"]) == ("stopped", 30)
+    assert status["totals"]["journal_held"] == 30
+
+    mongo_server.start()
+    assert main(["journal", "replay", str(journal), "--mongo-uri", mongo_uri]) == 0
+    assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
+    assert_each_product_once(mongo_uri, shop)
