@@ -361,6 +361,9 @@ class FrontierScheduler(BaseScheduler):
             # what the engine finished is acked here; the rest (never started, or cut short by
             # an unclean stop) goes back to the queue at once for the other nodes
             await self._flush(lease=0)
+            # the last stats (the pipeline's close, e.g. products left in its journal) stay
+            # readable in `status` once the node is gone
+            await self._heartbeat()
             moved = await self.store.release(self.node_id)
             logger.info(
                 "Node %s closing (%s): returned %d requests to the frontier (%d prefetched, "
