@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import FormRequest, Request
+from scrapy_redis.spiders import RedisMixin
 
 from distcrawl.frontier.codec import ALLOWED_METHODS, json_safe
 from distcrawl.frontier.seeds import DEFAULT_MAX_SEED_BYTES, RESERVED_META_KEYS, BadSeed
@@ -60,10 +61,16 @@ class SeedSource:
 
     @classmethod
     def for_spider(cls, spider: Spider, settings: BaseSettings, default_key: str) -> SeedSource:
-        """``DISTCRAWL_START_URLS_KEY``, else the spider's ``redis_key`` (``%(name)s`` is its
-        name), else ``default_key``; a set or zset with ``REDIS_START_URLS_AS_SET`` /
+        """``DISTCRAWL_START_URLS_KEY``, else a scrapy-redis spider's ``redis_key`` (which
+        scrapy-redis set from ``REDIS_START_URLS_KEY`` if the spider names none), else
+        ``REDIS_START_URLS_KEY``, else any other spider's ``redis_key``, else ``default_key``
+        (``%(name)s`` is the spider's name); a set or zset with ``REDIS_START_URLS_AS_SET`` /
         ``REDIS_START_URLS_AS_ZSET``."""
-        key = settings.get("DISTCRAWL_START_URLS_KEY") or getattr(spider, "redis_key", None)
+        key = settings.get("DISTCRAWL_START_URLS_KEY")
+        if not key and isinstance(spider, RedisMixin):
+            key = spider.redis_key
+        if not key and not settings.get("REDIS_START_URLS_KEY"):
+            key = getattr(spider, "redis_key", None)
         key = str(key).replace("%(name)s", spider.name) if key else default_key
         if settings.getbool("REDIS_START_URLS_AS_SET"):
             kind = "set"
