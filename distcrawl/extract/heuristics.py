@@ -22,10 +22,12 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ._xpath import xpath as _xpath
 from .availability import normalize_availability
 from .canonical import join_url
+from .labels import LabelValue, label_pairs
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .schema import clean_category_path
 
@@ -52,8 +54,11 @@ _OLD_PRICE = re.compile(
 )
 _NOT_A_PRICE = re.compile(r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter")
 _ADD_TO_CART = re.compile(
-    r"add[\s_-]?to[\s_-]?(?:cart|basket|bag)|buy[\s_-]?now|in den warenkorb|warenkorb"
-    r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen",
+    r"add[\s_-]?to[\s_-]?(?:cart|basket|bag|trolley)|buy[\s_-]?now|in den warenkorb|warenkorb"
+    r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen|do koszyka"
+    r"|в корзину|купить|加入購物車|加入购物车|放入購物車|立即購買|カートに入れる|장바구니"
+    r"|adicionar ao carrinho|lägg i varukorgen|læg i kurv|legg i handlekurv|lisää ostoskoriin"
+    r"|sepete ekle|dodaj do koszyka|v košík|do košíku|v košarico|u košaricu",
     re.IGNORECASE,
 )
 _PRODUCT_CONTAINER = re.compile(
@@ -64,6 +69,8 @@ _SKU_LABEL = re.compile(
     r"|code|ref(?:erence)?|model|mpn)\s*[:#.]?\s*",
     re.IGNORECASE,
 )
+#: a long number ending the last path segment (``/itm/302474151804``, ``…-p400105394.html``)
+_URL_ID = re.compile(r"(?<!\d)(\d{5,14})(?:\.html?|\.aspx|\.php)?/?$")
 _SKU_IN_TEXT = re.compile(r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})")
 _GTIN_IN_TEXT = re.compile(r"\b(?:GTIN|EAN|UPC|ISBN)(?:-?1[03])?\s*[:#]?\s*(\d[\d\- ]{6,16}\d)")
 # the labels those two start with: a substring check is far cheaper than a regex that tries
@@ -87,6 +94,10 @@ class HeuristicProduct:
     fields: dict[str, Any] = field(default_factory=dict)
     #: an add-to-cart control, a SKU label, itemprop markup or a product-detail container
     strong: bool = False
+    #: per field, where it was read: "label dt/dd 'SKU'", "h1", "add-to-cart button", ...
+    where: dict[str, str] = field(default_factory=dict)
+    #: the page's labelled values, read once when a field needs them
+    pairs: list[LabelValue] | None = None
 
 
 def _text(el: HtmlElement) -> str:
@@ -152,12 +163,26 @@ def heuristic_product(
             name = _value(heading)
             if name:
                 fields["name"] = name[:500]
+                result.where["name"] = f"<{heading.tag}> main heading"
+        if "name" not in fields:
+            og = _xpath("//head/meta[@property='og:title']/@content")(root)
+            if og and str(og[0]).strip():
+                fields["name"] = " ".join(str(og[0]).split())[:500]
+                result.where["name"] = "meta og:title"
     if signals or "price" in wanted or "currency" in wanted:
         _read_price(root, cards, result)
-    if "availability" in wanted:
-        _read_availability(root, cards, fields)
+        if "price" not in fields:
+            _read_label_price(root, cards, result)
     if signals or "sku" in wanted or "gtin" in wanted:
-        _read_identifiers(root, cards, result)
+        _read_identifiers(root, cards, result, url)
+    if "availability" in wanted:
+        _read_availability(root, cards, result)
+    if "brand" in wanted:
+        for pair in _pairs(root, cards, result):
+            if pair.field == "brand" and 1 < len(pair.value) <= 60:
+                fields["brand"] = pair.value
+                result.where["brand"] = f"label {pair.shape} {pair.label!r}"
+                break
     for name, xpath in (
         (
             "brand",
@@ -170,12 +195,13 @@ def heuristic_product(
             " | //head/meta[@name='description']",
         ),
     ):
-        el = _first(root, xpath, cards) if name in wanted else None
+        el = _first(root, xpath, cards) if name in wanted and name not in fields else None
         if el is not None:
             nested = _xpath(".//*[@itemprop='name']")(el)
             value = _value(nested[0] if nested else el)
             if value:
                 fields[name] = value
+                result.where[name] = f"<{el.tag} class={el.get('class')!r}>"
     images = _images(root, url, cards) if "image_urls" in wanted else []
     if images:
         fields["image_urls"] = images
@@ -198,15 +224,52 @@ def heuristic_product(
 
 
 def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:
-    for el in root.iter("h1"):
-        if not _is_chrome(el, cards) and _text(el):
-            return el
+    """The page's own title: the ``h1`` (of several, the one the <title> repeats best)."""
+    headings = [el for el in root.iter("h1") if _text(el) and not _is_chrome(el, cards)]
+    if len(headings) > 1:
+        title = " ".join(
+            str(t)
+            for t in _xpath("//head/title/text() | //head/meta[@property='og:title']/@content")(
+                root
+            )
+        ).lower()
+        words = set(re.findall(r"\w+", title))
+        if words:
+            return max(
+                headings,
+                key=lambda el: len(words & set(re.findall(r"\w+", _text(el).lower()))),
+            )
+    if headings:
+        return headings[0]
     return _first(
         root,
         "//@class[contains(.,'name') or contains(.,'title')]"
         "/parent::*[self::h2 or self::h3 or self::div or self::span][normalize-space()]",
         cards,
     )
+
+
+def _pairs(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> list[LabelValue]:
+    """The page's labelled values outside chrome and other products' cards (read once)."""
+    if result.pairs is None:
+        result.pairs = [p for p in label_pairs(root) if not _is_chrome(p.element, cards)]
+    return result.pairs
+
+
+def _read_label_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
+    """A price from a "Price: $12.99" / "Our price" label when no price element said it."""
+    for pair in _pairs(root, cards, result):
+        if pair.field != "price" or not re.search(r"\d", pair.value):
+            continue
+        amount, currency = parse_price(pair.value[:80])
+        if amount is not None and amount > 0:
+            result.fields["price"] = amount
+            if currency:
+                result.fields["currency"] = currency
+            result.where["price"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            return
 
 
 def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
@@ -267,7 +330,10 @@ def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
     return parse_price(text, hint)
 
 
-def _read_availability(root: HtmlElement, cards: set[HtmlElement], fields: dict[str, Any]) -> None:
+def _read_availability(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> None:
+    fields = result.fields
     for el in _xpath(
         "(//@itemprop[.='availability'] | //@class[contains(.,'stock')"
         " or contains(.,'availability') or contains(.,'inventory')]"
@@ -278,27 +344,66 @@ def _read_availability(root: HtmlElement, cards: set[HtmlElement], fields: dict[
         availability = normalize_availability(_value(el)) or normalize_availability(_text(el))
         if availability:
             fields["availability"] = availability
+            result.where["availability"] = (
+                f"<{el.tag} class={el.get('class')!r}>: {_text(el)[:60]!r}"
+            )
             return
+    for pair in _pairs(root, cards, result):
+        if pair.field == "availability" and (found := normalize_availability(pair.value)):
+            fields["availability"] = found
+            result.where["availability"] = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
+            return
+    button = _buy_button(root, cards)
+    if button is not None:
+        disabled = (
+            button.get("disabled") is not None
+            or "disabled" in (button.get("class") or "").lower().split()
+        )
+        label = _text(button) or str(button.get("value") or "")
+        said = normalize_availability(label)
+        if said is not None and said != "InStock":
+            fields["availability"] = said
+        else:
+            fields["availability"] = "OutOfStock" if disabled else "InStock"
+        state = "disabled" if disabled else "enabled"
+        result.where["availability"] = f"{state} buy button <{button.tag}>: {label[:40]!r}"
+        return
+    if "price" in fields or _xpath("//@itemprop[.='price']")(root):
+        # a product offered at a price, with no word of it being unavailable, is for sale
+        fields["availability"] = "InStock"
+        result.where["availability"] = "default: a price and no out-of-stock text"
 
 
-def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
+def _read_identifiers(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, url: str = ""
+) -> None:
     fields = result.fields
-    el = _first(
-        root,
-        "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
-        " or contains(.,'-code') or contains(.,'item-number')])/parent::*",
-        cards,
-    )
-    if el is not None:
-        sku = _SKU_LABEL.sub("", _value(el)).strip()
-        if sku and len(sku) <= 64:
-            fields["sku"] = sku
-            result.strong = True
+    prop = _first(root, "//@itemprop[.='sku']/parent::*", cards)
+    if prop is not None and (sku := _code(_value(prop))):
+        fields["sku"] = sku
+        result.where["sku"] = "itemprop=sku"
+        result.strong = True
     gtin_el = _first(root, "//@itemprop[starts-with(.,'gtin') or .='isbn']/parent::*", cards)
     if gtin_el is not None:
         gtin = re.sub(r"\D", "", _value(gtin_el))
         if gtin:
             fields["gtin"] = gtin
+            result.where["gtin"] = f"itemprop={gtin_el.get('itemprop')}"
+    if "sku" not in fields or "gtin" not in fields:
+        _label_identifiers(root, cards, result)
+    if "sku" not in fields:
+        el = _first(
+            root,
+            "//@class[contains(.,'sku') or contains(.,'product-code')"
+            " or contains(.,'-code') or contains(.,'item-number')]/parent::*",
+            cards,
+        )
+        if el is not None:
+            sku = _code(_SKU_LABEL.sub("", _value(el)))
+            if sku:
+                fields["sku"] = sku
+                result.where["sku"] = f"<{el.tag} class={el.get('class')!r}>"
+                result.strong = True
     if "sku" in fields and "gtin" in fields:
         return
     body_text = " ".join(
@@ -309,9 +414,51 @@ def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: Heuris
     )
     if "sku" not in fields and (match := _search(_SKU_IN_TEXT, _SKU_WORDS, body_text)):
         fields["sku"] = match.group(1).rstrip(".")
+        result.where["sku"] = f"text {match.group(0)[:60]!r}"
         result.strong = True
     if "gtin" not in fields and (match := _search(_GTIN_IN_TEXT, _GTIN_WORDS, body_text)):
         fields["gtin"] = re.sub(r"\D", "", match.group(1))
+        result.where["gtin"] = f"text {match.group(0)[:60]!r}"
+    if "sku" not in fields and url and (match := _URL_ID.search(urlsplit(url).path)):
+        fields["sku"] = match.group(1)
+        result.where["sku"] = f"the number in the URL path {match.group(0)!r}"
+
+
+def _code(value: str) -> str | None:
+    """A product code as printed: its first word, without trailing punctuation."""
+    words = value.split()
+    code = words[0].strip(".,;:()[]") if words else ""
+    if not code or len(code) > 64 or (not re.search(r"\d", code) and len(words) > 1):
+        return None
+    return code
+
+
+def _label_identifiers(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> None:
+    fields = result.fields
+    by_field: dict[str, list[LabelValue]] = {}
+    for pair in _pairs(root, cards, result):
+        by_field.setdefault(pair.field, []).append(pair)
+    for name in ("sku", "mpn"):
+        if "sku" in fields:
+            break
+        written = [p for p in by_field.get(name, ()) if not p.shape.startswith("@")]
+        attrs = [p for p in by_field.get(name, ()) if p.shape.startswith("@")]
+        if not written and len({p.value for p in attrs}) != 1:
+            continue  # codes of several variants in data attributes: none is the page's
+        pair = (written or attrs)[0]
+        if code := _code(pair.value):
+            fields["sku"] = code
+            result.where["sku"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            result.strong = True
+    if "gtin" not in fields:
+        for pair in by_field.get("gtin", ()):
+            digits = re.sub(r"\D", "", pair.value.split(" ")[0] if pair.value else "")
+            if 8 <= len(digits) <= 14:
+                fields["gtin"] = digits
+                result.where["gtin"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+                break
 
 
 def _search(pattern: re.Pattern[str], labels: tuple[str, ...], text: str) -> re.Match[str] | None:
@@ -352,6 +499,11 @@ def breadcrumb_trail(root: HtmlElement) -> list[tuple[str, str | None]]:
 
 
 def _has_add_to_cart(root: HtmlElement, cards: set[HtmlElement]) -> bool:
+    return _buy_button(root, cards) is not None
+
+
+def _buy_button(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:
+    """The page's own add-to-cart control (not one of another product's card)."""
     for el in _xpath(
         "//button | //input[@type='submit' or @type='button'] | //form[@action]"
         " | //a[contains(@class,'cart') or contains(@class,'buy')]"
@@ -369,8 +521,8 @@ def _has_add_to_cart(root: HtmlElement, cards: set[HtmlElement]) -> bool:
             if v
         )
         if _ADD_TO_CART.search(label) and not _is_chrome(el, cards):
-            return True
-    return False
+            return el
+    return None
 
 
 def _has_product_container(heading: HtmlElement | None) -> bool:

@@ -245,6 +245,8 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
         if in_nav or context.category or _CATEGORY_PATH.search(split.path) or "categor" in own:
             add("category", url)
     scan.links["next"] = [u for u in (*first_next, *other_pages) if u != page_canonical]
+    # a block holding the page's main heading is the page's own product, never a card
+    scan.cards = {card for card in scan.cards if next(card.iter("h1"), None) is None}
     return scan
 
 

@@ -250,10 +250,13 @@ def _decide_kind(
     has_product_data: bool, heuristic: HeuristicProduct, scan: LinkScan, product_nodes: int
 ) -> str:
     """The page kind without a profile verdict (see the module docstring)."""
-    looks_like_product = (
-        "name" in heuristic.fields
-        and "price" in heuristic.fields
-        and (heuristic.strong or scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS)
+    fields = heuristic.fields
+    few_links = scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS
+    # a product page shows its own name with a price or a product code, and buy controls or
+    # product markup outside other products' cards (related products make links many)
+    looks_like_product = "name" in fields and (
+        ("price" in fields and (heuristic.strong or few_links))
+        or (heuristic.strong and "sku" in fields)
     )
     if has_product_data or looks_like_product:
         return "product"
