@@ -34,7 +34,13 @@ from .schema import clean_category_path
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["HEURISTIC_FIELDS", "HeuristicProduct", "breadcrumb_trail", "heuristic_product"]
+__all__ = [
+    "HEURISTIC_FIELDS",
+    "HeuristicProduct",
+    "breadcrumb_trail",
+    "heuristic_product",
+    "sku_from_url",
+]
 
 #: the Product fields heuristics can read
 HEURISTIC_FIELDS: frozenset[str] = frozenset(
@@ -174,7 +180,7 @@ def heuristic_product(
         if "price" not in fields:
             _read_label_price(root, cards, result)
     if signals or "sku" in wanted or "gtin" in wanted:
-        _read_identifiers(root, cards, result, url)
+        _read_identifiers(root, cards, result)
     if "availability" in wanted:
         _read_availability(root, cards, result)
     if "brand" in wanted:
@@ -368,15 +374,9 @@ def _read_availability(
         state = "disabled" if disabled else "enabled"
         result.where["availability"] = f"{state} buy button <{button.tag}>: {label[:40]!r}"
         return
-    if "price" in fields or _xpath("//@itemprop[.='price']")(root):
-        # a product offered at a price, with no word of it being unavailable, is for sale
-        fields["availability"] = "InStock"
-        result.where["availability"] = "default: a price and no out-of-stock text"
 
 
-def _read_identifiers(
-    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, url: str = ""
-) -> None:
+def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
     fields = result.fields
     prop = _first(root, "//@itemprop[.='sku']/parent::*", cards)
     if prop is not None and (sku := _code(_value(prop))):
@@ -419,9 +419,12 @@ def _read_identifiers(
     if "gtin" not in fields and (match := _search(_GTIN_IN_TEXT, _GTIN_WORDS, body_text)):
         fields["gtin"] = re.sub(r"\D", "", match.group(1))
         result.where["gtin"] = f"text {match.group(0)[:60]!r}"
-    if "sku" not in fields and url and (match := _URL_ID.search(urlsplit(url).path)):
-        fields["sku"] = match.group(1)
-        result.where["sku"] = f"the number in the URL path {match.group(0)!r}"
+
+
+def sku_from_url(url: str) -> str | None:
+    """The long number ending a product URL's path (``/itm/302474151804``), the last resort."""
+    match = _URL_ID.search(urlsplit(url).path)
+    return match.group(1) if match else None
 
 
 def _code(value: str) -> str | None:
