@@ -58,6 +58,12 @@ _CHROME_TAGS = {"nav", "footer", "aside"}
 _OLD_PRICE = re.compile(
     r"old|was|list|regular|compare|strike|original|before|rrp|msrp|uvp|crossed|former"
 )
+#: a price with its currency beside it: "$12.99", "12,99 €", "12.99 USD", "EUR 12"
+_PRICE_NEAR = re.compile(
+    r"[$€£¥₹₽]\s*\d|\d\s*(?:[$€£¥₹₽]|(?:EUR|USD|GBP|CHF|JPY|CAD|AUD|SEK|NOK|DKK|PLN|CZK"
+    r"|RUB|INR|CNY|TWD|NT\$|zł|kr|Kč|lei|\u0440\u0443\u0431|\u5143)\b)|\b(?:EUR|USD|GBP|CHF|CAD|AUD)\s*\d"
+)
+_BARE_AMOUNT = re.compile(r"\d{1,3}(?:[.,\s]?\d{3})*(?:[.,]\d{1,2})?")
 _NOT_A_PRICE = re.compile(r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter")
 _ADD_TO_CART = re.compile(
     r"add[\s_-]?to[\s_-]?(?:cart|basket|bag|trolley)|buy[\s_-]?now|in den warenkorb|warenkorb"
@@ -179,6 +185,8 @@ def heuristic_product(
         _read_price(root, cards, result)
         if "price" not in fields:
             _read_label_price(root, cards, result)
+        if "price" not in fields and heading is not None:
+            _read_price_near(heading, cards, result)
     if signals or "sku" in wanted or "gtin" in wanted:
         _read_identifiers(root, cards, result)
     if "availability" in wanted:
@@ -318,6 +326,51 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
         currency = normalize_currency(hint)
         if currency:
             fields["currency"] = currency
+
+
+def _read_price_near(
+    heading: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> None:
+    """The first price printed after the main heading: "$12.99", "Now €12,99", "12,99 EUR".
+
+    Struck-through text is the list price ("Was $15.99"); an amount in one element and its
+    currency code in the next ("<span>12,99</span> <span>EUR</span>") read as one price.
+    """
+    found = _xpath(
+        "following::text()[normalize-space()][not(ancestor::script or ancestor::style"
+        " or ancestor::del or ancestor::s or ancestor::strike)][position() <= 30]"
+    )(heading)
+    texts = [str(t).strip() for t in found]
+    for i, text in enumerate(texts):
+        if len(text) > 60 or not re.search(r"\d", text):
+            continue
+        candidate = text
+        if _BARE_AMOUNT.fullmatch(text) and i + 1 < len(texts):
+            candidate = f"{text} {texts[i + 1]}"
+        if not _PRICE_NEAR.search(candidate) or _NOT_A_PRICE.search(candidate.lower()):
+            continue
+        if _OLD_PRICE.search(candidate.lower()):
+            continue
+        parent = found[i].getparent()
+        if parent is None:
+            continue
+        if _is_chrome(parent, cards):
+            continue
+        amount, currency = parse_price(candidate[:80])
+        if amount is None or amount <= 0:
+            continue
+        result.fields["price"] = amount
+        if currency:
+            result.fields["currency"] = currency
+        result.where["price"] = f"text after the heading: {candidate[:60]!r}"
+        struck = _xpath("following::*[self::del or self::s or self::strike][position() <= 3]")(
+            parent
+        )
+        if struck:
+            old, _ = parse_price(_text(struck[0])[:80])
+            if old is not None and old > amount:
+                result.fields["list_price"] = old
+        return
 
 
 def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
