@@ -7,7 +7,7 @@ what the generic extraction (issue 16) must read with no profile:
 * ``dlist``: a "product information" definition list (``dt``/``dd``: product code, EAN,
   brand, stock count), an ARIA breadcrumb, a disabled "Add to basket" button when sold out;
   listings as a grid of tiles, a numbered pager in ``nav[aria-label=Pagination]`` whose
-  next link is a bare "›" with ``aria-label="Next page"``.
+  next link is a bare ``&rsaquo;`` with ``aria-label="Next page"``.
 * ``specs``: a specifications table (``th``/``td``: SKU, manufacturer, stock), the amount
   and the currency code in separate spans ("12,99 EUR"), an ``ol.breadcrumb``; listings as
   a table with one row per product, a pager of "Seite N" links and a "Weiter" link, no
@@ -138,7 +138,7 @@ def render_product(product: Product, leaf: Leaf, *, base_url: str, variant: str)
             price = f"Now {_money(product)} <s>Was {_money(product, was)}</s>"
         buy = "" if sold_out else '<form action="/cart/add"><button>Buy now</button></form>'
         body = (
-            f'<p id="path"><a href="/">Home</a> / <a href="{top_path}">'
+            f'<p class="trail"><a href="/">Home</a> / <a href="{top_path}">'
             f'{escape(leaf.top_name)}</a> / <a href="{leaf.path}">{escape(leaf.name)}</a></p>\n'
             f"<h1>{name}</h1>{images}"
             f"<p>{price}</p>"

@@ -354,7 +354,7 @@ def _read_price_near(
         parent = found[i].getparent()
         if parent is None:
             continue
-        if _is_chrome(parent, cards):
+        if _is_chrome(parent, cards) or _in_linked_row(parent):
             continue
         amount, currency = parse_price(candidate[:80])
         if amount is None or amount <= 0:
@@ -371,6 +371,16 @@ def _read_price_near(
             if old is not None and old > amount:
                 result.fields["list_price"] = old
         return
+
+
+def _in_linked_row(el: HtmlElement) -> bool:
+    """In a list item or table row that links elsewhere: a listing's entry, not this page's."""
+    for depth, parent in enumerate(el.iterancestors()):
+        if depth > 3:
+            return False
+        if parent.tag in ("li", "tr"):
+            return bool(_xpath(".//a[@href]")(parent))
+    return False
 
 
 def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
