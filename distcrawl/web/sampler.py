@@ -93,6 +93,7 @@ class Sampler:
     _series: deque[dict[str, Any]] = field(default_factory=deque)
     _store_samples: deque[tuple[float, int]] = field(default_factory=deque)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     # ------------------------------------------------------------------ reading
@@ -198,7 +199,7 @@ class Sampler:
             await asyncio.wait_for(self._changed.wait(), timeout)
 
     async def _loop(self, step: Callable[[], Any], every: float, what: str) -> None:
-        while True:
+        while not self._stopping.is_set():
             started = time.monotonic()
             try:
                 await step()
@@ -209,20 +210,28 @@ class Sampler:
                     self.error = f"cannot read Redis: {exc}"
                     self._notify()
                 logger.warning("dashboard: %s read failed: %s", what, exc)
-            await asyncio.sleep(max(0.05, every - (time.monotonic() - started)))
+            pause = max(0.05, every - (time.monotonic() - started))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), pause)
 
     def start(self) -> None:
+        self._stopping.clear()
         self._tasks = [
             asyncio.create_task(self._loop(self.refresh, self.interval, "redis")),
             asyncio.create_task(self._loop(self.refresh_store, self.store_interval, "store")),
         ]
 
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Let the loops finish the read under way (cancelling a Redis call halfway leaves the
+        client's connection in doubt), cancelling them only after *timeout* seconds."""
+        self._stopping.set()
+        if self._tasks:
+            _, late = await asyncio.wait(self._tasks, timeout=timeout)
+            for task in late:
+                task.cancel()
+            for task in late:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self._tasks = []
 
 

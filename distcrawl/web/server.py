@@ -79,5 +79,10 @@ class DashboardServer:
     def stop(self) -> None:
         self._server.should_exit = True
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=20)
+            if self._thread.is_alive():  # a client holds the server up: close what is left
+                self._server.force_exit = True
+                self._thread.join(timeout=10)
         self.sock.close()
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("the dashboard did not stop within 30 s")
