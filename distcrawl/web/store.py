@@ -62,10 +62,10 @@ class ProductStore:
             return None
 
     def latest(self, limit: int) -> list[dict[str, Any]] | None:
-        """The *limit* products stored last (natural order, newest first)."""
+        """The *limit* products seen last (``last_seen``, newest first)."""
         try:
             cursor = self._collection.find({}, dict.fromkeys(_SHOWN, 1))
-            docs = list(cursor.sort("$natural", -1).limit(limit))
+            docs = list(cursor.sort("last_seen", -1).limit(limit))
         except PyMongoError:
             return None
         return [{k: _plain(doc.get(k)) for k in _SHOWN} for doc in docs]
