@@ -39,6 +39,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IResolutionReceiver
 from zope.interface import implementer
 
+from distcrawl.internals import check_robots_middleware
 from distcrawl.services import mask_url
 from distcrawl.urls import (
     ALLOWED_SCHEMES,
@@ -271,6 +272,10 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
 
     Settings: as Scrapy's (``ROBOTSTXT_OBEY``, ``ROBOTSTXT_PARSER``, ``ROBOTSTXT_USER_AGENT``).
     """
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        check_robots_middleware(self)  # robot_parser() below reads Scrapy's private _parsers
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         parser = await super().robot_parser(request)
