@@ -96,7 +96,9 @@ def settings_url(settings: BaseSettings) -> str:
     """``REDIS_URL`` as every component should read it: with ``DISTCRAWL_REDIS_CLUSTER`` on, a
     plain ``redis://`` / ``rediss://`` URL becomes the ``+cluster`` form, so the URL alone says
     which client to make."""
-    url: str = settings.get("REDIS_URL") or DEFAULT_REDIS_URL
+    from distcrawl.compat import redis_url_from_settings  # scrapy-redis' REDIS_HOST, ...
+
+    url: str = redis_url_from_settings(settings)[0] or DEFAULT_REDIS_URL
     if settings.getbool("DISTCRAWL_REDIS_CLUSTER", False):
         scheme, sep, rest = url.partition("://")
         if sep and scheme.lower() in ("redis", "rediss"):

@@ -114,7 +114,12 @@ def test_nodes_live_dead_recovered_and_orphaned(r) -> None:
     store = FrontierStore(r, KEYS)
     beat(r, "gone", {})
     r.zadd(KEYS.nodes, {"gone": 1000})
-    store.recover("alive", 30_000)  # "gone" is recovered: dead, for a day
+    # "gone" is recovered: dead, for a day (recovery waits for the server to be up longer
+    # than the timeout: 1 ms here)
+    deadline = time.monotonic() + 30
+    while not store.recover("alive", 1)[0]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     store.sync("loader", children=_kids("a.test", 2) + _kids("b.test", 2))
     beat(r, "alive", {"item_scraped_count": 5, "catalog/pages/product": 5}, started=2, prefetched=1)
     assert len(lease(store, "alive", 2)) == 2
@@ -267,10 +272,12 @@ def test_reading_a_large_queue_is_a_few_round_trips(r) -> None:
     for seq in range(1, 20_001):
         pipe.zadd(KEYS.queue, {str(seq): -100 * SCORE_SCALE + seq})
     pipe.execute()
-    t0 = time.perf_counter()
+    before = int(r.info("stats")["total_commands_processed"])
     snap = read_snapshot(r, KEYS)
+    after = int(r.info("stats")["total_commands_processed"])
     assert snap["queued_by_kind"]["product"] == 20_000
-    assert time.perf_counter() - t0 < 0.5
+    # a bounded number of commands (ZCOUNTs per band, per shard), never one per queued entry
+    assert after - before - 1 < 10 + KEYS.shards * 14  # - 1: the first INFO
 
 
 def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> None:
@@ -383,3 +390,24 @@ def test_one_status_read_costs_the_same_bounded_commands_for_10_or_10000_sites(r
     print(f"status read: {sites} sites, {total} commands (bound {bound})")
     assert total <= bound, calls
     assert not any("scan" in name or name == "cmdstat_keys" for name in calls), calls
+
+
+def test_a_node_that_left_products_in_its_journal_shows_them_after_it_stopped(r) -> None:
+    from rich.console import Console
+
+    from distcrawl.commands.status import render
+
+    beat(r, "full", {"item_scraped_count": 9, "pipeline/journal_held": 42})
+    beat(r, "clean", {"item_scraped_count": 3, "pipeline/journal_held": 0})
+    FrontierStore(r, KEYS).release("full")  # a clean stop: the last stats stay readable
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    nodes = {n["node"]: n for n in status["nodes"]}
+    assert nodes["full"]["state"] == "stopped"
+    assert (nodes["full"]["journal_held"], nodes["clean"]["journal_held"]) == (42, 0)
+    assert status["totals"]["journal_held"] == 42
+    status.update(drained=False, redis="redis://***", backlog_per_min=None, eta_seconds=None)
+    console = Console(width=140, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(render(status))
+    screen = console.export_text()
+    assert "journal" in screen
+    assert any("full" in line and "42" in line for line in screen.splitlines())

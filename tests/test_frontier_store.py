@@ -99,13 +99,17 @@ def test_recover_dead_node_once_even_when_two_nodes_race(
     store.sync("dead", children=[child(f"u{i}") for i in range(50)])
     assert len(store.sync("dead", lease=50).leased) == 50
     store.client.zadd(store.keys.nodes, {"dead": 1})  # last heartbeat long ago
+    # silence counts from the server's start only: let it be up for longer than the timeout
+    deadline = time.monotonic() + 30
+    while store.client.info("server")["uptime_in_seconds"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     results: list = []
     barrier = threading.Barrier(2)
 
     def recover(me: str) -> None:
         s = FrontierStore(redis.Redis.from_url(redis_url), store.keys)
         barrier.wait()
-        results.append(s.recover(me, 5000))
+        results.append(s.recover(me, 1000))
 
     threads = [threading.Thread(target=recover, args=(n,)) for n in ("a", "b")]
     for t in threads:
@@ -126,12 +130,17 @@ def test_live_node_is_not_recovered(store: FrontierStore) -> None:
 
 
 def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
-    r = store.sync("n1", children=[child("r", delay=400, dont_filter=True)])
+    # parked for a minute: no slow machine gets from one sync to the next in that time
+    r = store.sync("n1", children=[child("r", delay=60_000, dont_filter=True)])
     assert r.parked == 1
     r = store.sync("n1", lease=5)
     assert r.leased == []
-    assert 0 <= r.next_due_ms <= 400
-    time.sleep(0.5)
+    assert 0 <= r.next_due_ms <= 60_000
+    # the minute passes: its due time (server clock, ms) is now in the past
+    for shard in store.keys.all_shards():
+        delayed = shard.delayed
+        store.client.zadd(delayed, {rid: 0 for rid in store.client.zrange(delayed, 0, -1)})
+    store.views.poke()
     assert leased_urls(store.sync("n1", lease=5)) == ["r"]
 
 

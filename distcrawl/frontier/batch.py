@@ -61,11 +61,13 @@ class Leased(NamedTuple):
 
 
 class DeadLetter(NamedTuple):
-    """A request given up on: its id (the fingerprint, hex), JSON record and site."""
+    """A request given up on: its id (the fingerprint, hex), JSON record, site, and the lease
+    it ends (None: written as is; else only while the node still holds that lease)."""
 
     id: str
     record: str
-    site: str
+    site: str = ""
+    lease: Lease | None = None
 
 
 class Feedback(NamedTuple):
@@ -166,7 +168,7 @@ class ShardBatch:
         for a in self.acks:
             args += [a.rid, a.site]
         for d in self.dead:
-            args += [d.id, d.record, d.site]
+            args += [d.id, d.record, d.site, d.lease.rid if d.lease else ""]
         for f in self.feedback:
             args += [f.site, f.ok, f.throttled, f.slow]
         return args

@@ -7,6 +7,8 @@ A queued request may name as callback only a public method its spider class defi
 Meta keys that re-route a connection or switch a safety limit off (:data:`UNSAFE_META_KEYS`)
 never travel through the frontier: :func:`encode` leaves them out, :func:`decode` refuses them;
 nor do a node's credential headers (:data:`CREDENTIAL_HEADERS`), which it sets again itself.
+A ``CrawlSpider`` rule's requests name their rule instead (:mod:`.callbacks`); Request
+subclasses travel as their class only if allowed (:mod:`.classes`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy import Spider as _ScrapySpider
 
+from distcrawl.frontier import callbacks, classes
 from distcrawl.urls import UrlRefused, check_url, printable
 
 if TYPE_CHECKING:
@@ -148,9 +151,23 @@ def _positional(func: Any) -> frozenset[str] | None:
         return _NOT_CALLABLE
 
 
-def _callback_name(spider: Spider | None, func: Any) -> str | None:
+@functools.lru_cache(maxsize=256)
+def _binds_with(func: Any, names: frozenset[str]) -> bool:
+    """Whether ``func(self, response, **cb_kwargs)`` binds when cb_kwargs has ``names``
+    (a callback may require arguments its requests always pass as cb_kwargs)."""
+    try:
+        inspect.signature(func).bind(None, None, **dict.fromkeys(names))
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _callback_name(spider: Spider | None, func: Any, role: str, meta: dict[str, Any]) -> str | None:
     if func is None:
         return None
+    rule = callbacks.rule_reference(spider, func, role, meta)
+    if rule is not None:
+        return rule
     if isinstance(func, str):
         return func
     name = getattr(func, "__name__", None)
@@ -161,12 +178,31 @@ def _callback_name(spider: Spider | None, func: Any) -> str | None:
     raise ValueError(f"callback {func!r} is not a method of the spider; it cannot be queued")
 
 
-def encode(request: Request, spider: Spider | None = None, *, priority: bool = True) -> str:
-    """The compact JSON payload of ``request`` (see :data:`SHORT_NAMES`). Meta values that
-    JSON cannot carry are left out, and so is what decoding rebuilds: defaults, the spider's
-    default callback ``parse``, and a same-site Referer's origin. ``priority=False`` leaves
-    the priority out too, for a queue entry whose order score carries it (see ``decode``)."""
+def _unjsonable(what: str, values: dict[str, Any]) -> None:
+    for key, value in values.items():
+        if key not in UNSAFE_META_KEYS and not json_safe(value):
+            raise ValueError(
+                f"{what} key {key!r} holds a {type(value).__name__}, which a queued request "
+                "cannot carry (only JSON values: str, int, float, bool, None, lists, dicts)"
+            )
+
+
+def encode(
+    request: Request, spider: Spider | None = None, *, strict: bool = True, priority: bool = True
+) -> str:
+    """The compact JSON payload of ``request`` (see :data:`SHORT_NAMES`). A meta or cb_kwargs
+    value that JSON cannot carry raises ValueError naming its key (``strict=False`` leaves it
+    out instead). Left out too is what decoding rebuilds: defaults, the callback ``parse``
+    (no callback is written ``"cb": null``), a same-site Referer's origin, and with
+    ``priority=False`` the priority, for a queue entry whose order score carries it."""
+    if strict:
+        _unjsonable("meta", request.meta)
+        if request.cb_kwargs:
+            _unjsonable("cb_kwargs", request.cb_kwargs)
     data: dict[str, Any] = {"u": request.url}
+    kind = classes.class_name(request)
+    if kind is not None:
+        data["cl"] = kind
     if request.method != "GET":
         data["m"] = request.method
     headers = {
@@ -200,10 +236,12 @@ def encode(request: Request, spider: Spider | None = None, *, priority: bool = T
         data["p"] = request.priority
     if request.dont_filter:
         data["f"] = True
-    callback = _callback_name(spider, request.callback)
-    if callback and callback != DEFAULT_CALLBACK:
+    callback = _callback_name(spider, request.callback, "callback", request.meta)
+    if callback is None:
+        data["cb"] = None
+    elif callback != DEFAULT_CALLBACK:
         data["cb"] = callback
-    errback = _callback_name(spider, request.errback)
+    errback = _callback_name(spider, request.errback, "errback", request.meta)
     if errback:
         data["eb"] = errback
     if request.cb_kwargs and json_safe(request.cb_kwargs):
@@ -228,9 +266,16 @@ def _origin(url: str) -> str:
     return url[:end] if end > cut + 3 else ""
 
 
-def _spider_method(spider: Spider | None, name: Any, what: str, kwargs: dict[str, Any]) -> Any:
+def _spider_method(
+    spider: Spider | None, name: Any, what: str, kwargs: dict[str, Any], meta: dict[str, Any]
+) -> Any:
     if name is None:
         return None
+    if name == callbacks.RULE_REFERENCE:
+        try:
+            return callbacks.resolve_rule(spider, what, meta)
+        except callbacks.BadRule as exc:
+            raise BadEntry("bad_rule", str(exc)) from None
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         raise BadEntry(f"bad_{what}", repr(name)[:80])
     if spider is None:
@@ -243,7 +288,8 @@ def _spider_method(spider: Spider | None, name: Any, what: str, kwargs: dict[str
         # Scrapy calls it as (self, response or failure, **cb_kwargs): a method that takes
         # other arguments, or cb_kwargs naming the positional ones, would fail at call time
         if positional is _NOT_CALLABLE:
-            raise BadEntry(f"bad_{what}", name)
+            _expect(_binds_with(func, frozenset(kwargs)), f"bad_{what}", name)
+            return getattr(spider, name)
         clash = positional.intersection(kwargs)
         _expect(not clash, "bad_cb_kwargs", ",".join(sorted(clash)))
     return getattr(spider, name)
@@ -316,11 +362,13 @@ def decode(
     _expect(isinstance(data, dict), "not_an_object", type(data).__name__)
     unknown = set(data) - _FIELDS - _LONG_NAMES.keys()
     _expect(not unknown, "unknown_fields", ",".join(sorted(unknown))[:80])
+    compact = "u" in data
     if _LONG_NAMES.keys() & data.keys():  # a payload of the long form (older nodes)
         short = {_LONG_NAMES.get(k, k): v for k, v in data.items()}
         _expect(len(short) == len(data), "duplicate_fields")
         data = short
-    if "cb" not in data and spider is not None and _queueable(type(spider), DEFAULT_CALLBACK):  # type: ignore[arg-type]
+    if compact and "cb" not in data:
+        # the compact form leaves out the callback parse (no callback is written as null)
         data["cb"] = DEFAULT_CALLBACK
     url = data.get("u")
     _expect(isinstance(url, str), "missing_url")
@@ -378,10 +426,18 @@ def decode(
     _expect(_ascii_compatible(encoding), "bad_encoding", encoding)
     dont_filter = data.get("f", False)
     _expect(isinstance(dont_filter, bool), "bad_dont_filter")
-    callback = _spider_method(spider, data.get("cb"), "callback", cb_kwargs)
-    errback = _spider_method(spider, data.get("eb"), "errback", {})
+    callback = _spider_method(spider, data.get("cb"), "callback", cb_kwargs, meta)
+    errback = _spider_method(spider, data.get("eb"), "errback", {}, meta)
+    request_cls: type[Request] = Request
+    if "cl" in data:
+        kind = data["cl"]
+        _expect(isinstance(kind, str), "bad_class")
+        found = classes.request_class(kind)
+        _expect(found is not None, "unknown_request_class", str(kind)[:80])
+        assert found is not None
+        request_cls = found
     try:
-        request = Request(
+        request = request_cls(
             url,
             callback=callback,
             errback=errback,
@@ -412,6 +468,7 @@ def decode(
 #: the payload's field names (short: a queued request's bytes are the frontier's memory)
 SHORT_NAMES = {
     "url": "u",
+    "class": "cl",
     "method": "m",
     "headers": "h",
     "body": "b",

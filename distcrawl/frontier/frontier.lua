@@ -19,7 +19,8 @@ Control slot
                            leases shard by shard; claimed again by anyone after a timeout
   C:seeding:<node>   LIST  raw seeds taken from the start list by <node>, not yet in the frontier
   C:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
-  C:counters         HASH  crawl-wide counters (requeued_dead_letters)
+  C:counters         HASH  crawl-wide counters: requeued_dead_letters, recovered_nodes (nodes
+                           declared dead by `recover`)
   C:gone             ZSET  node -> ms it stopped cleanly or was claimed as dead, kept a day
                            [status registry]: the status finds their last stats without SCAN
   C:paused           STRING present while the cluster is paused (copied into every Q:paused)
@@ -48,6 +49,8 @@ Shard slot (per shard)
   Q:delayed          ZSET  rid -> due time (ms, server clock): parked retries
   Q:delayed:score    HASH  rid -> the order score the request takes when it falls due
   Q:dead             HASH  dead-letter id -> JSON record (request, reason, attempts, times, node)
+  Q:counters         HASH  the shard's counters: stale_acks (acks and dead letters for leases
+                           the node did not hold)
   Q:paused           STRING copy of C:paused (written by `control pause` in every shard)
   Q:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
                            (requests in flight on all nodes), factor (adaptive slow-down, 0-1],
@@ -71,17 +74,19 @@ Shard commands (KEYS[1] = Q)
        into one round trip. `header` is JSON: c, a, d, f (how many children, acks, dead letters
        and feedback records follow, in that order), lease (how many to lease, 0 = none), live
        (live nodes, for the fair share), idle (1: some node sleeps, publish new work), wake
-       (the wake channel), rate, conc, burst, adaptive (the site budget defaults), bloom
+       (the wake channel), paused (1: the control slot says so), rate, conc, burst,
+       adaptive (the site budget defaults), bloom
        ([m, k] when the Bloom dupefilter is on). Records:
          child    fp h prio flags delay_ms site payload   (flags "d" = dont_filter; fp "" =
                   none; exact: fp the fingerprint's first 8 bytes as a signed decimal and h
                   its low 32 bits; bloom: fp the binary fingerprint, h "")
          ack      rid site
-         dead     id record site
+         dead     id record site rid   (rid: the lease it ends, "" = none)
          feedback site ok throttled slow
        Pushes children (dupefilter checked and recorded here), parks delayed ones, acks
-       finished leases (only those the node still holds: a late ack from a node presumed dead
-       changes nothing and counts as stale), writes dead letters, applies the per-site
+       finished leases and writes dead letters, fenced: only for leases the node still holds (a
+       late report from a node presumed dead changes nothing and counts as stale, in the
+       shard's Q:counters stale_acks), applies the per-site
        feedback (429/503 or slow answers cut a site's shared rate, fine answers raise it),
        promotes due retries and leases up to `lease` requests (none while paused). A request
        whose site is out of budget (token bucket of `rate` per second and `burst` tokens, at
@@ -93,6 +98,9 @@ Shard commands (KEYS[1] = Q)
        falls due (-1: none), paced lists the leased rids that spent a rate token, queued, head
        and at_head are the queue's length, best order score ("" when empty) and how many
        queued requests share the best priority, after the call.
+  mark_seen options [fp h]*
+       Records fingerprints in the shard's dupefilter (options: JSON, bloom as in sync).
+       Returns how many were new.
   take_token site rate burst adaptive_rate
        Spends one of the site's tokens, at once and into debt if need be, for a request that
        never was in the queue (robots.txt fetched by a node's middleware).
@@ -116,7 +124,9 @@ Control commands (KEYS[1] = C, KEYS[2] = START)
   stop node
        A clean stop: the seeding list back to the front of START, the node out of C:nodes.
   recover node timeout_ms
-       Claims every node (other than <node>) whose heartbeat is older than timeout_ms, and
+       Claims nobody while the Redis server has been up for less than timeout_ms (after a
+       restart every heartbeat is old). Else claims every node (other than <node>) whose
+       heartbeat is older than timeout_ms, and
        every claim older than timeout_ms: their seeds go back to START, they leave C:nodes and
        enter C:recovering. Atomic, so two live nodes never claim the same dead node. The caller
        then `release`s the claimed nodes' leases in every shard (each request once: `release`
@@ -452,6 +462,13 @@ local function release(node, rids)
   return #entries
 end
 
+-- the site (host) of a dead-letter record: written by the node, else taken from its URL
+local function record_site(decoded)
+  if type(decoded['site']) == 'string' and decoded['site'] ~= '' then return decoded['site'] end
+  if type(decoded['url']) ~= 'string' then return '' end
+  return site_of_payload('{"u":"' .. decoded['url']) or ''
+end
+
 local function promote_due(now, limit)
   local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', now, 'LIMIT', 0, limit)
   if #due == 0 then return 0 end
@@ -533,15 +550,31 @@ if cmd == 'sync' then
 
   -- feedback first: it changes site budgets outside the cache the acks and leases share
   local na, nd, nf = tonumber(h['a']) or 0, tonumber(h['d']) or 0, tonumber(h['f']) or 0
-  local fb = i + na * 2 + nd * 3
+  local fb = i + na * 2 + nd * 4
   for j = 1, nf do
     local base = fb + (j - 1) * 4
     feedback(ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
       tonumber(ARGV[base + 3]), now)
   end
 
-  -- acks: only leases this node still holds count; the rest changes nothing
   local leases = P .. ':leases:' .. node
+  -- dead letters first (the ack of the same request may travel in this very call), fenced
+  -- like acks: one that ends a lease (rid ~= '') is written only while the node holds it
+  if nd > 0 then
+    local at = i + na * 2
+    local dead = {}
+    for j = 1, nd do
+      local base = at + (j - 1) * 4
+      local rid = ARGV[base + 3]
+      if rid == '' or redis.call('ZSCORE', leases, rid) then
+        dead[#dead + 1] = ARGV[base]; dead[#dead + 1] = ARGV[base + 1]
+      else
+        stale = stale + 1
+      end
+    end
+    if #dead > 0 then call_chunked('HSET', P .. ':dead', dead, 2) end
+  end
+  -- acks: only leases this node still holds count; the rest changes nothing
   if na > 0 then
     local rids = {}
     for j = 1, na do rids[j] = ARGV[i + (j - 1) * 2] end
@@ -565,19 +598,13 @@ if cmd == 'sync' then
       for site, n in pairs(per_site) do site_done(site, n) end
     end
     acked = #held
-    stale = na - acked
+    stale = stale + na - acked
     status_add('leases:' .. node, -acked) -- [status registry]
     i = i + na * 2
   end
+  if stale > 0 then redis.call('HINCRBY', P .. ':counters', 'stale_acks', stale) end
 
-  if nd > 0 then
-    local dead = {}
-    for j = 1, nd do
-      dead[#dead + 1] = ARGV[i + (j - 1) * 3]; dead[#dead + 1] = ARGV[i + (j - 1) * 3 + 1]
-    end
-    call_chunked('HSET', P .. ':dead', dead, 2)
-    i = i + nd * 3
-  end
+  i = i + nd * 4
 
 
   local promoted = promote_due(now, 500)
@@ -594,7 +621,7 @@ if cmd == 'sync' then
     out[#out + 1] = score
     out[#out + 1] = site
   end
-  if lease_n > 0 and redis.call('EXISTS', P .. ':paused') == 0 then
+  if lease_n > 0 and h['paused'] ~= 1 and redis.call('EXISTS', P .. ':paused') == 0 then
     -- first the sites whose wait is over, oldest wait first
     local due = redis.call('ZRANGEBYSCORE', P .. ':waiting', '-inf', now, 'LIMIT', 0, 64)
     for _, site in ipairs(due) do
@@ -617,6 +644,11 @@ if cmd == 'sync' then
           local _, payload = split_req(value)
           grant(head[1], head[2], site, payload, spent)
         else
+          -- a request without its payload (a reset dropped it): undo exactly what admit took
+          if spent then
+            local b = budget(site)
+            b.tokens = (b.tokens or 0) + 1
+          end
           site_done(site, 1)
         end
       end
@@ -681,6 +713,19 @@ if cmd == 'sync' then
   return {added, filtered, parked, acked, stale, out, next_due, paced,
     redis.call('ZCARD', queue), head[2] or '', at_head}
 
+elseif cmd == 'mark_seen' then
+  local h = cjson.decode(ARGV[2])
+  local fps, hs = {}, {}
+  for j = 3, #ARGV, 2 do
+    fps[#fps + 1] = ARGV[j]
+    hs[#hs + 1] = ARGV[j + 1]
+  end
+  local bloom = h['bloom']
+  if type(bloom) ~= 'table' then bloom = nil end
+  local added = 0
+  for _ in pairs(dupefilter(fps, hs, bloom)) do added = added + 1 end
+  return added
+
 elseif cmd == 'take_token' then
   -- A request that never was in the queue (robots.txt) spends a token at once, going into
   -- debt if need be: it must not wait, since the node holds that site's leased requests until
@@ -728,8 +773,8 @@ elseif cmd == 'requeue_dead' then
       local ok, decoded = pcall(cjson.decode, record)
       if ok and type(decoded) == 'table' and type(decoded['request']) == 'string' then
         local prio = tonumber(decoded['priority']) or 0
-        local site = decoded['site']
-        if type(site) ~= 'string' then site = '' end
+        -- back through the site's budget like any request (a site that failed is not flooded)
+        local site = record_site(decoded)
         local seq = new_seqs(1) + 1
         local rid = tostring(seq)
         redis.call('HSET', P .. ':req', rid, req_value(site, decoded['request']))
@@ -807,6 +852,10 @@ elseif cmd == 'stop' or cmd == 'recover' then
     return moved
   end
   local me, timeout = ARGV[2], tonumber(ARGV[3])
+  -- Silence counts only from this server's start: after a restart (an outage, a failover)
+  -- every heartbeat is old, and the nodes that are alive need time to beat again.
+  local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+  if uptime and uptime * 1000 < timeout then return {{}, 0} end
   local claimed, seeds = {}, 0
   for _, node in ipairs(redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)) do
     if node ~= me then
@@ -818,6 +867,7 @@ elseif cmd == 'stop' or cmd == 'recover' then
       claimed[#claimed + 1] = node
     end
   end
+  if #claimed > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #claimed) end
   -- claims whose claimer did not finish (it died too) are taken over
   local stuck = redis.call('ZRANGEBYSCORE', P .. ':recovering', '-inf', now - timeout)
   for _, node in ipairs(stuck) do

@@ -42,14 +42,21 @@ class Membership:
         self.drain_grace = drain_grace
         self._last_heartbeat = 0.0
         self._last_recovery = 0.0
+        self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._drained_since: float | None = None
+
+    def recover_after(self, when: float) -> None:
+        """Recover nobody before ``when``: after an outage every heartbeat went stale, ours as
+        well as the live nodes', and silence counts again only from the end of it."""
+        self._recover_after = max(self._recover_after, when)
 
     async def tick(self, info: dict[str, Any]) -> bool:
         """Heart-beat and recover when due; returns whether dead nodes' work came back."""
         now = time.monotonic()
         if now - self._last_heartbeat >= self.heartbeat_interval:
             await self.heartbeat(info)
-        if now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4):
+        due = now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4)
+        if due and now >= self._recover_after:
             return await self.recover()
         return False
 

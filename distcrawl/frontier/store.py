@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import math
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from distcrawl.frontier.batch import (
     ShardBatch,
     ShardReply,
     SiteBudget,
+    fingerprint_args,
     text,
 )
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
@@ -145,6 +147,9 @@ class FrontierStore:
         self.views = ShardViews(keys.shards, refresh=refresh)
         self.live_nodes = 1
         self.idle_nodes = 0
+        #: the control slot's pause flag as the last heartbeat saw it (each shard has its own
+        #: copy, set by `control pause`; this covers a flag set by hand in the control slot)
+        self.paused = False
         self._idle: set[str] = set()
 
     # -- running steps ------------------------------------------------------------------------
@@ -288,6 +293,7 @@ class FrontierStore:
             "live": self.live_nodes,
             "idle": 1 if self.idle_nodes > 0 else 0,
             "wake": keys.wake,
+            "paused": 1 if self.paused else 0,
             "rate": budget.rate,
             "conc": budget.concurrency,
             "burst": budget.burst,
@@ -330,11 +336,12 @@ class FrontierStore:
 
     def _heartbeat(self, node: str, info_json: str) -> _Step:
         idle = "1" if node in self._idle else "0"
-        [(now, live, idle_nodes, _paused)] = yield [
+        [(now, live, idle_nodes, paused)] = yield [
             self._control_call("heartbeat", node, info_json, idle)
         ]
         self.live_nodes = max(1, int(live))
         self.idle_nodes = int(idle_nodes)
+        self.paused = bool(int(paused))
         return int(now)
 
     def take_seeds(self, node: str, n: int) -> Any:
@@ -390,6 +397,21 @@ class FrontierStore:
         shards = self.keys.all_shards()
         replies = yield [("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards]
         return {s.index: [text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)}
+
+    def mark_seen(self, fingerprints: Sequence[bytes | str]) -> Any:
+        """Record fingerprints of no known site (a migrated dupefilter) in every shard, where
+        each shard's dupefilter finds them. Returns how many were new (in the first shard)."""
+        return self._drive(self._mark_seen(list(fingerprints)))
+
+    def _mark_seen(self, fingerprints: list[bytes | str]) -> _Step:
+        bloom = self._bloom is not None
+        args: list[Any] = []
+        for fp in fingerprints:
+            args += fingerprint_args(fp, bloom=bloom)
+        options = json.dumps({"bloom": self._bloom} if bloom else {})
+        calls = [self._shard_call(s, "mark_seen", options, *args) for s in range(self.keys.shards)]
+        added = yield calls
+        return int(added[0]) if added else 0
 
     def seen(self) -> Any:
         """URLs the exact dupefilter holds, over every shard (O(shards) reads)."""
