@@ -138,8 +138,8 @@ def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
     assert 0 <= r.next_due_ms <= 60_000
     # the minute passes: its due time (server clock, ms) is now in the past
     for shard in store.keys.all_shards():
-        delayed = shard.delayed
-        store.client.zadd(delayed, {rid: 0 for rid in store.client.zrange(delayed, 0, -1)})
+        for rid in store.client.zrange(shard.delayed, 0, -1):
+            store.client.zadd(shard.delayed, {rid: 0})
     store.views.poke()
     assert leased_urls(store.sync("n1", lease=5)) == ["r"]
 

@@ -151,10 +151,10 @@ def entry_request(data: dict[str, Any]) -> tuple[Request, str]:
         raise
     except (TypeError, ValueError, LookupError, UnicodeError) as exc:
         raise MigrationRefused("unqueueable", str(exc)[:160]) from None
-    for role in ("callback", "errback"):
+    for role, field in (("callback", "cb"), ("errback", "eb")):
         name = _callback(data.get(role), meta, role)
         if name:
-            payload[role] = name
+            payload[field] = name
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     try:
         codec.decode(text, None, allow_private=True)  # what a node will accept

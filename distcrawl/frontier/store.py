@@ -30,6 +30,7 @@ from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 from redis.exceptions import NoScriptError
 
@@ -282,7 +283,8 @@ class FrontierStore:
         for a in acks:
             batch(a.shard).acks.append(a)
         for d in dead:
-            batch(keys.shard_of(d.site)).dead.append(d)
+            site = d.site or _record_site(d.record)
+            batch(keys.shard_of(site)).dead.append(d._replace(site=site))
         for f in feedback:
             batch(keys.shard_of(f.site)).feedback.append(f)
         if lease > 0:
@@ -362,8 +364,13 @@ class FrontierStore:
             by_shard: dict[int, list[str]] = {}
             for lease in leases:
                 by_shard.setdefault(lease.shard, []).append(lease.rid)
-            calls = [self._shard_call(s, "release", node, wake, *r) for s, r in by_shard.items()]
-            return sum(int(n) for n in (yield calls))
+            order = list(by_shard)
+            calls = [self._shard_call(s, "release", node, wake, *by_shard[s]) for s in order]
+            moved = [int(n) for n in (yield calls)]
+            for shard, n in zip(order, moved, strict=True):
+                if n:
+                    self.views.poke(shard)
+            return sum(moved)
         calls = [self._shard_call(s, "release", node, wake) for s in range(self.keys.shards)]
         calls.append(self._control_call("stop", node))
         self._idle.discard(node)
@@ -380,12 +387,13 @@ class FrontierStore:
         if not names:
             return [[], 0]
         wake = self.keys.wake
-        calls = [
-            self._shard_call(s, "release", dead, wake)
-            for dead in names
-            for s in range(self.keys.shards)
-        ]
-        moved = sum(int(n) for n in (yield calls))
+        shards = range(self.keys.shards)
+        calls = [self._shard_call(s, "release", dead, wake) for dead in names for s in shards]
+        counts = [int(n) for n in (yield calls)]
+        for i, n in enumerate(counts):
+            if n:
+                self.views.poke(i % self.keys.shards)
+        moved = sum(counts)
         yield [self._control_call("recovered", *names)]
         return [names, moved + int(seeds)]
 
@@ -517,6 +525,19 @@ class FrontierStore:
     def _many(self, calls: list[_Call]) -> _Step:
         results = yield calls
         return results
+
+
+def _record_site(record: str) -> str:
+    """The site of a dead letter given none: the record's ``site``, else its URL's host
+    (as the script's ``record_site`` finds it when the letter is re-queued)."""
+    try:
+        decoded = json.loads(record)
+        site, url = decoded.get("site"), decoded.get("url")
+    except (ValueError, AttributeError):
+        return ""
+    if isinstance(site, str) and site:
+        return site
+    return (urlsplit(url).hostname or "") if isinstance(url, str) else ""
 
 
 def _inversions(replies: list[ShardReply]) -> int:
