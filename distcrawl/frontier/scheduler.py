@@ -319,7 +319,7 @@ class FrontierScheduler(BaseScheduler):
         pipe = self._client.pipeline(transaction=False)
         pipe.zscore(keys.nodes, self.node_id)
         pipe.hget(keys.node(self.node_id), "info")
-        pipe.time()
+        pipe.execute_command("TIME")  # by name: cluster pipelines block the time method
         beat, raw_info, (sec, usec) = await pipe.execute()
         if beat is None:
             return
