@@ -198,6 +198,31 @@ def test_status_reads_the_crawl_on_the_cluster(redis_cluster_url) -> None:
         assert (view["sites"][0]["in_flight"], view["sites"][0]["waiting"]) == (1, 1)
 
 
+def test_pause_resume_and_reset_on_the_cluster(redis_cluster_url) -> None:
+    from distcrawl.commands import control
+
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
+    client = connection.client(redis_cluster_url)
+    try:
+        store = FrontierStore(client, keys)
+        kids = [_child(f"r{i}", f"s{i}.test") for i in range(40)]
+        assert store.sync("n1", children=kids).added == 40
+        control.pause(client, keys)
+        assert _lease_all(store, "n1", 5) == []  # paused: nothing is leased in any shard
+        control.resume(client, keys)
+        store.heartbeat("n1", "{}")
+        held = _lease_all(store, "n1", 5)
+        assert len(held) == 5
+        client.lpush(START_KEY, "http://s.test/")
+        outcome = control.reset(client, keys, heartbeat_timeout=30)
+        assert outcome["kept_leases"] == 5 and outcome["live_nodes"] == ["n1"]
+        assert [int(x) for x in store.drained()] == [0, 0, 5, 0, 0]
+        assert store.sync("n1", acks=[leased.lease for leased in held]).acked == 5
+        assert [int(x) for x in store.drained()] == [0, 0, 0, 0, 0]
+    finally:
+        client.close()
+
+
 # --------------------------------------------------------------------------- crawls
 
 
