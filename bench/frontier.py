@@ -25,6 +25,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -496,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
     parser.add_argument("--no-baseline", action="store_true", help="skip scrapy-redis")
     args = parser.parse_args(argv)
+    # a SIGTERM unwinds like Ctrl-C, so every server this run started is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     report: dict[str, Any] = {
         "nodes": args.nodes,
