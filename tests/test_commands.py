@@ -178,7 +178,10 @@ def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None
     assert code == 0, out
     assert "kept 1 leases of 1 live node(s)" in out and "still paused" in out
     left = sorted(k.decode() for k in r.keys("*"))
-    assert left == sorted({s0.requests, s0.leases("live"), KEYS.nodes, KEYS.paused, s0.seq})
+    status = f"{s0.prefix}:status"  # the status registry: the live node's kept lease
+    kept = {s0.requests, s0.leases("live"), KEYS.nodes, KEYS.paused, s0.seq, status}
+    assert left == sorted(kept)
+    assert r.hgetall(status) == {b"leases:live": b"1"}
     assert r.hgetall(s0.requests) == {b"1": b"leased-live"}
     assert r.zrange(KEYS.nodes, 0, -1) == [b"live"]
 

@@ -217,6 +217,8 @@ def test_pause_resume_and_reset_on_the_cluster(redis_cluster_url) -> None:
         outcome = control.reset(client, keys, heartbeat_timeout=30)
         assert outcome["kept_leases"] == 5 and outcome["live_nodes"] == ["n1"]
         assert [int(x) for x in store.drained()] == [0, 0, 5, 0, 0]
+        status = build_status(read_snapshot(client, keys), heartbeat_timeout=30)
+        assert status["frontier"]["in_flight"] == 5  # the status still counts the kept leases
         assert store.sync("n1", acks=[leased.lease for leased in held]).acked == 5
         assert [int(x) for x in store.drained()] == [0, 0, 0, 0, 0]
     finally:

@@ -166,7 +166,8 @@ def _reset_slot(
                 if live:
                     pipe.watch(*[shard.leases(n) for n in live])
                     reader = pipe  # a watching pipeline answers at once
-                rids = [_text(r) for n in live for r in reader.zrange(shard.leases(n), 0, -1)]
+                held = {n: [_text(r) for r in reader.zrange(shard.leases(n), 0, -1)] for n in live}
+                rids = [rid for n in live for rid in held[n]]
                 payloads = reader.hmget(shard.requests, rids) if rids else []
                 pipe.multi()
                 if doomed:
@@ -179,6 +180,10 @@ def _reset_slot(
                 kept = {r: p for r, p in zip(rids, payloads, strict=True) if p is not None}
                 if kept:
                     pipe.hset(shard.requests, mapping=kept)
+                # the status registry counts the leases kept (its hash was deleted with the rest)
+                counts = {f"leases:{n}": len(held[n]) for n in live if held[n]}
+                if counts:
+                    pipe.hset(f"{shard.prefix}:status", mapping=counts)
                 pipe.execute()
             except redis.WatchError:
                 continue
