@@ -240,7 +240,7 @@ def test_deadletters_requeue_filtered_moves_them_back_to_the_queue(cli, letters)
     assert (code, out.strip()) == (0, "re-queued 1 of 1 matching dead letters")
     assert sorted(letters.hkeys(KEYS.dead)) == [b"a2", b"b1"]
     [(rid, score)] = letters.zrange(KEYS.queue, 0, -1, withscores=True)
-    assert json.loads(letters.hget(KEYS.requests, rid))["url"] == "http://a.test/p/1"
+    assert codec.decode(letters.hget(KEYS.requests, rid)).url == "http://a.test/p/1"
     assert -score // 1e10 + 1 == 100  # its priority came back with it
     assert (
         cli("deadletters", "catalog", "requeue")[1].strip()

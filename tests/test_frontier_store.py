@@ -337,3 +337,18 @@ def test_bloom_dupefilter_filters_seen_urls_within_its_error_rate(redis_url: str
     assert (again.added, again.filtered) == (0, 500)  # every seen URL is filtered
     bloom = keys.site_keys(site).bloom
     assert client.memory_usage(bloom, samples=0) / n <= 2.0
+
+
+def test_a_payload_that_names_its_site_is_stored_without_it(store: FrontierStore) -> None:
+    cases = {
+        '{"u":"http://User@A.Test:8080/x"}': "a.test",
+        '{"u":"https://[::1]:8443/y"}': "::1",
+        '{"u":"http://b.test/z"}': "other.test",  # a site of its own: kept next to it
+    }
+    kids = [Child(p, 0, False, 0, site, p) for p, site in cases.items()]
+    store.sync("n1", children=kids)
+    got = store.sync("n1", lease=10).leased
+    assert sorted((x.payload.decode(), x.lease.site) for x in got) == sorted(cases.items())
+    stored = {v for s in store.keys.all_shards() for v in store.client.hvals(s.requests)}
+    assert b'{"u":"http://b.test/z"}' not in stored  # prefixed with its site
+    assert b'{"u":"http://User@A.Test:8080/x"}' in stored

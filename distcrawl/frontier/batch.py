@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -24,6 +25,8 @@ __all__ = [
     "priority_of",
     "text",
 ]
+
+_HEX = re.compile(rb"[0-9a-fA-F]+")
 
 #: order scores are -priority * SCORE_SPAN + seq (see the script's header)
 SCORE_SPAN = 1e10
@@ -107,6 +110,8 @@ def text(value: Any) -> str:
 def fingerprint_bytes(fp: bytes | str) -> bytes:
     """A fingerprint as a digest of 16 bytes or more: a digest as given (binary or hex); any
     other value (a test's URL, say) is hashed first. b"" stays b"" (unfiltered)."""
+    if isinstance(fp, bytes) and len(fp) in (32, 40, 64) and _HEX.fullmatch(fp):
+        fp = fp.decode("ascii")  # hex as Redis hands it back (a scrapy-redis dupefilter)
     if isinstance(fp, str):
         if len(fp) >= 32:
             try:
@@ -114,7 +119,7 @@ def fingerprint_bytes(fp: bytes | str) -> bytes:
             except ValueError:
                 pass
         fp = fp.encode("utf-8", "surrogateescape")
-    if not fp or len(fp) >= 16:
+    if not fp or len(fp) in (16, 20, 32):  # a digest (Scrapy's fingerprints are SHA-1)
         return fp
     return hashlib.sha1(fp).digest()
 
@@ -128,6 +133,32 @@ def fingerprint_args(fp: bytes | str, *, bloom: bool) -> tuple[Any, Any]:
         return raw, ""
     member = int.from_bytes(raw[:8], "big", signed=True)
     return str(member), member & 0xFFFFFFFF
+
+
+def payload_site(payload: str) -> str | None:
+    """The site a compact payload's URL names, as the script's ``site_of_payload`` reads it."""
+    if not payload.startswith('{"u":"'):
+        return None
+    end = payload.find('"', 6)
+    if end < 0 or "\\" in payload[6:end]:
+        return None
+    url = payload[6:end]
+    cut = url.find("://")
+    if cut <= 0:
+        return None
+    netloc = url[cut + 3 :]
+    for sep in "/?#":
+        at = netloc.find(sep)
+        if at >= 0:
+            netloc = netloc[:at]
+    netloc = netloc.rpartition("@")[2]
+    if netloc.startswith("["):
+        close = netloc.find("]")
+        return netloc[1:close].lower() if close > 0 else None
+    host, _, port = netloc.rpartition(":")
+    if (host and port.isdigit()) or (host and not port):
+        netloc = host
+    return netloc.lower()
 
 
 def priority_of(score: float) -> int:
@@ -164,7 +195,9 @@ class ShardBatch:
         args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
         for c in self.children:
             fp, h = fingerprint_args(c.fp, bloom=bloom)
-            args += [fp, h, c.priority, "d" if c.dont_filter else "", c.delay_ms, c.site, c.payload]
+            # "=": the payload's URL names the site, so the script stores the payload alone
+            site = "=" if c.site and payload_site(c.payload) == c.site else c.site
+            args += [fp, h, c.priority, "d" if c.dont_filter else "", c.delay_ms, site, c.payload]
         for a in self.acks:
             args += [a.rid, a.site]
         for d in self.dead:

@@ -77,7 +77,8 @@ Shard commands (KEYS[1] = Q)
        (the wake channel), paused (1: the control slot says so), rate, conc, burst,
        adaptive (the site budget defaults), bloom
        ([m, k] when the Bloom dupefilter is on). Records:
-         child    fp h prio flags delay_ms site payload   (flags "d" = dont_filter; fp "" =
+         child    fp h prio flags delay_ms site payload   (site "=": the payload's URL names
+                  it; flags "d" = dont_filter; fp "" =
                   none; exact: fp the fingerprint's first 8 bytes as a signed decimal and h
                   its low 32 bits; bloom: fp the binary fingerprint, h "")
          ack      rid site
@@ -527,7 +528,12 @@ if cmd == 'sync' then
         local rid = tostring(seq)
         local score = -tonumber(ARGV[base + 1]) * 1e10 + seq
         reqs[#reqs + 1] = rid
-        reqs[#reqs + 1] = req_value(ARGV[base + 4], ARGV[base + 5])
+        local site = ARGV[base + 4]
+        if site == '=' then
+          reqs[#reqs + 1] = ARGV[base + 5] -- the node checked: its URL names its site
+        else
+          reqs[#reqs + 1] = req_value(site, ARGV[base + 5])
+        end
         local delay = tonumber(ARGV[base + 3]) or 0
         if delay > 0 then
           zd[#zd + 1] = now + delay; zd[#zd + 1] = rid

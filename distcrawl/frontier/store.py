@@ -66,6 +66,9 @@ __all__ = [
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
 _SHA = hashlib.sha1(_LUA.encode()).hexdigest()
 
+#: seconds after which a node reads a shard it has no news of again (work arriving in an empty
+#: shard is announced on the wake channel at once)
+DEFAULT_REFRESH = 5.0
 #: URLs the Bloom dupefilter is sized for, crawl-wide (DISTCRAWL_BLOOM_CAPACITY)
 DEFAULT_BLOOM_CAPACITY = 10_000_000
 #: the Bloom dupefilter's false-positive rate at capacity (DISTCRAWL_BLOOM_ERROR_RATE)
@@ -137,7 +140,7 @@ class FrontierStore:
         keys: FrontierKeys,
         *,
         dupefilter: Dupefilter | None = None,
-        refresh: float = 1.0,
+        refresh: float = DEFAULT_REFRESH,
     ) -> None:
         self.client = client
         self.keys = keys

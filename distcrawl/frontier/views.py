@@ -30,7 +30,7 @@ class ShardView:
 
 
 class ShardViews:
-    def __init__(self, shards: int, *, refresh: float = 1.0) -> None:
+    def __init__(self, shards: int, *, refresh: float = 5.0) -> None:
         self.shards = shards
         self.refresh = refresh
         self._views = [ShardView() for _ in range(shards)]
