@@ -103,6 +103,17 @@ class SiteBudget:
         )
 
 
+def raw_text(value: Any) -> Any:
+    """A rid or site from Redis as text, or as the bytes themselves when they are not UTF-8
+    (a hostile entry's rid must still name it exactly when it is acked)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    return str(value)
+
+
 def text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
@@ -226,15 +237,15 @@ class ShardReply:
     @classmethod
     def parse(cls, shard: int, raw: list[Any]) -> ShardReply:
         added, filtered, parked, acked, stale, out, next_due, paced, queued, head, at_head = raw
-        paced_rids = {text(p) for p in paced}
+        paced_rids = {raw_text(p) for p in paced}
         leased = []
         for i in range(0, len(out), 4):
-            rid = text(out[i])
+            rid = raw_text(out[i])
             payload = out[i + 1]
             score = float(out[i + 2])
             leased.append(
                 Leased(
-                    Lease(shard, rid, text(out[i + 3])),
+                    Lease(shard, rid, raw_text(out[i + 3])),
                     payload if isinstance(payload, bytes) else str(payload).encode(),
                     priority_of(score),
                     rid in paced_rids,

@@ -696,7 +696,8 @@ class FrontierScheduler(BaseScheduler):
             try:
                 request = codec.decode(payload, self.spider, allow_private=True, priority=priority)
             except codec.BadEntry as exc:
-                logger.warning("Refused queue entry %s: %s", printable(rid), printable(str(exc)))
+                shown = rid if isinstance(rid, str) else rid.decode("utf-8", "backslashreplace")
+                logger.warning("Refused queue entry %s: %s", printable(shown), printable(str(exc)))
                 self.stats.inc_value(f"frontier/refused/{exc.reason}")
                 self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
                 bad.append(lease)

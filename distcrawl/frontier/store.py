@@ -44,6 +44,7 @@ from distcrawl.frontier.batch import (
     ShardReply,
     SiteBudget,
     fingerprint_args,
+    raw_text,
     text,
 )
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
@@ -407,7 +408,9 @@ class FrontierStore:
     def _held_leases(self, node: str) -> _Step:
         shards = self.keys.all_shards()
         replies = yield [("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards]
-        return {s.index: [text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)}
+        return {
+            s.index: [raw_text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)
+        }
 
     def mark_seen(self, fingerprints: Sequence[bytes | str]) -> Any:
         """Record fingerprints of no known site (a migrated dupefilter) in every shard, where
