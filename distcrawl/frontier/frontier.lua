@@ -184,7 +184,8 @@ end
 local function split_req(value)
   if string.byte(value, 1) == 123 then return site_of_payload(value) or '', value end
   local cut = string.find(value, '\n', 1, true)
-  if not cut then return '', value end
+  -- anything else (a hostile entry written by hand) is handed over whole, to be refused
+  if not cut or string.byte(value, cut + 1) ~= 123 then return '', value end
   return string.sub(value, 1, cut - 1), string.sub(value, cut + 1)
 end
 

@@ -13,6 +13,12 @@ The API a node (or a bench that simulates nodes without Scrapy) drives, for one 
     store.sync(node, acks=[leased.lease for leased in reply.leased], lease=32)
     store.release(node)                                # clean stop: leases and seeds go back
 
+A child's fingerprint is a digest (16, 20 or 32 bytes, or its hex); anything else is hashed
+first. Memory and counts without SCAN: ``seen()`` (URLs in the exact dupefilter, O(shards)),
+``dupefilter_bytes()`` (MEMORY USAGE of every dupefilter bucket or Bloom filter), ``drained()``
+(queued, delayed, leased, seeding, start). Per-shard keys: ``keys.shard(i)`` /
+``keys.site_keys(site)`` (see :mod:`distcrawl.frontier.keys`).
+
 ``sync`` pushes, acks and leases in one round trip: one script call per shard that has work
 (children and acks go to the shard of their site; leases come from the shards whose queue head
 has the best priority this node knows of, see :class:`~distcrawl.frontier.views.ShardViews`).
