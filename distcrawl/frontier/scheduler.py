@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import socket
 import time
 from collections import deque
@@ -75,6 +76,14 @@ DEFAULT_IDLE_MAX_WAIT = 1.0
 
 
 _RETRY_META = frozenset({"retry_times", "retry_first_attempt", "distcrawl_delay"})
+
+
+class RedisRewound(Exception):
+    """Redis lacks this node's last write: it came back with older state."""
+
+    def __init__(self, found: bytes | str) -> None:
+        text = found.decode() if isinstance(found, bytes) else found
+        super().__init__(f"its last mark is gone, found {text or 'none'!r}")
 
 
 class NodeIdInUse(RuntimeError):
@@ -164,6 +173,11 @@ class FrontierScheduler(BaseScheduler):
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._refused = False  # another live process has this node id: this one never ran
+        # Redis rewind detection: every sync writes a new mark and expects to find the last
+        # one; the tag goes into the rids this node creates and changes after a rewind
+        self._tag = secrets.token_hex(3)
+        self._mark = ""  # the mark this node wrote last ("" = none yet: anything goes)
+        self._mark_count = 0
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
@@ -360,7 +374,11 @@ class FrontierScheduler(BaseScheduler):
         try:
             # what the engine finished is acked here; the rest (never started, or cut short by
             # an unclean stop) goes back to the queue at once for the other nodes
-            await self._flush(lease=0)
+            try:
+                await self._flush(lease=0)
+            except RedisRewound as exc:
+                self._after_rewind(exc)
+                await self._flush(lease=0)
             moved = await self.store.release(self.node_id)
             logger.info(
                 "Node %s closing (%s): returned %d requests to the frontier (%d prefetched, "
@@ -461,6 +479,10 @@ class FrontierScheduler(BaseScheduler):
                     # live nodes': silence counts again only from now
                     self._recover_after = time.monotonic() + self.heartbeat_timeout
                 wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
+            except RedisRewound as exc:
+                self._after_rewind(exc)
+                wait = 0.02
+                continue
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._needs_reconcile = True
                 self.stats.inc_value("frontier/redis_errors")
@@ -494,6 +516,24 @@ class FrontierScheduler(BaseScheduler):
                 wait = 0.02 if self._redis_down_since is None else wait
             except TimeoutError:
                 pass
+
+    def _after_rewind(self, exc: RedisRewound) -> None:
+        """Redis came back without this node's last writes (restarted from older data, a
+        failover to a lagging replica, a reset): what the node remembers having pushed may be
+        gone, so it forgets it, takes a new rid tag, and reconciles its leases."""
+        self.stats.inc_value("frontier/redis_rewinds")
+        logger.warning(
+            "Redis lost this node's last writes (%s): node %s forgets %d pushed fingerprints "
+            "and the spider's known links, and reconciles its leases",
+            exc,
+            self.node_id,
+            len(self._known),
+        )
+        self._known.clear()
+        self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
+        self._tag = secrets.token_hex(3)
+        self._mark, self._mark_count = "", 0
+        self._needs_reconcile = True
 
     async def _listen_for_work(self, channel: str) -> None:
         """Wake the idle I/O loop as soon as the frontier says work arrived (links pushed by
@@ -583,8 +623,9 @@ class FrontierScheduler(BaseScheduler):
         self._children, self._acks, self._dead, self._rejected = [], [], [], []
         self._seeds_pending = False
         feedback = self._feedback.take()
+        mark = f"{self._tag}:{self._mark_count + 1}"
         try:
-            added, filtered, parked, acked, out, next_due, paced, stale = await self.store.sync(
+            reply = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -594,7 +635,11 @@ class FrontierScheduler(BaseScheduler):
                 lease=lease,
                 budget=self.budget,
                 feedback=feedback,
+                mark=(self._mark, mark),
+                tag=self._tag,
             )
+            if reply and reply[0] == b"rewound":
+                raise RedisRewound(reply[1])
         except BaseException:
             # nothing was written (a script is all or nothing): keep it all for the next try
             self._children[:0] = children
@@ -604,6 +649,8 @@ class FrontierScheduler(BaseScheduler):
             self._seeds_pending = self._seeds_pending or seeds_done
             self._feedback.restore(feedback)
             raise
+        self._mark, self._mark_count = mark, self._mark_count + 1
+        added, filtered, parked, acked, out, next_due, paced, stale = reply
         due = int(next_due)
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         stats = self.stats

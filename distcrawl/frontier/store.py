@@ -6,6 +6,7 @@ Works with a synchronous redis-py client (commands, tools) and with ``redis.asyn
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -161,8 +162,13 @@ class FrontierStore:
         lease: int = 0,
         budget: SiteBudget = _NO_BUDGET,
         feedback: list[Feedback] = (),  # type: ignore[assignment]
+        mark: tuple[str, str] = ("", ""),
+        tag: str = "",
     ) -> Any:
-        args: list[Any] = ["sync", node, len(children)]
+        """One round trip; ``mark`` is (the mark this node wrote last, its next one): the
+        reply is ``[b"rewound", found]`` (and nothing is done) when Redis lacks the last one.
+        ``tag`` goes into the rids of the children (unique across rewinds)."""
+        args: list[Any] = ["sync", node, mark[0], mark[1], tag, len(children)]
         for fp, prio, dont_filter, delay_ms, site, payload in children:
             args += [fp, prio, "1" if dont_filter else "0", delay_ms, site, payload]
         args.append(len(acks))
@@ -209,4 +215,5 @@ class FrontierStore:
         return self._call("drained", self.keys.start_urls)
 
     def requeue_dead(self, ids: list[str] = (), max_count: int = 1_000_000) -> Any:  # type: ignore[assignment]
-        return self._call("requeue_dead", max_count, *ids)
+        # a tag of its own per call: the new rids cannot meet older ones, whatever Redis lost
+        return self._call("requeue_dead", max_count, secrets.token_hex(3), *ids)
