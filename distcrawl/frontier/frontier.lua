@@ -20,7 +20,8 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
                            A request lives in exactly one of queue / delayed / some leases set.
   P:nodes            ZSET  node -> last heartbeat (ms, Redis server clock)
-  P:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats;
+  P:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats,
+                           and `owner`, the process that claimed the node id (see `claim`);
                            `dead_since` once recovered, `stopped_at` after a clean stop (both
                            then expire after a day)
   P:delayed          ZSET  rid -> due time (ms, server clock): parked retries
@@ -102,6 +103,12 @@ Commands
        every heartbeat is old, so silence is measured from the server's start only (and each
        node waits timeout_ms after an outage it saw before it recovers anyone). Counts
        recovered_nodes in P:counters. Returns {nodes, reqs}.
+  claim node owner_json timeout_ms force(0|1)
+       At a node's open: makes owner_json (host, pid, run of the process) the owner of the
+       node id in P:node:<node> `owner` and heart-beats, unless (without force) another owner
+       heart-beat within timeout_ms: then returns {0, that owner, ms since its heartbeat} and
+       the process refuses to start (or forces the claim once it knows the other is dead).
+       Returns {1, previous owner or '', 0}.
   heartbeat node info_json
   drained start_key
        Returns {queued (incl. waiting for their site), delayed, leased, seeding, start}:
@@ -488,6 +495,21 @@ elseif cmd == 'recover' then
   end
   if #nodes > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #nodes) end
   return {nodes, reqs}
+
+elseif cmd == 'claim' then
+  -- one process per node id: claimed atomically, so of two started at once one wins
+  local node, owner, timeout, force = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  local now = now_ms()
+  local k = P .. ':node:' .. node
+  local beat = tonumber(redis.call('ZSCORE', P .. ':nodes', node))
+  local cur = redis.call('HGET', k, 'owner')
+  if force ~= '1' and beat and now - beat < timeout and cur and cur ~= owner then
+    return {0, cur, now - beat}
+  end
+  redis.call('HSET', k, 'owner', owner)
+  redis.call('PERSIST', k)
+  redis.call('ZADD', P .. ':nodes', now, node)
+  return {1, cur or '', 0}
 
 elseif cmd == 'heartbeat' then
   local node, info = ARGV[2], ARGV[3]

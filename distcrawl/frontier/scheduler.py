@@ -181,6 +181,7 @@ class FrontierScheduler(BaseScheduler):
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._refused = False  # another live process has this node id: this one never ran
+        self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
         # Redis rewind detection: every sync writes a new mark and expects to find the last
         # one; the tag goes into the rids this node creates and changes after a rewind
         self._tag = secrets.token_hex(3)
@@ -304,52 +305,50 @@ class FrontierScheduler(BaseScheduler):
             keys.queue,
             self._seed_source.key,
         )
-        await self._with_retry(self._check_node_id_free)
+        await self._with_retry(self._claim_node_id)
         await self._with_retry(self._reclaim_own_leases)
         await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
         self._listener = asyncio.ensure_future(self._listen_for_work(keys.wake))
 
-    async def _check_node_id_free(self) -> None:
+    async def _claim_node_id(self) -> None:
         """Refuse to start while another live process heart-beats under this node id.
 
         Two processes with one id would take each other's leases at open and hand them back
-        and forth. A process that died is no obstacle: on this host its pid is gone; on
-        another host its heartbeat stops advancing (watched for a few heartbeats).
+        and forth. The claim is atomic (``claim`` in the script), so of two processes started
+        at once with one id, one wins. A process that died is no obstacle: on this host its
+        pid is gone; on another host its heartbeat stops advancing (watched for a few beats).
         """
         assert self.store is not None
-        keys = self.store.keys
-        pipe = self._client.pipeline(transaction=False)
-        pipe.zscore(keys.nodes, self.node_id)
-        pipe.hget(keys.node(self.node_id), "info")
-        pipe.time()
-        beat, raw_info, (sec, usec) = await pipe.execute()
-        if beat is None:
+        owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": self._run_id})
+        timeout_ms = int(self.heartbeat_timeout * 1000)
+        claimed, other, age_ms = await self.store.claim(self.node_id, owner, timeout_ms)
+        if int(claimed):
             return
-        age_ms = int(sec) * 1000 + int(usec) // 1000 - int(beat)
-        if age_ms >= self.heartbeat_timeout * 1000:
-            return  # dead: its leases are ours to take back
         try:
-            info = json.loads(raw_info) if raw_info else {}
+            info = json.loads(other)
         except ValueError:
             info = {}
         host, pid = info.get("host"), info.get("pid")
         here = host == socket.gethostname() and isinstance(pid, int) and pid != os.getpid()
-        if here and not pid_alive(int(pid or 0)):
-            return  # it died on this host: take its leases back at once
-        watch = max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5
-        deadline = time.monotonic() + watch
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-            now_beat = await self._client.zscore(keys.nodes, self.node_id)
-            if now_beat is not None and now_beat > beat:
-                self._refused = True  # the leases are the other process's: close touches none
-                error = NodeIdInUse(self.node_id, host, pid, age_ms / 1000)
-                logger.error("Node refuses to start: %s", error)
-                raise error
+        if not (here and not pid_alive(int(pid or 0))):
+            # alive here, or on another host: does it still beat?
+            keys = self.store.keys
+            beat = await self._client.zscore(keys.nodes, self.node_id)
+            watch = max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5
+            deadline = time.monotonic() + watch
+            while time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                now_beat = await self._client.zscore(keys.nodes, self.node_id)
+                if now_beat is not None and (beat is None or now_beat > beat):
+                    self._refused = True  # the leases are the other one's: close touches none
+                    error = NodeIdInUse(self.node_id, host, pid, int(age_ms) / 1000)
+                    logger.error("Node refuses to start: %s", error)
+                    raise error
         logger.info(
             "Node id %s was last used by pid %s on %s, which is gone", self.node_id, pid, host
         )
+        await self.store.claim(self.node_id, owner, timeout_ms, force=True)
 
     async def _reclaim_own_leases(self) -> None:
         assert self.store is not None

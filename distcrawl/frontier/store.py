@@ -208,6 +208,12 @@ class FrontierStore:
     def recover(self, node: str, timeout_ms: int) -> Any:
         return self._call("recover", node, timeout_ms, self.keys.start_urls)
 
+    def claim(self, node: str, owner: str, timeout_ms: int, *, force: bool = False) -> Any:
+        """Make ``owner`` (JSON: host, pid, run) the process of ``node``; unless ``force``,
+        only if no other owner heart-beat in the last ``timeout_ms``. Returns {claimed (1|0),
+        the owner found, ms since its heartbeat}."""
+        return self._call("claim", node, owner, timeout_ms, "1" if force else "0")
+
     def heartbeat(self, node: str, info_json: str) -> Any:
         return self._call("heartbeat", node, info_json)
 
