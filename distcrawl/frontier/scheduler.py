@@ -547,8 +547,9 @@ class FrontierScheduler(BaseScheduler):
         gone, so it forgets it, takes a new rid tag, and reconciles its leases."""
         self.stats.inc_value("frontier/redis_rewinds")
         logger.warning(
-            "Redis lost this node's last writes (%s): node %s forgets %d pushed fingerprints "
-            "and the spider's known links, and reconciles its leases",
+            "Redis lost this node's last writes (%s; or the node was presumed dead and "
+            "recovered): node %s forgets %d pushed fingerprints and the spider's known links, "
+            "and reconciles its leases",
             exc,
             self.node_id,
             len(self._known),
