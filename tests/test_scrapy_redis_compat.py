@@ -173,3 +173,34 @@ def test_redis_crawl_spider_on_two_nodes_with_one_killed(
     assert shop.expected_product_urls() <= set(urls)
     assert "Recovered" in survivor.log()
     _assert_clean_log(survivor.log())
+
+
+def test_a_request_json_cannot_carry_is_refused_once_and_kept(
+    redis_url: str, mongo_uri: str, shop_factory: Any, tmp_path: Path
+) -> None:
+    shop = shop_factory(products=20, tracking_params=False)
+    base = shop.url.rstrip("/")
+    r = redis.Redis.from_url(redis_url)
+    node = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="badmeta",
+        spider="example_badmeta",
+        spider_args={"start_url": base + "/"},
+        settings_module="redis_example_settings",
+        env={"EXAMPLE_FRONTIER": "1"},
+    )
+    try:
+        assert node.wait() == 0, node.log()[-3000:]
+    finally:
+        node.kill()
+    log = node.log()
+    errors = [x for x in log.splitlines() if "Cannot queue" in x]
+    assert len(errors) == 1, errors
+    assert f"{base}/c/toys/" in errors[0] and "meta key 'when' holds a datetime" in errors[0]
+    assert "'frontier/unqueueable': 1" in log
+    rejected = [json.loads(x) for x in r.lrange("{example_badmeta}:rejected", 0, -1)]
+    assert [(x["kind"], x["raw"]) for x in rejected] == [("unqueueable", f"{base}/c/toys/")]
+    urls = {u for u, _ in _items(r, "example_badmeta")}
+    assert f"{base}/c/toys/" not in urls and f"{base}/c/books/" in urls
