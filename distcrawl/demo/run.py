@@ -19,9 +19,10 @@ from typing import Any
 
 import pymongo
 import redis
+from scrapy.settings import Settings
 
-from distcrawl.demo.checks import check_store
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.checks import check_fields, check_store
+from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.services import ensure_mongo, ensure_redis, mask_url, stop_services
 
@@ -32,12 +33,23 @@ DEFAULT_TIMEOUT = 600.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--products", type=int, default=300, help="products in the demo shop")
     parser.add_argument("--nodes", type=int, default=2, help="scrapy crawl processes to run")
-    parser.add_argument("--variant", choices=("jsonld", "plain"), default="jsonld")
+    parser.add_argument("--variant", choices=VARIANTS, default="jsonld")
+    parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="P",
+        help="site profile file or folder for the nodes (default: none, generic extraction)",
+    )
     parser.add_argument("--latency", type=float, default=0.0, help="shop latency per page, ms")
     parser.add_argument("--error-rate", type=float, default=0.0, help="fraction of 503s")
     parser.add_argument("--home", help="state folder for the embedded servers (default: temp)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument(
+        "--web", action="store_true", help="serve the live dashboard during the crawl"
+    )
+    parser.add_argument("--web-port", type=int, default=8470, help="dashboard port (0 = any free)")
     parser.add_argument(
         "-s",
         "--set",
@@ -104,7 +116,12 @@ def run(args: argparse.Namespace) -> int:
         mongo_uri = ensure_mongo(home)
         say(f"demo shop {shop.url} ({args.products} products, {args.variant})")
         say(f"redis {mask_url(redis_url)}  mongodb {mask_url(mongo_uri)}  home {home}")
-        summary = crawl(args, shop, home, redis_url, mongo_uri, say)
+        dashboard = start_dashboard(args, redis_url, mongo_uri, say) if args.web else None
+        try:
+            summary = crawl(args, shop, home, redis_url, mongo_uri, say)
+        finally:
+            if dashboard is not None:
+                dashboard.stop()
     finally:
         shop.stop()
         if started_services:
@@ -114,11 +131,31 @@ def run(args: argparse.Namespace) -> int:
     else:
         say(
             f"\nexpected {summary['expected']}  stored {summary['stored']}  duplicates "
-            f"{summary['duplicates']}  missing {summary['missing']}  pages {summary['pages']}  "
+            f"{summary['duplicates']}  missing {summary['missing']}  fields wrong "
+            f"{summary['fields_wrong']}  pages {summary['pages']}  "
             f"{summary['seconds']:.1f}s  ({summary['pages_per_s']:.0f} pages/s)"
         )
-    ok = summary["missing"] == 0 and summary["duplicates"] == 0 and summary["nodes_failed"] == 0
+    ok = (
+        summary["missing"] == 0
+        and summary["duplicates"] == 0
+        and summary["nodes_failed"] == 0
+        and summary["fields_wrong"] == 0
+    )
     return 0 if ok else 1
+
+
+def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, say: Any) -> Any:
+    """``--web``: this crawl's dashboard on a thread (``DISTCRAWL_WEB_TOKEN`` allows actions)."""
+    from distcrawl.commands.web import web_config
+    from distcrawl.web.server import DashboardServer
+
+    allow = "127.0.0.1,127.0.0.2,localhost"  # the nodes' DISTCRAWL_ALLOW_PRIVATE (node_env)
+    settings = Settings(
+        {"REDIS_URL": redis_url, "MONGO_URI": mongo_uri, "DISTCRAWL_ALLOW_PRIVATE": allow}
+    )
+    dashboard = DashboardServer(web_config(settings, "catalog"), port=args.web_port).start()
+    say(f"dashboard {dashboard.url}  metrics {dashboard.url}metrics")
+    return dashboard
 
 
 def crawl(
@@ -132,9 +169,7 @@ def crawl(
     mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
     collection = mongo.get_default_database("catalog")["products"]
     collection.drop()
-    profiles = ""
-    if args.variant == "plain":
-        profiles = str(Path(__file__).parent / "profiles")
+    profiles = os.pathsep.join(args.profile)
     expected = shop.expected_product_urls()
 
     t0 = time.monotonic()
@@ -166,6 +201,7 @@ def crawl(
     seconds = time.monotonic() - t0
     pages = sum(1 for e in shop.request_log() if e["status"] == 200 and e["path"] != "/robots.txt")
     summary = check_store(collection, expected)
+    summary.update(check_fields(collection, shop.catalog, shop.url))
     summary.update(
         pages=pages,
         seconds=round(seconds, 2),
