@@ -11,8 +11,10 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pymongo
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -21,10 +23,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from distcrawl.cluster import SCORE_SCALE
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.web.app import WebConfig
-from distcrawl.web.metrics import METRICS
+from distcrawl.web.metrics import METRICS, render_metrics
 from distcrawl.web.sampler import Sampler
 from distcrawl.web.security import UnsafeBind, check_bind
 from distcrawl.web.server import DashboardServer
+from distcrawl.web.store import ProductStore
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
 TOKEN = "correct horse battery staple"
@@ -125,15 +128,17 @@ def test_binding_beyond_loopback_without_a_token_is_refused(redis_url: str) -> N
         check_bind("0.0.0.0", None)
     env = {k: v for k, v in os.environ.items() if k != "DISTCRAWL_WEB_TOKEN"}
     env["REDIS_URL"] = redis_url
-    done = subprocess.run(
-        [sys.executable, "-m", "distcrawl.cli", "web", "catalog", "--host", "0.0.0.0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2
-    assert "refusing to serve the dashboard on '0.0.0.0' without a token" in done.stderr
+    for command in (["distcrawl.cli", "web"], ["scrapy", "web"]):
+        done = subprocess.run(
+            [sys.executable, "-m", *command, "catalog", "--host", "0.0.0.0"],
+            cwd=Path(__file__).resolve().parent.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "refusing to serve the dashboard on '0.0.0.0' without a token" in done.stderr
 
 
 # --------------------------------------------------------------------------- reads
@@ -211,6 +216,38 @@ def test_metrics_label_only_the_top_sites_and_reasons(web: DashboardServer, r: r
     }
     assert len(reasons) == 21 and reasons["other"] == 280
     assert sum(reasons.values()) == 300
+
+
+def test_mongodb_products_write_rate_and_outage(mongo_uri: str) -> None:
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongo_uri)
+    collection = client.get_default_database()["products"]
+    collection.insert_many([{"_id": f"p{i}", "name": f"product {i}"} for i in range(5)])
+    store = ProductStore(mongo_uri, database=None, collection="products")
+    away = ProductStore(
+        "mongodb://127.0.0.1:1/x?directConnection=true&serverSelectionTimeoutMS=200",
+        database=None,
+        collection="products",
+    )
+    try:
+        sampler = Sampler(client=None, keys=KEYS, heartbeat_timeout=30.0)
+        sampler.count_products = store.count
+        assert asyncio.run(sampler.refresh_store())["products"] == 5
+        collection.insert_many([{"_id": f"q{i}", "name": f"product {i}"} for i in range(5)])
+        state = asyncio.run(sampler.refresh_store())
+        assert state["reachable"] and state["products"] == 10 and state["writes_per_s"] > 0
+        assert metric_values(render_metrics(sampler).decode())[("distcrawl_store_up", ())] == 1
+        assert [p["name"] for p in store.latest(3) or []]  # the latest products, named
+
+        sampler.count_products = away.count
+        state = asyncio.run(sampler.refresh_store())
+        assert not state["reachable"] and state["outage_since"] and state["products"] == 10
+        values = metric_values(render_metrics(sampler).decode())
+        assert values[("distcrawl_store_up", ())] == 0
+        assert away.latest(3) is None
+    finally:
+        store.close()
+        away.close()
+        client.close()
 
 
 # --------------------------------------------------------------------------- actions

@@ -270,6 +270,7 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
             assert HOSTILE_SEED in page.inner_text("#action-msg")
             wait_for(lambda: HOSTILE_NAME in page.inner_text("#products-body"), "the product")
             wait_for(lambda: HOSTILE_SEED in page.inner_text("#rejected-body"), "the seed")
+            page.screenshot(path=str(tmp_path / "dashboard-hostile.png"), full_page=True)
             assert page.locator("img").count() == 0
             assert page.locator("body script").count() == 2  # uPlot and the dashboard's own
             assert page.locator("#products-body b, #action-msg script").count() == 0
