@@ -110,11 +110,14 @@ def test_live_node_is_not_recovered(store: FrontierStore) -> None:
 
 
 def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
-    _, _, parked, *_ = store.sync("n1", children=[child("r", delay=400, dont_filter=True)])
+    # parked for a minute: no slow machine gets from one sync to the next in that time
+    _, _, parked, *_ = store.sync("n1", children=[child("r", delay=60_000, dont_filter=True)])
     assert parked == 1
     out = store.sync("n1", lease=5)[4]
     assert out == []
-    time.sleep(0.5)
+    # the minute passes: its due time (server clock, ms) is now in the past
+    delayed = store.keys.delayed
+    store.client.zadd(delayed, {rid: 0 for rid in store.client.zrange(delayed, 0, -1)})
     out = store.sync("n1", lease=5)[4]
     assert leased_urls(out) == ["r"]
 

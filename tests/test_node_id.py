@@ -35,6 +35,9 @@ def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
     nodes = [first]
     try:
         assert wait_for(lambda: leased(r, "twin") > 0, 120), first.log()[-2000:]
+        # paused, the first node stays alive and heart-beating however long the second one
+        # takes to start on a loaded machine
+        r.set("{catalog}:paused", '{"by": "test"}')
         (tmp_path / "second").mkdir()
         second = Node(
             redis_url=redis_url,
@@ -49,6 +52,7 @@ def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
         assert f"pid {first.proc.pid} on host {socket.gethostname()}" in log, log[-3000:]
         assert "leased by an earlier run" not in log  # it took nothing
         assert first.proc.poll() is None
+        r.delete("{catalog}:paused")
         assert first.wait() == 0
     finally:
         stop_all(nodes)

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from decimal import Decimal
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["attempts_by_path", "check_store", "retry_gap_violations"]
+if TYPE_CHECKING:
+    from distcrawl.demo.catalog import Catalog
+
+__all__ = [
+    "CHECKED_FIELDS",
+    "attempts_by_path",
+    "check_fields",
+    "check_store",
+    "retry_gap_violations",
+]
+
+#: the product fields a demo crawl compares with the catalog (``fields_wrong``)
+CHECKED_FIELDS = ("name", "price", "currency", "sku", "availability")
 
 
 def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
@@ -23,6 +36,43 @@ def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
         "unexpected": len(stored - expected),
         "missing_sample": sorted(expected - stored)[:5],
         "unexpected_sample": sorted(stored - expected)[:5],
+    }
+
+
+def check_fields(collection: Any, catalog: Catalog, base_url: str) -> dict[str, Any]:
+    """Stored products' name, price, currency, SKU and availability against the catalog.
+
+    ``fields_wrong`` counts (product, field) pairs that differ; products not stored are
+    ``missing`` in :func:`check_store`, not wrong here.
+    """
+    truth = {base_url.rstrip("/") + p.path: p for p in catalog.products()}
+    wrong: dict[str, int] = dict.fromkeys(CHECKED_FIELDS, 0)
+    sample: list[dict[str, Any]] = []
+    for doc in collection.find({}, {"_id": 0, "url": 1, **dict.fromkeys(CHECKED_FIELDS, 1)}):
+        product = truth.get(doc.get("url"))
+        if product is None:
+            continue
+        expected = {
+            "name": product.name,
+            "price": Decimal(product.price),
+            "currency": product.currency,
+            "sku": product.sku,
+            "availability": product.availability,
+        }
+        for name, want in expected.items():
+            got = doc.get(name)
+            if hasattr(got, "to_decimal"):
+                got = got.to_decimal()
+            if got != want:
+                wrong[name] += 1
+                if len(sample) < 5:
+                    sample.append(
+                        {"url": doc["url"], "field": name, "got": str(got), "want": str(want)}
+                    )
+    return {
+        "fields_wrong": sum(wrong.values()),
+        "fields_wrong_by_field": wrong,
+        "fields_wrong_sample": sample,
     }
 
 

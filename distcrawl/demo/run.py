@@ -21,8 +21,8 @@ import pymongo
 import redis
 from scrapy.settings import Settings
 
-from distcrawl.demo.checks import check_store
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.checks import check_fields, check_store
+from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.services import ensure_mongo, ensure_redis, mask_url, stop_services
 
@@ -33,7 +33,14 @@ DEFAULT_TIMEOUT = 600.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--products", type=int, default=300, help="products in the demo shop")
     parser.add_argument("--nodes", type=int, default=2, help="scrapy crawl processes to run")
-    parser.add_argument("--variant", choices=("jsonld", "plain"), default="jsonld")
+    parser.add_argument("--variant", choices=VARIANTS, default="jsonld")
+    parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="P",
+        help="site profile file or folder for the nodes (default: none, generic extraction)",
+    )
     parser.add_argument("--latency", type=float, default=0.0, help="shop latency per page, ms")
     parser.add_argument("--error-rate", type=float, default=0.0, help="fraction of 503s")
     parser.add_argument("--home", help="state folder for the embedded servers (default: temp)")
@@ -124,10 +131,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         say(
             f"\nexpected {summary['expected']}  stored {summary['stored']}  duplicates "
-            f"{summary['duplicates']}  missing {summary['missing']}  pages {summary['pages']}  "
+            f"{summary['duplicates']}  missing {summary['missing']}  fields wrong "
+            f"{summary['fields_wrong']}  pages {summary['pages']}  "
             f"{summary['seconds']:.1f}s  ({summary['pages_per_s']:.0f} pages/s)"
         )
-    ok = summary["missing"] == 0 and summary["duplicates"] == 0 and summary["nodes_failed"] == 0
+    ok = (
+        summary["missing"] == 0
+        and summary["duplicates"] == 0
+        and summary["nodes_failed"] == 0
+        and summary["fields_wrong"] == 0
+    )
     return 0 if ok else 1
 
 
@@ -156,9 +169,7 @@ def crawl(
     mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
     collection = mongo.get_default_database("catalog")["products"]
     collection.drop()
-    profiles = ""
-    if args.variant == "plain":
-        profiles = str(Path(__file__).parent / "profiles")
+    profiles = os.pathsep.join(args.profile)
     expected = shop.expected_product_urls()
 
     t0 = time.monotonic()
@@ -190,6 +201,7 @@ def crawl(
     seconds = time.monotonic() - t0
     pages = sum(1 for e in shop.request_log() if e["status"] == 200 and e["path"] != "/robots.txt")
     summary = check_store(collection, expected)
+    summary.update(check_fields(collection, shop.catalog, shop.url))
     summary.update(
         pages=pages,
         seconds=round(seconds, 2),

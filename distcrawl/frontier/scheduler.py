@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -34,8 +35,10 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl import compat
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
+from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
 from distcrawl.frontier.seeds import BadSeed, parse_seed
 from distcrawl.frontier.store import Child, DeadLetter, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
@@ -102,7 +105,9 @@ class FrontierScheduler(BaseScheduler):
     (in flight on all nodes, 0 = no limit), ``DISTCRAWL_SITE_BURST``, ``DISTCRAWL_SITE_LIMITS``
     (``{host: {"rate": r, "concurrency": c}}``; site profiles' ``[politeness]`` too),
     ``DISTCRAWL_ADAPTIVE_RATE`` (rate given to an unlimited site once it pushes back),
-    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``.
+    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``, ``DISTCRAWL_RECORD_DONT_FILTER``
+    (default True; False keeps Scrapy's rule that a ``dont_filter`` request does not mark
+    its URL seen, as the ``distcrawl.Frontier`` add-on sets).
     """
 
     def __init__(
@@ -123,6 +128,7 @@ class FrontierScheduler(BaseScheduler):
         site_limits: dict[str, dict[str, Any]] | None = None,
         latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
         flush_delay: float = DEFAULT_FLUSH_DELAY,
+        record_dont_filter: bool = True,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -138,6 +144,7 @@ class FrontierScheduler(BaseScheduler):
         self.concurrency = max(1, concurrency)
         self.budget = budget or SiteBudget()
         self.flush_delay = flush_delay
+        self.record_dont_filter = record_dont_filter
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
         self._feedback = SiteFeedback(latency_target)
@@ -157,6 +164,7 @@ class FrontierScheduler(BaseScheduler):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._seed_source = SeedSource(key="")
         self._closing = False
         self._redis_down_since: float | None = None
         self._drained_since: float | None = None
@@ -173,7 +181,9 @@ class FrontierScheduler(BaseScheduler):
         allow_private = parse_allow_private(s.get("DISTCRAWL_ALLOW_PRIVATE", False))
         return cls(
             crawler=crawler,
-            redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            redis_url=s.get("REDIS_URL")
+            or compat.redis_url_from_settings(s)[0]
+            or "redis://127.0.0.1:6379/0",
             node_id=s.get("DISTCRAWL_NODE_ID") or f"{socket.gethostname()}-{os.getpid()}",
             prefetch=s.getint("DISTCRAWL_PREFETCH", DEFAULT_PREFETCH),
             seed_batch=s.getint("DISTCRAWL_SEED_BATCH", DEFAULT_SEED_BATCH),
@@ -189,6 +199,7 @@ class FrontierScheduler(BaseScheduler):
             site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
             flush_delay=s.getfloat("DISTCRAWL_FLUSH_DELAY", DEFAULT_FLUSH_DELAY),
             latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
+            record_dont_filter=s.getbool("DISTCRAWL_RECORD_DONT_FILTER", True),
         )
 
     # -- Scrapy's scheduler interface ----------------------------------------------------------
@@ -212,13 +223,18 @@ class FrontierScheduler(BaseScheduler):
             if fp in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
                 self.stats.inc_value("frontier/filtered_locally")
+                self.stats.inc_value("dupefilter/filtered")
                 return False
             self._known.add(fp)
+        elif not self.record_dont_filter:
+            fp = ""  # as Scrapy's own dupefilter: neither checked nor recorded
         try:
             payload = codec.encode(request, self.spider)
         except ValueError as exc:
             logger.error("Cannot queue %s: %s", request.url, exc)
             self.stats.inc_value("frontier/unqueueable")
+            # kept where an operator looks for what the frontier refused
+            self._rejected.append(self._rejection(request.url, str(exc), kind="unqueueable"))
             return False
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
@@ -238,6 +254,8 @@ class FrontierScheduler(BaseScheduler):
         request = self._ready.popleft()
         self._started += 1
         self.stats.inc_value("frontier/started")
+        self.stats.inc_value("scheduler/dequeued")
+        self.stats.inc_value("scheduler/dequeued/redis")
         if len(self._ready) < self.prefetch // 2:
             self._wake.set()
         return request
@@ -247,6 +265,10 @@ class FrontierScheduler(BaseScheduler):
     async def _open(self, spider: Spider) -> None:
         self.spider = spider
         keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
+        # a scrapy-redis spider's own redis_key; a set or zset is staged into a list
+        self._seed_source = SeedSource.for_spider(spider, self.crawler.settings, keys.start_urls)
+        keys = dataclasses.replace(keys, start_urls=self._seed_source.list_key)
+        compat.adopt_spider(self.crawler, spider)
         self._client = aioredis.from_url(
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
@@ -266,7 +288,7 @@ class FrontierScheduler(BaseScheduler):
             self.node_id,
             mask_url(self.redis_url),
             keys.queue,
-            keys.start_urls,
+            self._seed_source.key,
         )
         await self._with_retry(self._check_node_id_free)
         await self._with_retry(self._reclaim_own_leases)
@@ -361,6 +383,9 @@ class FrontierScheduler(BaseScheduler):
             # what the engine finished is acked here; the rest (never started, or cut short by
             # an unclean stop) goes back to the queue at once for the other nodes
             await self._flush(lease=0)
+            # the last stats (the pipeline's close, e.g. products left in its journal) stay
+            # readable in `status` once the node is gone
+            await self._heartbeat()
             moved = await self.store.release(self.node_id)
             logger.info(
                 "Node %s closing (%s): returned %d requests to the frontier (%d prefetched, "
@@ -397,7 +422,7 @@ class FrontierScheduler(BaseScheduler):
         meta["distcrawl_dead_letter"] = reason  # counted as re-queued if an operator does so
         fresh = request.replace(meta=meta, dont_filter=True)
         record = {
-            "request": codec.encode(fresh, self.spider),
+            "request": codec.encode(fresh, self.spider, strict=False),
             "url": request.url,
             "priority": request.priority,
             "site": urlparse_cached(request).hostname or "",
@@ -610,8 +635,11 @@ class FrontierScheduler(BaseScheduler):
         stats.inc_value("frontier/roundtrips")
         if added:
             stats.inc_value("frontier/enqueued", added)
+            stats.inc_value("scheduler/enqueued", added)
+            stats.inc_value("scheduler/enqueued/redis", added)
         if filtered:
             stats.inc_value("frontier/filtered", filtered)
+            stats.inc_value("dupefilter/filtered", filtered)
         if parked:
             stats.inc_value("frontier/parked", parked)
         if acked:
@@ -677,15 +705,23 @@ class FrontierScheduler(BaseScheduler):
 
     async def _take_seeds(self) -> bool:
         assert self.store is not None and self.spider is not None
+        if self._seed_source.kind != "list":
+            await self._seed_source.stage(self._client, self.seed_batch)
         raws = await self.store.take_seeds(self.node_id, self.seed_batch)
         if not raws:
             return False
         make = getattr(self.spider, "make_request_from_seed", None)
         for raw in raws:
             try:
+                if make is None:
+                    # any other spider: scrapy-redis' seeds (make_request_from_data)
+                    made = seed_requests(self.spider, raw, allow_private=self.allow_private)
+                    for request in made:
+                        self._seed_accepted(request)
+                    continue
                 seed = parse_seed(raw, allow_private=self.allow_private)
                 try:
-                    request = make(seed) if make else None
+                    request = make(seed)
                 except Exception as exc:
                     logger.exception("The spider could not make a request from seed %s", seed.url)
                     raise BadSeed("spider_refused", str(exc)[:100]) from None
@@ -699,13 +735,16 @@ class FrontierScheduler(BaseScheduler):
                 self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
                 self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
                 continue
-            self.stats.inc_value("frontier/seeds/accepted")
-            logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
-            self.enqueue_request(request)
+            self._seed_accepted(request)
         # the seeds leave this node's seeding list in the same flush that queues them
         self._seeds_pending = True
         await self._flush(lease=0)
         return True
+
+    def _seed_accepted(self, request: Request) -> None:
+        self.stats.inc_value("frontier/seeds/accepted")
+        logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
+        self.enqueue_request(request)
 
     async def _heartbeat(self) -> None:
         assert self.store is not None
