@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -248,6 +249,12 @@ def test_mongodb_products_write_rate_and_outage(mongo_uri: str) -> None:
         store.close()
         away.close()
         client.close()
+
+
+def test_every_metric_is_documented_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    documented = set(re.findall(r"`(distcrawl_[a-z_]+?)(?:_total)?[`{]", readme))
+    assert documented >= set(METRICS), set(METRICS) - documented
 
 
 # --------------------------------------------------------------------------- actions

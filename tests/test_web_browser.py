@@ -26,6 +26,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from distcrawl.services import stop_services
+from distcrawl.web.metrics import METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "web-test-token"
@@ -246,6 +247,9 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
             # while paused, the nodes finish what they hold; then /metrics and status agree
             wait_for(lambda: page.inner_text("#in-flight") == "0", "in flight to drop to 0")
             wait_for(lambda: metrics_match_status(demo.url, demo.redis_url) is None, "agreement")
+            with urllib.request.urlopen(demo.url + "metrics", timeout=30) as resp:
+                families = {f.name for f in text_string_to_metric_families(resp.read().decode())}
+            assert families == set(METRICS), set(METRICS) ^ families
 
             # hostile text from the crawl: a product's name and a refused seed
             mongo: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(demo.mongo_uri)
