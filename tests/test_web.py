@@ -219,6 +219,40 @@ def test_metrics_label_only_the_top_sites_and_reasons(web: DashboardServer, r: r
     assert sum(reasons.values()) == 300
 
 
+def test_a_hundred_nodes_and_ten_thousand_sites_come_in_pages(
+    web: DashboardServer, r: redis.Redis
+) -> None:
+    store = FrontierStore(r, KEYS)
+    for i in range(100):
+        stats = {"catalog/pages/product": i, "item_scraped_count": i}
+        store.heartbeat(f"node-{i:03d}", json.dumps({"pid": i, "host": "h", "stats": stats}))
+    pipe = r.pipeline(transaction=False)
+    for i in range(10_000):
+        site = f"shop{i:05d}.example"
+        pipe.hset(KEYS.site(site), mapping={"active": 1 + i % 7, "factor": 0.5})
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(KEYS.waiting, {site: 1000 + i})
+        if len(pipe) > 5000:
+            pipe.execute()
+    pipe.execute()
+
+    def status() -> Any:
+        body = json.loads(get(web.url + "api/status")[1])["status"]
+        return body if body and len(body["nodes"]) == 100 and body["sites"] else None
+
+    body = wait_for(status, "100 nodes and the busy sites")
+    assert 0 < len(body["sites"]) <= 20
+    assert len(json.dumps(body)) < 100_000  # the page gets top lists, not one row per site
+    slow = json.loads(get(web.url + "api/sites?order=slowest&page=2&per_page=10")[1])
+    assert slow["total"] == 10_000
+    assert [row["site"] for row in slow["rows"]] == [
+        f"shop{i:05d}.example" for i in range(9979, 9969, -1)
+    ]
+    assert all(row["factor"] == 0.5 and row["waiting"] == 1 for row in slow["rows"])
+    busiest = json.loads(get(web.url + "api/sites?order=busiest&page=1&per_page=5")[1])
+    assert busiest["total"] == len(body["sites"]) and len(busiest["rows"]) == 5
+
+
 def test_mongodb_products_write_rate_and_outage(mongo_uri: str) -> None:
     client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongo_uri)
     collection = client.get_default_database()["products"]

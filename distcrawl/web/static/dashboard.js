@@ -288,7 +288,7 @@
     let data = {};
     try { data = await res.json(); } catch (e) { data = { error: `HTTP ${res.status}` }; }
     if (res.ok) {
-      msg.className = "ok";
+      msg.className = data.refused && data.refused.length ? "refused" : "ok";
       msg.textContent = "done: " + url.replace("/api/", "") + (data.requeued !== undefined ? `, ${data.requeued} re-queued` : "") +
         (data.queued !== undefined ? `, ${data.queued} queued, ${data.refused.length} refused` : "");
       if (data.refused && data.refused.length) msg.textContent += " (" + data.refused.map((r) => `${r.seed}: ${r.reason}`).join("; ") + ")";
