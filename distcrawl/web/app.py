@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import importlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -111,8 +112,7 @@ def _text(value: Any) -> str:
 def create_app(config: WebConfig) -> Starlette:
     guard = Guard(token=config.token or None)
     keys = config.keys
-    aclient = aioredis.Redis.from_url(config.redis_url, socket_timeout=30)
-    sclient = redis.Redis.from_url(config.redis_url, socket_timeout=30)
+    aclient, sclient = _clients(config.redis_url)
     store = config.store
     sampler = Sampler(
         client=aclient,
@@ -377,6 +377,22 @@ def create_app(config: WebConfig) -> Starlette:
     app.state.sampler = sampler
     app.state.guard = guard
     return app
+
+
+def _clients(url: str) -> tuple[Any, Any]:
+    """An asyncio client (the sampler, the paged lists) and a blocking one (the actions, which
+    reuse the commands' functions): the project's own (Redis Cluster aware) where it has them."""
+    try:
+        connection: Any = importlib.import_module("distcrawl.connection")
+    except ImportError:
+        return (
+            aioredis.Redis.from_url(url, socket_timeout=30),
+            redis.Redis.from_url(url, socket_timeout=30),
+        )
+    return (
+        connection.async_client(url, socket_timeout=30),
+        connection.client(url, socket_timeout=30),
+    )
 
 
 def _shards(keys: FrontierKeys) -> list[Any]:
