@@ -233,7 +233,7 @@
       td(tr, r.site);
       td(tr, r.url, "url");
       td(tr, r.attempts, "num");
-      td(tr, r.error ?? r.message ?? "", "url");
+      td(tr, [r.status ? "HTTP " + r.status : "", r.node || ""].filter(Boolean).join(" · "));
       const cell = td(tr, "");
       if (WRITABLE) {
         const b = document.createElement("button");
