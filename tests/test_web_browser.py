@@ -25,6 +25,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from distcrawl.frontier.store import FrontierKeys
 from distcrawl.services import stop_services
 from distcrawl.web.metrics import METRICS
 
@@ -32,7 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "web-test-token"
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_SEED = "javascript:alert(2)//<script>alert(3)</script>"
+HOSTILE_URL = "http://127.0.0.1/<script>alert(4)</script>"
 PAUSED_KEY = "{catalog}:paused"
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
 
 pytestmark = pytest.mark.slow
 
@@ -268,16 +271,22 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
             wait_for(lambda: page.inner_text("#state") != "paused", "the crawl to resume")
             assert not r.exists(PAUSED_KEY)
             r.lpush("catalog:start_urls", HOSTILE_SEED)  # as redis-cli lpush would
+            dead = {"url": HOSTILE_URL, "reason": "http_503", "attempts": 3, "status": 503}
+            r.hset(KEYS.dead, "hostile-dead", json.dumps(dead))
             page.fill("#seeds", HOSTILE_SEED)
             page.click("#seed")
             wait_for(lambda: "refused" in page.inner_text("#action-msg"), "the seed refusal")
             assert HOSTILE_SEED in page.inner_text("#action-msg")
             wait_for(lambda: HOSTILE_NAME in page.inner_text("#products-body"), "the product")
             wait_for(lambda: HOSTILE_SEED in page.inner_text("#rejected-body"), "the seed")
+            wait_for(lambda: HOSTILE_URL in page.inner_text("#dead-body"), "the dead letter")
+            wait_for(lambda: "http_503" in page.inner_text("#dead-reasons"), "its reason")
             page.screenshot(path=str(tmp_path / "dashboard-hostile.png"), full_page=True)
             assert page.locator("img").count() == 0
             assert page.locator("body script").count() == 2  # uPlot and the dashboard's own
-            assert page.locator("#products-body b, #action-msg script").count() == 0
+            assert (
+                page.locator("#products-body b, #action-msg script, #dead-body script").count() == 0
+            )
         finally:
             browser.close()
         assert dialogs == []
