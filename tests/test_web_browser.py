@@ -96,9 +96,11 @@ class Demo:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            # Ctrl-C, not SIGTERM: the demo's clean-up runs and stops its nodes (SIGTERM would
+            # end the demo at once and leave them running)
+            self.proc.send_signal(signal.SIGINT)
             try:
-                self.proc.wait(timeout=60)
+                self.proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
