@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from distcrawl.frontier.store import FrontierKeys
+from distcrawl.frontier.store import FrontierKeys, effective_factor
 
 __all__ = [
     "DEFAULT_DEAD_SAMPLE",
@@ -397,14 +397,18 @@ def backlog(snapshot: Mapping[str, Any]) -> int:
 
 
 def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each busy site's shared budget: its limit, the rate it is allowed now (the limit times
-    the adaptive factor, cut when the site pushes back), requests in flight and waiting."""
+    """Each busy site's shared budget: its limit, the rate it is allowed now (the limit, or
+    for a site without one the rate its cut applies to, times the adaptive factor, cut when
+    the site pushes back and wearing off with time), requests in flight and waiting."""
     out = []
     budgets = snapshot.get("site_budgets", {})
     for site in sorted(set(budgets) | set(snapshot["waiting"])):
         fields = budgets.get(site, {})
-        factor = float(fields.get("factor") or 1.0)
+        factor = effective_factor(fields, snapshot["at_ms"])
         limit = float(fields["limit_rate"]) if fields.get("limit_rate") else None
+        base = limit if limit is not None else float(fields.get("base_rate") or 0) or None
+        if factor >= 1.0 and limit is None:
+            base = None  # no limit and no cut: as fast as the site answers
         in_flight = int(fields.get("active") or 0)
         waiting = int(snapshot["waiting"].get(site, 0))
         if not (in_flight or waiting or factor < 1.0):
@@ -417,7 +421,7 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
                 if fields.get("limit_conc")
                 else None,
                 "factor": round(factor, 3),
-                "allowed_rate": round(limit * factor, 2) if limit is not None else None,
+                "allowed_rate": round(base * factor, 2) if base is not None else None,
                 "in_flight": in_flight,
                 "waiting": waiting,
             }

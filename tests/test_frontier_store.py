@@ -246,4 +246,4 @@ def test_throttled_site_slows_down_for_everyone_then_recovers(store: FrontierSto
     store.sync("n2", feedback=[("a.test", 0, 1, 0)])  # within a second: one cut per second
     assert float(store.client.hget(key, "factor")) == 0.5
     store.sync("n2", feedback=[("a.test", 20, 0, 0)])
-    assert float(store.client.hget(key, "factor")) == pytest.approx(0.7)
+    assert float(store.client.hget(key, "factor")) == pytest.approx(0.7, abs=0.01)  # + wear-off

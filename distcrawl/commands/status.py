@@ -33,6 +33,7 @@ from distcrawl.commands._common import (
     redis_client,
     redis_error,
     redis_url,
+    warn_if_no_crawl,
 )
 from distcrawl.services import mask_url, resolve_home, services_status
 
@@ -305,6 +306,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     keys = crawl_keys(settings, opts.spider)
     store = not opts.no_store
     try:
+        warn_if_no_crawl(client, keys, url)
         if opts.watch:
             return _watch(client, keys, settings, url, opts)
         status = collect(client, keys, settings, sample=opts.sample)
