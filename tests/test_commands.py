@@ -426,11 +426,11 @@ def test_operator_commands_use_the_running_embedded_redis_of_distcrawl_home(tmp_
 
 
 def test_a_spider_name_with_no_keys_is_a_warning(cli, r) -> None:
-    code, out, err = cli("status", "nosuchspider", "--json", "--sample", "0", "--no-store")
+    code, _, err = cli("status", "nosuchspider", "--json", "--sample", "0", "--no-store")
     assert code == 0
     assert "warning:" in err and "no crawl 'nosuchspider'" in err
     r.lpush(KEYS.start_urls, "https://shop.test/")
-    code, out, err = cli("status", "catalog", "--json", "--sample", "0", "--no-store")
+    code, _, err = cli("status", "catalog", "--json", "--sample", "0", "--no-store")
     assert code == 0 and "warning" not in err
 
 
