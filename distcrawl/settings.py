@@ -82,8 +82,9 @@ MONGO_RETRY_BACKOFF = 0.25
 MONGO_RETRY_BACKOFF_MAX = 5.0
 
 # -- the catalog spider --------------------------------------------------------------------------
-#: site profiles: TOML files or folders of them (see distcrawl/profiles/example.toml)
-SITE_PROFILES = [p for p in os.environ.get("DISTCRAWL_SITE_PROFILES", "").split(os.pathsep) if p]
+#: site profiles: TOML files or folders of them (see distcrawl/profiles/example.toml);
+#: entries separated by "," or ":", in the environment as in -s SITE_PROFILES=...
+SITE_PROFILES = os.environ.get("DISTCRAWL_SITE_PROFILES", "")
 #: queue priority per page kind: pages that unlock many children go first
 PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
 #: link URLs the spider remembers having handed to the scheduler
