@@ -447,15 +447,50 @@ def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
     assert r.zcard(KEYS.queue) == 1 and r.scard(KEYS.dupefilter) == 2
 
 
-def test_deadletters_rejected_lists_the_refused_entries_newest_first(cli, r) -> None:
+def test_deadletters_refused_lists_the_refused_entries_newest_first(cli, r) -> None:
     for n, reason in enumerate(("bad_scheme", "private_address")):
         entry = {"kind": "seed", "raw": f"seed-{n}", "reason": reason, "node": "n1", "at": n}
         r.lpush(KEYS.rejected, json.dumps(entry))
-    code, out, _ = cli("deadletters", "catalog", "rejected", "--json")
+    code, out, _ = cli("deadletters", "catalog", "refused", "--json")
     assert code == 0
     listed = json.loads(out)
     assert listed["total"] == 2
-    assert [e["reason"] for e in listed["rejected"]] == ["private_address", "bad_scheme"]
-    code, out, _ = cli("deadletters", "catalog", "rejected", "--limit", "1")
+    assert [e["reason"] for e in listed["refused"]] == ["private_address", "bad_scheme"]
+    code, out, _ = cli("deadletters", "catalog", "refused", "--limit", "1")
     assert code == 0 and "private_address" in out and "bad_scheme" not in out
-    assert "1 of 2 rejected entries shown" in out
+    assert "1 of 2 refused entries shown" in out
+
+
+def test_status_watch_into_a_pipe_prints_one_line_per_interval(redis_url, r) -> None:
+    FrontierStore(r, KEYS).heartbeat("n1", "{}")
+    r.lpush(KEYS.start_urls, "https://shop.test/")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distcrawl.cli", "status", "catalog", "--watch", "--no-store",
+         "--interval", "0.2", "-s", f"REDIS_URL={redis_url}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for line in lines:
+        assert "catalog: queued 0" in line and "nodes 1 live" in line, lines
+
+
+def test_status_tables_fit_a_narrow_screen_without_cutting_names(r) -> None:
+    from rich.console import Console
+
+    from distcrawl.cluster import build_status, read_snapshot
+    from distcrawl.commands.status import render
+
+    FrontierStore(r, KEYS).heartbeat("demo-node-with-a-long-name-1", "{}")
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    for width in (60, 80, 200):
+        console = Console(width=width, record=True)
+        console.print(render(status, width))
+        text = console.export_text()
+        assert "demo-node-with-a-long-name-1" in text and "…" not in text.split("Nodes")[1]
+        assert max(len(line.rstrip()) for line in text.splitlines()) <= width

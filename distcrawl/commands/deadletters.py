@@ -1,6 +1,7 @@
 """``deadletters``: see, count, re-queue and purge the requests whose last try failed.
 
-``scrapy deadletters catalog list|count|requeue|purge [--site S] [--reason R] [--json]``
+``scrapy deadletters catalog list|count|requeue|purge [--site S] [--reason R] [--json]``;
+``refused`` lists the refused seeds and queue entries (kept in ``{catalog}:rejected``).
 (or ``distcrawl deadletters``). ``--site`` (a host) and ``--reason`` (as recorded, e.g.
 ``http_503``) may be repeated and combine: a dead letter matches when its site is one of the
 sites and its reason one of the reasons. ``requeue`` moves the matching ones back to the queue
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Command", "add_arguments", "count", "execute", "matching", "purge", "requeue", "run"]
 
-ACTIONS = ("list", "count", "requeue", "purge", "rejected")
+ACTIONS = ("list", "count", "requeue", "purge", "refused")
 #: dead letters shown by ``list`` unless ``--limit`` says otherwise (0 = all)
 DEFAULT_LIST_LIMIT = 50
 #: dead letters moved or deleted per Redis call, so no single call blocks the server for long
@@ -53,8 +54,8 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "action",
         choices=ACTIONS,
-        help="list | count | requeue | purge dead letters; rejected lists the refused seeds "
-        "and queue entries kept in {SPIDER}:rejected (newest first, --limit)",
+        help="list | count | requeue | purge dead letters; refused lists the refused seeds "
+        "and queue entries, kept in {SPIDER}:rejected (newest first, --limit)",
     )
     parser.add_argument(
         "--site", action="append", default=[], help="only this site (host); repeatable"
@@ -171,7 +172,7 @@ def _show_counts(counts: dict[str, Any]) -> None:
         console.print(table)
 
 
-def _show_rejected(client: redis.Redis, keys: FrontierKeys, opts: argparse.Namespace) -> int:
+def _show_refused(client: redis.Redis, keys: FrontierKeys, opts: argparse.Namespace) -> int:
     """The refused seeds and queue entries, newest first (the list is bounded by the nodes)."""
     total = int(client.llen(keys.rejected))
     end = opts.limit - 1 if opts.limit > 0 else -1
@@ -183,7 +184,7 @@ def _show_rejected(client: redis.Redis, keys: FrontierKeys, opts: argparse.Names
             entry = {"raw": _text(raw), "reason": "unreadable"}
         entries.append(entry if isinstance(entry, dict) else {"raw": str(entry)})
     if opts.json:
-        print(json.dumps({"total": total, "rejected": entries}))
+        print(json.dumps({"total": total, "refused": entries}))
         return 0
     table = Table(box=None, header_style="bold")
     for column in ("when (UTC)", "kind", "reason", "node", "entry"):
@@ -205,7 +206,7 @@ def _show_rejected(client: redis.Redis, keys: FrontierKeys, opts: argparse.Names
         )
     console = Console()
     console.print(table)
-    console.print(f"{len(entries)} of {total} rejected entries shown ({keys.rejected})")
+    console.print(f"{len(entries)} of {total} refused entries shown (kept in {keys.rejected})")
     return 0
 
 
@@ -218,8 +219,8 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     client = redis_client(settings)
     try:
         warn_if_no_crawl(client, keys, url)
-        if opts.action == "rejected":
-            return _show_rejected(client, keys, opts)
+        if opts.action == "refused":
+            return _show_refused(client, keys, opts)
         records = list(matching(client, keys, sites=opts.site, reasons=opts.reason))
         outcome: dict[str, Any]
         if opts.action == "list":
@@ -254,6 +255,6 @@ Command, add_arguments, run = entry_points(
     __name__,
     add_command_arguments,
     execute,
-    usage="SPIDER list|count|requeue|purge|rejected [--site S] [--reason R] [--json]",
+    usage="SPIDER list|count|requeue|purge|refused [--site S] [--reason R] [--json]",
     summary="List, count, re-queue or purge dead letters",
 )
