@@ -25,6 +25,8 @@ __all__ = [
     "DEFAULT_DEAD_SAMPLE",
     "DEFAULT_PAGE_PRIORITIES",
     "DEFAULT_RATE_WINDOW",
+    "OwnRates",
+    "PUBLISHED_RATE_WINDOW",
     "RateTracker",
     "aread_snapshot",
     "backlog",
@@ -375,6 +377,41 @@ class RateTracker:
         return (last - first) / ((t1 - t0) / 60_000)
 
 
+#: seconds of its own heartbeats over which a node derives the rates it publishes
+PUBLISHED_RATE_WINDOW = 60.0
+
+
+class OwnRates:
+    """A node's own per-minute rates over its last :data:`PUBLISHED_RATE_WINDOW` seconds,
+    published with its heartbeat (``rates`` in its info): every reader, the status command and
+    each node's progress line alike, then sums the same figures for the cluster."""
+
+    def __init__(self, window: float = PUBLISHED_RATE_WINDOW) -> None:
+        self.window_ms = int(window * 1000)
+        self._ring: deque[tuple[int, dict[str, float]]] = deque()
+
+    def update(self, now_ms: int, stats: Mapping[str, Any]) -> dict[str, float] | None:
+        """Record the node's stats at *now_ms*; its rates, or None before two samples."""
+        self._ring.append((now_ms, _counters(stats)))
+        _prune(self._ring, now_ms - self.window_ms)
+        if len(self._ring) < 2:
+            return None
+        (t0, first), (t1, last) = self._ring[0], self._ring[-1]
+        if t1 <= t0:
+            return None
+        minutes = (t1 - t0) / 60_000
+        return {k: round((last[k] - first[k]) / minutes, 1) for k in last}
+
+
+def _published_rates(info: Mapping[str, Any]) -> dict[str, float] | None:
+    rates = info.get("rates")
+    if not isinstance(rates, dict):
+        return None
+    if not all(_is_number(rates.get(k)) for k in ("pages", "products", "acked")):
+        return None
+    return {k: float(rates[k]) for k in ("pages", "products", "acked")}
+
+
 def _prune(ring: deque[Any], since: int) -> None:
     # keep one sample at or before the window start, so the window is covered in full
     while len(ring) > 2 and ring[1][0] <= since:
@@ -464,7 +501,10 @@ def build_status(
         info = node["info"]
         stats = info.get("stats") if isinstance(info.get("stats"), dict) else {}
         counters = _counters(stats)
-        rates = tracker.node_rates(name) if tracker and state == "live" else None
+        rates = None
+        if state == "live":
+            # the node's own figures first: every reader sees the same ones
+            rates = _published_rates(info) or (tracker.node_rates(name) if tracker else None)
         if rates is not None:
             rated = True
             for key in rate_totals:

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from distcrawl.cluster import (
     SCORE_SCALE,
+    OwnRates,
     RateTracker,
     aread_snapshot,
     build_status,
@@ -281,3 +282,18 @@ def test_status_screen_shows_the_busy_sites(r) -> None:
     assert "Sites (shared budget)" in screen
     assert "slow.test" in screen
     assert status["sites"][0]["waiting"] == 1 and status["sites"][0]["in_flight"] == 1
+
+
+def test_nodes_publish_their_own_rates_so_every_reader_sums_the_same(r) -> None:
+    store = FrontierStore(r, KEYS)
+    for name, pages in (("n1", 600), ("n2", 300)):
+        own = OwnRates()
+        own.update(0, {"catalog/pages/product": 0, "item_scraped_count": 0})
+        rates = own.update(60_000, {"catalog/pages/product": pages, "item_scraped_count": 10})
+        assert rates == {"pages": pages, "products": 10.0, "acked": 0.0}
+        store.heartbeat(name, json.dumps({"stats": {}, "rates": rates}))
+    # two readers with their own (empty) trackers, as two nodes' progress lines are
+    first = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
+    second = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
+    assert first["totals"]["pages_per_min"] == second["totals"]["pages_per_min"] == 900
+    assert [n["pages_per_min"] for n in first["nodes"]] == [600, 300]

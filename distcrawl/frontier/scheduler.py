@@ -35,6 +35,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
 from distcrawl import signals as dc_signals
+from distcrawl.cluster import OwnRates
 from distcrawl.frontier import codec
 from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, SiteBudget
@@ -152,6 +153,8 @@ class FrontierScheduler(BaseScheduler):
         self._crawl_begun = False
         self._waiting_logged = False
         self._last_heartbeat = 0.0
+        #: this node's rates, published with its heartbeat (one set of figures for all readers)
+        self._own_rates = OwnRates()
         self._last_recovery = 0.0
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
@@ -647,16 +650,18 @@ class FrontierScheduler(BaseScheduler):
 
     async def _heartbeat(self) -> None:
         assert self.store is not None
+        stats = {
+            k: v
+            for k, v in self.stats.get_stats().items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "started": self._started,
             "prefetched": len(self._ready),
-            "stats": {
-                k: v
-                for k, v in self.stats.get_stats().items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)
-            },
+            "stats": stats,
+            "rates": self._own_rates.update(int(time.monotonic() * 1000), stats),
         }
         await self.store.heartbeat(self.node_id, json.dumps(info, default=str))
         self._last_heartbeat = time.monotonic()
