@@ -295,3 +295,17 @@ def test_status_shows_the_effective_rate_of_a_cut_site_without_a_limit(
     assert site["limit_rate"] is None
     assert site["factor"] == pytest.approx(0.5, abs=0.01)
     assert site["allowed_rate"] == pytest.approx(4.0, abs=0.1)  # 8/s halved
+
+
+def test_a_cut_stored_before_cuts_wore_off_wears_off_from_its_cut_at(
+    store: FrontierStore,
+) -> None:
+    key = store.keys.site("old.test")
+    seconds, _ = store.client.time()
+    long_ago = (int(seconds) - 3600) * 1000  # an hour ago: long worn off
+    store.client.hset(key, mapping={"factor": "0.107", "cut_at": long_ago})
+    assert effective_factor({"factor": "0.107", "cut_at": str(long_ago)}, long_ago + 1000) < 0.2
+    store.sync("n1", children=[child("o1", site="old.test")])
+    events = [e.decode() for e in store.sync("n1", lease=1)[7]]
+    assert events[:2] == ["old.test", "recovered"]
+    assert store.client.hget(key, "factor") is None

@@ -179,12 +179,15 @@ local site_events = {}
 -- A site's adaptive factor now. A cut wears off with time, linearly (from 0 back to 1 in
 -- recover_ms), whether requests of the site come by or not: a cut must not outlive the crawl
 -- that caused it. Once back at 1 the cut is forgotten and reported as recovered.
+-- (A cut stored before cuts wore off has no recover_ms or fts: it wears off from its cut_at
+-- over the default DISTCRAWL_SITE_RECOVERY, 120 s.)
 local function site_factor(site, factor, fts, recover_ms, cut_at, now)
   local f = tonumber(factor)
   if not f then return 1 end
-  local rec = tonumber(recover_ms) or 0
+  local rec = tonumber(recover_ms) or 120000
+  local since_ms = now - (tonumber(fts) or tonumber(cut_at) or now)
   local recovered = f
-  if rec > 0 then recovered = f + (now - (tonumber(fts) or now)) / rec end
+  if rec > 0 then recovered = f + since_ms / rec end
   if recovered < 1 then return recovered end
   redis.call('HDEL', P .. ':site:' .. site, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
   local since = now - (tonumber(cut_at) or now)

@@ -144,9 +144,10 @@ def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
     if not fields.get("factor"):
         return 1.0
     factor = float(fields["factor"])
-    recover_ms = float(fields.get("recover_ms") or 0)
+    recover_ms = float(fields.get("recover_ms") or DEFAULT_SITE_RECOVERY * 1000)
+    since = float(fields.get("fts") or fields.get("cut_at") or now_ms)
     if recover_ms > 0:
-        factor += (now_ms - float(fields.get("fts") or now_ms)) / recover_ms
+        factor += (now_ms - since) / recover_ms
     return min(1.0, factor)
 
 
