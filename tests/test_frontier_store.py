@@ -81,13 +81,17 @@ def test_recover_dead_node_once_even_when_two_nodes_race(
     store.sync("dead", children=[child(f"u{i}") for i in range(50)])
     store.sync("dead", lease=50)
     store.client.zadd(store.keys.nodes, {"dead": 1})  # last heartbeat long ago
+    # silence counts from the server's start only: let it be up for longer than the timeout
+    deadline = time.monotonic() + 30
+    while store.client.info("server")["uptime_in_seconds"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     results: list = []
     barrier = threading.Barrier(2)
 
     def recover(me: str) -> None:
         s = FrontierStore(redis.Redis.from_url(redis_url), store.keys)
         barrier.wait()
-        results.append(s.recover(me, 5000))
+        results.append(s.recover(me, 1000))
 
     threads = [threading.Thread(target=recover, args=(n,)) for n in ("a", "b")]
     for t in threads:
@@ -107,11 +111,14 @@ def test_live_node_is_not_recovered(store: FrontierStore) -> None:
 
 
 def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
-    _, _, parked, *_ = store.sync("n1", children=[child("r", delay=400, dont_filter=True)])
+    # parked for a minute: no slow machine gets from one sync to the next in that time
+    _, _, parked, *_ = store.sync("n1", children=[child("r", delay=60_000, dont_filter=True)])
     assert parked == 1
     out = store.sync("n1", lease=5)[4]
     assert out == []
-    time.sleep(0.5)
+    # the minute passes: its due time (server clock, ms) is now in the past
+    delayed = store.keys.delayed
+    store.client.zadd(delayed, {rid: 0 for rid in store.client.zrange(delayed, 0, -1)})
     out = store.sync("n1", lease=5)[4]
     assert leased_urls(out) == ["r"]
 
@@ -265,7 +272,7 @@ def test_an_idle_sites_cut_recovers_and_is_reported_cut_then_recovered(
 ) -> None:
     budget = SiteBudget(recovery=0.5)  # a cut to 0 wears off within half a second
     key = store.keys.site("a.test")
-    events = store.sync("n1", feedback=[("a.test", 0, 1, 0)], budget=budget)[7]
+    events = store.sync("n1", feedback=[("a.test", 0, 1, 0)], budget=budget)[8]
     assert [e.decode() for e in events] == ["a.test", "cut", "1", "0.5", "throttled"]
     assert float(store.client.hget(key, "factor")) == 0.5
     # nothing of the site comes by: the cut wears off all the same (status sees it)
@@ -278,7 +285,7 @@ def test_an_idle_sites_cut_recovers_and_is_reported_cut_then_recovered(
         time.sleep(0.05)
     # the next call that looks at the site forgets the cut and reports it as recovered
     store.sync("n1", children=[child("a1", site="a.test")], budget=budget)
-    events = [e.decode() for e in store.sync("n1", lease=1, budget=budget)[7]]
+    events = [e.decode() for e in store.sync("n1", lease=1, budget=budget)[8]]
     assert events[:4] == ["a.test", "recovered", "0.5", "1"]
     assert int(events[4]) >= 250  # ms since the cut: at least half of the factor to make up
     assert store.client.hget(key, "factor") is None
@@ -306,6 +313,6 @@ def test_a_cut_stored_before_cuts_wore_off_wears_off_from_its_cut_at(
     store.client.hset(key, mapping={"factor": "0.107", "cut_at": long_ago})
     assert effective_factor({"factor": "0.107", "cut_at": str(long_ago)}, long_ago + 1000) < 0.2
     store.sync("n1", children=[child("o1", site="old.test")])
-    events = [e.decode() for e in store.sync("n1", lease=1)[7]]
+    events = [e.decode() for e in store.sync("n1", lease=1)[8]]
     assert events[:2] == ["old.test", "recovered"]
     assert store.client.hget(key, "factor") is None

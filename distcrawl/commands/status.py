@@ -288,11 +288,16 @@ def _nodes_table(status: dict[str, Any], width: int | None) -> Table:
     total = ["total", "", "", _num(frontier["in_flight"]), _num(totals["pages"])]
     total += [_num(totals["products"]), _num(totals["pages_per_min"])]
     total.append(_num(totals["products_per_min"]))
+    columns = list(_NODE_COLUMNS)
+    if totals.get("journal_held"):  # products only in a node's local journal, not in MongoDB yet
+        columns.append("journal")
+        for row, node in zip(rows, status["nodes"], strict=True):
+            row.append(_num(node.get("journal_held")))
+        total.append(_num(totals["journal_held"]))
     widths = {
-        c: max(len(c), *(len(r[i]) for r in [*rows, total])) + 2
-        for i, c in enumerate(_NODE_COLUMNS)
+        c: max(len(c), *(len(r[i]) for r in [*rows, total])) + 2 for i, c in enumerate(columns)
     }
-    shown = list(_NODE_COLUMNS)
+    shown = list(columns)
     for column in _DROP_FIRST:
         if width is None or sum(widths[c] for c in shown) <= width:
             break
@@ -300,8 +305,9 @@ def _nodes_table(status: dict[str, Any], width: int | None) -> Table:
     table = Table(title="Nodes", title_justify="left", box=None, header_style="bold")
     for column in shown:
         left = column in ("node", "state")
-        table.add_column(column, justify="left" if left else "right", no_wrap=not left)
-    index = [_NODE_COLUMNS.index(c) for c in shown]
+        red = "bold red" if column == "journal" else None
+        table.add_column(column, justify="left" if left else "right", no_wrap=not left, style=red)
+    index = [columns.index(c) for c in shown]
     for row, style in zip(rows, styles, strict=True):
         cells: list[Any] = [row[i] for i in index]
         if "state" in shown:

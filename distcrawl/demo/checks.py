@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from decimal import Decimal
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["account_dead_letters", "attempts_by_path", "check_store", "retry_gap_violations"]
+if TYPE_CHECKING:
+    from distcrawl.demo.catalog import Catalog
+
+__all__ = [
+    "CHECKED_FIELDS",
+    "account_dead_letters",
+    "attempts_by_path",
+    "check_fields",
+    "check_store",
+    "retry_gap_violations",
+]
+
+#: the product fields a demo crawl compares with the catalog (``fields_wrong``)
+CHECKED_FIELDS = ("name", "price", "currency", "sku", "availability")
 
 
 def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
@@ -65,6 +79,43 @@ def account_dead_letters(
         "dead_lettered": len(dead_products),
         "behind_dead_letters": behind,
         "lost": not_dead - behind,
+    }
+
+
+def check_fields(collection: Any, catalog: Catalog, base_url: str) -> dict[str, Any]:
+    """Stored products' name, price, currency, SKU and availability against the catalog.
+
+    ``fields_wrong`` counts (product, field) pairs that differ; products not stored are
+    ``missing`` in :func:`check_store`, not wrong here.
+    """
+    truth = {base_url.rstrip("/") + p.path: p for p in catalog.products()}
+    wrong: dict[str, int] = dict.fromkeys(CHECKED_FIELDS, 0)
+    sample: list[dict[str, Any]] = []
+    for doc in collection.find({}, {"_id": 0, "url": 1, **dict.fromkeys(CHECKED_FIELDS, 1)}):
+        product = truth.get(doc.get("url"))
+        if product is None:
+            continue
+        expected = {
+            "name": product.name,
+            "price": Decimal(product.price),
+            "currency": product.currency,
+            "sku": product.sku,
+            "availability": product.availability,
+        }
+        for name, want in expected.items():
+            got = doc.get(name)
+            if hasattr(got, "to_decimal"):
+                got = got.to_decimal()
+            if got != want:
+                wrong[name] += 1
+                if len(sample) < 5:
+                    sample.append(
+                        {"url": doc["url"], "field": name, "got": str(got), "want": str(want)}
+                    )
+    return {
+        "fields_wrong": sum(wrong.values()),
+        "fields_wrong_by_field": wrong,
+        "fields_wrong_sample": sample,
     }
 
 

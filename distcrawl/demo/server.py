@@ -29,10 +29,11 @@ from dataclasses import asdict, dataclass, field, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from distcrawl.demo import pages
 from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_SEED, Catalog
+from distcrawl.demo.templates import TEMPLATE_VARIANTS
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -41,8 +42,9 @@ __all__ = ["DemoShop", "ShopConfig", "add_arguments", "main", "run"]
 
 logger = logging.getLogger(__name__)
 
-#: the variants of product pages: schema.org JSON-LD, or bespoke markup with no structured data
-VARIANTS = ("jsonld", "plain")
+#: the variants of product pages: schema.org JSON-LD, bespoke markup with no structured data,
+#: and the three markup families of :mod:`distcrawl.demo.templates` (no structured data)
+VARIANTS = ("jsonld", "plain", *TEMPLATE_VARIANTS)
 #: the shop binds here unless told otherwise (it only ever binds loopback addresses)
 DEFAULT_HOST = "127.0.0.1"
 #: port 0 lets the OS pick a free port; read it back from :attr:`DemoShop.url`
@@ -303,9 +305,22 @@ class DemoShop:
         """Expected minus always-failing: what a crawl can store despite the faults."""
         return self.expected_product_urls() - self.failing_product_urls()
 
+    def product_sku(self, url: str) -> str | None:
+        """The SKU of the product the page at *url* (or a path) shows, as this shop routes it
+        (query and fragment ignored, the host not looked at); None for any other page. Two
+        URLs of one product have one SKU: the identity duplicate checks count by."""
+        path = urlsplit(url).path
+        match = _PRODUCT_PATH.fullmatch(path)
+        if match is None:
+            return None
+        product = self.catalog.product(int(match[1]))
+        return product.sku if product is not None and product.slug == match[2] else None
+
     def truth(self) -> dict[str, Any]:
-        """The ground truth as served by ``GET /_shop/truth``."""
+        """The ground truth as served by ``GET /_shop/truth``; ``skus`` maps each product's
+        path to its SKU (a product's identity, whatever URL it was reached by)."""
         return {
+            "skus": {p.path: p.sku for p in self.catalog.products()},
             "expected": sorted(self.expected_product_urls()),
             "recoverable": sorted(self.recoverable_product_urls()),
             "failing": sorted(self.failing_product_urls()),
@@ -446,6 +461,7 @@ class DemoShop:
                         page,
                         hostile=config.hostile,
                         tracking_params=config.tracking_params,
+                        variant=config.variant,
                     )
                 )
             return _error(404)

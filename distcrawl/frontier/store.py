@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-__all__ = ["Child", "Feedback", "FrontierKeys", "FrontierStore", "SiteBudget", "effective_factor"]
+__all__ = [
+    "Child",
+    "DeadLetter",
+    "Feedback",
+    "FrontierKeys",
+    "FrontierStore",
+    "SiteBudget",
+    "effective_factor",
+]
 
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
 
@@ -153,6 +161,10 @@ def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
 
 _NO_BUDGET = SiteBudget()
 
+#: a dead letter for ``sync``: id, JSON record, and the rid of the lease it ends ("" or left
+#: out = unknown); with a rid it is written only while the node still holds that lease
+DeadLetter = tuple[str, str] | tuple[str, str, str]
+
 #: per-site feedback from one node since its last flush: site, ok, throttled, slow answers
 Feedback = tuple[str, int, int, int]
 
@@ -174,7 +186,7 @@ class FrontierStore:
         *,
         children: list[Child] = (),  # type: ignore[assignment]
         acks: list[str] = (),  # type: ignore[assignment]
-        dead: list[tuple[str, str]] = (),  # type: ignore[assignment]
+        dead: list[DeadLetter] = (),  # type: ignore[assignment]
         rejected: list[str] = (),  # type: ignore[assignment]
         seeds_done: bool = False,
         lease: int = 0,
@@ -187,8 +199,8 @@ class FrontierStore:
         args.append(len(acks))
         args += acks
         args.append(len(dead))
-        for dead_id, record in dead:
-            args += [dead_id, record]
+        for dead_id, record, *rid in dead:
+            args += [dead_id, record, rid[0] if rid else ""]
         args.append(len(rejected))
         args += rejected
         args += ["1" if seeds_done else "0", lease]
