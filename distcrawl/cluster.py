@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import deque
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
@@ -439,9 +440,12 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
     the site pushes back and wearing off with time), requests in flight and waiting."""
     out = []
     budgets = snapshot.get("site_budgets", {})
+    # a cut wears off with time: read it at the snapshot's server time (a reader that has none
+    # uses its own clock, near enough for a display)
+    now_ms = snapshot.get("at_ms") or time.time() * 1000
     for site in sorted(set(budgets) | set(snapshot["waiting"])):
         fields = budgets.get(site, {})
-        factor = effective_factor(fields, snapshot["at_ms"])
+        factor = effective_factor(fields, now_ms)
         limit = float(fields["limit_rate"]) if fields.get("limit_rate") else None
         base = limit if limit is not None else float(fields.get("base_rate") or 0) or None
         if factor >= 1.0 and limit is None:
