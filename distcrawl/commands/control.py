@@ -185,7 +185,7 @@ def _dry_run(
         )
         print(
             f"reset would delete the state of crawl {opts.spider!r}: {what}, plus request "
-            f"payloads, node stats, site budgets and rejected entries{kept}. Nothing was "
+            f"payloads, node stats, site budgets and refused entries{kept}. Nothing was "
             "deleted: run it again with --yes-really to confirm.",
             file=sys.stderr,
         )
