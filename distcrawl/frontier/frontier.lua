@@ -527,8 +527,12 @@ elseif cmd == 'recover' then
   local now = now_ms()
   -- Silence counts only from this server's start: after a restart (an outage, a failover)
   -- every heartbeat is old, and the nodes that are alive need time to beat again.
-  local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
-  if uptime and uptime * 1000 < timeout then return {{}, 0} end
+  -- (pcall: where INFO is not allowed in scripts, the nodes' own wait after an outage remains)
+  local info = redis.pcall('INFO', 'server')
+  if type(info) == 'string' then
+    local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+    if uptime and uptime * 1000 < timeout then return {{}, 0} end
+  end
   local dead = redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)
   local nodes, reqs = {}, 0
   for _, node in ipairs(dead) do
