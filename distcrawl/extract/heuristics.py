@@ -19,7 +19,7 @@ walks the attributes, and both select the same elements in the same order.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -158,14 +158,21 @@ def heuristic_product(
     wanted: Collection[str] = HEURISTIC_FIELDS,
     *,
     signals: bool = True,
+    pairs: list[LabelValue] | None = None,
+    few_links: bool = True,
+    priced: Callable[[], bool] = lambda: True,
 ) -> HeuristicProduct:
     """Read what visible markup says about the page's own product.
 
     Only the *wanted* fields are read (structured data may have the rest already), plus
     name, price and the product-page signals when *signals* is true (when the page kind is
-    still open).
+    still open). *pairs* are the labelled values an earlier call read, if any. A page with
+    many product links and no product signal is a listing whatever else it prints: without
+    *few_links*, such a page is spared the costlier readers (labels, text after the heading),
+    and a page whose source shows no currency at all (*priced* says, asked only when it
+    matters) is not searched for a price in labels and text.
     """
-    result = HeuristicProduct()
+    result = HeuristicProduct(pairs=pairs)
     fields = result.fields
     heading = None
     if signals or "name" in wanted:
@@ -181,14 +188,18 @@ def heuristic_product(
             if og and str(og[0]).strip():
                 fields["name"] = " ".join(str(og[0]).split())[:500]
                 result.where["name"] = "meta og:title"
+    if signals and not few_links:
+        # many product links: only a product signal makes the costlier readers worth it
+        result.strong = _strong_signals(root, cards, heading)
+    deep = not signals or few_links or result.strong
     if signals or "price" in wanted or "currency" in wanted:
         _read_price(root, cards, result)
-        if "price" not in fields:
+        if "price" not in fields and deep and priced():
             _read_label_price(root, cards, result)
-        if "price" not in fields and heading is not None:
-            _read_price_near(heading, cards, result)
+            if "price" not in fields and heading is not None:
+                _read_price_near(heading, cards, result)
     if signals or "sku" in wanted or "gtin" in wanted:
-        _read_identifiers(root, cards, result)
+        _read_identifiers(root, cards, result, labels=deep and (result.strong or priced()))
     if "availability" in wanted:
         _read_availability(root, cards, result)
     if "brand" in wanted:
@@ -229,12 +240,19 @@ def heuristic_product(
         if path:
             fields["category_path"] = path
     if signals and not result.strong:
-        result.strong = (
-            bool(_xpath("//@itemprop[.='price' or .='sku' or .='offers']")(root))
-            or _has_add_to_cart(root, cards)
-            or _has_product_container(heading)
-        )
+        result.strong = _strong_signals(root, cards, heading)
     return result
+
+
+def _strong_signals(
+    root: HtmlElement, cards: set[HtmlElement], heading: HtmlElement | None
+) -> bool:
+    """itemprop product markup, an add-to-cart control or a product-detail container."""
+    return (
+        bool(_xpath("//@itemprop[.='price' or .='sku' or .='offers']")(root))
+        or _has_add_to_cart(root, cards)
+        or _has_product_container(heading)
+    )
 
 
 def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:
@@ -328,6 +346,10 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
             fields["currency"] = currency
 
 
+#: text in these is never the current price (struck-through "was" prices, code)
+_NO_PRICE_TAGS = frozenset({"script", "style", "del", "s", "strike", "noscript", "option"})
+
+
 def _read_price_near(
     heading: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
 ) -> None:
@@ -336,10 +358,12 @@ def _read_price_near(
     Struck-through text is the list price ("Was $15.99"); an amount in one element and its
     currency code in the next ("<span>12,99</span> <span>EUR</span>") read as one price.
     """
-    found = _xpath(
-        "following::text()[normalize-space()][not(ancestor::script or ancestor::style"
-        " or ancestor::del or ancestor::s or ancestor::strike)][position() <= 30]"
-    )(heading)
+    # a position-only predicate lets libxml2 stop early; the rest is filtered here
+    found = [
+        t
+        for t in _xpath("(following::text())[position() <= 60]")(heading)
+        if t.strip() and t.getparent() is not None and t.getparent().tag not in _NO_PRICE_TAGS
+    ][:30]
     texts = [str(t).strip() for t in found]
     for i, text in enumerate(texts):
         if len(text) > 60 or not re.search(r"\d", text):
@@ -439,12 +463,20 @@ def _read_availability(
         return
 
 
-def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
+def _read_identifiers(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
+) -> None:
     fields = result.fields
-    prop = _first(root, "//@itemprop[.='sku']/parent::*", cards)
-    if prop is not None and (sku := _code(_value(prop))):
+    el = _first(
+        root,
+        "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
+        " or contains(.,'-code') or contains(.,'item-number')])/parent::*",
+        cards,
+    )
+    if el is not None and (sku := _code(_SKU_LABEL.sub("", _value(el)))):
         fields["sku"] = sku
-        result.where["sku"] = "itemprop=sku"
+        where = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
+        result.where["sku"] = f"<{el.tag} {where}>"
         result.strong = True
     gtin_el = _first(root, "//@itemprop[starts-with(.,'gtin') or .='isbn']/parent::*", cards)
     if gtin_el is not None:
@@ -452,21 +484,8 @@ def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: Heuris
         if gtin:
             fields["gtin"] = gtin
             result.where["gtin"] = f"itemprop={gtin_el.get('itemprop')}"
-    if "sku" not in fields or "gtin" not in fields:
+    if labels and ("sku" not in fields or "gtin" not in fields):
         _label_identifiers(root, cards, result)
-    if "sku" not in fields:
-        el = _first(
-            root,
-            "//@class[contains(.,'sku') or contains(.,'product-code')"
-            " or contains(.,'-code') or contains(.,'item-number')]/parent::*",
-            cards,
-        )
-        if el is not None:
-            sku = _code(_SKU_LABEL.sub("", _value(el)))
-            if sku:
-                fields["sku"] = sku
-                result.where["sku"] = f"<{el.tag} class={el.get('class')!r}>"
-                result.strong = True
     if "sku" in fields and "gtin" in fields:
         return
     body_text = " ".join(

@@ -72,6 +72,12 @@ DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
 #: bytes of a body that are read; the rest of a larger page is ignored (with an error)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
+#: currency signs and codes: a page whose source has none of them shows no price
+_CURRENCY_SIGNS = "$€£¥₹₽\u5143\u5186"
+_PRICE_HINT = re.compile(
+    r"\b(?:EUR|USD|GBP|CHF|CAD|AUD|JPY|SEK|NOK|DKK|PLN|CZK|TWD|CNY|RUB|INR|BRL|MXN|CLP"
+    r"|ARS|HUF|RON|TRY|KRW|NZD|SGD|HKD|ZAR|kr|z\u0142|K\u010d|lei|\u0440\u0443\u0431)\b"
+)
 _PLAIN_NUMBER = re.compile(r"\s*\d+(?:\.\d+)?\s*")
 #: NUL and other C0 controls make lxml refuse or truncate a document
 _CONTROL_CHARS = "".join(chr(c) for c in range(0x20) if chr(c) not in "\t\n\r")
@@ -219,7 +225,15 @@ def _analyze(
     heuristic = HeuristicProduct()
     if kind is None and not has_product_data:
         # the kind is open: read the product-page signals first, the rest only for a product
-        heuristic = heuristic_product(root, url, scan.cards, wanted & _SIGNAL_FIELDS)
+        few_links = scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS
+        heuristic = heuristic_product(
+            root,
+            url,
+            scan.cards,
+            wanted & _SIGNAL_FIELDS,
+            few_links=few_links,
+            priced=lambda: _has_price_hint(text),
+        )
         wanted -= _SIGNAL_FIELDS
     if kind is None:
         kind = _decide_kind(has_product_data, heuristic, scan, structured.product_nodes)
@@ -227,7 +241,9 @@ def _analyze(
         return PageAnalysis(url, kind, canonical_url, None, links, errors)
     if wanted:
         heuristic.fields.update(
-            heuristic_product(root, url, scan.cards, wanted, signals=False).fields
+            heuristic_product(
+                root, url, scan.cards, wanted, signals=False, pairs=heuristic.pairs
+            ).fields
         )
 
     candidates: list[tuple[str, dict[str, Any]]] = []
@@ -249,6 +265,11 @@ def _analyze(
     if result["name"] is None:
         errors.append("product page without a product name")
     return PageAnalysis(url, kind, canonical_url, result, links, errors, sources)
+
+
+def _has_price_hint(text: str) -> bool:
+    """A currency sign or code anywhere in the source (substring checks first: cheap)."""
+    return any(sign in text for sign in _CURRENCY_SIGNS) or _PRICE_HINT.search(text) is not None
 
 
 def _decide_kind(
