@@ -15,8 +15,29 @@ RFPDupeFilter, PriorityQueue, pickle serializer, SCHEDULER_PERSIST=True) with th
 logic. Its nodes close after MAX_IDLE_TIME_BEFORE_CLOSE idle seconds; the tool restarts killed
 nodes, and stops the nodes once the queue is empty and no page was fetched for a while.
 
+Faults of the servers (each once, when ``--fault-at`` of the pages are fetched; no kills
+unless ``--kills`` is given too):
+
+- ``--redis-outage S``: Redis stopped for S seconds (longer than the heartbeat timeout), then
+  started again on its data; reports ``refetched`` (pages fetched more than once, products
+  by identity, from the shop's own request log) and ``recovered_live_nodes`` (nodes whose
+  leases another node took back although they were alive).
+- ``--redis-rewind S``: Redis killed (SIGKILL) and started from a copy of its data taken S
+  seconds earlier, as a failover to a lagging replica would; reports ``stale_acks`` (the
+  nodes' ``frontier/acks/stale``).
+- ``--mongo-kill``: the MongoDB server killed with SIGKILL and started again
+  (``--mongo-down`` seconds later).
+- ``--site-concurrency N``: a per-site concurrency limit (``DISTCRAWL_SITE_CONCURRENCY``);
+  reports ``site_active_left`` (slots still taken once the crawl drained: must be 0).
+
+Duplicates are counted by product identity (the shop's SKU of the page a document names),
+not by ``_id`` (the URL, which can never repeat).
+
     .venv/bin/python bench/chaos.py --products 400 --nodes 2 --kills 3 --json
     .venv/bin/python bench/chaos.py --products 400 --nodes 2 --kills 3 --baseline scrapy-redis
+    .venv/bin/python bench/chaos.py --redis-outage 30 --json
+    .venv/bin/python bench/chaos.py --redis-rewind 2 --site-concurrency 2 --json
+    .venv/bin/python bench/chaos.py --mongo-kill --json
 """
 
 from __future__ import annotations
@@ -24,13 +45,16 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pymongo
 import redis
@@ -65,6 +89,8 @@ DEFAULT_MIN_AGE = 0.5
 KILL_WINDOW = (0.1, 0.85)
 #: scrapy-redis baseline: seconds without a fetch, queue empty, before the tool stops nodes
 BASELINE_QUIET = 6.0
+#: a node's log line when it took back the leases of nodes it found dead
+RECOVERED_LINE = re.compile(r"Recovered (\d+) requests from dead node\(s\) (.+?) \(no heartbeat")
 
 
 def node_settings(args: argparse.Namespace, baseline: bool) -> dict[str, str]:
@@ -86,6 +112,8 @@ def node_settings(args: argparse.Namespace, baseline: bool) -> dict[str, str]:
             DISTCRAWL_HEARTBEAT_INTERVAL="0.5",
             DISTCRAWL_HEARTBEAT_TIMEOUT=str(args.heartbeat_timeout),
         )
+        if args.site_concurrency:
+            settings["DISTCRAWL_SITE_CONCURRENCY"] = str(args.site_concurrency)
     return settings
 
 
@@ -103,6 +131,8 @@ class Chaos:
         self.nodes: list[Node] = []
         self.kills: list[dict[str, Any]] = []
         self.started_at = 0.0
+        self.fault: threading.Thread | None = None
+        self.fault_events: list[dict[str, Any]] = []
 
     def say(self, text: str) -> None:
         if not self.args.quiet:
@@ -141,6 +171,7 @@ class Chaos:
         r = redis.Redis.from_url(self.services.redis_url)
         total_pages = expected_pages(args.products)
         points = sorted(self.rng.uniform(*KILL_WINDOW) for _ in range(args.kills))
+        fault_due = self._fault_name() is not None
         self.started_at = time.time()
         r.lpush(START_URLS_KEY, shop.url)  # what `redis-cli lpush catalog:start_urls URL` does
         for _ in range(args.nodes):
@@ -159,9 +190,17 @@ class Chaos:
                 fetches += len(new)
                 fetched.update(e["path"] for e in new)
             progress = len(fetched) / total_pages
-            if points and progress >= points[0] and self._kill(r, progress):
+            if fault_due and progress >= args.fault_at:
+                fault_due = False
+                self.fault = threading.Thread(target=self._inject, args=(progress,), daemon=True)
+                self.fault.start()
+            faulting = fault_due or (self.fault is not None and self.fault.is_alive())
+            if points and progress >= points[0] and not faulting and self._kill(r, progress):
                 points.pop(0)
             alive = [n for n in self.nodes if n.alive]
+            if faulting and time.monotonic() <= deadline:
+                time.sleep(0.1)  # the crawl is not over before the fault is
+                continue
             if self.baseline:
                 queued = r.zcard(SCRAPY_REDIS_QUEUE) + r.llen(START_URLS_KEY)
                 if not alive and queued:
@@ -190,7 +229,11 @@ class Chaos:
             time.sleep(0.1)
         for node in self.nodes:
             node.stop(timeout=30)
+        if self.fault is not None:
+            self.fault.join()
         seconds = time.time() - self.started_at
+        r.close()
+        r = redis.Redis.from_url(self.services.redis_url)
         result = self._check(r, shop, total_pages)
         result.update(
             design="scrapy-redis" if self.baseline else "distcrawl",
@@ -211,13 +254,24 @@ class Chaos:
             concurrency=args.concurrency,
             work=str(self.work),
         )
-        fetched_paths = Counter(e["path"] for e in page_fetches(shop.log(since=self.started_at)))
+        log = page_fetches(shop.log(since=self.started_at))
+        fetched_paths = Counter(e["path"] for e in log)
         result["pages_fetched_twice"] = sum(1 for c in fetched_paths.values() if c > 1)
+        skus = self.truth["skus"]
+        identities = Counter(skus.get(urlsplit(e["path"]).path, e["path"]) for e in log)
+        result["refetched"] = sum(1 for c in identities.values() if c > 1)
+        result["fetched_products"] = len(set(identities) & set(skus.values()))
+        result["fault"] = self._fault_name()
+        result["fault_events"] = self.fault_events
+        result["fault_at"] = args.fault_at if self._fault_name() else None
+        if not self.baseline:
+            result.update(self._frontier_figures(r))
         result["ok"] = (
             result["lost"] == 0
             and result["duplicates"] == 0
             and result["queued_left"] == 0
             and result["inflight_left"] in (0, None)
+            and result.get("site_active_left") in (0, None)
             and not timed_out
         )
         r.close()
@@ -249,23 +303,30 @@ class Chaos:
 
     def _check(self, r: redis.Redis, shop: ShopProcess, total_pages: int) -> dict[str, Any]:
         """MongoDB against the shop's ground truth, and what the frontier still holds."""
-        truth = shop.truth()
-        expected = set(truth["expected"])
+        truth = self.truth = shop.truth()
+        skus: dict[str, str] = truth["skus"]
+        expected = {skus[urlsplit(url).path] for url in truth["expected"]}
         client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
             self.services.mongo_uri, serverSelectionTimeoutMS=10000
         )
         try:
-            docs = list(client["catalog"]["products"].find({}, {"url": 1, "_id": 1}))
+            docs = list(client["catalog"]["products"].find({}, {"url": 1, "sku": 1, "_id": 1}))
         finally:
             client.close()
-        urls = [str(d.get("url") or d["_id"]) for d in docs]
-        stored = set(urls)
+        # a product's identity is the shop's SKU of the page a document names, whatever URL
+        # reached it: two documents of one product are a duplicate, which _id cannot show
+        identities = [
+            skus.get(urlsplit(str(d.get("url") or d["_id"])).path) or str(d.get("sku") or d["_id"])
+            for d in docs
+        ]
+        per_product = Counter(identities)
+        stored = set(per_product)
         result: dict[str, Any] = {
             "expected": len(expected),
             "stored": len(stored & expected),
             "lost": len(expected - stored),
-            "duplicates": len(urls) - len(stored),
-            "documents": len(urls),
+            "duplicates": sum(n - 1 for n in per_product.values()),
+            "documents": len(docs),
             "unexpected": len(stored - expected),
             "lost_sample": sorted(expected - stored)[:5],
             "pages": total_pages,
@@ -300,6 +361,91 @@ class Chaos:
         result["start_left"] = int(r.llen(START_URLS_KEY))
         return result
 
+    def _fault_name(self) -> str | None:
+        args = self.args
+        if args.redis_outage:
+            return "redis-outage"
+        if args.redis_rewind:
+            return "redis-rewind"
+        if args.mongo_kill:
+            return "mongo-kill"
+        return None
+
+    def _inject(self, progress: float) -> None:
+        """The server fault, in a thread of its own while the crawl goes on."""
+        args, fault = self.args, self._fault_name()
+        event: dict[str, Any] = {
+            "fault": fault,
+            "at_s": round(time.time() - self.started_at, 2),
+            "progress": round(progress, 3),
+        }
+        if fault == "redis-outage":
+            self.say(f"Redis stopped for {args.redis_outage:g}s at {progress:.0%} of the pages")
+            self.services.redis.stop()
+            time.sleep(args.redis_outage)
+            self.services.redis.start()
+            self.say("Redis started again")
+        elif fault == "redis-rewind":
+            # the copy is taken S seconds before the crash: what a lagging replica holds
+            redis_dir = self.services.redis.data_dir
+            copy = self.work / "redis-copy"
+            shutil.copytree(redis_dir, copy)
+            event["copied_at_s"] = round(time.time() - self.started_at, 2)
+            time.sleep(args.redis_rewind)
+            self.services.redis.kill()
+            shutil.rmtree(redis_dir)
+            shutil.copytree(copy, redis_dir)
+            self.services.redis.start()
+            self.say(
+                f"Redis killed and restarted from its data of {args.redis_rewind:g}s earlier "
+                f"at {progress:.0%} of the pages"
+            )
+        elif fault == "mongo-kill":
+            assert self.services.mongo is not None
+            self.say(f"kill -9 MongoDB at {progress:.0%} of the pages")
+            self.services.mongo.kill()
+            time.sleep(args.mongo_down)
+            self.services.mongo.start()
+            self.say("MongoDB started again")
+        event["done_s"] = round(time.time() - self.started_at, 2)
+        self.fault_events.append(event)
+
+    def _frontier_figures(self, r: redis.Redis) -> dict[str, Any]:
+        """What the nodes' logs and their last stats in Redis say about the faults."""
+        killed = {k["node"] for k in self.kills}
+        recovered_live: set[str] = set()
+        logged = 0
+        for node in self.nodes:
+            for match in RECOVERED_LINE.finditer(node.log()):
+                names = {n.strip() for n in match[2].split(",")}
+                recovered_live |= names - killed
+                logged += int(match[1])
+        stale = counted = 0
+        for key in r.scan_iter(match=f"{FRONTIER}:node:*", count=1000):
+            raw = r.hget(key, "info")
+            try:
+                stats = json.loads(raw or b"{}").get("stats", {})
+            except ValueError:
+                continue
+            stale += int(stats.get("frontier/acks/stale", 0) or 0)
+            counted += int(stats.get("frontier/recovered", 0) or 0)
+        active = 0
+        for key in r.scan_iter(match=f"{FRONTIER}:site:*", count=1000):
+            if r.type(key) == b"hash":
+                active += int(float(r.hget(key, "active") or 0))
+        return {
+            "recovered_live_nodes": len(recovered_live),
+            "recovered_live_sample": sorted(recovered_live)[:5],
+            # the nodes' own count of recovered requests (frontier/recovered in their last
+            # stats), against the log lines read above: a mismatch means the log line changed
+            # and recovered_live_nodes cannot be trusted
+            "recovered_requests": counted,
+            "recovery_log_mismatch": counted != logged,
+            "stale_acks": stale,
+            "site_active_left": active,
+            "site_concurrency": self.args.site_concurrency or None,
+        }
+
     def _log_errors(self) -> dict[str, int]:
         counts = {}
         for node in self.nodes:
@@ -317,7 +463,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--products", type=int, default=400)
     parser.add_argument("--nodes", type=int, default=2, help="nodes crawling at once")
-    parser.add_argument("--kills", type=int, default=3, help="kill -9 this many times")
+    parser.add_argument(
+        "--kills", type=int, default=None,
+        help="kill -9 this many times (default 3, or 0 with a server fault)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, help="seed of the kill schedule (default: random)")
     parser.add_argument("--runs", type=int, default=1, help="repeat with seeds seed, seed+1, ...")
     parser.add_argument("--baseline", choices=("scrapy-redis",), help="run vanilla scrapy-redis")
@@ -341,7 +490,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep node logs even when ok")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--redis-outage", type=float, default=0.0, metavar="S", help="stop Redis for S seconds"
+    )
+    parser.add_argument(
+        "--redis-rewind", type=float, default=0.0, metavar="S",
+        help="kill Redis and restart it from a copy of its data taken S seconds earlier",
+    )  # fmt: skip
+    parser.add_argument("--mongo-kill", action="store_true", help="kill -9 MongoDB, restart it")
+    parser.add_argument(
+        "--mongo-down", type=float, default=3.0, metavar="S",
+        help="with --mongo-kill: seconds before MongoDB starts again",
+    )  # fmt: skip
+    parser.add_argument(
+        "--site-concurrency", type=int, default=0, metavar="N",
+        help="DISTCRAWL_SITE_CONCURRENCY: at most N requests of the shop in flight",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fault-at", type=float, default=0.3, metavar="F",
+        help="inject the server fault once this fraction of the pages is fetched",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    faults = [bool(args.redis_outage), bool(args.redis_rewind), args.mongo_kill]
+    if sum(faults) > 1:
+        parser.error("give one of --redis-outage, --redis-rewind, --mongo-kill")
+    if args.baseline and any(faults):
+        parser.error("server faults are measured on distcrawl only")
+    if args.kills is None:
+        args.kills = 0 if any(faults) else 3
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
 
     load_before = load_average()
@@ -369,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             "lost_max": max(lost),
             "lost_per_run": lost,
             "duplicates_max": max(r["duplicates"] for r in results),
+            "refetched_max": max(r["refetched"] for r in results),
             "inflight_left_max": max((r["inflight_left"] or 0) for r in results),
             "queued_left_max": max(r["queued_left"] for r in results),
             "ok_runs": sum(1 for r in results if r["ok"]),
@@ -386,6 +563,14 @@ def print_result(result: dict[str, Any]) -> None:
         f"{result['design']}: expected {result['expected']}  stored {result['stored']}  "
         f"lost {result['lost']}  duplicates {result['duplicates']}  kills {result['kills']}  "
         f"inflight_left {result['inflight_left']}  queued_left {result['queued_left']}  "
+        f"refetched {result['refetched']}  "
+        + (
+            f"recovered_live_nodes {result['recovered_live_nodes']}  "
+            f"stale_acks {result['stale_acks']}  site_active_left {result['site_active_left']}  "
+            if "recovered_live_nodes" in result
+            else ""
+        )
+        + f"fault {result['fault']}  "
         f"{result['seconds']:.1f}s" + ("" if result["ok"] else f"  (logs: {result.get('work')})")
     )
 

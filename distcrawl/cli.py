@@ -16,6 +16,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "seed": ("distcrawl.commands.seed", "validate and push seeds into the frontier"),
     "deadletters": ("distcrawl.commands.deadletters", "list, re-queue or purge dead letters"),
     "control": ("distcrawl.commands.control", "pause, resume or reset the crawl"),
+    "journal": ("distcrawl.commands.journal", "show or replay a node's local journal"),
+    "migrate": ("distcrawl.commands.migrate", "move a scrapy-redis crawl into the frontier"),
+    "web": ("distcrawl.commands.web", "serve the live dashboard and Prometheus /metrics"),
     "services": ("distcrawl.services", "start or show the embedded Redis and MongoDB"),
 }
 

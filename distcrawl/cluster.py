@@ -490,6 +490,8 @@ def build_status(
                 "pages_per_min": _round(rates["pages"]) if rates else None,
                 "products_per_min": _round(rates["products"]) if rates else None,
                 "acked_per_min": _round(rates["acked"]) if rates else None,
+                # products only in the node's local journal (not in MongoDB yet)
+                "journal_held": _int_or_none(stats.get("pipeline/journal_held")) or 0,
             }
         )
     left = backlog(snapshot)
@@ -538,6 +540,7 @@ def build_status(
             "pages_per_min": _round(rate_totals["pages"]) if rated else None,
             "products_per_min": _round(rate_totals["products"]) if rated else None,
             "acked_per_min": _round(drain) if rated else None,
+            "journal_held": sum(n["journal_held"] for n in nodes),
         },
         "pages_by_kind": {k: int(v) for k, v in sorted(pages_by_kind.items())},
         "errors": {k: int(v) for k, v in sorted(errors.items())},

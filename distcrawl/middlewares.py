@@ -18,6 +18,7 @@ from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.python import global_object_name
 
+from distcrawl.internals import check_retry_middleware
 from distcrawl.signals import request_dead_lettered
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
     """
 
     def __init__(self, settings: BaseSettings) -> None:
+        check_retry_middleware(type(self))  # _backoff() calls Scrapy's private _retry()
         super().__init__(settings)
         self.base = settings.getfloat("RETRY_BACKOFF_BASE", DEFAULT_BACKOFF_BASE)
         self.cap = settings.getfloat("RETRY_BACKOFF_MAX", DEFAULT_BACKOFF_MAX)

@@ -58,6 +58,9 @@ DEFAULT_BUFFER_MAX_ITEMS = 1000
 DEFAULT_JOURNAL_AFTER = 15.0
 #: seconds ``close_spider`` waits for MongoDB (writing what is left, replaying the journal)
 DEFAULT_CLOSE_TIMEOUT = 10.0
+#: seconds a closing node whose journal holds products waits for MongoDB to replay them;
+#: past it the node exits with EXIT_JOURNAL_HELD and logs where the products wait
+DEFAULT_JOURNAL_CLOSE_TIMEOUT = 300.0
 #: driver timeouts in seconds (server selection, connect): how fast an outage is noticed
 DEFAULT_TIMEOUT = 5.0
 #: first and longest pause between retries of a failed write, in seconds (doubling)
@@ -95,14 +98,21 @@ class MongoPipeline:
     - ``MONGO_JOURNAL_PATH``: journal directory (default
       ``<DISTCRAWL_HOME>/journal/<database>.<collection>``); nodes on one machine may share
       it, and each replays what stopped nodes left there.
-    - ``MONGO_CLOSE_TIMEOUT``: seconds a closing node waits for MongoDB (default 10).
+    - ``MONGO_CLOSE_TIMEOUT``: seconds a closing node waits for MongoDB to write what waits
+      in memory before journaling it (default 10).
+    - ``MONGO_JOURNAL_CLOSE_TIMEOUT``: seconds a closing node whose journal holds products
+      waits for MongoDB and replays them (default 300, a log line every 5 s). If MongoDB
+      does not take them in time the node logs the journal's directory and product count,
+      publishes the count (``pipeline/journal_held``) and ``scrapy crawl`` exits with status
+      3 (:data:`distcrawl.commands.crawl.EXIT_JOURNAL_HELD`).
     - ``MONGO_RETRY_BACKOFF`` / ``MONGO_RETRY_BACKOFF_MAX``: pause between retries, doubling
       from the first to the second (defaults 0.25 and 5 seconds).
     - ``DISTCRAWL_HOME``: see :mod:`distcrawl.services` (for the default journal path).
 
     Stats: ``pipeline/written``, ``pipeline/inserted``, ``pipeline/updated``,
     ``pipeline/batches``, ``pipeline/retries``, ``pipeline/journaled``, ``pipeline/replayed``,
-    ``pipeline/journal_damaged``, ``pipeline/dropped/<reason>`` (``missing_url``,
+    ``pipeline/journal_damaged``, ``pipeline/journal_held`` (a gauge: products in the journal
+    that no live node holds), ``pipeline/dropped/<reason>`` (``missing_url``,
     ``missing_name``, ``unencodable``, ``too_large``, ``rejected``).
     """
 
@@ -123,6 +133,7 @@ class MongoPipeline:
         journal_after: float = DEFAULT_JOURNAL_AFTER,
         journal_path: Path,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+        journal_close_timeout: float = DEFAULT_JOURNAL_CLOSE_TIMEOUT,
         retry_backoff: float = DEFAULT_RETRY_BACKOFF,
         retry_backoff_max: float = DEFAULT_RETRY_BACKOFF_MAX,
     ) -> None:
@@ -150,6 +161,7 @@ class MongoPipeline:
         self.journal_after = journal_after
         self.journal_path = journal_path
         self.close_timeout = close_timeout
+        self.journal_close_timeout = journal_close_timeout
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
 
@@ -182,6 +194,9 @@ class MongoPipeline:
             journal_after=settings.getfloat("MONGO_JOURNAL_AFTER", DEFAULT_JOURNAL_AFTER),
             journal_path=Path(journal_path),
             close_timeout=settings.getfloat("MONGO_CLOSE_TIMEOUT", DEFAULT_CLOSE_TIMEOUT),
+            journal_close_timeout=settings.getfloat(
+                "MONGO_JOURNAL_CLOSE_TIMEOUT", DEFAULT_JOURNAL_CLOSE_TIMEOUT
+            ),
             retry_backoff=settings.getfloat("MONGO_RETRY_BACKOFF", DEFAULT_RETRY_BACKOFF),
             retry_backoff_max=settings.getfloat(
                 "MONGO_RETRY_BACKOFF_MAX", DEFAULT_RETRY_BACKOFF_MAX
@@ -204,11 +219,13 @@ class MongoPipeline:
             writer=writer,
             journal=journal,
             count=self._count,
+            gauge=self._gauge,
             batch_size=self.batch_size,
             flush_interval=self.flush_interval,
             buffer_max_items=self.buffer_max_items,
             journal_after=self.journal_after,
             close_timeout=self.close_timeout,
+            journal_close_timeout=self.journal_close_timeout,
             retry_backoff=self.retry_backoff,
             retry_backoff_max=self.retry_backoff_max,
         )
@@ -236,6 +253,9 @@ class MongoPipeline:
     def _count(self, name: str, value: int) -> None:
         if value:
             self.stats.inc_value(f"pipeline/{name}", value)
+
+    def _gauge(self, name: str, value: int) -> None:
+        self.stats.set_value(f"pipeline/{name}", value)
 
 
 def _uri_database(uri: str) -> str:

@@ -39,6 +39,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IResolutionReceiver
 from zope.interface import implementer
 
+from distcrawl.internals import check_robots_middleware
 from distcrawl.services import mask_url
 from distcrawl.urls import (
     ALLOWED_SCHEMES,
@@ -159,9 +160,11 @@ class AddressGuardMiddleware:
         dns_ttl: float = DEFAULT_DNS_TTL,
         dns_cache_size: int = DEFAULT_DNS_CACHE_SIZE,
         resolve: Resolver = resolve_with_reactor,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.stats = stats
         self.allow_private = allow_private
+        self._clock = clock  # when cached answers expire (a test's clock can be moved by hand)
         self.dns_ttl = dns_ttl
         self.dns_cache_size = max(1, dns_cache_size)
         self._resolve = resolve
@@ -213,7 +216,7 @@ class AddressGuardMiddleware:
 
     async def _addresses(self, host: str, port: int) -> list[str]:
         key = (host, port)
-        now = time.monotonic()
+        now = self._clock()
         cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
             return cached[1]
@@ -271,6 +274,10 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
 
     Settings: as Scrapy's (``ROBOTSTXT_OBEY``, ``ROBOTSTXT_PARSER``, ``ROBOTSTXT_USER_AGENT``).
     """
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        check_robots_middleware(self)  # robot_parser() below reads Scrapy's private _parsers
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         parser = await super().robot_parser(request)

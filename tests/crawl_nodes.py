@@ -7,16 +7,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymongo
+
+if TYPE_CHECKING:
+    from distcrawl.demo.server import DemoShop
 
 TESTS = Path(__file__).resolve().parent
 
 #: generous upper bound for one test crawl; a hang fails the test instead of blocking CI
-NODE_TIMEOUT = 240.0
+NODE_TIMEOUT = 300.0
+#: DISTCRAWL_HEARTBEAT_TIMEOUT of test nodes, in seconds
+HEARTBEAT_TIMEOUT = 20
 
 
 class Node:
@@ -32,6 +38,8 @@ class Node:
         settings: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
         spider: str = "catalog",
+        spider_args: dict[str, str] | None = None,
+        settings_module: str = "distcrawl.settings",
     ) -> None:
         self.node_id = node_id
         self.log_file = log_dir / f"{node_id}.log"
@@ -39,7 +47,9 @@ class Node:
             "DISTCRAWL_CLOSE_WHEN_DRAINED": "1",
             "DISTCRAWL_DRAIN_GRACE": "1.5",
             "DISTCRAWL_HEARTBEAT_INTERVAL": "0.5",
-            "DISTCRAWL_HEARTBEAT_TIMEOUT": "4",
+            # room for a node starved of CPU on a loaded machine: a live node must never be
+            # taken for dead; tests that kill one wait for its recovery as a condition
+            "DISTCRAWL_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
             "LOG_FILE": str(self.log_file),
             "LOG_LEVEL": "INFO",
             **(settings or {}),
@@ -47,9 +57,11 @@ class Node:
         cmd = [sys.executable, "-m", "scrapy", "crawl", spider]
         for key, value in merged.items():
             cmd += ["-s", f"{key}={value}"]
+        for key, value in (spider_args or {}).items():
+            cmd += ["-a", f"{key}={value}"]
         full_env = dict(os.environ)
         full_env.update(
-            SCRAPY_SETTINGS_MODULE="distcrawl.settings",
+            SCRAPY_SETTINGS_MODULE=settings_module,
             REDIS_URL=redis_url,
             MONGO_URI=mongo_uri,
             DISTCRAWL_NODE_ID=node_id,
@@ -94,6 +106,40 @@ def stored_urls(mongo_uri: str) -> list[str]:
         return [d["url"] for d in db["products"].find({}, {"url": 1, "_id": 0})]
     finally:
         client.close()
+
+
+def stored_products(mongo_uri: str, shop: DemoShop) -> Counter[str]:
+    """Documents per product identity (the shop's SKU of the page the document names, else
+    its ``sku`` field): a product stored under two URLs counts twice, which ``_id`` (the URL)
+    can never show."""
+    client: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
+    try:
+        db = client.get_default_database()
+        docs = list(db["products"].find({}, {"url": 1, "sku": 1, "_id": 0}))
+    finally:
+        client.close()
+    return Counter(
+        shop.product_sku(str(d.get("url", ""))) or str(d.get("sku") or d.get("url")) for d in docs
+    )
+
+
+def product_fetches(shop: DemoShop) -> Counter[str]:
+    """Fetches of product pages per product identity (SKU), from the shop's own request log:
+    the same product fetched through two URLs counts twice."""
+    skus = (shop.product_sku(e["path"]) for e in shop.request_log())
+    return Counter(sku for sku in skus if sku is not None)
+
+
+def expected_skus(shop: DemoShop) -> set[str]:
+    return {sku for url in shop.expected_product_urls() if (sku := shop.product_sku(url))}
+
+
+def assert_each_product_once(mongo_uri: str, shop: DemoShop) -> None:
+    """Every product the shop has is stored, each in exactly one document."""
+    stored = stored_products(mongo_uri, shop)
+    twice = {sku: n for sku, n in stored.items() if n > 1}
+    assert not twice, f"products stored more than once: {sorted(twice.items())[:5]}"
+    assert set(stored) == expected_skus(shop)
 
 
 def wait_for(predicate: Any, timeout: float, interval: float = 0.1) -> bool:

@@ -60,13 +60,18 @@ def test_chaos_kills_a_node_and_loses_nothing() -> None:
     out = run_tool(
         str(BENCH / "chaos.py"),
         "--products", "100", "--nodes", "2", "--kills", "1", "--seed", "7",
-        "--latency", "100", "--concurrency", "4", "--quiet",
+        "--latency", "250", "--concurrency", "4", "--quiet",
     )  # fmt: skip
     assert out["design"] == "distcrawl"
     assert out["expected"] == 100
     assert (out["lost"], out["duplicates"]) == (0, 0), out
     assert (out["inflight_left"], out["queued_left"]) == (0, 0), out
-    assert out["kills"] <= 1
+    # the run exists to kill a node mid-crawl: it must have, and a replacement took over
+    assert out["kills"] == 1, out
+    assert out["nodes_started"] == 3, out
+    assert out["stored"] == out["fetched_products"] == 100, out
+    assert out["recovered_live_nodes"] == 0, out
+    assert out["site_active_left"] == 0, out
     assert out["ok"], out
 
 
@@ -77,7 +82,12 @@ def test_chaos_baseline_scrapy_redis_reports_its_losses() -> None:
         "--latency", "100", "--concurrency", "4", "--quiet", "--baseline", "scrapy-redis",
     )  # fmt: skip
     assert out["design"] == "scrapy-redis"
+    assert out["kills"] == 1, out
     assert out["inflight_left"] is None
     assert out["queued_left"] == 0
-    assert out["stored"] + out["lost"] == out["expected"] == 100
+    assert out["expected"] == 100
+    # MongoDB against the shop's own request log: nothing is stored that was never served,
+    # and whatever was never served is counted lost
+    assert out["stored"] <= out["fetched_products"], out
+    assert out["lost"] >= out["expected"] - out["fetched_products"], out
     assert out["duplicates"] == 0

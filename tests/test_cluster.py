@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 
 import pytest
 import redis
@@ -222,10 +221,12 @@ def test_reading_a_large_queue_is_a_few_round_trips(r) -> None:
     for seq in range(1, 20_001):
         pipe.zadd(KEYS.queue, {str(seq): -100 * SCORE_SCALE + seq})
     pipe.execute()
-    t0 = time.perf_counter()
+    before = int(r.info("stats")["total_commands_processed"])
     snap = read_snapshot(r, KEYS)
+    after = int(r.info("stats")["total_commands_processed"])
     assert snap["queued_by_kind"]["product"] == 20_000
-    assert time.perf_counter() - t0 < 0.5
+    # a bounded number of commands (ZCOUNTs per band), never one per queued entry
+    assert after - before - 1 < 30  # - 1: the first INFO
 
 
 def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> None:
@@ -281,3 +282,24 @@ def test_status_screen_shows_the_busy_sites(r) -> None:
     assert "Sites (shared budget)" in screen
     assert "slow.test" in screen
     assert status["sites"][0]["waiting"] == 1 and status["sites"][0]["in_flight"] == 1
+
+
+def test_a_node_that_left_products_in_its_journal_shows_them_after_it_stopped(r) -> None:
+    from rich.console import Console
+
+    from distcrawl.commands.status import render
+
+    beat(r, "full", {"item_scraped_count": 9, "pipeline/journal_held": 42})
+    beat(r, "clean", {"item_scraped_count": 3, "pipeline/journal_held": 0})
+    FrontierStore(r, KEYS).release("full")  # a clean stop: the last stats stay readable
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    nodes = {n["node"]: n for n in status["nodes"]}
+    assert nodes["full"]["state"] == "stopped"
+    assert (nodes["full"]["journal_held"], nodes["clean"]["journal_held"]) == (42, 0)
+    assert status["totals"]["journal_held"] == 42
+    status.update(drained=False, redis="redis://***", backlog_per_min=None, eta_seconds=None)
+    console = Console(width=140, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(render(status))
+    screen = console.export_text()
+    assert "journal" in screen
+    assert any("full" in line and "42" in line for line in screen.splitlines())

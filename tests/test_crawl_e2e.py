@@ -6,11 +6,19 @@ import json
 import subprocess
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pymongo
 import pytest
 import redis
-from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls
+from crawl_nodes import (
+    Node,
+    assert_clean_log,
+    assert_each_product_once,
+    product_fetches,
+    stop_all,
+    stored_urls,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -40,10 +48,12 @@ def test_two_nodes_store_every_product_exactly_once(
     finally:
         stop_all(nodes)
     urls = stored_urls(mongo_uri)
-    assert Counter(urls).most_common(1)[0][1] == 1
     assert set(urls) == shop.expected_product_urls()
+    assert_each_product_once(mongo_uri, shop)
     fetched = Counter(e["path"] for e in shop.request_log() if e["path"] != "/robots.txt")
     assert max(fetched.values()) == 1, "a page was fetched twice"
+    # a product reached through two URLs (tracked listing links) is one product
+    assert max(product_fetches(shop).values()) == 1, "a product was fetched twice"
     for node in nodes:
         assert_clean_log(node.log())
         assert "Spider closed (frontier_drained)" in node.log()
@@ -137,3 +147,84 @@ def test_plain_variant_without_a_profile_is_crawled_completely(
         client.close()
     assert all(d["name"] and d.get("price") is not None and d.get("currency") for d in docs)
     assert all(len(d["category_path"]) == 2 for d in docs)
+
+
+def test_a_product_reached_through_many_urls_is_stored_once(
+    redis_url, mongo_uri, redis_cli, shop_factory, tmp_path
+) -> None:
+    shop = shop_factory(products=24)
+    port = urlsplit(shop.url).port
+    path = shop.catalog.products()[3].path
+    base = f"http://localhost:{port}"
+    aliases = [
+        f"{base}{path}",
+        f"{base}{path}?utm_source=newsletter&utm_medium=email",  # tracking parameters
+        f"{base}{path}?ref=card2&gclid=abc",
+        f"{base}{path}?page=1",  # a first-page alias
+        f"{base}{path}#reviews",  # a fragment
+        f"http://LOCALHOST:{port}{path}",  # host case
+        f"HTTP://LocalHost:{port}{path}?fbclid=x#top",
+    ]
+    # the home page with and without its trailing slash, which the shop treats the same
+    lpush(redis_cli, redis_url, base, f"{base}/", *aliases)
+    node = Node(redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="aliases")
+    try:
+        assert node.wait() == 0
+    finally:
+        stop_all([node])
+    assert_clean_log(node.log())
+    assert "Seed accepted" in node.log()
+    assert_each_product_once(mongo_uri, shop)
+    urls = stored_urls(mongo_uri)
+    assert len(urls) == 24
+    assert f"{base}{path}" in urls
+    # every link to a product (listings link a third with tracking parameters) was fetched
+    # once; only the explicit seeds above fetched it again
+    fetches = product_fetches(shop)
+    sku = shop.product_sku(path)
+    assert fetches.pop(sku) == len(aliases)
+    assert set(fetches.values()) == {1}
+
+
+def test_a_node_that_cannot_store_its_journal_exits_3_and_status_shows_the_products(
+    redis_url, mongo_server, mongo_uri, shop_factory, tmp_path, capsys
+) -> None:
+    import json as json_
+
+    from distcrawl.cli import main
+
+    shop = shop_factory(products=30)
+    redis.Redis.from_url(redis_url).lpush("catalog:start_urls", shop.url)
+    journal = tmp_path / "journal"
+    mongo_server.stop()  # for the whole crawl: every product goes to the journal
+    node = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="stranded",
+        settings={
+            "MONGO_JOURNAL_PATH": str(journal),
+            "MONGO_TIMEOUT": 1,
+            "MONGO_JOURNAL_AFTER": 0.5,
+            "MONGO_CLOSE_TIMEOUT": 0.5,
+            "MONGO_JOURNAL_CLOSE_TIMEOUT": 2,
+        },
+    )
+    try:
+        assert node.wait() == 3, node.log()[-3000:]
+    finally:
+        stop_all([node])
+    assert f"30 products are NOT in MongoDB: they wait in the journal {journal}" in node.log()
+    assert "Exiting with status 3" in node.log()
+    code = main(["status", "catalog", "--json", "--sample", "0", "-s", f"REDIS_URL={redis_url}"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    status = json_.loads(out)
+    (entry,) = [n for n in status["nodes"] if n["node"] == "stranded"]
+    assert (entry["state"], entry["journal_held"]) == ("stopped", 30)
+    assert status["totals"]["journal_held"] == 30
+
+    mongo_server.start()
+    assert main(["journal", "replay", str(journal), "--mongo-uri", mongo_uri]) == 0
+    assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
+    assert_each_product_once(mongo_uri, shop)

@@ -73,3 +73,17 @@ def test_urls_are_canonicalised_idempotently_without_tracking(
     assert canonicalize_url(once) == once
     assert "utm_source=" not in once.partition("?")[2].partition("#")[0] or "?" in path
     assert "#" not in once
+
+
+def test_every_alias_of_a_product_url_has_one_canonical_form() -> None:
+    aliases = [
+        "http://shop.test/p/4-oak-table.html",
+        "http://shop.test/p/4-oak-table.html?utm_source=newsletter&utm_medium=email",
+        "http://shop.test/p/4-oak-table.html?ref=card2&gclid=abc",
+        "http://shop.test/p/4-oak-table.html?page=1",
+        "http://shop.test/p/4-oak-table.html#reviews",
+        "http://SHOP.Test/p/4-oak-table.html",
+        "HTTP://Shop.test:80/p/4-oak-table.html?fbclid=x#top",
+    ]
+    assert {canonicalize_url(url) for url in aliases} == {"http://shop.test/p/4-oak-table.html"}
+    assert canonicalize_url("http://shop.test") == canonicalize_url("http://shop.test/")

@@ -80,13 +80,17 @@ def test_recover_dead_node_once_even_when_two_nodes_race(
     store.sync("dead", children=[child(f"u{i}") for i in range(50)])
     store.sync("dead", lease=50)
     store.client.zadd(store.keys.nodes, {"dead": 1})  # last heartbeat long ago
+    # silence counts from the server's start only: let it be up for longer than the timeout
+    deadline = time.monotonic() + 30
+    while store.client.info("server")["uptime_in_seconds"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     results: list = []
     barrier = threading.Barrier(2)
 
     def recover(me: str) -> None:
         s = FrontierStore(redis.Redis.from_url(redis_url), store.keys)
         barrier.wait()
-        results.append(s.recover(me, 5000))
+        results.append(s.recover(me, 1000))
 
     threads = [threading.Thread(target=recover, args=(n,)) for n in ("a", "b")]
     for t in threads:
@@ -106,11 +110,14 @@ def test_live_node_is_not_recovered(store: FrontierStore) -> None:
 
 
 def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
-    _, _, parked, *_ = store.sync("n1", children=[child("r", delay=400, dont_filter=True)])
+    # parked for a minute: no slow machine gets from one sync to the next in that time
+    _, _, parked, *_ = store.sync("n1", children=[child("r", delay=60_000, dont_filter=True)])
     assert parked == 1
     out = store.sync("n1", lease=5)[4]
     assert out == []
-    time.sleep(0.5)
+    # the minute passes: its due time (server clock, ms) is now in the past
+    delayed = store.keys.delayed
+    store.client.zadd(delayed, {rid: 0 for rid in store.client.zrange(delayed, 0, -1)})
     out = store.sync("n1", lease=5)[4]
     assert leased_urls(out) == ["r"]
 

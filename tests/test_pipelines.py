@@ -81,14 +81,14 @@ class Crawl:
     def log(self) -> str:
         return self.log_path.read_text()
 
-    def result(self, timeout: float = 120) -> dict[str, Any]:
+    def result(self, timeout: float = 120, code: int = 0) -> dict[str, Any]:
         try:
-            code = self.proc.wait(timeout=timeout)
+            exit_code = self.proc.wait(timeout=timeout)
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-        assert code == 0, self.log[-4000:]
+        assert exit_code == code, self.log[-4000:]
         stats: dict[str, Any] = json.loads((self.dir / "stats").read_text())
         return stats
 
@@ -264,6 +264,77 @@ def test_node_killed_during_outage_then_journal_replayed_by_a_fresh_node(
     assert not list((tmp_path / "journal").glob("*.jsonl"))
 
 
+def test_a_node_closing_while_mongodb_is_down_waits_and_replays_its_journal(
+    mongo_server: MongoServer, mongo_uri: str, tmp_path: Path
+) -> None:
+    mongo_server.stop()
+    total = 60
+    run = Crawl(
+        tmp_path,
+        "closing",
+        {
+            "products": [product(i) for i in range(total)],
+            "settings": settings(
+                mongo_uri, tmp_path, MONGO_JOURNAL_AFTER=0.5, MONGO_CLOSE_TIMEOUT=0.5
+            ),
+        },
+    )
+    # every product is journaled and the crawl is closing: it waits for MongoDB, saying so
+    _wait_for(lambda: len(run.acks()) == total, 60, "the products journaled")
+    _wait_for(lambda: "Waiting for MongoDB to replay" in run.log, 60, "the close to wait")
+    assert run.proc.poll() is None
+    mongo_server.start()
+    stats = run.result()
+    assert sorted(doc["_id"] for doc in documents(mongo_uri)) == sorted(
+        p["url"] for p in map(product, range(total))
+    )
+    assert stats["pipeline/journaled"] == stats["pipeline/replayed"] == total
+    assert stats["pipeline/journal_held"] == 0
+    assert "before closing" in run.log
+    assert not list((tmp_path / "journal").glob("*.jsonl"))
+
+
+def test_a_node_that_cannot_replay_in_time_exits_non_zero_and_says_where_its_products_are(
+    mongo_server: MongoServer, mongo_uri: str, tmp_path: Path
+) -> None:
+    mongo_server.stop()
+    total = 30
+    run = Crawl(
+        tmp_path,
+        "stranded",
+        {
+            "products": [product(i) for i in range(total)],
+            "settings": settings(
+                mongo_uri,
+                tmp_path,
+                MONGO_JOURNAL_AFTER=0.5,
+                MONGO_CLOSE_TIMEOUT=0.5,
+                MONGO_JOURNAL_CLOSE_TIMEOUT=1.0,
+            ),
+        },
+    )
+    stats = run.result(code=3)
+    journal = tmp_path / "journal"
+    assert stats["pipeline/journal_held"] == total
+    assert f"{total} products are NOT in MongoDB: they wait in the journal {journal}" in run.log
+    assert f"distcrawl journal replay {journal}" in run.log
+    assert len(list(journal.glob("*.jsonl"))) == 1
+
+    # an operator finishes the dead node's journal from another folder
+    mongo_server.start()
+    moved = tmp_path / "moved"
+    journal.rename(moved)
+    proc = subprocess.run(
+        [sys.executable, "-m", "distcrawl.cli", "journal", "replay", str(moved),
+         "--mongo-uri", mongo_uri],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"replayed {total} products" in proc.stdout
+    assert len(documents(mongo_uri)) == total
+    assert not list(moved.glob("*.jsonl"))
+
+
 # --------------------------------------------------------------------------- the writer
 
 
@@ -296,6 +367,45 @@ def test_history_is_bounded_and_values_stay_data(writer: MongoWriter) -> None:
     assert [h["price"].to_decimal() for h in doc["price_history"]] == [3, 4, 5]
     assert doc["first_seen"] == NOW.replace(tzinfo=None)
     assert doc["last_seen"] == (NOW + dt.timedelta(days=5)).replace(tzinfo=None)
+
+
+def test_an_older_observation_never_overwrites_a_newer_one(writer: MongoWriter) -> None:
+    def write(day: int, price: str, **extra: Any) -> None:
+        item = product(1, price=Decimal(price), **extra)
+        seen = NOW + dt.timedelta(days=day)
+        outcome = writer.write([make_record(item, ("url",), history=3, now=seen)])
+        assert not outcome.rejected and not outcome.retry
+
+    def stored() -> dict[str, Any]:
+        doc = writer.collection.find_one({"_id": "https://shop.test/p/1"})
+        assert doc is not None
+        return doc
+
+    def history() -> list[tuple[int, Decimal]]:
+        return [
+            ((h["seen_at"] - NOW.replace(tzinfo=None)).days, h["price"].to_decimal())
+            for h in stored()["price_history"]
+        ]
+
+    write(0, "10")
+    write(4, "12", name="New name")
+    write(2, "11", name="Old name")  # a journal replayed late
+    doc = stored()
+    assert (doc["price"], doc["name"]) == (Decimal128("12"), "New name")
+    assert doc["last_seen"] == (NOW + dt.timedelta(days=4)).replace(tzinfo=None)
+    assert history() == [(0, 10), (2, 11), (4, 12)]
+    write(2, "11", name="Old name")  # replayed twice: nothing changes
+    assert history() == [(0, 10), (2, 11), (4, 12)]
+    write(3, "11")  # the same state as the entry before it: no entry
+    assert history() == [(0, 10), (2, 11), (4, 12)]
+    write(-1, "10")  # the first state began earlier than thought
+    assert history() == [(-1, 10), (2, 11), (4, 12)]
+    assert stored()["first_seen"] == (NOW - dt.timedelta(days=1)).replace(tzinfo=None)
+    write(1, "9")  # the oldest entries go first, newest kept
+    assert history() == [(1, 9), (2, 11), (4, 12)]
+    write(5, "13")
+    assert history() == [(2, 11), (4, 12), (5, 13)]
+    assert stored()["price"] == Decimal128("13")
 
 
 def test_writer_keys_on_site_and_sku_and_survives_an_insert_race(writer: MongoWriter) -> None:
@@ -455,6 +565,11 @@ def _crawl_main(spec_path: str) -> None:
     assert crawler.stats is not None
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))}
     Path(spec["stats_path"]).write_text(json.dumps(stats))
+    from distcrawl.commands.crawl import EXIT_JOURNAL_HELD
+    from distcrawl.storage.store import stranded_journals
+
+    if stranded_journals():  # as `scrapy crawl` does
+        sys.exit(EXIT_JOURNAL_HELD)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,18 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
-from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls, wait_for
+from crawl_nodes import (
+    Node,
+    assert_clean_log,
+    assert_each_product_once,
+    stop_all,
+    stored_urls,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -86,14 +94,18 @@ def test_rate_limited_site_stays_within_its_budget_while_the_other_is_crawled(
     }
     nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings)
     try:
-        t0 = time.time()
         r.lpush("catalog:start_urls", shop_a.url, shop_b.url)
         assert [n.wait() for n in nodes] == [0] * NODES
     finally:
         stop_all(nodes)
 
     urls = stored_urls(mongo_uri)
-    assert Counter(urls).most_common(1)[0][1] == 1, "a product was stored twice"
+    # one document per product: by site and SKU (the URL, _id, could never repeat)
+    shops = {SITE_A: shop_a, SITE_B: shop_b}
+    identities = Counter(
+        (host, shops[host].product_sku(url)) for url in urls if (host := urlsplit(url).hostname)
+    )
+    assert identities.most_common(1)[0][1] == 1, "a product was stored twice"
     assert set(urls) == shop_a.expected_product_urls() | shop_b.expected_product_urls()
 
     log_a, log_b = shop_a.request_log(), shop_b.request_log()
@@ -108,10 +120,10 @@ def test_rate_limited_site_stays_within_its_budget_while_the_other_is_crawled(
     # the budget, not the crawl, paced A: its pages cannot have come any faster than this
     assert max(frontier) - min(frontier) >= (len(frontier) - burst) / rate - 0.5
 
-    # B, not limited, was crawled meanwhile: done before A was half done, far faster than R
-    b_done, a_done = max(pages_b) - t0, max(frontier) - t0
-    assert b_done < a_done / 2, (b_done, a_done)
-    assert len(pages_b) / (max(pages_b) - min(pages_b)) > 4 * rate
+    # B, not limited, was crawled meanwhile, past A's budget, and done while A still waited
+    # for its tokens (orders and counts, not durations: a slow machine changes neither)
+    assert min(pages_b) < max(frontier) and max(pages_b) < max(frontier)
+    assert max_in_window(pages_b) > rate + burst + 1
 
     # nothing left behind in the budget: no request in flight, none waiting for its site
     assert int(r.hget(f"{{catalog}}:site:{SITE_A}", "active") or 0) == 0
@@ -149,9 +161,12 @@ def test_site_answering_429_is_slowed_down_for_every_node(
         t_switch = time.time()
         shop.set_faults(rate_limit_429=0.5, retry_after=1)
         # the nodes report the 429s; the shared factor drops for the whole cluster
-        assert wait_for(lambda: float(r.hget(site_key, "factor") or 1) < 1, 10)
+        assert wait_for(lambda: float(r.hget(site_key, "factor") or 1) < 0.5, 60)
+        # the rate after the cut, over the next requests (counted, not a fixed window)
         t_cut = time.time()
-        time.sleep(4.0)
+        cut_at = len(shop.request_log())
+        assert wait_for(lambda: len(shop.request_log()) >= cut_at + 15, 120)
+        t_after = time.time()
         factor_low = float(r.hget(site_key, "factor"))
         ready = r.zcard("{catalog}:queue") + r.zcard(f"{{catalog}}:wait:{SITE_A}")
         shop.set_faults(rate_limit_429=0)
@@ -161,8 +176,7 @@ def test_site_answering_429_is_slowed_down_for_every_node(
 
     log = shop.request_log()
     before = arrivals(log, t_before, t_switch) / (t_switch - t_before)
-    # a second for the cut to reach every node's next lease, then three seconds of it
-    after = arrivals(log, t_cut + 1.0, t_cut + 4.0) / 3.0
+    after = arrivals(log, t_cut, t_after) / (t_after - t_cut)
     assert ready > 0, "the site ran out of work: the drop would prove nothing"
     assert factor_low < 0.5
     assert after < before / 2, (before, after)
@@ -171,7 +185,7 @@ def test_site_answering_429_is_slowed_down_for_every_node(
     # the rate recovers once the site is fine again, and nothing was lost on the way
     assert float(r.hget(site_key, "factor")) > factor_low
     urls = stored_urls(mongo_uri)
-    assert len(urls) == len(set(urls))
+    assert_each_product_once(mongo_uri, shop)  # by SKU: _id (the URL) cannot show it
     assert set(urls) == shop.expected_product_urls()
     assert r.hlen("{catalog}:dead") == 0
     for node in nodes:

@@ -165,13 +165,17 @@ def test_literal_addresses_and_schemes_are_refused_without_dns(url: str, reason:
 
 def test_answers_are_remembered_briefly() -> None:
     dns = FakeDNS({"shop.test": ["93.184.215.14"]})
-    mw = guard(resolve=dns, dns_ttl=0.2)
+    now = [1000.0]  # a clock the test moves: no race with a slow machine
+    mw = guard(resolve=dns, dns_ttl=60, clock=lambda: now[0])
 
     async def run() -> None:
         for _ in range(3):
             await mw.check("http://shop.test/a")
-        await asyncio.sleep(0.25)
-        await mw.check("http://shop.test/b")
+        now[0] += 59.0
+        await mw.check("http://shop.test/b")  # still fresh
+        assert dns.asked == ["shop.test"]
+        now[0] += 2.0
+        await mw.check("http://shop.test/b")  # expired: asked again
 
     asyncio.run(run())
     assert dns.asked == ["shop.test", "shop.test"]

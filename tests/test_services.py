@@ -26,6 +26,7 @@ from distcrawl.services import (
     ensure_mongo,
     ensure_redis,
     mask_url,
+    pid_alive,
     resolve_home,
     services_status,
     stop_services,
@@ -176,7 +177,8 @@ def test_services_command_status_start_stop(
     finally:
         assert cli.main(["services", "stop", "--home", str(tmp_path), "--json"]) == 0
     assert sorted(json.loads(capsys.readouterr().out)["stopped"]) == ["mongo", "redis"]
-    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    # gone (a zombie waiting for its parent to reap it is gone too: /proc still lists it)
+    assert not any(pid_alive(pid) for pid in pids)
     assert services_status(tmp_path)["mongo"]["running"] is False
 
 
@@ -235,13 +237,16 @@ def test_redis_url_fixture_gives_an_empty_database(redis_url: str) -> None:
         client.close()
 
 
-def test_redis_url_fixture_restarts_a_stopped_server(redis_server: RedisServer) -> None:
+def test_redis_url_fixture_restarts_a_stopped_server_and_empties_it(
+    redis_server: RedisServer, redis_cli: Path, request: pytest.FixtureRequest
+) -> None:
+    # one test, in order: a key left behind, the server stopped, then the fixture asked for
+    client = redis_server.client()
+    client.set("left-behind", 1)
+    client.close()
     redis_server.stop()
     assert not redis_server.ping()
-
-
-def test_redis_url_fixture_after_a_stop(redis_url: str, redis_cli: Path) -> None:
-    # Runs after the test above stopped the server, and after one left a key behind.
+    redis_url = request.getfixturevalue("redis_url")
     out = subprocess.run(
         [str(redis_cli), "-u", redis_url, "DBSIZE"], capture_output=True, text=True, check=True
     )

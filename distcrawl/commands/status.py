@@ -234,6 +234,9 @@ def render(status: dict[str, Any]) -> RenderableType:
         nodes.add_column(column, justify="left" if column in ("node", "state") else "right")
     nodes.add_column("pages/min", justify="right")
     nodes.add_column("products/min", justify="right")
+    journals = bool(totals.get("journal_held"))
+    if journals:  # products only in a node's local journal, not in MongoDB yet
+        nodes.add_column("journal", justify="right", style="bold red")
     colours = {"live": "green", "dead": "bold red", "orphan": "yellow", "gone": "dim"}
     for node in status["nodes"]:
         age = node["heartbeat_age_s"]
@@ -247,6 +250,7 @@ def render(status: dict[str, Any]) -> RenderableType:
             _num(node["products"]),
             _num(node["pages_per_min"]),
             _num(node["products_per_min"]),
+            *([_num(node["journal_held"])] if journals else []),
         )
     nodes.add_row(
         Text("total", style="bold"),
@@ -257,6 +261,7 @@ def render(status: dict[str, Any]) -> RenderableType:
         _num(totals["products"]),
         _num(totals["pages_per_min"]),
         _num(totals["products_per_min"]),
+        *([_num(totals["journal_held"])] if journals else []),
         style="bold",
     )
 

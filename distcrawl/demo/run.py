@@ -19,6 +19,7 @@ from typing import Any
 
 import pymongo
 import redis
+from scrapy.settings import Settings
 
 from distcrawl.demo.checks import check_fields, check_store
 from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
@@ -45,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", help="state folder for the embedded servers (default: temp)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument(
+        "--web", action="store_true", help="serve the live dashboard during the crawl"
+    )
+    parser.add_argument("--web-port", type=int, default=8470, help="dashboard port (0 = any free)")
     parser.add_argument(
         "-s",
         "--set",
@@ -111,7 +116,12 @@ def run(args: argparse.Namespace) -> int:
         mongo_uri = ensure_mongo(home)
         say(f"demo shop {shop.url} ({args.products} products, {args.variant})")
         say(f"redis {mask_url(redis_url)}  mongodb {mask_url(mongo_uri)}  home {home}")
-        summary = crawl(args, shop, home, redis_url, mongo_uri, say)
+        dashboard = start_dashboard(args, redis_url, mongo_uri, say) if args.web else None
+        try:
+            summary = crawl(args, shop, home, redis_url, mongo_uri, say)
+        finally:
+            if dashboard is not None:
+                dashboard.stop()
     finally:
         shop.stop()
         if started_services:
@@ -132,6 +142,20 @@ def run(args: argparse.Namespace) -> int:
         and summary["fields_wrong"] == 0
     )
     return 0 if ok else 1
+
+
+def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, say: Any) -> Any:
+    """``--web``: this crawl's dashboard on a thread (``DISTCRAWL_WEB_TOKEN`` allows actions)."""
+    from distcrawl.commands.web import web_config
+    from distcrawl.web.server import DashboardServer
+
+    allow = "127.0.0.1,127.0.0.2,localhost"  # the nodes' DISTCRAWL_ALLOW_PRIVATE (node_env)
+    settings = Settings(
+        {"REDIS_URL": redis_url, "MONGO_URI": mongo_uri, "DISTCRAWL_ALLOW_PRIVATE": allow}
+    )
+    dashboard = DashboardServer(web_config(settings, "catalog"), port=args.web_port).start()
+    say(f"dashboard {dashboard.url}  metrics {dashboard.url}metrics")
+    return dashboard
 
 
 def crawl(

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from distcrawl.demo import pages
 from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_SEED, Catalog
@@ -305,9 +305,22 @@ class DemoShop:
         """Expected minus always-failing: what a crawl can store despite the faults."""
         return self.expected_product_urls() - self.failing_product_urls()
 
+    def product_sku(self, url: str) -> str | None:
+        """The SKU of the product the page at *url* (or a path) shows, as this shop routes it
+        (query and fragment ignored, the host not looked at); None for any other page. Two
+        URLs of one product have one SKU: the identity duplicate checks count by."""
+        path = urlsplit(url).path
+        match = _PRODUCT_PATH.fullmatch(path)
+        if match is None:
+            return None
+        product = self.catalog.product(int(match[1]))
+        return product.sku if product is not None and product.slug == match[2] else None
+
     def truth(self) -> dict[str, Any]:
-        """The ground truth as served by ``GET /_shop/truth``."""
+        """The ground truth as served by ``GET /_shop/truth``; ``skus`` maps each product's
+        path to its SKU (a product's identity, whatever URL it was reached by)."""
         return {
+            "skus": {p.path: p.sku for p in self.catalog.products()},
             "expected": sorted(self.expected_product_urls()),
             "recoverable": sorted(self.recoverable_product_urls()),
             "failing": sorted(self.failing_product_urls()),

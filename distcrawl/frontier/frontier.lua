@@ -23,9 +23,14 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
   P:pages:<site>     STRING pages the site has cost the cluster (the page budget, counted by
                            the nodes' PageLimitsMiddleware in reservations of a few pages)
-  P:counters         HASH  crawl-wide counters kept by the script itself (requeued_dead_letters)
+  P:counters         HASH  crawl-wide counters kept by the script itself: requeued_dead_letters,
+                           stale_acks (acks and dead letters for leases the node did not hold),
+                           recovered_nodes (nodes declared dead by `recover`)
   P:paused           STRING present while the cluster is paused: no new leases are handed out
-  P:req:site         HASH  rid -> site (host) of the request, for the per-site budget
+  P:req:site         HASH  rid -> site (host) of the request, for the per-site budget. A lease
+                           of a request with a site took one slot (`active`) of that site, and
+                           every way out of the lease (ack, release, recover, a grant without
+                           payload) frees exactly that one slot; dead letters requeued get theirs
   P:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
                            (requests in flight on all nodes), factor (adaptive slow-down, 0-1],
                            cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits
@@ -46,7 +51,7 @@ skewed clocks still agree on heartbeats and due times.
 
 Commands
   sync node n_children [fp, prio, dont_filter, delay_ms, site, payload]*n
-       n_acks [rid]*n  n_dead [id, record]*n  n_rejected [record]*n
+       n_acks [rid]*n  n_dead [id, record, rid]*n  n_rejected [record]*n
        seeds_done(0|1) lease_n rate conc burst adaptive_rate
        n_feedback [site, ok, throttled, slow]*n
        One round trip per flush: pushes children (dupefilter checked and recorded here),
@@ -61,7 +66,12 @@ Commands
        queued / live nodes (rounded up), so a shallow queue is spread over the nodes. A node
        that asked for leases and got none joins P:idle; pushed links and due retries then
        wake the idle nodes through P:wake.
-       Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms, paced}:
+       Acks and dead letters are fenced: they count only for a lease <node> still holds (a
+       dead letter with rid '' is written as is); any other is ignored but counted (stale,
+       P:counters stale_acks), so a node presumed dead that was not changes nothing with its
+       late reports, and the request's new holder finds its payload and site slot intact.
+       Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms, paced,
+       stale}:
        next_due_ms is how soon a parked retry or a waiting site falls due (-1: none); paced
        lists the leased rids that spent a rate token: the node sends them first, since their
        token is for now.
@@ -76,14 +86,20 @@ Commands
   recover node timeout_ms start_key
        For every node (other than <node>) whose heartbeat is older than timeout_ms: returns its
        leases and seeds as `release` does and forgets the node. Atomic, so two live nodes
-       racing to recover the same dead node recover each request once. Returns {nodes, reqs}.
+       racing to recover the same dead node recover each request once. Recovers nobody while
+       the Redis server has been up for less than timeout_ms (INFO uptime): after a restart
+       every heartbeat is old, so silence is measured from the server's start only (and each
+       node waits timeout_ms after an outage it saw before it recovers anyone). Counts
+       recovered_nodes in P:counters. Returns {nodes, reqs}.
   heartbeat node info_json
   drained start_key
        Returns {queued (incl. waiting for their site), delayed, leased, seeding, start}:
        all zero means nothing is left.
   requeue_dead max [id]*
        Moves dead letters (the named ones, or up to max) back to the queue (fresh order score,
-       priority from the record). Returns the number moved.
+       priority from the record) with their site in P:req:site (the record's `site`, else the
+       host of its `url`), so they go through the site's budget like any request. Returns the
+       number moved.
 ]]
 
 local P = KEYS[1]
@@ -109,6 +125,20 @@ local function site_done(rid, requeued)
   if redis.call('EXISTS', P .. ':wait:' .. site) == 1 then
     redis.call('ZADD', P .. ':waiting', 'LT', 0, site)  -- a slot is free: serve it now
   end
+end
+
+-- the site (host) of a dead-letter record: written by the node, else taken from its URL
+local function record_site(decoded)
+  if type(decoded['site']) == 'string' and decoded['site'] ~= '' then return decoded['site'] end
+  if type(decoded['url']) ~= 'string' then return nil end
+  local host = string.match(decoded['url'], '^%a[%w+.-]*://([^/?#]*)')
+  if not host then return nil end
+  host = string.gsub(host, '^.*@', '')
+  local v6 = string.match(host, '^%[([^%]]*)%]')
+  if v6 then host = v6 else host = string.gsub(host, ':%d*$', '') end
+  host = string.lower(host)
+  if host == '' then return nil end
+  return host
 end
 
 -- work arrived: wake the nodes sleeping for lack of it (one message, however many sleep;
@@ -239,19 +269,34 @@ if cmd == 'sync' then
     end
   end
   local leases = P .. ':leases:' .. node
+  -- fenced: an ack or a dead letter counts only for a lease this node still holds. A node
+  -- presumed dead whose leases went to another node (or back to the queue) changes nothing
+  -- with its late reports but the stale counter: the new holder's ack frees the site slot.
+  local stale = 0
+  local n_acks, acks_at = tonumber(ARGV[i]), i + 1
+  i = acks_at + n_acks
   n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
-    local rid = ARGV[i]; i = i + 1
-    local held = redis.call('ZREM', leases, rid)
-    acked = acked + held
-    if held == 1 then site_done(rid, false) else redis.call('HDEL', P .. ':req:site', rid) end
-    redis.call('HDEL', P .. ':req', rid)
+    -- dead letters first: the ack of the same request may travel in this very call
+    local rid = ARGV[i + 2]
+    if rid == '' or redis.call('ZSCORE', leases, rid) then
+      redis.call('HSET', P .. ':dead', ARGV[i], ARGV[i + 1])
+    else
+      stale = stale + 1
+    end
+    i = i + 3
   end
-  n = tonumber(ARGV[i]); i = i + 1
-  for _ = 1, n do
-    redis.call('HSET', P .. ':dead', ARGV[i], ARGV[i + 1])
-    i = i + 2
+  for j = acks_at, acks_at + n_acks - 1 do
+    local rid = ARGV[j]
+    if redis.call('ZREM', leases, rid) == 1 then
+      acked = acked + 1
+      site_done(rid, false)
+      redis.call('HDEL', P .. ':req', rid)
+    else
+      stale = stale + 1
+    end
   end
+  if stale > 0 then redis.call('HINCRBY', P .. ':counters', 'stale_acks', stale) end
   n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
     redis.call('LPUSH', P .. ':rejected', ARGV[i])
@@ -272,14 +317,18 @@ if cmd == 'sync' then
   local promoted = promote_due(now, 500)
   local out, paced = {}, {}
   local function grant(rid, score, spent_token)
-    if spent_token then paced[#paced + 1] = rid end
     local payload = redis.call('HGET', P .. ':req', rid)
     if payload then
+      if spent_token then paced[#paced + 1] = rid end
       redis.call('ZADD', leases, score, rid)
       out[#out + 1] = rid
       out[#out + 1] = payload
     else
-      -- acked meanwhile by a node presumed dead that was not: the work is done; undo admit
+      -- a request without its payload (a reset dropped it): undo exactly what admit took
+      local site = redis.call('HGET', P .. ':req:site', rid)
+      if site and spent_token then
+        redis.call('HINCRBYFLOAT', P .. ':site:' .. site, 'tokens', 1)
+      end
       site_done(rid, false)
     end
   end
@@ -345,7 +394,7 @@ if cmd == 'sync' then
       if next_due < 0 or ms < next_due then next_due = ms end
     end
   end
-  return {added, filtered, parked, acked, out, next_due, paced}
+  return {added, filtered, parked, acked, out, next_due, paced, stale}
 
 elseif cmd == 'take_token' then
   -- A request that never was in the queue (robots.txt) spends a token at once, going into
@@ -393,6 +442,10 @@ elseif cmd == 'release' then
 elseif cmd == 'recover' then
   local me, timeout, start_key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
   local now = now_ms()
+  -- Silence counts only from this server's start: after a restart (an outage, a failover)
+  -- every heartbeat is old, and the nodes that are alive need time to beat again.
+  local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
+  if uptime and uptime * 1000 < timeout then return {{}, 0} end
   local dead = redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)
   local nodes, reqs = {}, 0
   for _, node in ipairs(dead) do
@@ -404,6 +457,7 @@ elseif cmd == 'recover' then
       nodes[#nodes + 1] = node
     end
   end
+  if #nodes > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #nodes) end
   return {nodes, reqs}
 
 elseif cmd == 'heartbeat' then
@@ -446,6 +500,9 @@ elseif cmd == 'requeue_dead' then
         local score, seq = order_score(prio)
         local rid = tostring(seq)
         redis.call('HSET', P .. ':req', rid, decoded['request'])
+        -- back through the site's budget like any request (a site that failed is not flooded)
+        local site = record_site(decoded)
+        if site then redis.call('HSET', P .. ':req:site', rid, site) end
         redis.call('ZADD', P .. ':queue', score, rid)
         redis.call('HDEL', P .. ':dead', id)
         redis.call('HINCRBY', P .. ':counters', 'requeued_dead_letters', 1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -34,13 +35,16 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl import compat
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
+from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
 from distcrawl.frontier.seeds import BadSeed, parse_seed
-from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, SiteBudget
+from distcrawl.frontier.store import Child, DeadLetter, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
+from distcrawl.internals import check_engine
 from distcrawl.recent import RecentKeys
-from distcrawl.services import mask_url
+from distcrawl.services import mask_url, pid_alive
 from distcrawl.urls import parse_allow_private, printable
 
 if TYPE_CHECKING:
@@ -51,7 +55,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.defer import Deferred
 
-__all__ = ["FrontierScheduler"]
+__all__ = ["FrontierScheduler", "NodeIdInUse"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +80,17 @@ DEFAULT_IDLE_MAX_WAIT = 1.0
 _RETRY_META = frozenset({"retry_times", "retry_first_attempt", "distcrawl_delay"})
 
 
+class NodeIdInUse(RuntimeError):
+    """Another live process heart-beats under this node's id."""
+
+    def __init__(self, node_id: str, host: Any, pid: Any, age: float) -> None:
+        super().__init__(
+            f"node id {node_id!r} is in use by a live process: pid {pid} on host {host} "
+            f"(heart-beat {age:.1f}s ago and still beating); give every process its own "
+            f"DISTCRAWL_NODE_ID, or stop that one first"
+        )
+
+
 class FrontierScheduler(BaseScheduler):
     """Scheduler backed by the Redis frontier.
 
@@ -90,7 +105,9 @@ class FrontierScheduler(BaseScheduler):
     (in flight on all nodes, 0 = no limit), ``DISTCRAWL_SITE_BURST``, ``DISTCRAWL_SITE_LIMITS``
     (``{host: {"rate": r, "concurrency": c}}``; site profiles' ``[politeness]`` too),
     ``DISTCRAWL_ADAPTIVE_RATE`` (rate given to an unlimited site once it pushes back),
-    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``.
+    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``, ``DISTCRAWL_RECORD_DONT_FILTER``
+    (default True; False keeps Scrapy's rule that a ``dont_filter`` request does not mark
+    its URL seen, as the ``distcrawl.Frontier`` add-on sets).
     """
 
     def __init__(
@@ -111,6 +128,7 @@ class FrontierScheduler(BaseScheduler):
         site_limits: dict[str, dict[str, Any]] | None = None,
         latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
         flush_delay: float = DEFAULT_FLUSH_DELAY,
+        record_dont_filter: bool = True,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -126,6 +144,7 @@ class FrontierScheduler(BaseScheduler):
         self.concurrency = max(1, concurrency)
         self.budget = budget or SiteBudget()
         self.flush_delay = flush_delay
+        self.record_dont_filter = record_dont_filter
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
         self._feedback = SiteFeedback(latency_target)
@@ -139,17 +158,20 @@ class FrontierScheduler(BaseScheduler):
         self._started = 0  # leased requests the engine is working on
         self._children: list[Child] = []
         self._acks: list[str] = []
-        self._dead: list[tuple[str, str]] = []
+        self._dead: list[DeadLetter] = []
         self._rejected: list[str] = []
         self._seeds_pending = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._seed_source = SeedSource(key="")
         self._closing = False
         self._redis_down_since: float | None = None
         self._drained_since: float | None = None
         self._last_heartbeat = 0.0
         self._last_recovery = 0.0
+        self._recover_after = 0.0  # monotonic time before which this node recovers nobody
+        self._refused = False  # another live process has this node id: this one never ran
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
@@ -159,7 +181,9 @@ class FrontierScheduler(BaseScheduler):
         allow_private = parse_allow_private(s.get("DISTCRAWL_ALLOW_PRIVATE", False))
         return cls(
             crawler=crawler,
-            redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            redis_url=s.get("REDIS_URL")
+            or compat.redis_url_from_settings(s)[0]
+            or "redis://127.0.0.1:6379/0",
             node_id=s.get("DISTCRAWL_NODE_ID") or f"{socket.gethostname()}-{os.getpid()}",
             prefetch=s.getint("DISTCRAWL_PREFETCH", DEFAULT_PREFETCH),
             seed_batch=s.getint("DISTCRAWL_SEED_BATCH", DEFAULT_SEED_BATCH),
@@ -175,6 +199,7 @@ class FrontierScheduler(BaseScheduler):
             site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
             flush_delay=s.getfloat("DISTCRAWL_FLUSH_DELAY", DEFAULT_FLUSH_DELAY),
             latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
+            record_dont_filter=s.getbool("DISTCRAWL_RECORD_DONT_FILTER", True),
         )
 
     # -- Scrapy's scheduler interface ----------------------------------------------------------
@@ -198,13 +223,18 @@ class FrontierScheduler(BaseScheduler):
             if fp in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
                 self.stats.inc_value("frontier/filtered_locally")
+                self.stats.inc_value("dupefilter/filtered")
                 return False
             self._known.add(fp)
+        elif not self.record_dont_filter:
+            fp = ""  # as Scrapy's own dupefilter: neither checked nor recorded
         try:
             payload = codec.encode(request, self.spider)
         except ValueError as exc:
             logger.error("Cannot queue %s: %s", request.url, exc)
             self.stats.inc_value("frontier/unqueueable")
+            # kept where an operator looks for what the frontier refused
+            self._rejected.append(self._rejection(request.url, str(exc), kind="unqueueable"))
             return False
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
@@ -224,6 +254,8 @@ class FrontierScheduler(BaseScheduler):
         request = self._ready.popleft()
         self._started += 1
         self.stats.inc_value("frontier/started")
+        self.stats.inc_value("scheduler/dequeued")
+        self.stats.inc_value("scheduler/dequeued/redis")
         if len(self._ready) < self.prefetch // 2:
             self._wake.set()
         return request
@@ -233,13 +265,19 @@ class FrontierScheduler(BaseScheduler):
     async def _open(self, spider: Spider) -> None:
         self.spider = spider
         keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
+        # a scrapy-redis spider's own redis_key; a set or zset is staged into a list
+        self._seed_source = SeedSource.for_spider(spider, self.crawler.settings, keys.start_urls)
+        keys = dataclasses.replace(keys, start_urls=self._seed_source.list_key)
+        compat.adopt_spider(self.crawler, spider)
         self._client = aioredis.from_url(
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
         self.store = FrontierStore(self._client, keys)
-        slot = self.crawler.engine._slot
-        if slot is not None:
-            slot.inprogress = InProgress(slot.inprogress, self._request_done)
+        engine = self.crawler.engine
+        check_engine(engine)  # the private hooks below, or a clear error instead of silence
+        slot = engine._slot
+        assert slot is not None
+        slot.inprogress = InProgress(slot.inprogress, self._request_done)
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self.crawler.signals.connect(self._dead_letter, signal=dc_signals.request_dead_lettered)
         # response_downloaded fires for every answer, also those the retry middleware turns
@@ -250,12 +288,54 @@ class FrontierScheduler(BaseScheduler):
             self.node_id,
             mask_url(self.redis_url),
             keys.queue,
-            keys.start_urls,
+            self._seed_source.key,
         )
+        await self._with_retry(self._check_node_id_free)
         await self._with_retry(self._reclaim_own_leases)
         await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
         self._listener = asyncio.ensure_future(self._listen_for_work(keys.wake))
+
+    async def _check_node_id_free(self) -> None:
+        """Refuse to start while another live process heart-beats under this node id.
+
+        Two processes with one id would take each other's leases at open and hand them back
+        and forth. A process that died is no obstacle: on this host its pid is gone; on
+        another host its heartbeat stops advancing (watched for a few heartbeats).
+        """
+        assert self.store is not None
+        keys = self.store.keys
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zscore(keys.nodes, self.node_id)
+        pipe.hget(keys.node(self.node_id), "info")
+        pipe.time()
+        beat, raw_info, (sec, usec) = await pipe.execute()
+        if beat is None:
+            return
+        age_ms = int(sec) * 1000 + int(usec) // 1000 - int(beat)
+        if age_ms >= self.heartbeat_timeout * 1000:
+            return  # dead: its leases are ours to take back
+        try:
+            info = json.loads(raw_info) if raw_info else {}
+        except ValueError:
+            info = {}
+        host, pid = info.get("host"), info.get("pid")
+        here = host == socket.gethostname() and isinstance(pid, int) and pid != os.getpid()
+        if here and not pid_alive(int(pid or 0)):
+            return  # it died on this host: take its leases back at once
+        watch = max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5
+        deadline = time.monotonic() + watch
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            now_beat = await self._client.zscore(keys.nodes, self.node_id)
+            if now_beat is not None and now_beat > beat:
+                self._refused = True  # the leases are the other process's: close touches none
+                error = NodeIdInUse(self.node_id, host, pid, age_ms / 1000)
+                logger.error("Node refuses to start: %s", error)
+                raise error
+        logger.info(
+            "Node id %s was last used by pid %s on %s, which is gone", self.node_id, pid, host
+        )
 
     async def _reclaim_own_leases(self) -> None:
         assert self.store is not None
@@ -287,6 +367,9 @@ class FrontierScheduler(BaseScheduler):
 
     async def _close(self, reason: str) -> None:
         self._closing = True
+        if self._refused:
+            await self._client.aclose()
+            return
         self._wake.set()
         if self._listener is not None:
             self._listener.cancel()
@@ -300,6 +383,9 @@ class FrontierScheduler(BaseScheduler):
             # what the engine finished is acked here; the rest (never started, or cut short by
             # an unclean stop) goes back to the queue at once for the other nodes
             await self._flush(lease=0)
+            # the last stats (the pipeline's close, e.g. products left in its journal) stay
+            # readable in `status` once the node is gone
+            await self._heartbeat()
             moved = await self.store.release(self.node_id)
             logger.info(
                 "Node %s closing (%s): returned %d requests to the frontier (%d prefetched, "
@@ -336,16 +422,18 @@ class FrontierScheduler(BaseScheduler):
         meta["distcrawl_dead_letter"] = reason  # counted as re-queued if an operator does so
         fresh = request.replace(meta=meta, dont_filter=True)
         record = {
-            "request": codec.encode(fresh, self.spider),
+            "request": codec.encode(fresh, self.spider, strict=False),
             "url": request.url,
             "priority": request.priority,
+            "site": urlparse_cached(request).hostname or "",
             "reason": reason,
             "node": self.node_id,
             "at": time.time(),
             **{k: v for k, v in details.items() if codec.json_safe(v)},
         }
         fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
-        self._dead.append((fp, json.dumps(record, separators=(",", ":"))))
+        rid = self._leased.get(request, "")
+        self._dead.append((fp, json.dumps(record, separators=(",", ":")), rid))
         self.stats.inc_value("frontier/dead_lettered")
         self._wake.set()
 
@@ -387,11 +475,16 @@ class FrontierScheduler(BaseScheduler):
                 got = await self._cycle()
                 if self._redis_down_since is not None:
                     logger.warning(
-                        "Redis is back after %.1fs; node %s carries on",
+                        "Redis is back after %.1fs; node %s carries on (and recovers no other "
+                        "node for %.0fs: they need time to heart-beat again)",
                         time.monotonic() - self._redis_down_since,
                         self.node_id,
+                        self.heartbeat_timeout,
                     )
                     self._redis_down_since = None
+                    # every heartbeat went stale while Redis was away, ours as well as the
+                    # live nodes': silence counts again only from now
+                    self._recover_after = time.monotonic() + self.heartbeat_timeout
                 wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._needs_reconcile = True
@@ -458,12 +551,28 @@ class FrontierScheduler(BaseScheduler):
         prefetched, awaiting their ack) stay.
         """
         assert self.store is not None
-        held = await self._client.zrange(self.store.keys.leases(self.node_id), 0, -1)
+        raw = await self._client.zrange(self.store.keys.leases(self.node_id), 0, -1)
+        held = {rid.decode() for rid in raw}
         known = set(self._leased.values()) | set(self._acks)
-        unknown = [rid.decode() for rid in held if rid.decode() not in known]
+        unknown = [rid for rid in held if rid not in known]
         if unknown:
             await self.store.release(self.node_id, unknown)
             logger.warning("Returned %d leases whose grant was lost with Redis", len(unknown))
+        # prefetched requests whose lease this node lost (it was presumed dead, or Redis lost
+        # the grant): they are back in the frontier for another node; not sending them here
+        # saves a second fetch (started ones finish, their acks are fenced off as stale)
+        gone = [r for r in self._ready if self._leased.get(r) not in held]
+        if gone:
+            dropped = set(gone)
+            self._ready = deque(r for r in self._ready if r not in dropped)
+            for request in gone:
+                self._leased.pop(request, None)
+            self.stats.inc_value("frontier/leases/lost", len(gone))
+            logger.warning(
+                "Node %s dropped %d prefetched requests whose leases it no longer holds",
+                self.node_id,
+                len(gone),
+            )
 
     def _pending_writes(self) -> bool:
         return bool(self._children or self._acks or self._dead or self._rejected)
@@ -480,7 +589,10 @@ class FrontierScheduler(BaseScheduler):
             progressed |= await self._take_seeds()
         if now - self._last_heartbeat >= self.heartbeat_interval:
             await self._heartbeat()
-        if now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4):
+        if (
+            now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4)
+            and now >= self._recover_after
+        ):
             await self._recover()
         if self.close_when_drained and not progressed:
             await self._check_drained()
@@ -497,7 +609,7 @@ class FrontierScheduler(BaseScheduler):
         self._seeds_pending = False
         feedback = self._feedback.take()
         try:
-            added, filtered, parked, acked, out, next_due, paced = await self.store.sync(
+            added, filtered, parked, acked, out, next_due, paced, stale = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -523,12 +635,23 @@ class FrontierScheduler(BaseScheduler):
         stats.inc_value("frontier/roundtrips")
         if added:
             stats.inc_value("frontier/enqueued", added)
+            stats.inc_value("scheduler/enqueued", added)
+            stats.inc_value("scheduler/enqueued/redis", added)
         if filtered:
             stats.inc_value("frontier/filtered", filtered)
+            stats.inc_value("dupefilter/filtered", filtered)
         if parked:
             stats.inc_value("frontier/parked", parked)
         if acked:
             stats.inc_value("frontier/acked", acked)
+        if stale:
+            # reports for leases this node no longer holds (it was presumed dead): fenced off
+            stats.inc_value("frontier/acks/stale", stale)
+            logger.warning(
+                "Node %s: %d acks or dead letters for leases it no longer holds were ignored",
+                self.node_id,
+                stale,
+            )
         return self._accept_leases(out, {p.decode() if isinstance(p, bytes) else p for p in paced})
 
     def _accept_leases(self, out: list[Any], paced: set[str]) -> int:
@@ -582,15 +705,23 @@ class FrontierScheduler(BaseScheduler):
 
     async def _take_seeds(self) -> bool:
         assert self.store is not None and self.spider is not None
+        if self._seed_source.kind != "list":
+            await self._seed_source.stage(self._client, self.seed_batch)
         raws = await self.store.take_seeds(self.node_id, self.seed_batch)
         if not raws:
             return False
         make = getattr(self.spider, "make_request_from_seed", None)
         for raw in raws:
             try:
+                if make is None:
+                    # any other spider: scrapy-redis' seeds (make_request_from_data)
+                    made = seed_requests(self.spider, raw, allow_private=self.allow_private)
+                    for request in made:
+                        self._seed_accepted(request)
+                    continue
                 seed = parse_seed(raw, allow_private=self.allow_private)
                 try:
-                    request = make(seed) if make else None
+                    request = make(seed)
                 except Exception as exc:
                     logger.exception("The spider could not make a request from seed %s", seed.url)
                     raise BadSeed("spider_refused", str(exc)[:100]) from None
@@ -604,13 +735,16 @@ class FrontierScheduler(BaseScheduler):
                 self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
                 self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
                 continue
-            self.stats.inc_value("frontier/seeds/accepted")
-            logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
-            self.enqueue_request(request)
+            self._seed_accepted(request)
         # the seeds leave this node's seeding list in the same flush that queues them
         self._seeds_pending = True
         await self._flush(lease=0)
         return True
+
+    def _seed_accepted(self, request: Request) -> None:
+        self.stats.inc_value("frontier/seeds/accepted")
+        logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
+        self.enqueue_request(request)
 
     async def _heartbeat(self) -> None:
         assert self.store is not None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-__all__ = ["Child", "Feedback", "FrontierKeys", "FrontierStore", "SiteBudget"]
+__all__ = ["Child", "DeadLetter", "Feedback", "FrontierKeys", "FrontierStore", "SiteBudget"]
 
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
 
@@ -130,6 +130,10 @@ class SiteBudget:
 
 _NO_BUDGET = SiteBudget()
 
+#: a dead letter for ``sync``: id, JSON record, and the rid of the lease it ends ("" or left
+#: out = unknown); with a rid it is written only while the node still holds that lease
+DeadLetter = tuple[str, str] | tuple[str, str, str]
+
 #: per-site feedback from one node since its last flush: site, ok, throttled, slow answers
 Feedback = tuple[str, int, int, int]
 
@@ -151,7 +155,7 @@ class FrontierStore:
         *,
         children: list[Child] = (),  # type: ignore[assignment]
         acks: list[str] = (),  # type: ignore[assignment]
-        dead: list[tuple[str, str]] = (),  # type: ignore[assignment]
+        dead: list[DeadLetter] = (),  # type: ignore[assignment]
         rejected: list[str] = (),  # type: ignore[assignment]
         seeds_done: bool = False,
         lease: int = 0,
@@ -164,8 +168,8 @@ class FrontierStore:
         args.append(len(acks))
         args += acks
         args.append(len(dead))
-        for dead_id, record in dead:
-            args += [dead_id, record]
+        for dead_id, record, *rid in dead:
+            args += [dead_id, record, rid[0] if rid else ""]
         args.append(len(rejected))
         args += rejected
         args += ["1" if seeds_done else "0", lease]

@@ -181,29 +181,84 @@ def insert_document(record: Record, history: int) -> dict[str, Any]:
 
 
 def update_pipeline(record: Record, history: int) -> list[dict[str, Any]]:
-    """An update pipeline for a product already stored (also correct as an upsert): the first
-    stage compares the stored price/currency/availability with the new ones and appends a
-    history entry when any differs; the second overwrites the fields the item carries.
+    """An update pipeline for a product already stored (also correct as an upsert).
+
+    Observations may arrive out of order (a journal replayed after the crawl moved on), so
+    the crawl time decides: an observation older than the stored ``last_seen`` changes no
+    field; only ``first_seen`` (the earliest) and the price history may learn from it. The
+    first stage puts the observation's history entry at its place in time when it differs
+    from the entry before it (the state seen then); the second overwrites the fields the
+    item carries when the observation is the newest.
 
     Every value goes through ``$literal``: a product name such as ``"$5 off"`` must stay data.
     """
+    seen = {"$literal": record.seen_at}
     first: dict[str, Any] = {
-        "first_seen": {"$ifNull": ["$first_seen", {"$literal": record.seen_at}]}
+        "first_seen": {"$min": [{"$ifNull": ["$first_seen", seen]}, seen]},
     }
     entry = _history_entry(record)
     if history > 0 and entry is not None:
-        changed = {
+        first["price_history"] = _history_update(entry, history)
+    newest = {"$gte": [seen, {"$ifNull": ["$last_seen", {"$literal": _EPOCH}]}]}
+    second: dict[str, Any] = {
+        name: {"$cond": [newest, {"$literal": value}, f"${name}"]}
+        for name, value in record.fields.items()
+    }
+    second["last_seen"] = {"$max": [{"$ifNull": ["$last_seen", seen]}, seen]}
+    return [{"$set": first}, {"$set": second}]
+
+
+#: older than any crawl: the ``last_seen`` of a document that has none
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _history_update(entry: dict[str, Any], history: int) -> dict[str, Any]:
+    """The stored history with *entry* at its place in time (newest *history* kept): added
+    when it differs from the entry before it; when it equals the entry after it, that state
+    began earlier than thought, and *entry* takes that entry's place."""
+    stored = {"$ifNull": ["$price_history", []]}
+    seen = {"$literal": entry["seen_at"]}
+
+    def differs(other: str) -> dict[str, Any]:
+        return {
             "$or": [
-                {"$ne": [f"${name}", {"$literal": record.fields.get(name)}]}
-                for name in HISTORY_FIELDS
+                {"$eq": [{"$type": other}, "missing"]},
+                *(
+                    {"$ne": [f"{other}.{name}", {"$literal": entry[name]}]}
+                    for name in HISTORY_FIELDS
+                ),
             ]
         }
-        stored = {"$ifNull": ["$price_history", []]}
-        appended = {"$concatArrays": [stored, [{"$literal": entry}]]}
-        first["price_history"] = {"$cond": [changed, {"$slice": [appended, -history]}, stored]}
-    second = {name: {"$literal": value} for name, value in record.fields.items()}
-    second["last_seen"] = {"$literal": record.seen_at}
-    return [{"$set": first}, {"$set": second}]
+
+    after_rest = {"$slice": ["$$after", 1, {"$max": [1, {"$size": "$$after"}]}]}
+    placed = {
+        "$concatArrays": [
+            "$$before",
+            [{"$literal": entry}],
+            {"$cond": [differs("$$next"), "$$after", after_rest]},
+        ]
+    }
+    return {
+        "$let": {
+            "vars": {
+                "before": {
+                    "$filter": {"input": stored, "as": "e", "cond": {"$lte": ["$$e.seen_at", seen]}}
+                },
+                "after": {
+                    "$filter": {"input": stored, "as": "e", "cond": {"$gt": ["$$e.seen_at", seen]}}
+                },
+            },
+            "in": {
+                "$let": {
+                    "vars": {
+                        "prev": {"$arrayElemAt": ["$$before", -1]},
+                        "next": {"$arrayElemAt": ["$$after", 0]},
+                    },
+                    "in": {"$cond": [differs("$$prev"), {"$slice": [placed, -history]}, stored]},
+                }
+            },
+        }
+    }
 
 
 def record_to_json(record: Record) -> str:

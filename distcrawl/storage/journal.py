@@ -128,31 +128,70 @@ class Journal:
     def claim(self) -> Segment | None:
         """The oldest segment of this target that no live process holds, locked for replay."""
         for path in self.segments():
-            if path == self._current_path:
-                continue
-            try:
-                handle = open(path, encoding="utf-8")  # noqa: SIM115 (owned by the Segment)
-            except FileNotFoundError:
-                continue  # replayed and deleted by another node meanwhile
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()  # its writer is alive, or another node is replaying it
-                continue
-            if os.fstat(handle.fileno()).st_nlink == 0:
-                handle.close()  # deleted between our open and our lock
-                continue
-            try:
-                header = json.loads(handle.readline())
-            except ValueError:
-                header = None
-            if header == self.header:
+            handle = self._lock(path)
+            if handle is not None:
                 return Segment(path, handle)
-            handle.close()
-            if header is None and path.stat().st_size == 0:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()  # created by a node that died before writing its header
         return None
+
+    def held(self) -> tuple[int, int]:
+        """``(segments, products)`` of this target that no live process holds: what is left
+        for a replay to write (a line cut by a crash is not counted)."""
+        segments = products = 0
+        for path in self.segments():
+            handle = self._lock(path)
+            if handle is None:
+                continue
+            with handle:
+                segments += 1
+                products += sum(1 for line in handle if line.endswith("\n") and line.strip())
+        return segments, products
+
+    def _lock(self, path: Path) -> IO[str] | None:
+        """*path* opened and exclusively locked, past its header, if it is a segment of this
+        target that no live process holds; else None."""
+        if path == self._current_path:
+            return None
+        try:
+            handle = open(path, encoding="utf-8")  # noqa: SIM115 (owned by the caller)
+        except FileNotFoundError:
+            return None  # replayed and deleted by another node meanwhile
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()  # its writer is alive, or another node is replaying it
+            return None
+        if os.fstat(handle.fileno()).st_nlink == 0:
+            handle.close()  # deleted between our open and our lock
+            return None
+        try:
+            header = json.loads(handle.readline())
+        except ValueError:
+            header = None
+        if header == self.header:
+            return handle
+        handle.close()
+        if header is None and path.stat().st_size == 0:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # created by a node that died before writing its header
+        return None
+
+    @staticmethod
+    def targets(directory: Path) -> list[tuple[str, str]]:
+        """The ``(database, collection)`` pairs the segments in *directory* belong to."""
+        found: dict[tuple[str, str], None] = {}
+        try:
+            paths = sorted(p for p in directory.iterdir() if p.name.endswith(SUFFIX))
+        except FileNotFoundError:
+            return []
+        for path in paths:
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    header = json.loads(handle.readline())
+            except (OSError, ValueError):
+                continue
+            if isinstance(header, dict) and header.get("distcrawl_journal") == FORMAT:
+                found[(str(header.get("database")), str(header.get("collection")))] = None
+        return list(found)
 
     def close(self) -> None:
         self.rotate()

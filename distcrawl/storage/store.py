@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from distcrawl.services import mask_url
+from distcrawl.storage.replay import distinct_rounds, replay_journal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from distcrawl.storage.journal import Journal, Segment
     from distcrawl.storage.writer import MongoWriter, WriteOutcome
 
-__all__ = ["ProductStore", "Rejected"]
+__all__ = ["ProductStore", "Rejected", "stranded_journals"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,17 @@ LANES = 2
 #: a record whose write keeps racing (duplicate _id, transient per-document errors) this many
 #: times is refused rather than retried forever
 MAX_RECORD_ATTEMPTS = 10
+#: seconds between the log lines of a closing node waiting for MongoDB to replay its journal
+WAIT_NOTE_INTERVAL = 5.0
+
+#: journal directory -> products a store of this process left there at close, unreplayed
+_STRANDED: dict[str, int] = {}
+
+
+def stranded_journals() -> dict[str, int]:
+    """Journals that stores of this process closed with products still in them (directory ->
+    products): a node must not report success while its products are not in MongoDB."""
+    return dict(_STRANDED)
 
 
 class Rejected(Exception):
@@ -73,7 +85,8 @@ class ProductStore:
 
     ``count(name, n)`` receives the counters (``written``, ``inserted``, ``updated``,
     ``batches``, ``retries``, ``journaled``, ``replayed``, ``journal_damaged``,
-    ``dropped/rejected``).
+    ``dropped/rejected``), and ``gauge(name, n)`` the gauge ``journal_held`` (products in
+    the journal that no live node holds, counted at open and close, estimated in between).
     """
 
     def __init__(
@@ -82,22 +95,27 @@ class ProductStore:
         writer: MongoWriter,
         journal: Journal,
         count: Callable[[str, int], None],
+        gauge: Callable[[str, int], None] | None = None,
         batch_size: int,
         flush_interval: float,
         buffer_max_items: int,
         journal_after: float,
         close_timeout: float,
+        journal_close_timeout: float,
         retry_backoff: float,
         retry_backoff_max: float,
     ) -> None:
         self._writer = writer
         self._journal = journal
         self._count = count
+        self._gauge = gauge or (lambda name, value: None)
+        self._held = 0  # products in the journal, for the journal_held gauge
         self.batch_size = max(1, batch_size)
         self.flush_interval = max(0.0, flush_interval)
         self.buffer_max_items = max(1, buffer_max_items)
         self.journal_after = max(0.0, journal_after)
         self.close_timeout = max(0.0, close_timeout)
+        self.journal_close_timeout = max(0.0, journal_close_timeout)
         self.retry_backoff = max(0.01, retry_backoff)
         self.retry_backoff_max = max(self.retry_backoff, retry_backoff_max)
 
@@ -125,6 +143,9 @@ class ProductStore:
         """Connect, create the collection if needed, and start the lanes; a journal left by an
         earlier run is replayed as soon as MongoDB answers."""
         self._replay_wanted = bool(await asyncio.to_thread(self._journal.segments))
+        if self._replay_wanted:
+            _, held = await asyncio.to_thread(self._journal.held)
+            self._set_held(held)
         try:
             await asyncio.to_thread(self._writer.ensure_collection)
         except Exception as exc:
@@ -145,9 +166,11 @@ class ProductStore:
                 self._waiting.extendleft(reversed(spill))  # no disk either: keep waiting
         await waiting.future
 
-    async def close(self) -> None:
+    async def close(self) -> int:
         """Write what waits, waiting for MongoDB up to ``close_timeout`` seconds, then journal
-        the rest; replay the journal meanwhile if MongoDB answers; release everything."""
+        the rest; then, while the journal holds products, wait up to
+        ``journal_close_timeout`` seconds for MongoDB and replay them. Release everything;
+        return the products left in the journal (0: every product is in MongoDB)."""
         self._closing = True
         self._deadline = time.monotonic() + self.close_timeout
         self._wake.set()
@@ -176,15 +199,87 @@ class ProductStore:
         if self._replaying is not None:
             self._replaying.release()
             self._replaying = None
+        if self._rotation is not None:
+            with contextlib.suppress(Exception):
+                await self._rotation
         await asyncio.to_thread(self._journal.close)
-        left = await asyncio.to_thread(self._journal.segments)
+        left = await self._drain_journal()
         if left:
-            logger.warning(
-                "%d journal segments in %s wait for the next run to replay them",
-                len(left),
-                self.journal_path,
-            )
+            _STRANDED[self.journal_path] = left
+        else:
+            _STRANDED.pop(self.journal_path, None)
         await asyncio.to_thread(self._writer.close)
+        return left
+
+    def _set_held(self, products: int) -> None:
+        self._held = max(0, products)
+        self._gauge("journal_held", self._held)
+
+    async def _drain_journal(self) -> int:
+        """At close: while the journal holds products, wait for MongoDB (up to
+        ``journal_close_timeout`` seconds, a log line every few) and replay them. Return the
+        products left, after saying exactly where they are."""
+        deadline = time.monotonic() + self.journal_close_timeout
+        next_note = time.monotonic()
+        failure = ""
+        while True:
+            segments, products = await asyncio.to_thread(self._journal.held)
+            self._set_held(products)
+            if not segments:
+                return 0
+            if await asyncio.to_thread(self._writer.ping):
+                if self._outage is not None:
+                    self._end_outage()
+                try:
+                    summary = await asyncio.to_thread(
+                        replay_journal, self._journal, self._writer, batch_size=self.batch_size
+                    )
+                except Exception as exc:
+                    failure = f"{type(exc).__name__}: {_short(exc)}"
+                    summary = None
+                if summary is not None:
+                    self._count("replayed", summary.replayed)
+                    self._count("dropped/rejected", summary.rejected)
+                    self._count("journal_damaged", summary.damaged)
+                    for message in summary.messages or ():
+                        logger.warning("MongoDB refused the journaled product on %s", message)
+                    if summary.segments:
+                        logger.info(
+                            "Replayed %d products from the journal %s before closing",
+                            summary.replayed,
+                            self.journal_path,
+                        )
+                        continue
+            else:
+                failure = "MongoDB does not answer"
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            if now >= next_note:
+                logger.warning(
+                    "Waiting for MongoDB to replay %d journaled products from %s before "
+                    "closing (%s; %.0f s left, MONGO_JOURNAL_CLOSE_TIMEOUT)",
+                    products,
+                    self.journal_path,
+                    failure or "other nodes hold the segments",
+                    deadline - now,
+                )
+                next_note = now + WAIT_NOTE_INTERVAL
+            await asyncio.sleep(min(self._backoff(), max(0.0, deadline - now)))
+        paths = await asyncio.to_thread(self._journal.segments)
+        logger.error(
+            "%d products are NOT in MongoDB: they wait in the journal %s (%d segments: %s); "
+            "MongoDB did not take them within %.0f s (%s). Replay them with "
+            "`distcrawl journal replay %s --mongo-uri URI`, or start a node on this journal",
+            products,
+            self.journal_path,
+            len(paths),
+            ", ".join(p.name for p in paths),
+            self.journal_close_timeout,
+            failure,
+            self.journal_path,
+        )
+        return products
 
     # ------------------------------------------------------------------ the writer task
 
@@ -330,6 +425,13 @@ class ProductStore:
     def _succeeded(self) -> None:
         if self._outage is None:
             return
+        self._end_outage()
+        self._rotation = asyncio.create_task(self._rotate_journal())
+        self._nudge.set()
+        self._wake.set()
+
+    def _end_outage(self) -> None:
+        assert self._outage is not None
         logger.info(
             "MongoDB writes succeed again after %.1f s (%d failed attempts)",
             time.monotonic() - self._outage.since,
@@ -340,9 +442,6 @@ class ProductStore:
         if self._probe is not None and self._probe is not asyncio.current_task():
             self._probe.cancel()
         self._probe = None
-        self._rotation = asyncio.create_task(self._rotate_journal())
-        self._nudge.set()
-        self._wake.set()
 
     async def _rotate_journal(self) -> None:
         """Make our own journal segment replayable, off the reactor thread and never while a
@@ -409,6 +508,7 @@ class ProductStore:
             )
             return False
         self._count("journaled", len(pending))
+        self._set_held(self._held + len(pending))
         for waiting in pending:
             if not waiting.future.done():
                 waiting.future.set_result(None)
@@ -442,7 +542,7 @@ class ProductStore:
                 segment.path,
             )
             return
-        for group in _distinct_rounds(records):
+        for group in distinct_rounds(records):
             attempts = 0
             while group:
                 try:
@@ -462,22 +562,10 @@ class ProductStore:
                     )
                 done = len(group) - len(outcome.rejected) - len(outcome.retry)
                 self._count("replayed", done)
+                self._set_held(self._held - done)
                 self._replayed_from_segment += done
                 attempts += 1
                 group = [group[i] for i in outcome.retry] if attempts < MAX_RECORD_ATTEMPTS else []
-
-
-def _distinct_rounds(records: list[Record]) -> list[list[Record]]:
-    """*records* split into groups of distinct keys, each product's observations in order."""
-    rounds: list[list[Record]] = []
-    seen: dict[str, int] = {}
-    for record in records:
-        index = seen.get(record.token, -1) + 1
-        seen[record.token] = index
-        if index == len(rounds):
-            rounds.append([])
-        rounds[index].append(record)
-    return rounds
 
 
 def _short(exc: BaseException) -> str:

@@ -1,0 +1,92 @@
+"""One process per node id: a second live process refuses to start; a restart after a death
+takes the old process's leases back at once."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import redis
+from crawl_nodes import Node, stop_all, stored_urls, wait_for
+
+pytestmark = pytest.mark.slow
+
+#: far longer than the test: only the restarted node itself can return the dead one's leases
+SETTINGS = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "600", "CONCURRENT_REQUESTS": "4"}
+
+
+def leased(r: redis.Redis, node: str) -> int:
+    return r.zcard(f"{{catalog}}:leases:{node}")
+
+
+def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
+    redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shop = shop_factory(products=150, latency_ms=100)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    first = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="twin",
+        settings=SETTINGS,
+    )
+    nodes = [first]
+    try:
+        assert wait_for(lambda: leased(r, "twin") > 0, 120), first.log()[-2000:]
+        # paused, the first node stays alive and heart-beating however long the second one
+        # takes to start on a loaded machine
+        r.set("{catalog}:paused", '{"by": "test"}')
+        (tmp_path / "second").mkdir()
+        second = Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path / "second",
+            node_id="twin",
+            settings=SETTINGS,
+        )
+        nodes.append(second)
+        assert second.wait(120) != 0
+        log = second.log()
+        assert f"pid {first.proc.pid} on host {socket.gethostname()}" in log, log[-3000:]
+        assert "leased by an earlier run" not in log  # it took nothing
+        assert first.proc.poll() is None
+        r.delete("{catalog}:paused")
+        assert first.wait() == 0
+    finally:
+        stop_all(nodes)
+    # the first one's leases stayed its own: none of its acks came too late
+    assert r.hget("{catalog}:counters", "stale_acks") is None
+    assert "no longer holds" not in first.log()
+    urls = stored_urls(mongo_uri)
+    assert len(urls) == len(set(urls)) and set(urls) == shop.expected_product_urls()
+
+
+def test_a_node_restarted_under_its_id_after_a_kill_takes_its_leases_back_at_once(
+    redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shop = shop_factory(products=150, latency_ms=100)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    mk = lambda log_dir: Node(  # noqa: E731
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=log_dir,
+        node_id="phoenix",
+        settings=SETTINGS,
+    )
+    first = mk(tmp_path)
+    nodes = [first]
+    try:
+        assert wait_for(lambda: leased(r, "phoenix") > 0, 120), first.log()[-2000:]
+        first.kill()  # its heartbeat is fresh, its leases are out
+        (tmp_path / "again").mkdir()
+        again = mk(tmp_path / "again")
+        nodes.append(again)
+        assert again.wait() == 0  # with a 600 s timeout, only a reclaim at open can drain
+    finally:
+        stop_all(nodes)
+    assert "leased by an earlier run of node phoenix" in again.log()
+    urls = stored_urls(mongo_uri)
+    assert len(urls) == len(set(urls)) and set(urls) == shop.expected_product_urls()
