@@ -230,6 +230,7 @@ def heuristic_product(
     images = _images(root, url, cards) if "image_urls" in wanted else []
     if images:
         fields["image_urls"] = images
+        result.where["image_urls"] = "<img> in a gallery or product-image block"
     crumbs = breadcrumb_trail(root) if "category_path" in wanted else []
     if crumbs:
         names = [name for name, _ in crumbs]
@@ -239,6 +240,7 @@ def heuristic_product(
         )
         if path:
             fields["category_path"] = path
+            result.where["category_path"] = "breadcrumb block (aria-label, class or id)"
     if signals and not result.strong:
         result.strong = _strong_signals(root, cards, heading)
     return result
@@ -328,8 +330,10 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
         if amount is None:
             continue
         fields["price"] = amount
+        result.where["price"] = f"<{el.tag} class={el.get('class')!r}>: {_text(el)[:40]!r}"
         if currency:
             fields["currency"] = currency
+            result.where["currency"] = "beside the price"
         struck = _xpath(".//del | .//s | .//strike")(el)
         if old is None and struck:
             old = struck[0]

@@ -106,6 +106,9 @@ class PageAnalysis:
     errors: list[str] = field(default_factory=list)
     #: which source gave each product field ("profile", "json-ld", "heuristics", ...)
     sources: dict[str, str] = field(default_factory=dict)
+    #: per field: ``{"source": "structured data" | "profile" | "label" | "heuristic",
+    #: "detail": the selector or text that gave it}`` (what ``extract --explain`` shows)
+    explain: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def analyze(
@@ -240,11 +243,11 @@ def _analyze(
     if kind != "product":
         return PageAnalysis(url, kind, canonical_url, None, links, errors)
     if wanted:
-        heuristic.fields.update(
-            heuristic_product(
-                root, url, scan.cards, wanted, signals=False, pairs=heuristic.pairs
-            ).fields
+        more = heuristic_product(
+            root, url, scan.cards, wanted, signals=False, pairs=heuristic.pairs
         )
+        heuristic.fields.update(more.fields)
+        heuristic.where.update(more.where)
 
     candidates: list[tuple[str, dict[str, Any]]] = []
     if profile_fields:
@@ -264,7 +267,43 @@ def _analyze(
     }
     if result["name"] is None:
         errors.append("product page without a product name")
-    return PageAnalysis(url, kind, canonical_url, result, links, errors, sources)
+    explain = _explain(sources, heuristic.where, profile)
+    return PageAnalysis(url, kind, canonical_url, result, links, errors, sources, explain)
+
+
+#: what each value of ``PageAnalysis.sources`` is, in the words of ``extract --explain``
+_SOURCE_KINDS = {
+    "profile": "profile",
+    "heuristics": "heuristic",
+    "default": "heuristic",
+    "url": "heuristic",
+}
+
+
+def _explain(
+    sources: dict[str, str], where: dict[str, str], profile: SiteProfile | None
+) -> dict[str, dict[str, str]]:
+    """Per field: the kind of source (structured data, profile, label, heuristic) and the
+    selector or text that gave it."""
+    out: dict[str, dict[str, str]] = {}
+    for name, source in sources.items():
+        kind = _SOURCE_KINDS.get(source, "structured data")
+        if source == "profile" and profile is not None and name in profile.fields:
+            detail = " | ".join(rule.source for rule in profile.fields[name].rules)
+        elif source == "profile":
+            detail = f"the profile's currency = {profile.currency!r}" if profile else "profile"
+        elif source == "heuristics":
+            detail = where.get(name, "visible markup")
+            if detail.startswith("label "):
+                kind, detail = "label", detail[len("label ") :]
+        elif source == "default":
+            detail = "a price and no out-of-stock wording anywhere: InStock"
+        elif source == "url":
+            detail = "the number ending the URL path (no code printed on the page)"
+        else:
+            detail = f"{source} (the page's own product)"
+        out[name] = {"source": kind, "detail": detail}
+    return out
 
 
 def _has_price_hint(text: str) -> bool:
