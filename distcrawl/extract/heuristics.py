@@ -110,6 +110,8 @@ class HeuristicProduct:
     where: dict[str, str] = field(default_factory=dict)
     #: the page's labelled values, read once when a field needs them
     pairs: list[LabelValue] | None = None
+    #: per field, the element it was read from, or the label/value pair (``profile draft``)
+    found_in: dict[str, HtmlElement | LabelValue] = field(default_factory=dict)
 
 
 def _text(el: HtmlElement) -> str:
@@ -183,6 +185,7 @@ def heuristic_product(
             if name:
                 fields["name"] = name[:500]
                 result.where["name"] = f"<{heading.tag}> main heading"
+                result.found_in["name"] = heading
         if "name" not in fields:
             og = _xpath("//head/meta[@property='og:title']/@content")(root)
             if og and str(og[0]).strip():
@@ -207,6 +210,7 @@ def heuristic_product(
             if pair.field == "brand" and 1 < len(pair.value) <= 60:
                 fields["brand"] = pair.value
                 result.where["brand"] = f"label {pair.shape} {pair.label!r}"
+                result.found_in["brand"] = pair
                 break
     for name, xpath in (
         (
@@ -227,6 +231,7 @@ def heuristic_product(
             if value:
                 fields[name] = value
                 result.where[name] = f"<{el.tag} class={el.get('class')!r}>"
+                result.found_in[name] = el
     images = _images(root, url, cards) if "image_urls" in wanted else []
     if images:
         fields["image_urls"] = images
@@ -303,6 +308,7 @@ def _read_label_price(root: HtmlElement, cards: set[HtmlElement], result: Heuris
             if currency:
                 result.fields["currency"] = currency
             result.where["price"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            result.found_in["price"] = pair
             return
 
 
@@ -331,6 +337,7 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
             continue
         fields["price"] = amount
         result.where["price"] = f"<{el.tag} class={el.get('class')!r}>: {_text(el)[:40]!r}"
+        result.found_in["price"] = el
         if currency:
             fields["currency"] = currency
             result.where["currency"] = "beside the price"
@@ -373,13 +380,14 @@ def _read_price_near(
         if len(text) > 60 or not re.search(r"\d", text):
             continue
         candidate = text
-        if _BARE_AMOUNT.fullmatch(text) and i + 1 < len(texts):
+        joined = _BARE_AMOUNT.fullmatch(text) is not None and i + 1 < len(texts)
+        if joined:
             candidate = f"{text} {texts[i + 1]}"
         if not _PRICE_NEAR.search(candidate) or _NOT_A_PRICE.search(candidate.lower()):
             continue
         if _OLD_PRICE.search(candidate.lower()):
             continue
-        parent = found[i].getparent()
+        parent = _holder(found[i])
         if parent is None:
             continue
         if _is_chrome(parent, cards) or _in_linked_row(parent):
@@ -391,6 +399,9 @@ def _read_price_near(
         if currency:
             result.fields["currency"] = currency
         result.where["price"] = f"text after the heading: {candidate[:60]!r}"
+        if joined and currency and (holder := _holder(found[i + 1])) is not None:
+            result.found_in["currency"] = holder
+        result.found_in["price"] = parent
         struck = _xpath("following::*[self::del or self::s or self::strike][position() <= 3]")(
             parent
         )
@@ -401,9 +412,17 @@ def _read_price_near(
         return
 
 
+def _holder(text: Any) -> HtmlElement | None:
+    """The element a text node (an lxml smart string) is part of."""
+    parent = text.getparent()
+    return parent.getparent() if parent is not None and text.is_tail else parent
+
+
 def _in_linked_row(el: HtmlElement) -> bool:
     """In a list item or table row that links elsewhere: a listing's entry, not this page's."""
-    for depth, parent in enumerate(el.iterancestors()):
+    if el.tag in ("li", "tr"):
+        return bool(_xpath(".//a[@href]")(el))
+    for depth, parent in enumerate(el.iterancestors(), start=1):
         if depth > 3:
             return False
         if parent.tag in ("li", "tr"):
@@ -441,6 +460,7 @@ def _read_availability(
         availability = normalize_availability(_value(el)) or normalize_availability(_text(el))
         if availability:
             fields["availability"] = availability
+            result.found_in["availability"] = el
             result.where["availability"] = (
                 f"<{el.tag} class={el.get('class')!r}>: {_text(el)[:60]!r}"
             )
@@ -449,6 +469,7 @@ def _read_availability(
         if pair.field == "availability" and (found := normalize_availability(pair.value)):
             fields["availability"] = found
             result.where["availability"] = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
+            result.found_in["availability"] = pair
             return
     button = _buy_button(root, cards)
     if button is not None:
@@ -481,6 +502,7 @@ def _read_identifiers(
         fields["sku"] = sku
         where = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
         result.where["sku"] = f"<{el.tag} {where}>"
+        result.found_in["sku"] = el
         result.strong = True
     gtin_el = _first(root, "//@itemprop[starts-with(.,'gtin') or .='isbn']/parent::*", cards)
     if gtin_el is not None:
@@ -488,6 +510,7 @@ def _read_identifiers(
         if gtin:
             fields["gtin"] = gtin
             result.where["gtin"] = f"itemprop={gtin_el.get('itemprop')}"
+            result.found_in["gtin"] = gtin_el
     if labels and ("sku" not in fields or "gtin" not in fields):
         _label_identifiers(root, cards, result)
     if "sku" in fields and "gtin" in fields:
@@ -540,6 +563,7 @@ def _label_identifiers(
         if code := _code(pair.value):
             fields["sku"] = code
             result.where["sku"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            result.found_in["sku"] = pair
             result.strong = True
     if "gtin" not in fields:
         for pair in by_field.get("gtin", ()):
@@ -547,6 +571,7 @@ def _label_identifiers(
             if 8 <= len(digits) <= 14:
                 fields["gtin"] = digits
                 result.where["gtin"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+                result.found_in["gtin"] = pair
                 break
 
 
