@@ -157,11 +157,36 @@ def _rule_for(found: HtmlElement | LabelValue, name: str) -> tuple[str, str | No
     return "xpath:" + _element_xpath(found), code
 
 
+_CLASS_XPATH = re.compile(
+    r"//(\w+)\[contains\(concat\(' ', normalize-space\(@class\), ' '\), ' ([\w-]+) '\)\]"
+)
+
+
+def _pretty(selector: str) -> str:
+    """The CSS form of the simple XPaths a draft makes (``div.pdp-cost``), else as it is."""
+    if not selector.startswith("xpath:"):
+        return selector
+    xp = selector[len("xpath:") :]
+    tail = ""
+    for suffix, css in (("//a/@href", " a::attr(href)"), ("/@href", "::attr(href)")):
+        if xp.endswith(suffix):
+            xp, tail = xp[: -len(suffix)], css
+            break
+    if match := _CLASS_XPATH.fullmatch(xp):
+        return f"{match[1]}.{match[2]}{tail}"
+    if match := re.fullmatch(r"//\*\[@id='([\w-]+)'\]", xp):
+        return f"#{match[1]}{tail}"
+    if re.fullmatch(r"//\w+", xp):
+        return xp[2:] + tail
+    return selector
+
+
 def _toml(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
 def _field_line(name: str, selector: str, pattern: str | None) -> str:
+    selector = _pretty(selector)
     if pattern is None:
         return f"{name} = {_toml(selector)}"
     return f"{name} = {{ selector = {_toml(selector)}, pattern = {_toml(pattern)} }}"
@@ -352,11 +377,11 @@ def _render(
     ]
     if links:
         lines += ["[links]", "# the generic link finder's choices on the pages given"]
-        lines += [f"{kind} = {_toml(selector)}" for kind, selector in links.items()]
+        lines += [f"{kind} = {_toml(_pretty(selector))}" for kind, selector in links.items()]
         lines.append("")
     if kinds:
         lines += ["[kinds]", "# present on every product page given, and on no other page"]
-        lines += [f"{kind} = {_toml(selector)}" for kind, selector in kinds.items()]
+        lines += [f"{kind} = {_toml(_pretty(selector))}" for kind, selector in kinds.items()]
         lines.append("")
     lines.append("[fields]")
     for field_name in DRAFT_FIELDS:
