@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         analysis.errors[:0] = read_errors
         record = to_record(source, analysis, profile)
         if args.explain:
-            record["explain"] = analysis.explain
+            record["explain"] = analysis.explain(profile)
         if console is None:
             print(json.dumps(record, ensure_ascii=False), flush=True)
         else:

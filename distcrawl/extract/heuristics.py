@@ -112,6 +112,8 @@ class HeuristicProduct:
     pairs: list[LabelValue] | None = None
     #: per field, the element it was read from, or the label/value pair (``profile draft``)
     found_in: dict[str, HtmlElement | LabelValue] = field(default_factory=dict)
+    #: the page's source, when known: labels whose words it lacks are not looked for
+    page_text: str = ""
 
 
 def _text(el: HtmlElement) -> str:
@@ -163,6 +165,7 @@ def heuristic_product(
     pairs: list[LabelValue] | None = None,
     few_links: bool = True,
     priced: Callable[[], bool] = lambda: True,
+    page_text: str = "",
 ) -> HeuristicProduct:
     """Read what visible markup says about the page's own product.
 
@@ -172,9 +175,10 @@ def heuristic_product(
     many product links and no product signal is a listing whatever else it prints: without
     *few_links*, such a page is spared the costlier readers (labels, text after the heading),
     and a page whose source shows no currency at all (*priced* says, asked only when it
-    matters) is not searched for a price in labels and text.
+    matters) is not searched for a price in labels and text. With *page_text* (the source),
+    labels are only read for fields whose label words it contains.
     """
-    result = HeuristicProduct(pairs=pairs)
+    result = HeuristicProduct(pairs=pairs, page_text=page_text)
     fields = result.fields
     heading = None
     if signals or "name" in wanted:
@@ -206,7 +210,7 @@ def heuristic_product(
     if "availability" in wanted:
         _read_availability(root, cards, result)
     if "brand" in wanted:
-        for pair in _pairs(root, cards, result):
+        for pair in _pairs(root, cards, result, "brand"):
             if pair.field == "brand" and 1 < len(pair.value) <= 60:
                 fields["brand"] = pair.value
                 result.where["brand"] = f"label {pair.shape} {pair.label!r}"
@@ -289,17 +293,42 @@ def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | N
 
 
 def _pairs(
-    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *fields: str
 ) -> list[LabelValue]:
-    """The page's labelled values outside chrome and other products' cards (read once)."""
+    """The page's labelled values outside chrome and other products' cards (read once).
+
+    None when the page's source has no label word of any of *fields* at all: a label
+    that is not in the page cannot be read from it, and the words cost a substring check.
+    """
     if result.pairs is None:
+        text = result.page_text
+        if text and not any(word in text for name in fields for word in _LABEL_WORDS[name]):
+            return []
         result.pairs = [p for p in label_pairs(root) if not _is_chrome(p.element, cards)]
     return result.pairs
 
 
+#: words one of which every label of a field contains, in the casings shops print
+_LABEL_WORDS: dict[str, tuple[str, ...]] = {
+    "sku": ("SKU", "sku", "Sku", "tem", "TEM", "rt", "RT", "ef", "EF", "éf", "od", "OD",
+            "ode", "MPN", "art", "Part", "ASIN", "tyle", "at", "Produ", "produ", "Bestell",
+            "Šifra", "ртикул", "Код", "код", "商品", "型", "品番", "Numéro", "numéro", "N°"),
+    "mpn": ("MPN", "odel", "ODEL", "odèle", "art", "ersteller"),
+    "gtin": ("GTIN", "gtin", "EAN", "ean", "Ean", "UPC", "upc", "ISBN", "isbn", "arcode",
+             "JAN"),
+    "brand": ("rand", "RAND", "arke", "ARKE", "arque", "ARQUE", "arca", "erk", "anufactur",
+              "ANUFACTUR", "ersteller", "abricant", "ренд", "роизводитель", "品牌"),
+    "availability": ("vailab", "VAILAB", "tock", "TOCK", "tatus", "TATUS", "erfügbar",
+                     "erfugbar", "ager", "iefer", "isponib", "eschikbaar", "аличие", "庫存",
+                     "库存"),
+    "price": ("rice", "RICE", "Now", "now", "NOW", "reis", "rix", "recio", "rezzo", "rijs",
+              "ena", "Цена", "цена", "價", "价"),
+}  # fmt: skip
+
+
 def _read_label_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
     """A price from a "Price: $12.99" / "Our price" label when no price element said it."""
-    for pair in _pairs(root, cards, result):
+    for pair in _pairs(root, cards, result, "price"):
         if pair.field != "price" or not re.search(r"\d", pair.value):
             continue
         amount, currency = parse_price(pair.value[:80])
@@ -336,7 +365,7 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
         if amount is None:
             continue
         fields["price"] = amount
-        result.where["price"] = f"<{el.tag} class={el.get('class')!r}>: {_text(el)[:40]!r}"
+        result.where["price"] = f"<{el.tag} class={el.get('class')!r}>"
         result.found_in["price"] = el
         if currency:
             fields["currency"] = currency
@@ -461,11 +490,9 @@ def _read_availability(
         if availability:
             fields["availability"] = availability
             result.found_in["availability"] = el
-            result.where["availability"] = (
-                f"<{el.tag} class={el.get('class')!r}>: {_text(el)[:60]!r}"
-            )
+            result.where["availability"] = f"<{el.tag} class={el.get('class')!r}>"
             return
-    for pair in _pairs(root, cards, result):
+    for pair in _pairs(root, cards, result, "availability"):
         if pair.field == "availability" and (found := normalize_availability(pair.value)):
             fields["availability"] = found
             result.where["availability"] = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
@@ -550,7 +577,8 @@ def _label_identifiers(
 ) -> None:
     fields = result.fields
     by_field: dict[str, list[LabelValue]] = {}
-    for pair in _pairs(root, cards, result):
+    missing = [name for name in ("sku", "gtin") if name not in fields]
+    for pair in _pairs(root, cards, result, *missing, *(["mpn"] if "sku" in missing else [])):
         by_field.setdefault(pair.field, []).append(pair)
     for name in ("sku", "mpn"):
         if "sku" in fields:

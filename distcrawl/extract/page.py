@@ -106,9 +106,13 @@ class PageAnalysis:
     errors: list[str] = field(default_factory=list)
     #: which source gave each product field ("profile", "json-ld", "heuristics", ...)
     sources: dict[str, str] = field(default_factory=dict)
-    #: per field: ``{"source": "structured data" | "profile" | "label" | "heuristic",
-    #: "detail": the selector or text that gave it}`` (what ``extract --explain`` shows)
-    explain: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: per heuristic field, where on the page it was read (see :meth:`explain`)
+    where: dict[str, str] = field(default_factory=dict)
+
+    def explain(self, profile: SiteProfile | None = None) -> dict[str, dict[str, str]]:
+        """Per field: ``{"source": "structured data" | "profile" | "label" | "heuristic",
+        "detail": the selector or text that gave it}`` (what ``extract --explain`` shows)."""
+        return _explain(self.sources, self.where, profile)
 
 
 def analyze(
@@ -267,8 +271,8 @@ def _analyze(
     }
     if result["name"] is None:
         errors.append("product page without a product name")
-    explain = _explain(sources, heuristic.where, profile)
-    return PageAnalysis(url, kind, canonical_url, result, links, errors, sources, explain)
+    where = heuristic.where
+    return PageAnalysis(url, kind, canonical_url, result, links, errors, sources, where)
 
 
 #: what each value of ``PageAnalysis.sources`` is, in the words of ``extract --explain``
