@@ -70,7 +70,8 @@ _ADD_TO_CART = re.compile(
     r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen|do koszyka"
     r"|в корзину|купить|加入購物車|加入购物车|放入購物車|立即購買|カートに入れる|장바구니"
     r"|adicionar ao carrinho|lägg i varukorgen|læg i kurv|legg i handlekurv|lisää ostoskoriin"
-    r"|sepete ekle|dodaj do koszyka|v košík|do košíku|v košarico|u košaricu",
+    r"|sepete ekle|dodaj do koszyka|v košík|do košíku|v košarico|u košaricu"
+    r"|(?:^|[\s_-])buy(?:[\s_-]|$)|buy[\s_-]?(?:btn|button)|btn[\s_-]?buy|addtocart",
     re.IGNORECASE,
 )
 _PRODUCT_CONTAINER = re.compile(
@@ -345,13 +346,16 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
     fields = result.fields
     currency_el = _first(root, "//@itemprop[.='priceCurrency']/parent::*", cards)
     hint = _value(currency_el) if currency_el is not None else None
-    candidates = _xpath(
-        "(//@itemprop[.='price'] | //@data-price | //@data-amount | //@data-price-amount"
+    # itemprop=price says what it is: it goes before anything merely classed "price"
+    candidates = _xpath("//@itemprop[.='price']/parent::*")(root) + _xpath(
+        "(//@data-price | //@data-amount | //@data-price-amount"
         " | //@data-product-price | //@class[contains(.,'price') or contains(.,'cost')])/parent::*"
     )(root)
     old: HtmlElement | None = None
     for el in candidates:
-        if _is_chrome(el, cards) or el.tag in ("script", "style", "meta", "link", "input"):
+        if _is_chrome(el, cards) or el.tag in ("script", "style", "link", "input"):
+            continue
+        if el.tag == "meta" and not (el.get("itemprop") == "price" and el.get("content")):
             continue
         classes = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
         if _OLD_PRICE.search(classes):
@@ -648,7 +652,8 @@ def _buy_button(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | Non
     """The page's own add-to-cart control (not one of another product's card)."""
     for el in _xpath(
         "//button | //input[@type='submit' or @type='button'] | //form[@action]"
-        " | //a[contains(@class,'cart') or contains(@class,'buy')]"
+        " | //a[contains(@class,'cart') or contains(@class,'buy') or contains(@id,'cart')"
+        " or contains(@id,'buy')]"
     )(root):
         label = " ".join(
             str(v)
