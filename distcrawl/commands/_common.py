@@ -9,6 +9,7 @@ Each command module has one implementation, ``add_command_arguments(parser)`` an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import TYPE_CHECKING
 
@@ -17,9 +18,11 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import Settings
 from scrapy.utils.conf import arglist_to_dict
+from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
+from distcrawl.frontier.redis_seeds import SeedSource
 from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.frontier.store import FrontierKeys
 from distcrawl.services import ensure_redis, mask_url, resolve_home
@@ -160,8 +163,21 @@ def redis_error(url: str, exc: BaseException, doing: str = "") -> int:
 
 
 def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
-    """The crawl's keys, with the seed list named as the frontier scheduler names it."""
-    return FrontierKeys.for_spider(spider, settings)
+    """The crawl's keys, with the seed list named as the frontier scheduler names it (also
+    a scrapy-redis spider's own ``redis_key``, and the list its set or zset is staged in)."""
+    keys = FrontierKeys.for_spider(spider, settings)
+    source = SeedSource.named(spider, _spider_class(settings, spider), settings, keys.start_urls)
+    return dataclasses.replace(keys, start_urls=source.list_key)
+
+
+def _spider_class(settings: BaseSettings, name: str) -> type | None:
+    """The project's spider class of that name, if it has one that loads."""
+    try:
+        loader = load_object(settings["SPIDER_LOADER_CLASS"]).from_settings(settings.frozencopy())
+        spidercls: type = loader.load(name)
+    except Exception:  # no such spider, or its module does not import: the default keys
+        return None
+    return spidercls
 
 
 def allow_private(settings: BaseSettings) -> bool | frozenset[str]:
