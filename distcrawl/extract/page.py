@@ -240,6 +240,7 @@ def _analyze(
             wanted & _SIGNAL_FIELDS,
             few_links=few_links,
             priced=lambda: _has_price_hint(text),
+            page_text=text,
         )
         wanted -= _SIGNAL_FIELDS
     if kind is None:
@@ -248,7 +249,13 @@ def _analyze(
         return PageAnalysis(url, kind, canonical_url, None, links, errors)
     if wanted:
         more = heuristic_product(
-            root, url, scan.cards, wanted, signals=False, pairs=heuristic.pairs
+            root,
+            url,
+            scan.cards,
+            wanted,
+            signals=False,
+            pairs=heuristic.pairs,
+            page_text=text,
         )
         heuristic.fields.update(more.fields)
         heuristic.where.update(more.where)
