@@ -315,6 +315,7 @@ _LABEL_WORDS: dict[str, tuple[str, ...]] = {
             "ode", "MPN", "art", "Part", "ASIN", "tyle", "at", "Produ", "produ", "Bestell",
             "Šifra", "ртикул", "Код", "код", "商品", "型", "品番", "Numéro", "numéro", "N°"),
     "mpn": ("MPN", "odel", "ODEL", "odèle", "art", "ersteller"),
+    "ref": ("ef", "EF", "éf", "od", "OD", "tyle", "Šifra", "ртикул", "Код", "код"),
     "gtin": ("GTIN", "gtin", "EAN", "ean", "Ean", "UPC", "upc", "ISBN", "isbn", "arcode",
              "JAN"),
     "brand": ("rand", "RAND", "arke", "ARKE", "arque", "ARQUE", "arca", "erk", "anufactur",
@@ -582,9 +583,10 @@ def _label_identifiers(
     fields = result.fields
     by_field: dict[str, list[LabelValue]] = {}
     missing = [name for name in ("sku", "gtin") if name not in fields]
-    for pair in _pairs(root, cards, result, *missing, *(["mpn"] if "sku" in missing else [])):
+    extra = ["ref", "mpn"] if "sku" in missing else []
+    for pair in _pairs(root, cards, result, *missing, *extra):
         by_field.setdefault(pair.field, []).append(pair)
-    for name in ("sku", "mpn"):
+    for name in ("sku", "ref", "mpn"):
         if "sku" in fields:
             break
         written = [p for p in by_field.get(name, ()) if not p.shape.startswith("@")]

@@ -30,12 +30,14 @@ _LABELS: tuple[tuple[str, str], ...] = (
             r"|part (?:number|no)|model(?: number| no| code)?|modell(?:nummer)?|mod[eè]le"
             r"|modelo|herstellernummer|item model number"),
     ("sku", r"sku|sku (?:number|code|no)|item (?:number|no|code|id)|item|product (?:code|number"
-            r"|no|id|ref(?:erence)?)|article (?:number|no|code)|art(?:ikel)?[\s.-]*(?:nr|no)"
-            r"|artikelnummer|artikel|bestellnummer|best[\s.-]*nr|ref(?:erence)?|r[ée]f(?:[ée]rence)?"
-            r"|r[ée]f[ée]rence produit|code(?: produit| article)?|c[oó]digo|referencia"
-            r"|codice(?: articolo)?|šifra|артикул|код(?: товара)?|asin|catalogue number"
-            r"|cat(?:alog)? (?:number|no)|style(?: number| no| code)?|stock code|ebay item number"
-            r"|numéro d'article|n° d'article|商品編號|商品编号|型番|品番"),
+            r"|no|id)|article (?:number|no|code)|art(?:ikel)?[\s.-]*(?:nr|no)"
+            r"|artikelnummer|artikel|bestellnummer|best[\s.-]*nr|asin|catalogue number"
+            r"|cat(?:alog)? (?:number|no)|stock code|ebay item number|numéro d'article"
+            r"|n° d'article|商品編號|商品编号|型番|品番"),
+    # a shop's "reference" or "code" is its product code less surely than an SKU label
+    ("ref", r"product ref(?:erence)?|ref(?:erence)?|r[ée]f(?:[ée]rence)?|r[ée]f[ée]rence produit"
+            r"|code(?: produit| article)?|c[oó]digo|referencia|codice(?: articolo)?|šifra"
+            r"|артикул|код(?: товара)?|style(?: number| no| code)?"),
     ("brand", r"brand|marke|marque|marca|merk|manufacturer|hersteller|fabricant|fabricante"
               r"|бренд|производитель|品牌"),
     ("availability", r"availability|stock|in stock|stock status|status|verf[üu]gbarkeit"
