@@ -25,7 +25,7 @@ from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
 from distcrawl.frontier.redis_seeds import SeedSource
 from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.frontier.store import FrontierKeys
-from distcrawl.services import ensure_redis, mask_url, resolve_home
+from distcrawl.services import mask_url, resolve_home, services_status
 from distcrawl.urls import parse_allow_private
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ __all__ = [
     "redis_client",
     "redis_error",
     "redis_url",
+    "warn_if_no_crawl",
 ]
 
 #: the crawl of this project, named in help texts
@@ -144,12 +145,40 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
 
 
 def redis_url(settings: BaseSettings) -> str:
-    """``REDIS_URL``; when empty, the embedded Redis the nodes on this machine use (started
-    if none runs, as a node would start it)."""
+    """``REDIS_URL``; when empty, the embedded Redis of ``DISTCRAWL_HOME`` if it runs.
+
+    An operator command never starts a server: an empty Redis started here would only show an
+    empty crawl. With neither, it exits (status 1) naming the home it looked in.
+    """
     url: str = settings.get("REDIS_URL") or ""
     if url or not settings.getbool("DISTCRAWL_EMBEDDED", True):
         return url or "redis://127.0.0.1:6379/0"
-    return ensure_redis(resolve_home(settings.get("DISTCRAWL_HOME") or None))
+    home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
+    embedded = services_status(home)["redis"]
+    if not embedded["running"]:
+        raise SystemExit(
+            f"error: REDIS_URL is not set and no embedded Redis runs under {home}. Set "
+            "REDIS_URL to the crawl's Redis, or DISTCRAWL_HOME to the folder of the nodes' "
+            "embedded services (`distcrawl services start` starts them and prints REDIS_URL)."
+        )
+    return str(embedded["url"])
+
+
+def warn_if_no_crawl(client: redis.Redis, keys: FrontierKeys, url: str) -> bool:
+    """Warn on stderr when Redis holds none of the crawl's keys (a misspelt spider name, or
+    another Redis than the nodes'); True when it holds some. A few EXISTS, never a SCAN."""
+    # one hash slot per EXISTS: the seed list has no hash tag (Redis Cluster)
+    tagged = [keys.nodes, keys.queue, keys.dupefilter, keys.dead, keys.delayed, keys.paused]
+    if client.exists(*tagged, keys.rejected, f"{keys.prefix}:seq") or client.exists(
+        keys.start_urls
+    ):
+        return True
+    print(
+        f"warning: {mask_url(url)} holds no crawl {keys.spider!r} (no nodes, queue, seen URLs, "
+        f"dead letters or seeds under {keys.prefix}); check the spider name and REDIS_URL",
+        file=sys.stderr,
+    )
+    return False
 
 
 def redis_client(settings: BaseSettings) -> redis.Redis:

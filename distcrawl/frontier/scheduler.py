@@ -37,9 +37,10 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from distcrawl import compat
 from distcrawl import signals as dc_signals
+from distcrawl.cluster import OwnRates
 from distcrawl.frontier import codec
 from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
-from distcrawl.frontier.seeds import BadSeed, parse_seed
+from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
 from distcrawl.frontier.store import Child, DeadLetter, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
 from distcrawl.internals import check_engine
@@ -168,7 +169,12 @@ class FrontierScheduler(BaseScheduler):
         self._closing = False
         self._redis_down_since: float | None = None
         self._drained_since: float | None = None
+        #: whether the frontier ever held a request (CLOSE_WHEN_DRAINED waits until it did)
+        self._crawl_begun = False
+        self._waiting_logged = False
         self._last_heartbeat = 0.0
+        #: this node's rates, published with its heartbeat (one set of figures for all readers)
+        self._own_rates = OwnRates()
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._refused = False  # another live process has this node id: this one never ran
@@ -609,7 +615,7 @@ class FrontierScheduler(BaseScheduler):
         self._seeds_pending = False
         feedback = self._feedback.take()
         try:
-            added, filtered, parked, acked, out, next_due, paced, stale = await self.store.sync(
+            result = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -629,6 +635,9 @@ class FrontierScheduler(BaseScheduler):
             self._seeds_pending = self._seeds_pending or seeds_done
             self._feedback.restore(feedback)
             raise
+        added, filtered, parked, acked, out, next_due, paced, stale = result[:8]
+        if len(result) > 8 and result[8]:
+            self._log_site_events(result[8])
         due = int(next_due)
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         stats = self.stats
@@ -653,6 +662,32 @@ class FrontierScheduler(BaseScheduler):
                 stale,
             )
         return self._accept_leases(out, {p.decode() if isinstance(p, bytes) else p for p in paced})
+
+    def _log_site_events(self, events: list[Any]) -> None:
+        """One line per adaptive cut of a site's shared rate, and per cut worn off."""
+        text = [e.decode() if isinstance(e, bytes) else str(e) for e in events]
+        for i in range(0, len(text) - 4, 5):
+            site, kind, before, after, detail = text[i : i + 5]
+            if kind == "cut":
+                why = "answered 429/503" if detail == "throttled" else "answered slowly"
+                logger.warning(
+                    "Site %s %s: its shared rate is cut for every node, factor %.3f -> %.3f "
+                    "(wears off within %.0fs)",
+                    site,
+                    why,
+                    float(before),
+                    float(after),
+                    (1 - float(after)) * self.budget.recovery,
+                )
+                self.stats.inc_value(f"frontier/site_cuts/{detail}")
+            else:
+                logger.info(
+                    "Site %s is back at its full shared rate (factor was %.3f, cut %.0fs ago)",
+                    site,
+                    float(before),
+                    float(detail) / 1000,
+                )
+                self.stats.inc_value("frontier/site_recoveries")
 
     def _accept_leases(self, out: list[Any], paced: set[str]) -> int:
         n = 0
@@ -710,6 +745,7 @@ class FrontierScheduler(BaseScheduler):
         raws = await self.store.take_seeds(self.node_id, self.seed_batch)
         if not raws:
             return False
+        self._crawl_begun = True
         make = getattr(self.spider, "make_request_from_seed", None)
         for raw in raws:
             try:
@@ -731,7 +767,7 @@ class FrontierScheduler(BaseScheduler):
                 shown = (
                     raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
                 )
-                logger.warning("Refused seed %r: %s", shown, exc)
+                logger.warning("Refused seed %r: %s%s", shown, exc, refusal_hint(exc.reason))
                 self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
                 self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
                 continue
@@ -748,16 +784,18 @@ class FrontierScheduler(BaseScheduler):
 
     async def _heartbeat(self) -> None:
         assert self.store is not None
+        stats = {
+            k: v
+            for k, v in self.stats.get_stats().items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "started": self._started,
             "prefetched": len(self._ready),
-            "stats": {
-                k: v
-                for k, v in self.stats.get_stats().items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)
-            },
+            "stats": stats,
+            "rates": self._own_rates.update(int(time.monotonic() * 1000), stats),
         }
         await self.store.heartbeat(self.node_id, json.dumps(info, default=str))
         self._last_heartbeat = time.monotonic()
@@ -786,6 +824,20 @@ class FrontierScheduler(BaseScheduler):
         if any(int(c) for c in counts):
             self._drained_since = None
             return
+        if not self._crawl_begun:
+            # Nodes may start before the first seed: an empty frontier that never held a
+            # request is a crawl not begun yet, not a drained one. Wait for work.
+            keys = self.store.keys
+            self._crawl_begun = bool(await self._client.exists(keys.dupefilter, keys.rejected))
+            if not self._crawl_begun:
+                if not self._waiting_logged:
+                    logger.info(
+                        "Frontier empty and never seeded: node %s waits for the first seed (%s)",
+                        self.node_id,
+                        self.store.keys.start_urls,
+                    )
+                    self._waiting_logged = True
+                return
         now = time.monotonic()
         if self._drained_since is None:
             self._drained_since = now
