@@ -7,13 +7,21 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:queue            ZSET  rid -> order score. Lowest score leaves first. The score is
                            -priority * 1e10 + seq, so higher priority first and, within one
                            priority, first in first out (seq grows with every accepted request).
-  P:req              HASH  rid -> request JSON (the payload; never pickle)
+  P:req              HASH  rid -> request JSON (the payload; never pickle). A rid is
+                           "<seq>.<tag>": seq from P:seq, tag chosen by the node that pushed the
+                           request (new after every rewind it sees), so a rid stays unique when
+                           Redis comes back with older state and P:seq goes back
   P:seq              STRING counter for rids and FIFO order
+  P:marks            HASH  node -> the mark its last sync wrote; a node that does not find its
+                           last mark knows Redis lost its writes (restarted from older data, a
+                           failover to a lagging replica, a reset). Cleared on clean stop and
+                           on recovery
   P:dupefilter       SET   request fingerprints: recorded when a request is first accepted
   P:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
                            A request lives in exactly one of queue / delayed / some leases set.
   P:nodes            ZSET  node -> last heartbeat (ms, Redis server clock)
-  P:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats;
+  P:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats,
+                           and `owner`, the process that claimed the node id (see `claim`);
                            `dead_since` once recovered, `stopped_at` after a clean stop (both
                            then expire after a day)
   P:delayed          ZSET  rid -> due time (ms, server clock): parked retries
@@ -53,11 +61,15 @@ script (same hash tag, same slot). Times come from the server clock (TIME), so n
 skewed clocks still agree on heartbeats and due times.
 
 Commands
-  sync node n_children [fp, prio, dont_filter, delay_ms, site, payload]*n
+  sync node mark_prev mark_new tag n_children [fp, prio, dont_filter, delay_ms, site, payload]*n
        n_acks [rid]*n  n_dead [id, record, rid]*n  n_rejected [record]*n
        seeds_done(0|1) lease_n rate conc burst adaptive_rate recover_ms
        n_feedback [site, ok, throttled, slow]*n
-       One round trip per flush: pushes children (dupefilter checked and recorded here),
+       First, unless mark_new is '': P:marks[node] must be mark_prev (or mark_new: a call
+       that ran but whose reply was lost) or mark_prev '' (the node's first sync); else
+       nothing is done and the reply is {'rewound', found}: the node forgets what it pushed,
+       takes a new tag and reconciles its leases. Then mark_new is written, and
+       one round trip per flush: pushes children (dupefilter checked and recorded here),
        parks delayed ones, acks finished leases, writes dead letters and rejected entries,
        clears the node's seeding list, promotes due retries, heart-beats, applies the
        nodes' per-site feedback (429/503 or slow answers halve a site's shared rate, answers
@@ -96,11 +108,17 @@ Commands
        every heartbeat is old, so silence is measured from the server's start only (and each
        node waits timeout_ms after an outage it saw before it recovers anyone). Counts
        recovered_nodes in P:counters. Returns {nodes, reqs}.
+  claim node owner_json timeout_ms force(0|1)
+       At a node's open: makes owner_json (host, pid, run of the process) the owner of the
+       node id in P:node:<node> `owner` and heart-beats, unless (without force) another owner
+       heart-beat within timeout_ms: then returns {0, that owner, ms since its heartbeat} and
+       the process refuses to start (or forces the claim once it knows the other is dead).
+       Returns {1, previous owner or '', 0}.
   heartbeat node info_json
   drained start_key
        Returns {queued (incl. waiting for their site), delayed, leased, seeding, start}:
        all zero means nothing is left.
-  requeue_dead max [id]*
+  requeue_dead max tag [id]*
        Moves dead letters (the named ones, or up to max) back to the queue (fresh order score,
        priority from the record) with their site in P:req:site (the record's `site`, else the
        host of its `url`), so they go through the site's budget like any request. Returns the
@@ -118,6 +136,13 @@ end
 local function order_score(prio)
   local seq = redis.call('INCR', P .. ':seq')
   return -prio * 1e10 + seq, seq
+end
+
+-- seq alone repeats when Redis comes back with older state; the writer's tag (changed by a
+-- node whenever it sees its own writes gone) keeps every rid unique anyway
+local function make_rid(seq, tag)
+  if tag == nil or tag == '' then return tostring(seq) end
+  return tostring(seq) .. '.' .. tag
 end
 
 -- a request leaves a node (acked or returned): its site has one request fewer in flight
@@ -282,8 +307,17 @@ end
 
 if cmd == 'sync' then
   local node = ARGV[2]
+  local mark_prev, mark_new, tag = ARGV[3], ARGV[4], ARGV[5]
+  if mark_new ~= '' then
+    -- this node's last write must be here; if not, Redis came back with older state
+    local cur = redis.call('HGET', P .. ':marks', node)
+    if mark_prev ~= '' and cur ~= mark_prev and cur ~= mark_new then
+      return {'rewound', cur or ''}
+    end
+    redis.call('HSET', P .. ':marks', node, mark_new)
+  end
   local now = now_ms()
-  local i = 3
+  local i = 6
   local added, filtered, parked, acked = 0, 0, 0, 0
   local n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
@@ -296,7 +330,7 @@ if cmd == 'sync' then
       filtered = filtered + 1
     else
       local score, seq = order_score(prio)
-      local rid = tostring(seq)
+      local rid = make_rid(seq, tag)
       redis.call('HSET', P .. ':req', rid, payload)
       if site ~= '' then redis.call('HSET', P .. ':req:site', rid, site) end
       if delay > 0 then
@@ -480,6 +514,7 @@ elseif cmd == 'release' then
   if #rids == 0 then
     -- the node's last stats stay readable for a day (cluster totals), marked as stopped
     redis.call('ZREM', P .. ':nodes', node)
+    redis.call('HDEL', P .. ':marks', node)
     if redis.call('EXISTS', P .. ':node:' .. node) == 1 then
       redis.call('HSET', P .. ':node:' .. node, 'stopped_at', now_ms())
       redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
@@ -500,6 +535,7 @@ elseif cmd == 'recover' then
     if node ~= me then
       reqs = reqs + release(node, start_key, {})
       redis.call('ZREM', P .. ':nodes', node)
+      redis.call('HDEL', P .. ':marks', node)  -- if it was alive after all, it re-reconciles
       redis.call('HSET', P .. ':node:' .. node, 'dead_since', now)
       redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
       nodes[#nodes + 1] = node
@@ -507,6 +543,21 @@ elseif cmd == 'recover' then
   end
   if #nodes > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #nodes) end
   return {nodes, reqs}
+
+elseif cmd == 'claim' then
+  -- one process per node id: claimed atomically, so of two started at once one wins
+  local node, owner, timeout, force = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  local now = now_ms()
+  local k = P .. ':node:' .. node
+  local beat = tonumber(redis.call('ZSCORE', P .. ':nodes', node))
+  local cur = redis.call('HGET', k, 'owner')
+  if force ~= '1' and beat and now - beat < timeout and cur and cur ~= owner then
+    return {0, cur, now - beat}
+  end
+  redis.call('HSET', k, 'owner', owner)
+  redis.call('PERSIST', k)
+  redis.call('ZADD', P .. ':nodes', now, node)
+  return {1, cur or '', 0}
 
 elseif cmd == 'heartbeat' then
   local node, info = ARGV[2], ARGV[3]
@@ -531,9 +582,9 @@ elseif cmd == 'drained' then
   return {queued, redis.call('ZCARD', P .. ':delayed'), leased, seeding, redis.call('LLEN', start_key)}
 
 elseif cmd == 'requeue_dead' then
-  local max = tonumber(ARGV[2])
+  local max, tag = tonumber(ARGV[2]), ARGV[3]
   local ids = {}
-  for j = 3, #ARGV do ids[#ids + 1] = ARGV[j] end
+  for j = 4, #ARGV do ids[#ids + 1] = ARGV[j] end
   if #ids == 0 then
     local all = redis.call('HKEYS', P .. ':dead')
     for j = 1, math.min(max, #all) do ids[#ids + 1] = all[j] end
@@ -546,7 +597,7 @@ elseif cmd == 'requeue_dead' then
       if ok and type(decoded) == 'table' and type(decoded['request']) == 'string' then
         local prio = tonumber(decoded['priority']) or 0
         local score, seq = order_score(prio)
-        local rid = tostring(seq)
+        local rid = make_rid(seq, tag)
         redis.call('HSET', P .. ':req', rid, decoded['request'])
         -- back through the site's budget like any request (a site that failed is not flooded)
         local site = record_site(decoded)

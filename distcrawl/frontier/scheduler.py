@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import os
+import secrets
 import socket
 import time
 from collections import deque
@@ -79,6 +80,14 @@ DEFAULT_IDLE_MAX_WAIT = 1.0
 
 
 _RETRY_META = frozenset({"retry_times", "retry_first_attempt", "distcrawl_delay"})
+
+
+class RedisRewound(Exception):
+    """Redis lacks this node's last write: it came back with older state."""
+
+    def __init__(self, found: bytes | str) -> None:
+        text = found.decode() if isinstance(found, bytes) else found
+        super().__init__(f"its last mark is gone, found {text or 'none'!r}")
 
 
 class NodeIdInUse(RuntimeError):
@@ -178,6 +187,12 @@ class FrontierScheduler(BaseScheduler):
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._refused = False  # another live process has this node id: this one never ran
+        self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
+        # Redis rewind detection: every sync writes a new mark and expects to find the last
+        # one; the tag goes into the rids this node creates and changes after a rewind
+        self._tag = secrets.token_hex(3)
+        self._mark = ""  # the mark this node wrote last ("" = none yet: anything goes)
+        self._mark_count = 0
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
@@ -296,52 +311,50 @@ class FrontierScheduler(BaseScheduler):
             keys.queue,
             self._seed_source.key,
         )
-        await self._with_retry(self._check_node_id_free)
+        await self._with_retry(self._claim_node_id)
         await self._with_retry(self._reclaim_own_leases)
         await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
         self._listener = asyncio.ensure_future(self._listen_for_work(keys.wake))
 
-    async def _check_node_id_free(self) -> None:
+    async def _claim_node_id(self) -> None:
         """Refuse to start while another live process heart-beats under this node id.
 
         Two processes with one id would take each other's leases at open and hand them back
-        and forth. A process that died is no obstacle: on this host its pid is gone; on
-        another host its heartbeat stops advancing (watched for a few heartbeats).
+        and forth. The claim is atomic (``claim`` in the script), so of two processes started
+        at once with one id, one wins. A process that died is no obstacle: on this host its
+        pid is gone; on another host its heartbeat stops advancing (watched for a few beats).
         """
         assert self.store is not None
-        keys = self.store.keys
-        pipe = self._client.pipeline(transaction=False)
-        pipe.zscore(keys.nodes, self.node_id)
-        pipe.hget(keys.node(self.node_id), "info")
-        pipe.time()
-        beat, raw_info, (sec, usec) = await pipe.execute()
-        if beat is None:
+        owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": self._run_id})
+        timeout_ms = int(self.heartbeat_timeout * 1000)
+        claimed, other, age_ms = await self.store.claim(self.node_id, owner, timeout_ms)
+        if int(claimed):
             return
-        age_ms = int(sec) * 1000 + int(usec) // 1000 - int(beat)
-        if age_ms >= self.heartbeat_timeout * 1000:
-            return  # dead: its leases are ours to take back
         try:
-            info = json.loads(raw_info) if raw_info else {}
+            info = json.loads(other)
         except ValueError:
             info = {}
         host, pid = info.get("host"), info.get("pid")
         here = host == socket.gethostname() and isinstance(pid, int) and pid != os.getpid()
-        if here and not pid_alive(int(pid or 0)):
-            return  # it died on this host: take its leases back at once
-        watch = max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5
-        deadline = time.monotonic() + watch
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-            now_beat = await self._client.zscore(keys.nodes, self.node_id)
-            if now_beat is not None and now_beat > beat:
-                self._refused = True  # the leases are the other process's: close touches none
-                error = NodeIdInUse(self.node_id, host, pid, age_ms / 1000)
-                logger.error("Node refuses to start: %s", error)
-                raise error
+        if not (here and not pid_alive(int(pid or 0))):
+            # alive here, or on another host: does it still beat?
+            keys = self.store.keys
+            beat = await self._client.zscore(keys.nodes, self.node_id)
+            watch = max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5
+            deadline = time.monotonic() + watch
+            while time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                now_beat = await self._client.zscore(keys.nodes, self.node_id)
+                if now_beat is not None and (beat is None or now_beat > beat):
+                    self._refused = True  # the leases are the other one's: close touches none
+                    error = NodeIdInUse(self.node_id, host, pid, int(age_ms) / 1000)
+                    logger.error("Node refuses to start: %s", error)
+                    raise error
         logger.info(
             "Node id %s was last used by pid %s on %s, which is gone", self.node_id, pid, host
         )
+        await self.store.claim(self.node_id, owner, timeout_ms, force=True)
 
     async def _reclaim_own_leases(self) -> None:
         assert self.store is not None
@@ -388,7 +401,11 @@ class FrontierScheduler(BaseScheduler):
         try:
             # what the engine finished is acked here; the rest (never started, or cut short by
             # an unclean stop) goes back to the queue at once for the other nodes
-            await self._flush(lease=0)
+            try:
+                await self._flush(lease=0)
+            except RedisRewound as exc:
+                self._after_rewind(exc)
+                await self._flush(lease=0)
             # the last stats (the pipeline's close, e.g. products left in its journal) stay
             # readable in `status` once the node is gone
             await self._heartbeat()
@@ -492,6 +509,10 @@ class FrontierScheduler(BaseScheduler):
                     # live nodes': silence counts again only from now
                     self._recover_after = time.monotonic() + self.heartbeat_timeout
                 wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
+            except RedisRewound as exc:
+                self._after_rewind(exc)
+                wait = 0.02
+                continue
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._needs_reconcile = True
                 self.stats.inc_value("frontier/redis_errors")
@@ -525,6 +546,25 @@ class FrontierScheduler(BaseScheduler):
                 wait = 0.02 if self._redis_down_since is None else wait
             except TimeoutError:
                 pass
+
+    def _after_rewind(self, exc: RedisRewound) -> None:
+        """Redis came back without this node's last writes (restarted from older data, a
+        failover to a lagging replica, a reset): what the node remembers having pushed may be
+        gone, so it forgets it, takes a new rid tag, and reconciles its leases."""
+        self.stats.inc_value("frontier/redis_rewinds")
+        logger.warning(
+            "Redis lost this node's last writes (%s; or the node was presumed dead and "
+            "recovered): node %s forgets %d pushed fingerprints and the spider's known links, "
+            "and reconciles its leases",
+            exc,
+            self.node_id,
+            len(self._known),
+        )
+        self._known.clear()
+        self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
+        self._tag = secrets.token_hex(3)
+        self._mark, self._mark_count = "", 0
+        self._needs_reconcile = True
 
     async def _listen_for_work(self, channel: str) -> None:
         """Wake the idle I/O loop as soon as the frontier says work arrived (links pushed by
@@ -614,8 +654,9 @@ class FrontierScheduler(BaseScheduler):
         self._children, self._acks, self._dead, self._rejected = [], [], [], []
         self._seeds_pending = False
         feedback = self._feedback.take()
+        mark = f"{self._tag}:{self._mark_count + 1}"
         try:
-            result = await self.store.sync(
+            reply = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -625,7 +666,11 @@ class FrontierScheduler(BaseScheduler):
                 lease=lease,
                 budget=self.budget,
                 feedback=feedback,
+                mark=(self._mark, mark),
+                tag=self._tag,
             )
+            if reply and reply[0] == b"rewound":
+                raise RedisRewound(reply[1])
         except BaseException:
             # nothing was written (a script is all or nothing): keep it all for the next try
             self._children[:0] = children
@@ -635,9 +680,10 @@ class FrontierScheduler(BaseScheduler):
             self._seeds_pending = self._seeds_pending or seeds_done
             self._feedback.restore(feedback)
             raise
-        added, filtered, parked, acked, out, next_due, paced, stale = result[:8]
-        if len(result) > 8 and result[8]:
-            self._log_site_events(result[8])
+        self._mark, self._mark_count = mark, self._mark_count + 1
+        added, filtered, parked, acked, out, next_due, paced, stale = reply[:8]
+        if len(reply) > 8 and reply[8]:
+            self._log_site_events(reply[8])
         due = int(next_due)
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         stats = self.stats

@@ -6,6 +6,7 @@ Works with a synchronous redis-py client (commands, tools) and with ``redis.asyn
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -192,8 +193,13 @@ class FrontierStore:
         lease: int = 0,
         budget: SiteBudget = _NO_BUDGET,
         feedback: list[Feedback] = (),  # type: ignore[assignment]
+        mark: tuple[str, str] = ("", ""),
+        tag: str = "",
     ) -> Any:
-        args: list[Any] = ["sync", node, len(children)]
+        """One round trip; ``mark`` is (the mark this node wrote last, its next one): the
+        reply is ``[b"rewound", found]`` (and nothing is done) when Redis lacks the last one.
+        ``tag`` goes into the rids of the children (unique across rewinds)."""
+        args: list[Any] = ["sync", node, mark[0], mark[1], tag, len(children)]
         for fp, prio, dont_filter, delay_ms, site, payload in children:
             args += [fp, prio, "1" if dont_filter else "0", delay_ms, site, payload]
         args.append(len(acks))
@@ -234,6 +240,12 @@ class FrontierStore:
     def recover(self, node: str, timeout_ms: int) -> Any:
         return self._call("recover", node, timeout_ms, self.keys.start_urls)
 
+    def claim(self, node: str, owner: str, timeout_ms: int, *, force: bool = False) -> Any:
+        """Make ``owner`` (JSON: host, pid, run) the process of ``node``; unless ``force``,
+        only if no other owner heart-beat in the last ``timeout_ms``. Returns {claimed (1|0),
+        the owner found, ms since its heartbeat}."""
+        return self._call("claim", node, owner, timeout_ms, "1" if force else "0")
+
     def heartbeat(self, node: str, info_json: str) -> Any:
         return self._call("heartbeat", node, info_json)
 
@@ -241,4 +253,5 @@ class FrontierStore:
         return self._call("drained", self.keys.start_urls)
 
     def requeue_dead(self, ids: list[str] = (), max_count: int = 1_000_000) -> Any:  # type: ignore[assignment]
-        return self._call("requeue_dead", max_count, *ids)
+        # a tag of its own per call: the new rids cannot meet older ones, whatever Redis lost
+        return self._call("requeue_dead", max_count, secrets.token_hex(3), *ids)

@@ -18,6 +18,7 @@ import scrapy
 from scrapy import signals
 from scrapy.http import TextResponse
 
+from distcrawl import signals as dc_signals
 from distcrawl.extract import SiteProfile, analyze, load_profiles
 from distcrawl.extract.profile import ProfileError
 from distcrawl.items import Product
@@ -87,6 +88,8 @@ class CatalogSpider(scrapy.Spider):
         spider.priorities.update(settings.getdict("PAGE_PRIORITIES"))
         spider.known_links = RecentKeys(settings.getint("CATALOG_KNOWN_LINKS", DEFAULT_KNOWN_LINKS))
         crawler.signals.connect(spider._scheduled, signal=signals.request_scheduled)
+        # links pushed before Redis lost its last writes may be gone: push them again
+        crawler.signals.connect(spider.known_links.clear, signal=dc_signals.frontier_rewound)
         return spider
 
     def _scheduled(self, request: scrapy.Request, spider: scrapy.Spider) -> None:
