@@ -38,6 +38,8 @@ class Node:
         settings: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
         spider: str = "catalog",
+        spider_args: dict[str, str] | None = None,
+        settings_module: str = "distcrawl.settings",
     ) -> None:
         self.node_id = node_id
         self.log_file = log_dir / f"{node_id}.log"
@@ -55,9 +57,11 @@ class Node:
         cmd = [sys.executable, "-m", "scrapy", "crawl", spider]
         for key, value in merged.items():
             cmd += ["-s", f"{key}={value}"]
+        for key, value in (spider_args or {}).items():
+            cmd += ["-a", f"{key}={value}"]
         full_env = dict(os.environ)
         full_env.update(
-            SCRAPY_SETTINGS_MODULE="distcrawl.settings",
+            SCRAPY_SETTINGS_MODULE=settings_module,
             REDIS_URL=redis_url,
             MONGO_URI=mongo_uri,
             DISTCRAWL_NODE_ID=node_id,

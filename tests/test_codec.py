@@ -31,7 +31,7 @@ def test_round_trip_keeps_everything_a_request_carries() -> None:
         headers={"X-Token": "abc"},
         body=b"\x00\xffbinary",
         cookies={"s": "1"},
-        meta={"page_kind": "product", "depth": 2, "obj": object()},
+        meta={"page_kind": "product", "depth": 2},
         priority=300,
         dont_filter=True,
         cb_kwargs={"k": [1, 2]},
@@ -45,7 +45,7 @@ def test_round_trip_keeps_everything_a_request_carries() -> None:
     assert back.headers[b"X-Token"] == b"abc"
     assert back.body == b"\x00\xffbinary"
     assert back.cookies == {"s": "1"}
-    assert back.meta == {"page_kind": "product", "depth": 2}  # the object cannot travel
+    assert back.meta == {"page_kind": "product", "depth": 2}
     assert (back.priority, back.dont_filter, back.cb_kwargs, back.flags) == (
         300,
         True,

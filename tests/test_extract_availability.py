@@ -49,3 +49,24 @@ from distcrawl.extract import normalize_availability
 )
 def test_availability_names(value: object, name: str | None) -> None:
     assert normalize_availability(value) == name
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        # a count that merely ends in 0 is stock, not its absence (issue 16)
+        ("In stock (10 available)", "InStock"),
+        ("(20 available)", "InStock"),
+        ("100 left", "InStock"),
+        ("Only 10 in stock", "LimitedAvailability"),
+        ("0 available", "OutOfStock"),
+        ("0 left", "OutOfStock"),
+        ("Stock: 0 available", "OutOfStock"),
+        ("0 in stock", "OutOfStock"),
+        ("Only 1 left", "LimitedAvailability"),
+        ("Only 1 left!", "LimitedAvailability"),
+        ("only 2 available", "LimitedAvailability"),
+    ],
+)
+def test_stock_counts(text: str, name: str) -> None:
+    assert normalize_availability(text) == name

@@ -90,3 +90,32 @@ def test_listing_links_are_canonical_and_paginated(shop_factory: Callable[..., D
     assert base in analysis.links["next"]  # ?page=1 is the listing's own first page
     assert all("utm_" not in u and "ref=" not in u for u in analysis.links["product"])
     assert len(analysis.links["product"]) == 2
+
+
+@pytest.mark.parametrize("variant", ["dlist", "specs", "text"])
+@pytest.mark.parametrize("page_size", [3, 20])
+def test_template_variants_are_read_with_no_profile(
+    shop_factory: Callable[..., DemoShop], variant: str, page_size: int
+) -> None:
+    """Shops without structured data or known class names: every field from the page text."""
+    shop = shop_factory(products=61, variant=variant, page_size=page_size)
+    products, kinds = _crawl(shop, [])
+    assert set(products) == shop.expected_product_urls()
+    assert "listing" in kinds.values()
+    assert kinds[shop.url] == "category"
+    for item in shop.catalog.products():
+        product, sources = products[shop.url.rstrip("/") + item.path]
+        assert product["name"] == item.name
+        assert product["price"] == Decimal(item.price)
+        assert product["currency"] == item.currency
+        assert product["sku"] == item.sku
+        assert product["availability"] == item.availability, sources
+        assert product["category_path"] == [
+            top.name for top in shop.catalog.tops if top.slug == item.top_slug
+        ] + [
+            leaf.name for leaf in shop.catalog.leaves() if leaf.path.endswith(f"/{item.leaf_slug}/")
+        ]
+        assert sources["price"] == "heuristics"
+        if variant == "dlist":
+            assert product["gtin"] == item.gtin13
+            assert product["brand"] == item.brand

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from decimal import Decimal
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["attempts_by_path", "check_store", "retry_gap_violations"]
+if TYPE_CHECKING:
+    from distcrawl.demo.catalog import Catalog
+
+__all__ = [
+    "CHECKED_FIELDS",
+    "account_dead_letters",
+    "attempts_by_path",
+    "check_fields",
+    "check_store",
+    "retry_gap_violations",
+]
+
+#: the product fields a demo crawl compares with the catalog (``fields_wrong``)
+CHECKED_FIELDS = ("name", "price", "currency", "sku", "availability")
 
 
 def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
@@ -23,6 +39,83 @@ def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
         "unexpected": len(stored - expected),
         "missing_sample": sorted(expected - stored)[:5],
         "unexpected_sample": sorted(stored - expected)[:5],
+    }
+
+
+def _bare(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def account_dead_letters(
+    missing: set[str], records: list[bytes | str], expected: set[str]
+) -> dict[str, Any]:
+    """Tell the *missing* products (expected, not stored) apart: dead-lettered (the site failed
+    them on every try; an operator can re-queue them), behind a dead-lettered category or
+    listing page (never found), and truly lost (none of those: a bug).
+
+    *records* are the crawl's dead letters (JSON values of ``{catalog}:dead``). Returns
+    ``dead_letters``, ``dead_letter_reasons``, ``dead_lettered``, ``behind_dead_letters`` and
+    ``lost``.
+    """
+    letters = []
+    for raw in records:
+        try:
+            letters.append(json.loads(raw))
+        except ValueError:
+            letters.append({"url": "", "reason": "unreadable"})
+    reasons: dict[str, int] = defaultdict(int)
+    for letter in letters:
+        reasons[str(letter.get("reason"))] += 1
+    dead_urls = {_bare(str(letter.get("url", ""))) for letter in letters}
+    product_urls = {_bare(u) for u in expected}
+    dead_products = {u for u in missing if _bare(u) in dead_urls}
+    other_pages = dead_urls - product_urls
+    not_dead = len(missing) - len(dead_products)
+    behind = not_dead if other_pages else 0
+    return {
+        "dead_letters": len(letters),
+        "dead_letter_reasons": dict(sorted(reasons.items())),
+        "dead_lettered": len(dead_products),
+        "behind_dead_letters": behind,
+        "lost": not_dead - behind,
+    }
+
+
+def check_fields(collection: Any, catalog: Catalog, base_url: str) -> dict[str, Any]:
+    """Stored products' name, price, currency, SKU and availability against the catalog.
+
+    ``fields_wrong`` counts (product, field) pairs that differ; products not stored are
+    ``missing`` in :func:`check_store`, not wrong here.
+    """
+    truth = {base_url.rstrip("/") + p.path: p for p in catalog.products()}
+    wrong: dict[str, int] = dict.fromkeys(CHECKED_FIELDS, 0)
+    sample: list[dict[str, Any]] = []
+    for doc in collection.find({}, {"_id": 0, "url": 1, **dict.fromkeys(CHECKED_FIELDS, 1)}):
+        product = truth.get(doc.get("url"))
+        if product is None:
+            continue
+        expected = {
+            "name": product.name,
+            "price": Decimal(product.price),
+            "currency": product.currency,
+            "sku": product.sku,
+            "availability": product.availability,
+        }
+        for name, want in expected.items():
+            got = doc.get(name)
+            if hasattr(got, "to_decimal"):
+                got = got.to_decimal()
+            if got != want:
+                wrong[name] += 1
+                if len(sample) < 5:
+                    sample.append(
+                        {"url": doc["url"], "field": name, "got": str(got), "want": str(want)}
+                    )
+    return {
+        "fields_wrong": sum(wrong.values()),
+        "fields_wrong_by_field": wrong,
+        "fields_wrong_sample": sample,
     }
 
 

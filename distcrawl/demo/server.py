@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from distcrawl.demo import pages
 from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_SEED, Catalog
+from distcrawl.demo.templates import TEMPLATE_VARIANTS
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -41,8 +42,9 @@ __all__ = ["DemoShop", "ShopConfig", "add_arguments", "main", "run"]
 
 logger = logging.getLogger(__name__)
 
-#: the variants of product pages: schema.org JSON-LD, or bespoke markup with no structured data
-VARIANTS = ("jsonld", "plain")
+#: the variants of product pages: schema.org JSON-LD, bespoke markup with no structured data,
+#: and the three markup families of :mod:`distcrawl.demo.templates` (no structured data)
+VARIANTS = ("jsonld", "plain", *TEMPLATE_VARIANTS)
 #: the shop binds here unless told otherwise (it only ever binds loopback addresses)
 DEFAULT_HOST = "127.0.0.1"
 #: port 0 lets the OS pick a free port; read it back from :attr:`DemoShop.url`
@@ -459,6 +461,7 @@ class DemoShop:
                         page,
                         hostile=config.hostile,
                         tracking_params=config.tracking_params,
+                        variant=config.variant,
                     )
                 )
             return _error(404)

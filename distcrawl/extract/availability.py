@@ -42,13 +42,13 @@ _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "OutOfStock",
             r"out[\s_-]?of[\s_-]?stock|sold[\s_-]?out|unavailable|not available|not in stock"
-            r"|no stock|none left|0 (?:in stock|left|available)|currently not"
+            r"|no stock|none left|(?<![\d.,])\b0 (?:in stock|left|available)|currently not"
             r"|ausverkauft|nicht (?:verf[üu]gbar|lieferbar|auf lager)|vergriffen"
             r"|[ée]puis[ée]|rupture|indisponible|agotado|esaurito|non disponibile",
         ),
         (
             "LimitedAvailability",
-            r"only \d+ left|\bonly \d+ in stock|few left|low[\s_-]?stock|limited"
+            r"\bonly \d+ (?:left|in stock|available)|few left|low[\s_-]?stock|limited"
             r"|last (?:items?|pieces?|one)|nur noch \d+|almost gone",
         ),
         ("OnlineOnly", r"online only"),

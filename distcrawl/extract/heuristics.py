@@ -22,17 +22,25 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ._xpath import xpath as _xpath
 from .availability import normalize_availability
 from .canonical import join_url
+from .labels import LabelValue, label_pairs
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .schema import clean_category_path
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["HEURISTIC_FIELDS", "HeuristicProduct", "breadcrumb_trail", "heuristic_product"]
+__all__ = [
+    "HEURISTIC_FIELDS",
+    "HeuristicProduct",
+    "breadcrumb_trail",
+    "heuristic_product",
+    "sku_from_url",
+]
 
 #: the Product fields heuristics can read
 HEURISTIC_FIELDS: frozenset[str] = frozenset(
@@ -50,10 +58,19 @@ _CHROME_TAGS = {"nav", "footer", "aside"}
 _OLD_PRICE = re.compile(
     r"old|was|list|regular|compare|strike|original|before|rrp|msrp|uvp|crossed|former"
 )
+#: a price with its currency beside it: "$12.99", "12,99 €", "12.99 USD", "EUR 12"
+_PRICE_NEAR = re.compile(
+    r"[$€£¥₹₽]\s*\d|\d\s*(?:[$€£¥₹₽]|(?:EUR|USD|GBP|CHF|JPY|CAD|AUD|SEK|NOK|DKK|PLN|CZK"
+    r"|RUB|INR|CNY|TWD|NT\$|zł|kr|Kč|lei|\u0440\u0443\u0431|\u5143)\b)|\b(?:EUR|USD|GBP|CHF|CAD|AUD)\s*\d"
+)
+_BARE_AMOUNT = re.compile(r"\d{1,3}(?:[.,\s]?\d{3})*(?:[.,]\d{1,2})?")
 _NOT_A_PRICE = re.compile(r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter")
 _ADD_TO_CART = re.compile(
-    r"add[\s_-]?to[\s_-]?(?:cart|basket|bag)|buy[\s_-]?now|in den warenkorb|warenkorb"
-    r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen",
+    r"add[\s_-]?to[\s_-]?(?:cart|basket|bag|trolley)|buy[\s_-]?now|in den warenkorb|warenkorb"
+    r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen|do koszyka"
+    r"|в корзину|купить|加入購物車|加入购物车|放入購物車|立即購買|カートに入れる|장바구니"
+    r"|adicionar ao carrinho|lägg i varukorgen|læg i kurv|legg i handlekurv|lisää ostoskoriin"
+    r"|sepete ekle|dodaj do koszyka|v košík|do košíku|v košarico|u košaricu",
     re.IGNORECASE,
 )
 _PRODUCT_CONTAINER = re.compile(
@@ -64,6 +81,8 @@ _SKU_LABEL = re.compile(
     r"|code|ref(?:erence)?|model|mpn)\s*[:#.]?\s*",
     re.IGNORECASE,
 )
+#: a long number ending the last path segment (``/itm/302474151804``, ``…-p400105394.html``)
+_URL_ID = re.compile(r"(?<!\d)(\d{5,14})(?:\.html?|\.aspx|\.php)?/?$")
 _SKU_IN_TEXT = re.compile(r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})")
 _GTIN_IN_TEXT = re.compile(r"\b(?:GTIN|EAN|UPC|ISBN)(?:-?1[03])?\s*[:#]?\s*(\d[\d\- ]{6,16}\d)")
 # the labels those two start with: a substring check is far cheaper than a regex that tries
@@ -87,6 +106,10 @@ class HeuristicProduct:
     fields: dict[str, Any] = field(default_factory=dict)
     #: an add-to-cart control, a SKU label, itemprop markup or a product-detail container
     strong: bool = False
+    #: per field, where it was read: "label dt/dd 'SKU'", "h1", "add-to-cart button", ...
+    where: dict[str, str] = field(default_factory=dict)
+    #: the page's labelled values, read once when a field needs them
+    pairs: list[LabelValue] | None = None
 
 
 def _text(el: HtmlElement) -> str:
@@ -152,12 +175,28 @@ def heuristic_product(
             name = _value(heading)
             if name:
                 fields["name"] = name[:500]
+                result.where["name"] = f"<{heading.tag}> main heading"
+        if "name" not in fields:
+            og = _xpath("//head/meta[@property='og:title']/@content")(root)
+            if og and str(og[0]).strip():
+                fields["name"] = " ".join(str(og[0]).split())[:500]
+                result.where["name"] = "meta og:title"
     if signals or "price" in wanted or "currency" in wanted:
         _read_price(root, cards, result)
-    if "availability" in wanted:
-        _read_availability(root, cards, fields)
+        if "price" not in fields:
+            _read_label_price(root, cards, result)
+        if "price" not in fields and heading is not None:
+            _read_price_near(heading, cards, result)
     if signals or "sku" in wanted or "gtin" in wanted:
         _read_identifiers(root, cards, result)
+    if "availability" in wanted:
+        _read_availability(root, cards, result)
+    if "brand" in wanted:
+        for pair in _pairs(root, cards, result):
+            if pair.field == "brand" and 1 < len(pair.value) <= 60:
+                fields["brand"] = pair.value
+                result.where["brand"] = f"label {pair.shape} {pair.label!r}"
+                break
     for name, xpath in (
         (
             "brand",
@@ -170,12 +209,13 @@ def heuristic_product(
             " | //head/meta[@name='description']",
         ),
     ):
-        el = _first(root, xpath, cards) if name in wanted else None
+        el = _first(root, xpath, cards) if name in wanted and name not in fields else None
         if el is not None:
             nested = _xpath(".//*[@itemprop='name']")(el)
             value = _value(nested[0] if nested else el)
             if value:
                 fields[name] = value
+                result.where[name] = f"<{el.tag} class={el.get('class')!r}>"
     images = _images(root, url, cards) if "image_urls" in wanted else []
     if images:
         fields["image_urls"] = images
@@ -198,15 +238,52 @@ def heuristic_product(
 
 
 def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:
-    for el in root.iter("h1"):
-        if not _is_chrome(el, cards) and _text(el):
-            return el
+    """The page's own title: the ``h1`` (of several, the one the <title> repeats best)."""
+    headings = [el for el in root.iter("h1") if _text(el) and not _is_chrome(el, cards)]
+    if len(headings) > 1:
+        title = " ".join(
+            str(t)
+            for t in _xpath("//head/title/text() | //head/meta[@property='og:title']/@content")(
+                root
+            )
+        ).lower()
+        words = set(re.findall(r"\w+", title))
+        if words:
+            return max(
+                headings,
+                key=lambda el: len(words & set(re.findall(r"\w+", _text(el).lower()))),
+            )
+    if headings:
+        return headings[0]
     return _first(
         root,
         "//@class[contains(.,'name') or contains(.,'title')]"
         "/parent::*[self::h2 or self::h3 or self::div or self::span][normalize-space()]",
         cards,
     )
+
+
+def _pairs(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> list[LabelValue]:
+    """The page's labelled values outside chrome and other products' cards (read once)."""
+    if result.pairs is None:
+        result.pairs = [p for p in label_pairs(root) if not _is_chrome(p.element, cards)]
+    return result.pairs
+
+
+def _read_label_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
+    """A price from a "Price: $12.99" / "Our price" label when no price element said it."""
+    for pair in _pairs(root, cards, result):
+        if pair.field != "price" or not re.search(r"\d", pair.value):
+            continue
+        amount, currency = parse_price(pair.value[:80])
+        if amount is not None and amount > 0:
+            result.fields["price"] = amount
+            if currency:
+                result.fields["currency"] = currency
+            result.where["price"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            return
 
 
 def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
@@ -251,6 +328,61 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
             fields["currency"] = currency
 
 
+def _read_price_near(
+    heading: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> None:
+    """The first price printed after the main heading: "$12.99", "Now €12,99", "12,99 EUR".
+
+    Struck-through text is the list price ("Was $15.99"); an amount in one element and its
+    currency code in the next ("<span>12,99</span> <span>EUR</span>") read as one price.
+    """
+    found = _xpath(
+        "following::text()[normalize-space()][not(ancestor::script or ancestor::style"
+        " or ancestor::del or ancestor::s or ancestor::strike)][position() <= 30]"
+    )(heading)
+    texts = [str(t).strip() for t in found]
+    for i, text in enumerate(texts):
+        if len(text) > 60 or not re.search(r"\d", text):
+            continue
+        candidate = text
+        if _BARE_AMOUNT.fullmatch(text) and i + 1 < len(texts):
+            candidate = f"{text} {texts[i + 1]}"
+        if not _PRICE_NEAR.search(candidate) or _NOT_A_PRICE.search(candidate.lower()):
+            continue
+        if _OLD_PRICE.search(candidate.lower()):
+            continue
+        parent = found[i].getparent()
+        if parent is None:
+            continue
+        if _is_chrome(parent, cards) or _in_linked_row(parent):
+            continue
+        amount, currency = parse_price(candidate[:80])
+        if amount is None or amount <= 0:
+            continue
+        result.fields["price"] = amount
+        if currency:
+            result.fields["currency"] = currency
+        result.where["price"] = f"text after the heading: {candidate[:60]!r}"
+        struck = _xpath("following::*[self::del or self::s or self::strike][position() <= 3]")(
+            parent
+        )
+        if struck:
+            old, _ = parse_price(_text(struck[0])[:80])
+            if old is not None and old > amount:
+                result.fields["list_price"] = old
+        return
+
+
+def _in_linked_row(el: HtmlElement) -> bool:
+    """In a list item or table row that links elsewhere: a listing's entry, not this page's."""
+    for depth, parent in enumerate(el.iterancestors()):
+        if depth > 3:
+            return False
+        if parent.tag in ("li", "tr"):
+            return bool(_xpath(".//a[@href]")(parent))
+    return False
+
+
 def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
     """Amount and currency of one price element, preferring machine-readable attributes."""
     hint = el.get("data-currency") or el.get("data-cur") or el.get("data-price-currency") or hint
@@ -267,7 +399,10 @@ def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
     return parse_price(text, hint)
 
 
-def _read_availability(root: HtmlElement, cards: set[HtmlElement], fields: dict[str, Any]) -> None:
+def _read_availability(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> None:
+    fields = result.fields
     for el in _xpath(
         "(//@itemprop[.='availability'] | //@class[contains(.,'stock')"
         " or contains(.,'availability') or contains(.,'inventory')]"
@@ -278,27 +413,60 @@ def _read_availability(root: HtmlElement, cards: set[HtmlElement], fields: dict[
         availability = normalize_availability(_value(el)) or normalize_availability(_text(el))
         if availability:
             fields["availability"] = availability
+            result.where["availability"] = (
+                f"<{el.tag} class={el.get('class')!r}>: {_text(el)[:60]!r}"
+            )
             return
+    for pair in _pairs(root, cards, result):
+        if pair.field == "availability" and (found := normalize_availability(pair.value)):
+            fields["availability"] = found
+            result.where["availability"] = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
+            return
+    button = _buy_button(root, cards)
+    if button is not None:
+        disabled = (
+            button.get("disabled") is not None
+            or "disabled" in (button.get("class") or "").lower().split()
+        )
+        label = _text(button) or str(button.get("value") or "")
+        said = normalize_availability(label)
+        if said is not None and said != "InStock":
+            fields["availability"] = said
+        else:
+            fields["availability"] = "OutOfStock" if disabled else "InStock"
+        state = "disabled" if disabled else "enabled"
+        result.where["availability"] = f"{state} buy button <{button.tag}>: {label[:40]!r}"
+        return
 
 
 def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
     fields = result.fields
-    el = _first(
-        root,
-        "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
-        " or contains(.,'-code') or contains(.,'item-number')])/parent::*",
-        cards,
-    )
-    if el is not None:
-        sku = _SKU_LABEL.sub("", _value(el)).strip()
-        if sku and len(sku) <= 64:
-            fields["sku"] = sku
-            result.strong = True
+    prop = _first(root, "//@itemprop[.='sku']/parent::*", cards)
+    if prop is not None and (sku := _code(_value(prop))):
+        fields["sku"] = sku
+        result.where["sku"] = "itemprop=sku"
+        result.strong = True
     gtin_el = _first(root, "//@itemprop[starts-with(.,'gtin') or .='isbn']/parent::*", cards)
     if gtin_el is not None:
         gtin = re.sub(r"\D", "", _value(gtin_el))
         if gtin:
             fields["gtin"] = gtin
+            result.where["gtin"] = f"itemprop={gtin_el.get('itemprop')}"
+    if "sku" not in fields or "gtin" not in fields:
+        _label_identifiers(root, cards, result)
+    if "sku" not in fields:
+        el = _first(
+            root,
+            "//@class[contains(.,'sku') or contains(.,'product-code')"
+            " or contains(.,'-code') or contains(.,'item-number')]/parent::*",
+            cards,
+        )
+        if el is not None:
+            sku = _code(_SKU_LABEL.sub("", _value(el)))
+            if sku:
+                fields["sku"] = sku
+                result.where["sku"] = f"<{el.tag} class={el.get('class')!r}>"
+                result.strong = True
     if "sku" in fields and "gtin" in fields:
         return
     body_text = " ".join(
@@ -309,9 +477,54 @@ def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: Heuris
     )
     if "sku" not in fields and (match := _search(_SKU_IN_TEXT, _SKU_WORDS, body_text)):
         fields["sku"] = match.group(1).rstrip(".")
+        result.where["sku"] = f"text {match.group(0)[:60]!r}"
         result.strong = True
     if "gtin" not in fields and (match := _search(_GTIN_IN_TEXT, _GTIN_WORDS, body_text)):
         fields["gtin"] = re.sub(r"\D", "", match.group(1))
+        result.where["gtin"] = f"text {match.group(0)[:60]!r}"
+
+
+def sku_from_url(url: str) -> str | None:
+    """The long number ending a product URL's path (``/itm/302474151804``), the last resort."""
+    match = _URL_ID.search(urlsplit(url).path)
+    return match.group(1) if match else None
+
+
+def _code(value: str) -> str | None:
+    """A product code as printed: its first word, without trailing punctuation."""
+    words = value.split()
+    code = words[0].strip(".,;:()[]") if words else ""
+    if not code or len(code) > 64 or (not re.search(r"\d", code) and len(words) > 1):
+        return None
+    return code
+
+
+def _label_identifiers(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> None:
+    fields = result.fields
+    by_field: dict[str, list[LabelValue]] = {}
+    for pair in _pairs(root, cards, result):
+        by_field.setdefault(pair.field, []).append(pair)
+    for name in ("sku", "mpn"):
+        if "sku" in fields:
+            break
+        written = [p for p in by_field.get(name, ()) if not p.shape.startswith("@")]
+        attrs = [p for p in by_field.get(name, ()) if p.shape.startswith("@")]
+        if not written and len({p.value for p in attrs}) != 1:
+            continue  # codes of several variants in data attributes: none is the page's
+        pair = (written or attrs)[0]
+        if code := _code(pair.value):
+            fields["sku"] = code
+            result.where["sku"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            result.strong = True
+    if "gtin" not in fields:
+        for pair in by_field.get("gtin", ()):
+            digits = re.sub(r"\D", "", pair.value.split(" ")[0] if pair.value else "")
+            if 8 <= len(digits) <= 14:
+                fields["gtin"] = digits
+                result.where["gtin"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+                break
 
 
 def _search(pattern: re.Pattern[str], labels: tuple[str, ...], text: str) -> re.Match[str] | None:
@@ -352,6 +565,11 @@ def breadcrumb_trail(root: HtmlElement) -> list[tuple[str, str | None]]:
 
 
 def _has_add_to_cart(root: HtmlElement, cards: set[HtmlElement]) -> bool:
+    return _buy_button(root, cards) is not None
+
+
+def _buy_button(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:
+    """The page's own add-to-cart control (not one of another product's card)."""
     for el in _xpath(
         "//button | //input[@type='submit' or @type='button'] | //form[@action]"
         " | //a[contains(@class,'cart') or contains(@class,'buy')]"
@@ -369,8 +587,8 @@ def _has_add_to_cart(root: HtmlElement, cards: set[HtmlElement]) -> bool:
             if v
         )
         if _ADD_TO_CART.search(label) and not _is_chrome(el, cards):
-            return True
-    return False
+            return el
+    return None
 
 
 def _has_product_container(heading: HtmlElement | None) -> bool:

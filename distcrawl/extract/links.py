@@ -144,11 +144,12 @@ def _classes(el: HtmlElement) -> str:
 
 
 def is_card_context(el: HtmlElement) -> HtmlElement | None:
-    """The nearest card-like ancestor (``li``, ``article``, or a block classed like a card)."""
+    """The nearest card-like ancestor (``li``, ``article``, a table row, or a block classed
+    like a card)."""
     for depth, parent in enumerate(el.iterancestors()):
         if depth > 5 or parent.tag in ("body", "ul", "ol", "main", "nav"):
             return None
-        if parent.tag in ("li", "article") or (
+        if parent.tag in ("li", "article", "tr") or (
             parent.tag in ("div", "section") and any(w in _classes(parent) for w in _CARD_WORDS)
         ):
             return parent
@@ -245,6 +246,15 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
         if in_nav or context.category or _CATEGORY_PATH.search(split.path) or "categor" in own:
             add("category", url)
     scan.links["next"] = [u for u in (*first_next, *other_pages) if u != page_canonical]
+    # a block holding the page's main heading is the page's own product, never a card
+    scan.cards = {card for card in scan.cards if next(card.iter("h1"), None) is None}
+    # a table row is a card only among others (a listing table), not in a table layout
+    rows: dict[HtmlElement | None, int] = {}
+    for card in scan.cards:
+        if card.tag == "tr":
+            rows[card.getparent()] = rows.get(card.getparent(), 0) + 1
+    if rows:
+        scan.cards = {c for c in scan.cards if c.tag != "tr" or rows[c.getparent()] > 1}
     return scan
 
 
@@ -255,7 +265,9 @@ def _context(el: HtmlElement | None, limit: int, memo: dict[tuple[HtmlElement, i
     key = (el, limit)
     if key not in memo:
         outer = _context(el.getparent(), limit - 1, memo)
-        memo[key] = f"{_classes(el)} {el.tag} {outer}" if outer else f"{_classes(el)} {el.tag}"
+        # aria-label too: <nav aria-label="Pagination"> and "Breadcrumb" name their block
+        own = f"{_classes(el)} {(el.get('aria-label') or '').lower()} {el.tag}"
+        memo[key] = f"{own} {outer}" if outer else own
     return memo[key]
 
 

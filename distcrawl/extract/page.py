@@ -32,7 +32,7 @@ from w3lib.encoding import html_to_unicode
 
 from .availability import normalize_availability
 from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, join_url, same_site
-from .heuristics import HEURISTIC_FIELDS, HeuristicProduct, heuristic_product
+from .heuristics import HEURISTIC_FIELDS, HeuristicProduct, heuristic_product, sku_from_url
 from .links import LINK_KINDS, LinkScan, scan_links
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .profile import FIELD_NAMES, SiteProfile
@@ -238,6 +238,11 @@ def _analyze(
     product, sources = _merge(candidates, profile)
     _merge_category_path(product, sources, structured.breadcrumbs, canonical_url, candidates)
     product["url"] = canonical_url
+    if not product.get("sku") and (from_url := sku_from_url(canonical_url)):
+        product["sku"], sources["sku"] = from_url, "url"
+    if not product.get("availability") and product.get("price") is not None:
+        # offered at a price, with no word anywhere of it being unavailable: for sale
+        product["availability"], sources["availability"] = "InStock", "default"
     result = {
         name: product.get(name, [] if name in _LIST_FIELDS else None) for name in PRODUCT_FIELDS
     }
@@ -250,10 +255,13 @@ def _decide_kind(
     has_product_data: bool, heuristic: HeuristicProduct, scan: LinkScan, product_nodes: int
 ) -> str:
     """The page kind without a profile verdict (see the module docstring)."""
-    looks_like_product = (
-        "name" in heuristic.fields
-        and "price" in heuristic.fields
-        and (heuristic.strong or scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS)
+    fields = heuristic.fields
+    few_links = scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS
+    # a product page shows its own name with a price or a product code, and buy controls or
+    # product markup outside other products' cards (related products make links many)
+    looks_like_product = "name" in fields and (
+        ("price" in fields and (heuristic.strong or few_links))
+        or (heuristic.strong and "sku" in fields)
     )
     if has_product_data or looks_like_product:
         return "product"

@@ -7,6 +7,8 @@ A queued request may name as callback only a public method its spider class defi
 Meta keys that re-route a connection or switch a safety limit off (:data:`UNSAFE_META_KEYS`)
 never travel through the frontier: :func:`encode` leaves them out, :func:`decode` refuses them;
 nor do a node's credential headers (:data:`CREDENTIAL_HEADERS`), which it sets again itself.
+A ``CrawlSpider`` rule's requests name their rule instead (:mod:`.callbacks`); Request
+subclasses travel as their class only if allowed (:mod:`.classes`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy import Spider as _ScrapySpider
 
+from distcrawl.frontier import callbacks, classes
 from distcrawl.urls import UrlRefused, check_url, printable
 
 if TYPE_CHECKING:
@@ -148,9 +151,23 @@ def _positional(func: Any) -> frozenset[str] | None:
         return _NOT_CALLABLE
 
 
-def _callback_name(spider: Spider | None, func: Any) -> str | None:
+@functools.lru_cache(maxsize=256)
+def _binds_with(func: Any, names: frozenset[str]) -> bool:
+    """Whether ``func(self, response, **cb_kwargs)`` binds when cb_kwargs has ``names``
+    (a callback may require arguments its requests always pass as cb_kwargs)."""
+    try:
+        inspect.signature(func).bind(None, None, **dict.fromkeys(names))
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _callback_name(spider: Spider | None, func: Any, role: str, meta: dict[str, Any]) -> str | None:
     if func is None:
         return None
+    rule = callbacks.rule_reference(spider, func, role, meta)
+    if rule is not None:
+        return rule
     if isinstance(func, str):
         return func
     name = getattr(func, "__name__", None)
@@ -161,9 +178,34 @@ def _callback_name(spider: Spider | None, func: Any) -> str | None:
     raise ValueError(f"callback {func!r} is not a method of the spider; it cannot be queued")
 
 
-def encode(request: Request, spider: Spider | None = None) -> str:
-    """The JSON payload of ``request``. Meta values that JSON cannot carry are left out."""
+def _json_values(
+    what: str, values: dict[str, Any], *, strict: bool, skip: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The entries of ``values`` JSON can carry; with ``strict``, any other raises ValueError
+    naming its key (``skip``: keys left out whatever they hold)."""
+    out = {}
+    for key, value in values.items():
+        if key in skip:
+            continue
+        if json_safe(value):
+            out[key] = value
+        elif strict:
+            raise ValueError(
+                f"{what} key {key!r} holds a {type(value).__name__}, which a queued request "
+                "cannot carry (only JSON values: str, int, float, bool, None, lists, dicts)"
+            )
+    return out
+
+
+def encode(request: Request, spider: Spider | None = None, *, strict: bool = True) -> str:
+    """The JSON payload of ``request``. A meta or cb_kwargs value that JSON cannot carry
+    raises ValueError naming its key (``strict=False`` leaves it out instead)."""
+    meta = _json_values("meta", request.meta, strict=strict, skip=UNSAFE_META_KEYS)
+    cb_kwargs = _json_values("cb_kwargs", request.cb_kwargs, strict=strict)
     data: dict[str, Any] = {"url": request.url}
+    kind = classes.class_name(request)
+    if kind is not None:
+        data["class"] = kind
     if request.method != "GET":
         data["method"] = request.method
     headers = {
@@ -180,21 +222,20 @@ def encode(request: Request, spider: Spider | None = None) -> str:
         # written only in the shape decode accepts: anything else would be refused later
         if _valid_cookies(cookies):
             data["cookies"] = cookies
-    meta = {k: v for k, v in request.meta.items() if k not in UNSAFE_META_KEYS and json_safe(v)}
     if meta:
         data["meta"] = meta
     if request.priority:
         data["priority"] = request.priority
     if request.dont_filter:
         data["dont_filter"] = True
-    callback = _callback_name(spider, request.callback)
+    callback = _callback_name(spider, request.callback, "callback", request.meta)
     if callback:
         data["callback"] = callback
-    errback = _callback_name(spider, request.errback)
+    errback = _callback_name(spider, request.errback, "errback", request.meta)
     if errback:
         data["errback"] = errback
-    if request.cb_kwargs and json_safe(request.cb_kwargs):
-        data["cb_kwargs"] = request.cb_kwargs
+    if cb_kwargs:
+        data["cb_kwargs"] = cb_kwargs
     if request.flags:
         data["flags"] = [str(f) for f in request.flags]
     if request.encoding != "utf-8":
@@ -202,9 +243,16 @@ def encode(request: Request, spider: Spider | None = None) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
-def _spider_method(spider: Spider | None, name: Any, what: str, kwargs: dict[str, Any]) -> Any:
+def _spider_method(
+    spider: Spider | None, name: Any, what: str, kwargs: dict[str, Any], meta: dict[str, Any]
+) -> Any:
     if name is None:
         return None
+    if name == callbacks.RULE_REFERENCE:
+        try:
+            return callbacks.resolve_rule(spider, what, meta)
+        except callbacks.BadRule as exc:
+            raise BadEntry("bad_rule", str(exc)) from None
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         raise BadEntry(f"bad_{what}", repr(name)[:80])
     if spider is None:
@@ -217,7 +265,8 @@ def _spider_method(spider: Spider | None, name: Any, what: str, kwargs: dict[str
         # Scrapy calls it as (self, response or failure, **cb_kwargs): a method that takes
         # other arguments, or cb_kwargs naming the positional ones, would fail at call time
         if positional is _NOT_CALLABLE:
-            raise BadEntry(f"bad_{what}", name)
+            _expect(_binds_with(func, frozenset(kwargs)), f"bad_{what}", name)
+            return getattr(spider, name)
         clash = positional.intersection(kwargs)
         _expect(not clash, "bad_cb_kwargs", ",".join(sorted(clash)))
     return getattr(spider, name)
@@ -333,10 +382,18 @@ def decode(
     _expect(_ascii_compatible(encoding), "bad_encoding", encoding)
     dont_filter = data.get("dont_filter", False)
     _expect(isinstance(dont_filter, bool), "bad_dont_filter")
-    callback = _spider_method(spider, data.get("callback"), "callback", cb_kwargs)
-    errback = _spider_method(spider, data.get("errback"), "errback", {})
+    callback = _spider_method(spider, data.get("callback"), "callback", cb_kwargs, meta)
+    errback = _spider_method(spider, data.get("errback"), "errback", {}, meta)
+    request_cls: type[Request] = Request
+    if "class" in data:
+        kind = data["class"]
+        _expect(isinstance(kind, str), "bad_class")
+        found = classes.request_class(kind)
+        _expect(found is not None, "unknown_request_class", str(kind)[:80])
+        assert found is not None
+        request_cls = found
     try:
-        request = Request(
+        request = request_cls(
             url,
             callback=callback,
             errback=errback,
@@ -367,6 +424,7 @@ def decode(
 _FIELDS = frozenset(
     {
         "url",
+        "class",
         "method",
         "headers",
         "body",

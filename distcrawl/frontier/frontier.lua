@@ -34,7 +34,10 @@ hash slot and every command below is atomic, also on Redis Cluster. P below is "
   P:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
                            (requests in flight on all nodes), factor (adaptive slow-down, 0-1],
                            cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits
-                           written by nodes from their settings and site profiles)
+                           written by nodes from their settings and site profiles); while a
+                           cut lasts also fts (ms the factor was set), recover_ms (a cut wears
+                           off linearly: from 0 to 1 in recover_ms, idle or not) and base_rate
+                           (the requests/s the factor applies to, for status)
   P:wait:<site>      ZSET  rid -> order score: requests taken off the queue while their site was
                            out of budget; they wait here, in priority order, without blocking
                            other sites and without being polled
@@ -52,7 +55,7 @@ skewed clocks still agree on heartbeats and due times.
 Commands
   sync node n_children [fp, prio, dont_filter, delay_ms, site, payload]*n
        n_acks [rid]*n  n_dead [id, record, rid]*n  n_rejected [record]*n
-       seeds_done(0|1) lease_n rate conc burst adaptive_rate
+       seeds_done(0|1) lease_n rate conc burst adaptive_rate recover_ms
        n_feedback [site, ok, throttled, slow]*n
        One round trip per flush: pushes children (dupefilter checked and recorded here),
        parks delayed ones, acks finished leases, writes dead letters and rejected entries,
@@ -71,10 +74,12 @@ Commands
        P:counters stale_acks), so a node presumed dead that was not changes nothing with its
        late reports, and the request's new holder finds its payload and site slot intact.
        Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms, paced,
-       stale}:
+       stale, site_events}:
        next_due_ms is how soon a parked retry or a waiting site falls due (-1: none); paced
        lists the leased rids that spent a rate token: the node sends them first, since their
-       token is for now.
+       token is for now; site_events lists the adaptive cuts this call made and the cuts it
+       found worn off, flat: site, 'cut'|'recovered', factor before, factor after, reason
+       ('throttled'|'slow', or the ms since the cut), for the node's log.
   take_token site rate burst adaptive_rate
        Spends one of the site's tokens, at once and into debt if need be, for a request that
        never was in the queue (robots.txt fetched by a node's middleware).
@@ -198,13 +203,36 @@ local function promote_due(now, limit)
   return #due
 end
 
+-- adaptive cuts made or worn off during this call (see `sync`'s return)
+local site_events = {}
+
+-- A site's adaptive factor now. A cut wears off with time, linearly (from 0 back to 1 in
+-- recover_ms), whether requests of the site come by or not: a cut must not outlive the crawl
+-- that caused it. Once back at 1 the cut is forgotten and reported as recovered.
+-- (A cut stored before cuts wore off has no recover_ms or fts: it wears off from its cut_at
+-- over the default DISTCRAWL_SITE_RECOVERY, 120 s.)
+local function site_factor(site, factor, fts, recover_ms, cut_at, now)
+  local f = tonumber(factor)
+  if not f then return 1 end
+  local rec = tonumber(recover_ms) or 120000
+  local since_ms = now - (tonumber(fts) or tonumber(cut_at) or now)
+  local recovered = f
+  if rec > 0 then recovered = f + since_ms / rec end
+  if recovered < 1 then return recovered end
+  redis.call('HDEL', P .. ':site:' .. site, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+  local since = now - (tonumber(cut_at) or now)
+  site_events[#site_events + 1] = {site, 'recovered', factor, '1', tostring(since)}
+  return 1
+end
+
 -- may `site` start one more request now? Returns true, or false and when to look again (ms)
 local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
   local k = P .. ':site:' .. site
-  local st = redis.call('HMGET', k, 'tokens', 'ts', 'active', 'factor', 'limit_rate', 'limit_conc')
+  local st = redis.call('HMGET', k, 'tokens', 'ts', 'active', 'factor', 'limit_rate', 'limit_conc',
+    'fts', 'recover_ms', 'cut_at')
   local rate = tonumber(st[5]) or def_rate
   local conc = tonumber(st[6]) or def_conc
-  local factor = tonumber(st[4]) or 1
+  local factor = site_factor(site, st[4], st[7], st[8], st[9], now)
   local active = tonumber(st[3]) or 0
   if conc > 0 and active >= conc then return false, now + 1000 end
   if rate <= 0 and factor < 1 then rate = adaptive_rate end
@@ -224,18 +252,31 @@ local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
   return true, now, false
 end
 
-local function feedback(site, ok, throttled, slow, now)
+local function feedback(site, ok, throttled, slow, now, def_rate, adaptive_rate, recover_ms)
   local k = P .. ':site:' .. site
-  local st = redis.call('HMGET', k, 'factor', 'cut_at')
-  local factor, cut_at = tonumber(st[1]) or 1, tonumber(st[2]) or 0
+  local st = redis.call('HMGET', k, 'factor', 'cut_at', 'fts', 'recover_ms', 'limit_rate')
+  local cut_at = tonumber(st[2]) or 0
+  local factor = site_factor(site, st[1], st[3], st[4], st[2], now)
   if throttled > 0 or slow > 0 then
     if now - cut_at >= 1000 then
-      local cut = 0.8
-      if throttled > 0 then cut = 0.5 end
-      redis.call('HSET', k, 'factor', tostring(math.max(0.05, factor * cut)), 'cut_at', now)
+      local cut, why = 0.8, 'slow'
+      if throttled > 0 then cut, why = 0.5, 'throttled' end
+      local rate = tonumber(st[5]) or def_rate
+      if rate <= 0 then rate = adaptive_rate end
+      local new = tostring(math.max(0.05, factor * cut))
+      redis.call('HSET', k, 'factor', new, 'fts', now, 'cut_at', now, 'recover_ms', recover_ms,
+        'base_rate', tostring(rate))
+      site_events[#site_events + 1] = {site, 'cut', tostring(factor), new, why}
     end
   elseif ok > 0 and factor < 1 then
-    redis.call('HSET', k, 'factor', tostring(math.min(1, factor + 0.01 * ok)))
+    local new = factor + 0.01 * ok
+    if new >= 1 then
+      redis.call('HDEL', k, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+      site_events[#site_events + 1] = {site, 'recovered', tostring(factor), '1',
+        tostring(now - cut_at)}
+    else
+      redis.call('HSET', k, 'factor', tostring(new), 'fts', now)
+    end
   end
 end
 
@@ -307,10 +348,12 @@ if cmd == 'sync' then
   local lease_n = tonumber(ARGV[i + 1])
   local def_rate, def_conc = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local burst, adaptive_rate = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  i = i + 6
+  local recover_ms = tonumber(ARGV[i + 6])
+  i = i + 7
   n = tonumber(ARGV[i]); i = i + 1
   for _ = 1, n do
-    feedback(ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), now)
+    feedback(ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), now,
+      def_rate, adaptive_rate, recover_ms)
     i = i + 4
   end
   redis.call('ZADD', P .. ':nodes', now, node)
@@ -394,7 +437,11 @@ if cmd == 'sync' then
       if next_due < 0 or ms < next_due then next_due = ms end
     end
   end
-  return {added, filtered, parked, acked, out, next_due, paced, stale}
+  local events = {}
+  for _, e in ipairs(site_events) do
+    for _, v in ipairs(e) do events[#events + 1] = v end
+  end
+  return {added, filtered, parked, acked, out, next_due, paced, stale, events}
 
 elseif cmd == 'take_token' then
   -- A request that never was in the queue (robots.txt) spends a token at once, going into
@@ -403,8 +450,9 @@ elseif cmd == 'take_token' then
   local site, def_rate, burst = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
   local k = P .. ':site:' .. site
   local now = now_ms()
-  local st = redis.call('HMGET', k, 'tokens', 'ts', 'limit_rate', 'factor')
-  local rate = (tonumber(st[3]) or def_rate) * (tonumber(st[4]) or 1)
+  local st = redis.call('HMGET', k, 'tokens', 'ts', 'limit_rate', 'factor', 'fts', 'recover_ms',
+    'cut_at')
+  local rate = (tonumber(st[3]) or def_rate) * site_factor(site, st[4], st[5], st[6], st[7], now)
   if rate <= 0 then return 0 end
   local tokens = tonumber(st[1]) or burst
   tokens = math.min(burst, tokens + (now - (tonumber(st[2]) or now)) * rate / 1000)

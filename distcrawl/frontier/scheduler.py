@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -34,9 +35,12 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl import compat
 from distcrawl import signals as dc_signals
+from distcrawl.cluster import OwnRates
 from distcrawl.frontier import codec
-from distcrawl.frontier.seeds import BadSeed, parse_seed
+from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
+from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
 from distcrawl.frontier.store import Child, DeadLetter, FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
 from distcrawl.internals import check_engine
@@ -102,7 +106,9 @@ class FrontierScheduler(BaseScheduler):
     (in flight on all nodes, 0 = no limit), ``DISTCRAWL_SITE_BURST``, ``DISTCRAWL_SITE_LIMITS``
     (``{host: {"rate": r, "concurrency": c}}``; site profiles' ``[politeness]`` too),
     ``DISTCRAWL_ADAPTIVE_RATE`` (rate given to an unlimited site once it pushes back),
-    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``.
+    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``, ``DISTCRAWL_RECORD_DONT_FILTER``
+    (default True; False keeps Scrapy's rule that a ``dont_filter`` request does not mark
+    its URL seen, as the ``distcrawl.Frontier`` add-on sets).
     """
 
     def __init__(
@@ -123,6 +129,7 @@ class FrontierScheduler(BaseScheduler):
         site_limits: dict[str, dict[str, Any]] | None = None,
         latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
         flush_delay: float = DEFAULT_FLUSH_DELAY,
+        record_dont_filter: bool = True,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -138,6 +145,7 @@ class FrontierScheduler(BaseScheduler):
         self.concurrency = max(1, concurrency)
         self.budget = budget or SiteBudget()
         self.flush_delay = flush_delay
+        self.record_dont_filter = record_dont_filter
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
         self._feedback = SiteFeedback(latency_target)
@@ -157,10 +165,16 @@ class FrontierScheduler(BaseScheduler):
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._seed_source = SeedSource(key="")
         self._closing = False
         self._redis_down_since: float | None = None
         self._drained_since: float | None = None
+        #: whether the frontier ever held a request (CLOSE_WHEN_DRAINED waits until it did)
+        self._crawl_begun = False
+        self._waiting_logged = False
         self._last_heartbeat = 0.0
+        #: this node's rates, published with its heartbeat (one set of figures for all readers)
+        self._own_rates = OwnRates()
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._refused = False  # another live process has this node id: this one never ran
@@ -173,7 +187,9 @@ class FrontierScheduler(BaseScheduler):
         allow_private = parse_allow_private(s.get("DISTCRAWL_ALLOW_PRIVATE", False))
         return cls(
             crawler=crawler,
-            redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            redis_url=s.get("REDIS_URL")
+            or compat.redis_url_from_settings(s)[0]
+            or "redis://127.0.0.1:6379/0",
             node_id=s.get("DISTCRAWL_NODE_ID") or f"{socket.gethostname()}-{os.getpid()}",
             prefetch=s.getint("DISTCRAWL_PREFETCH", DEFAULT_PREFETCH),
             seed_batch=s.getint("DISTCRAWL_SEED_BATCH", DEFAULT_SEED_BATCH),
@@ -189,6 +205,7 @@ class FrontierScheduler(BaseScheduler):
             site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
             flush_delay=s.getfloat("DISTCRAWL_FLUSH_DELAY", DEFAULT_FLUSH_DELAY),
             latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
+            record_dont_filter=s.getbool("DISTCRAWL_RECORD_DONT_FILTER", True),
         )
 
     # -- Scrapy's scheduler interface ----------------------------------------------------------
@@ -212,13 +229,18 @@ class FrontierScheduler(BaseScheduler):
             if fp in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
                 self.stats.inc_value("frontier/filtered_locally")
+                self.stats.inc_value("dupefilter/filtered")
                 return False
             self._known.add(fp)
+        elif not self.record_dont_filter:
+            fp = ""  # as Scrapy's own dupefilter: neither checked nor recorded
         try:
             payload = codec.encode(request, self.spider)
         except ValueError as exc:
             logger.error("Cannot queue %s: %s", request.url, exc)
             self.stats.inc_value("frontier/unqueueable")
+            # kept where an operator looks for what the frontier refused
+            self._rejected.append(self._rejection(request.url, str(exc), kind="unqueueable"))
             return False
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
@@ -238,6 +260,8 @@ class FrontierScheduler(BaseScheduler):
         request = self._ready.popleft()
         self._started += 1
         self.stats.inc_value("frontier/started")
+        self.stats.inc_value("scheduler/dequeued")
+        self.stats.inc_value("scheduler/dequeued/redis")
         if len(self._ready) < self.prefetch // 2:
             self._wake.set()
         return request
@@ -247,6 +271,10 @@ class FrontierScheduler(BaseScheduler):
     async def _open(self, spider: Spider) -> None:
         self.spider = spider
         keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
+        # a scrapy-redis spider's own redis_key; a set or zset is staged into a list
+        self._seed_source = SeedSource.for_spider(spider, self.crawler.settings, keys.start_urls)
+        keys = dataclasses.replace(keys, start_urls=self._seed_source.list_key)
+        compat.adopt_spider(self.crawler, spider)
         self._client = aioredis.from_url(
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
@@ -266,7 +294,7 @@ class FrontierScheduler(BaseScheduler):
             self.node_id,
             mask_url(self.redis_url),
             keys.queue,
-            keys.start_urls,
+            self._seed_source.key,
         )
         await self._with_retry(self._check_node_id_free)
         await self._with_retry(self._reclaim_own_leases)
@@ -400,7 +428,7 @@ class FrontierScheduler(BaseScheduler):
         meta["distcrawl_dead_letter"] = reason  # counted as re-queued if an operator does so
         fresh = request.replace(meta=meta, dont_filter=True)
         record = {
-            "request": codec.encode(fresh, self.spider),
+            "request": codec.encode(fresh, self.spider, strict=False),
             "url": request.url,
             "priority": request.priority,
             "site": urlparse_cached(request).hostname or "",
@@ -587,7 +615,7 @@ class FrontierScheduler(BaseScheduler):
         self._seeds_pending = False
         feedback = self._feedback.take()
         try:
-            added, filtered, parked, acked, out, next_due, paced, stale = await self.store.sync(
+            result = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -607,14 +635,20 @@ class FrontierScheduler(BaseScheduler):
             self._seeds_pending = self._seeds_pending or seeds_done
             self._feedback.restore(feedback)
             raise
+        added, filtered, parked, acked, out, next_due, paced, stale = result[:8]
+        if len(result) > 8 and result[8]:
+            self._log_site_events(result[8])
         due = int(next_due)
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         stats = self.stats
         stats.inc_value("frontier/roundtrips")
         if added:
             stats.inc_value("frontier/enqueued", added)
+            stats.inc_value("scheduler/enqueued", added)
+            stats.inc_value("scheduler/enqueued/redis", added)
         if filtered:
             stats.inc_value("frontier/filtered", filtered)
+            stats.inc_value("dupefilter/filtered", filtered)
         if parked:
             stats.inc_value("frontier/parked", parked)
         if acked:
@@ -628,6 +662,32 @@ class FrontierScheduler(BaseScheduler):
                 stale,
             )
         return self._accept_leases(out, {p.decode() if isinstance(p, bytes) else p for p in paced})
+
+    def _log_site_events(self, events: list[Any]) -> None:
+        """One line per adaptive cut of a site's shared rate, and per cut worn off."""
+        text = [e.decode() if isinstance(e, bytes) else str(e) for e in events]
+        for i in range(0, len(text) - 4, 5):
+            site, kind, before, after, detail = text[i : i + 5]
+            if kind == "cut":
+                why = "answered 429/503" if detail == "throttled" else "answered slowly"
+                logger.warning(
+                    "Site %s %s: its shared rate is cut for every node, factor %.3f -> %.3f "
+                    "(wears off within %.0fs)",
+                    site,
+                    why,
+                    float(before),
+                    float(after),
+                    (1 - float(after)) * self.budget.recovery,
+                )
+                self.stats.inc_value(f"frontier/site_cuts/{detail}")
+            else:
+                logger.info(
+                    "Site %s is back at its full shared rate (factor was %.3f, cut %.0fs ago)",
+                    site,
+                    float(before),
+                    float(detail) / 1000,
+                )
+                self.stats.inc_value("frontier/site_recoveries")
 
     def _accept_leases(self, out: list[Any], paced: set[str]) -> int:
         n = 0
@@ -680,15 +740,24 @@ class FrontierScheduler(BaseScheduler):
 
     async def _take_seeds(self) -> bool:
         assert self.store is not None and self.spider is not None
+        if self._seed_source.kind != "list":
+            await self._seed_source.stage(self._client, self.seed_batch)
         raws = await self.store.take_seeds(self.node_id, self.seed_batch)
         if not raws:
             return False
+        self._crawl_begun = True
         make = getattr(self.spider, "make_request_from_seed", None)
         for raw in raws:
             try:
+                if make is None:
+                    # any other spider: scrapy-redis' seeds (make_request_from_data)
+                    made = seed_requests(self.spider, raw, allow_private=self.allow_private)
+                    for request in made:
+                        self._seed_accepted(request)
+                    continue
                 seed = parse_seed(raw, allow_private=self.allow_private)
                 try:
-                    request = make(seed) if make else None
+                    request = make(seed)
                 except Exception as exc:
                     logger.exception("The spider could not make a request from seed %s", seed.url)
                     raise BadSeed("spider_refused", str(exc)[:100]) from None
@@ -698,30 +767,35 @@ class FrontierScheduler(BaseScheduler):
                 shown = (
                     raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
                 )
-                logger.warning("Refused seed %r: %s", shown, exc)
+                logger.warning("Refused seed %r: %s%s", shown, exc, refusal_hint(exc.reason))
                 self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
                 self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
                 continue
-            self.stats.inc_value("frontier/seeds/accepted")
-            logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
-            self.enqueue_request(request)
+            self._seed_accepted(request)
         # the seeds leave this node's seeding list in the same flush that queues them
         self._seeds_pending = True
         await self._flush(lease=0)
         return True
 
+    def _seed_accepted(self, request: Request) -> None:
+        self.stats.inc_value("frontier/seeds/accepted")
+        logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
+        self.enqueue_request(request)
+
     async def _heartbeat(self) -> None:
         assert self.store is not None
+        stats = {
+            k: v
+            for k, v in self.stats.get_stats().items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "started": self._started,
             "prefetched": len(self._ready),
-            "stats": {
-                k: v
-                for k, v in self.stats.get_stats().items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)
-            },
+            "stats": stats,
+            "rates": self._own_rates.update(int(time.monotonic() * 1000), stats),
         }
         await self.store.heartbeat(self.node_id, json.dumps(info, default=str))
         self._last_heartbeat = time.monotonic()
@@ -750,6 +824,20 @@ class FrontierScheduler(BaseScheduler):
         if any(int(c) for c in counts):
             self._drained_since = None
             return
+        if not self._crawl_begun:
+            # Nodes may start before the first seed: an empty frontier that never held a
+            # request is a crawl not begun yet, not a drained one. Wait for work.
+            keys = self.store.keys
+            self._crawl_begun = bool(await self._client.exists(keys.dupefilter, keys.rejected))
+            if not self._crawl_begun:
+                if not self._waiting_logged:
+                    logger.info(
+                        "Frontier empty and never seeded: node %s waits for the first seed (%s)",
+                        self.node_id,
+                        self.store.keys.start_urls,
+                    )
+                    self._waiting_logged = True
+                return
         now = time.monotonic()
         if self._drained_since is None:
             self._drained_since = now

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-__all__ = ["Child", "DeadLetter", "Feedback", "FrontierKeys", "FrontierStore", "SiteBudget"]
+__all__ = [
+    "Child",
+    "DeadLetter",
+    "Feedback",
+    "FrontierKeys",
+    "FrontierStore",
+    "SiteBudget",
+    "effective_factor",
+]
 
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
 
@@ -107,6 +115,10 @@ class FrontierKeys:
 Child = tuple[str, int, bool, int, str, str]
 
 
+#: seconds a cut of a site's rate takes to wear off completely (``DISTCRAWL_SITE_RECOVERY``)
+DEFAULT_SITE_RECOVERY = 120.0
+
+
 @dataclass(frozen=True)
 class SiteBudget:
     """The cluster-wide per-site budget defaults (0 = no limit); see ``admit`` in the script."""
@@ -115,17 +127,36 @@ class SiteBudget:
     concurrency: int = 0
     burst: float = 1.0
     adaptive_rate: float = 8.0
+    #: seconds an adaptive cut takes to wear off from factor 0 to 1 (linearly, idle or not)
+    recovery: float = DEFAULT_SITE_RECOVERY
 
     @classmethod
     def from_settings(cls, settings: Any) -> SiteBudget:
         """``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``, ``DISTCRAWL_SITE_BURST``,
-        ``DISTCRAWL_ADAPTIVE_RATE``."""
+        ``DISTCRAWL_ADAPTIVE_RATE``, ``DISTCRAWL_SITE_RECOVERY``."""
         return cls(
             rate=settings.getfloat("DISTCRAWL_SITE_RATE", 0.0),
             concurrency=settings.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
             burst=max(1.0, settings.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
             adaptive_rate=settings.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
+            recovery=max(
+                0.001, settings.getfloat("DISTCRAWL_SITE_RECOVERY", DEFAULT_SITE_RECOVERY)
+            ),
         )
+
+
+def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
+    """A site's adaptive factor at server time *now_ms*, from its ``{S}:site:<site>`` hash
+    (decoded): the stored cut, worn off linearly since it was set (``site_factor`` in the
+    script)."""
+    if not fields.get("factor"):
+        return 1.0
+    factor = float(fields["factor"])
+    recover_ms = float(fields.get("recover_ms") or DEFAULT_SITE_RECOVERY * 1000)
+    since = float(fields.get("fts") or fields.get("cut_at") or now_ms)
+    if recover_ms > 0:
+        factor += (now_ms - since) / recover_ms
+    return min(1.0, factor)
 
 
 _NO_BUDGET = SiteBudget()
@@ -174,6 +205,7 @@ class FrontierStore:
         args += rejected
         args += ["1" if seeds_done else "0", lease]
         args += [budget.rate, budget.concurrency, budget.burst, budget.adaptive_rate]
+        args.append(int(budget.recovery * 1000))
         args.append(len(feedback))
         for site, ok, throttled, slow in feedback:
             args += [site, ok, throttled, slow]

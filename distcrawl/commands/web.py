@@ -1,0 +1,105 @@
+"""``web``: the live dashboard of the cluster in a browser, and ``/metrics`` for Prometheus.
+
+``scrapy web catalog [--host H] [--port P]`` (or ``distcrawl web catalog``). It reads Redis the
+way ``status`` does, once a second, whoever looks. Actions (pause, resume, re-queue dead
+letters, seed) need ``DISTCRAWL_WEB_TOKEN``; without it the page is read-only, and it then
+serves loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from distcrawl.commands._common import (
+    add_spider_argument,
+    allow_private,
+    crawl_keys,
+    entry_points,
+    heartbeat_timeout,
+    page_priorities,
+    redis_url,
+)
+from distcrawl.services import mask_url
+from distcrawl.web.app import WebConfig
+from distcrawl.web.sampler import DEFAULT_INTERVAL
+from distcrawl.web.security import TOKEN_ENV, UnsafeBind
+from distcrawl.web.server import DEFAULT_HOST, DEFAULT_PORT, DashboardServer
+from distcrawl.web.store import ProductStore
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = ["Command", "add_arguments", "execute", "run", "web_config"]
+
+
+def add_command_arguments(parser: argparse.ArgumentParser) -> None:
+    add_spider_argument(parser)
+    parser.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"address to listen on (default {DEFAULT_HOST}; another needs {TOKEN_ENV})",
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any)"
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        metavar="SECONDS",
+        help=f"seconds between two reads of the cluster (default {DEFAULT_INTERVAL:g})",
+    )
+    parser.add_argument(
+        "--no-store", action="store_true", help="do not watch the products in MongoDB"
+    )
+
+
+def web_config(
+    settings: BaseSettings, spider: str, *, interval: float = DEFAULT_INTERVAL, store: bool = True
+) -> WebConfig:
+    """The dashboard's view of *spider*'s crawl, from the project's settings."""
+    token = os.environ.get(TOKEN_ENV) or settings.get(TOKEN_ENV) or None
+    return WebConfig(
+        keys=crawl_keys(settings, spider),
+        redis_url=redis_url(settings),
+        heartbeat_timeout=heartbeat_timeout(settings),
+        token=token,
+        page_priorities=page_priorities(settings),
+        allow_private=allow_private(settings),
+        interval=max(0.2, interval),
+        store=ProductStore.from_settings(settings) if store else None,
+    )
+
+
+def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
+    config = web_config(settings, opts.spider, interval=opts.interval, store=not opts.no_store)
+    try:
+        server = DashboardServer(config, host=opts.host, port=opts.port)
+    except UnsafeBind as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot listen on {opts.host}:{opts.port}: {exc}", file=sys.stderr)
+        return 1
+    mode = "actions need the token" if config.token else f"read-only (set {TOKEN_ENV})"
+    print(
+        f"dashboard of crawl {opts.spider} at {server.url} ({mode}); metrics at "
+        f"{server.url}metrics; redis {mask_url(config.redis_url)}",
+        flush=True,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve()
+    return 0
+
+
+Command, add_arguments, run = entry_points(
+    __name__,
+    add_command_arguments,
+    execute,
+    usage="SPIDER [--host H] [--port P]",
+    summary="Serve the live dashboard and Prometheus /metrics",
+)

@@ -1,0 +1,162 @@
+"""Label/value pairs of a product page: "SKU: 123", ``<dt>EAN</dt><dd>…</dd>``, spec tables.
+
+Shops without structured data still print their product codes, brand and stock next to a
+label, in a handful of shapes: ``dt``/``dd`` lists, two-cell table rows (``th``/``td`` or
+``td``/``td``), a bold label inside an ``li``/``p`` (``<li><strong>Model</strong> X1</li>``),
+a plain "Label: value" text, and ``data-sku``-like attributes. :func:`label_pairs` reads
+them all in one pass over the tree and maps each known label (in several languages) to the
+Product field it names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ._xpath import xpath as _xpath
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
+
+__all__ = ["LabelValue", "field_for_label", "label_pairs"]
+
+#: label words per field, most specific field first; compared with the label's lower-case
+#: text stripped of ":", "#", "." and spaces at the ends
+_LABELS: tuple[tuple[str, str], ...] = (
+    ("gtin", r"gtin(?:-?(?:8|12|13|14))?|ean(?:-?13)?(?: code)?|upc(?: code)?|isbn(?:-?1[03])?"
+             r"|barcode|jan"),
+    ("mpn", r"mpn|manufacturer part(?: number| no)?|mfr\.? part(?: number| no)?"
+            r"|part (?:number|no)|model(?: number| no| code)?|modell(?:nummer)?|mod[eè]le"
+            r"|modelo|herstellernummer|item model number"),
+    ("sku", r"sku|sku (?:number|code|no)|item (?:number|no|code|id)|item|product (?:code|number"
+            r"|no|id|ref(?:erence)?)|article (?:number|no|code)|art(?:ikel)?[\s.-]*(?:nr|no)"
+            r"|artikelnummer|artikel|bestellnummer|best[\s.-]*nr|ref(?:erence)?|r[ée]f(?:[ée]rence)?"
+            r"|r[ée]f[ée]rence produit|code(?: produit| article)?|c[oó]digo|referencia"
+            r"|codice(?: articolo)?|šifra|артикул|код(?: товара)?|asin|catalogue number"
+            r"|cat(?:alog)? (?:number|no)|style(?: number| no| code)?|stock code|ebay item number"
+            r"|numéro d'article|n° d'article|商品編號|商品编号|型番|品番"),
+    ("brand", r"brand|marke|marque|marca|merk|manufacturer|hersteller|fabricant|fabricante"
+              r"|бренд|производитель|品牌"),
+    ("availability", r"availability|stock|in stock|stock status|status|verf[üu]gbarkeit"
+                     r"|lagerstatus|lieferbarkeit|disponibilit[ée]|disponibilidad|disponibilit[àa]"
+                     r"|beschikbaarheid|наличие|庫存|库存"),
+    ("price", r"price|our price|your price|sale price|now|now only|preis|prix|precio|prezzo"
+              r"|prijs|cena|цена|售價|價格|特價|价格"),
+)  # fmt: skip
+_LABEL_RE = [(name, re.compile(f"(?:{pattern})")) for name, pattern in _LABELS]
+#: a label is short; longer "labels" are sentences
+_MAX_LABEL = 40
+#: a value is short too (a code, a brand, a stock line)
+_MAX_VALUE = 120
+#: "Label: value" in one text: the label must be short and the colon present
+_INLINE = re.compile(
+    r"^\s*([^\W\d][^:\uff1a\n]{0,38}?)\s*[:\uff1a#]\s*(\S.{0,119}?)\s*$", re.DOTALL
+)
+#: attributes that carry a code on the element itself
+_DATA_ATTRS = (
+    ("sku", "data-sku"),
+    ("sku", "data-product-sku"),
+    ("sku", "data-product-code"),
+    ("gtin", "data-ean"),
+    ("gtin", "data-gtin"),
+    ("mpn", "data-mpn"),
+    ("brand", "data-brand"),
+)
+# string-length in XPath (in C) keeps big blocks from being turned into Python strings
+_PAIR_XPATH = (
+    "//dt | //tr[count(*) = 2][string-length() < 400]"
+    " | (//li | //p | //div[not(*[3])] | //span[*][not(*[3])])[string-length() < 200]"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LabelValue:
+    """One labelled value: the field it fills, the value, and where it was read."""
+
+    field: str
+    value: str
+    label: str
+    #: the shape it was read from: ``dt/dd``, ``th/td``, ``strong+text``, ``text``, ``@data-…``
+    shape: str
+    element: HtmlElement
+
+
+def _clean(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def field_for_label(label: str) -> str | None:
+    """The Product field a label names (``"Artikel-Nr.:"`` -> ``"sku"``), or None."""
+    key = _clean(label).lower().strip(" :\uff1a#.\u2013*-").strip()
+    if not key or len(key) > _MAX_LABEL:
+        return None
+    for name, pattern in _LABEL_RE:
+        if pattern.fullmatch(key):
+            return name
+    return None
+
+
+def _text(el: HtmlElement) -> str:
+    return _clean(el.text_content())
+
+
+def label_pairs(root: HtmlElement, skip: set[HtmlElement] | None = None) -> list[LabelValue]:
+    """Every labelled value of the page, in document order (elements in *skip* left out)."""
+    found: list[LabelValue] = []
+    skip = skip or set()
+    for el in _xpath(_PAIR_XPATH)(root):
+        if el in skip:
+            continue
+        tag = el.tag
+        if tag == "dt":
+            dd = el.getnext()
+            if dd is not None and dd.tag == "dd":
+                _add(found, _text(el), _text(dd), "dt/dd", dd)
+            continue
+        if tag == "tr":
+            first, second = el[0], el[1]
+            if first.tag in ("th", "td") and second.tag == "td":
+                _add(found, _text(first), _text(second), f"{first.tag}/td", second)
+            continue
+        # a bold/label child first, then the value as the rest of the element's text
+        head = el[0] if len(el) else None
+        if (
+            head is not None
+            and head.tag in ("strong", "b", "span", "label", "em", "h3", "h4")
+            and not (el.text or "").strip()
+        ):
+            label = _text(head)
+            full = _text(el)
+            if label and len(label) <= _MAX_LABEL + 2 and full.startswith(label):
+                rest = full[len(label) :].lstrip(":\uff1a# ")
+                if rest:
+                    _add(found, label, rest, f"{head.tag}+text", el)
+                    continue
+                nxt = el.getnext()
+                if nxt is not None and isinstance(nxt.tag, str) and len(el) == 1:
+                    _add(found, label, _text(nxt), f"{head.tag}+next", nxt)
+                continue
+        if tag in ("li", "p", "div", "span"):
+            text = _text(el)
+            if len(text) <= _MAX_LABEL + _MAX_VALUE and (match := _INLINE.match(text)):
+                _add(found, match[1], match[2], "text", el)
+    for el in _xpath(
+        "//*[@data-sku or @data-product-sku or @data-product-code or @data-ean or @data-gtin"
+        " or @data-mpn or @data-brand]"
+    )(root):
+        if el in skip:
+            continue
+        for name, attr in _DATA_ATTRS:
+            value = _clean(el.get(attr))
+            if value and len(value) <= _MAX_VALUE:
+                found.append(LabelValue(name, value, attr, f"@{attr}", el))
+    return found
+
+
+def _add(found: list[LabelValue], label: str, value: str, shape: str, el: HtmlElement) -> None:
+    if not value or len(value) > _MAX_VALUE:
+        return
+    name = field_for_label(label)
+    if name is not None:
+        found.append(LabelValue(name, value, label, shape, el))
