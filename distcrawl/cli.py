@@ -56,7 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     module.add_arguments(cmd_parser)
     # options may follow positional arguments (`distcrawl seed catalog --priority 5 URL`)
     args = cmd_parser.parse_intermixed_args(argv[1:])
-    return int(module.run(args) or 0)
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every cleanup on the way out has run
+        print(f"distcrawl {name}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -132,7 +132,17 @@ def node_env(
     return env
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (kill, a process manager) stops the demo as Ctrl-C does: through every cleanup."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def run(args: argparse.Namespace) -> int:
+    _stop_on_sigterm()
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="distcrawl-demo-"))
     home.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
