@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("distcrawl.demo.run", "run a demo crawl of the bundled shop on embedded services"),
     "shop": ("distcrawl.demo.server", "serve the bundled demo shop on 127.0.0.1"),
     "extract": ("distcrawl.extract.cli", "show what the spider would extract from pages"),
+    "profile": ("distcrawl.extract.draft", "draft a site profile from a shop's pages"),
     "status": ("distcrawl.commands.status", "show the whole cluster: queue, nodes, rates"),
     "seed": ("distcrawl.commands.seed", "validate and push seeds into the frontier"),
     "deadletters": ("distcrawl.commands.deadletters", "list, re-queue or purge dead letters"),

@@ -91,3 +91,25 @@ def test_chaos_baseline_scrapy_redis_reports_its_losses() -> None:
     assert out["stored"] <= out["fetched_products"], out
     assert out["lost"] >= out["expected"] - out["fetched_products"], out
     assert out["duplicates"] == 0
+
+
+def test_extract_bench_compares_a_git_ref_with_the_working_tree() -> None:
+    out = run_tool(
+        str(BENCH / "extract.py"),
+        "--ref",
+        "HEAD",
+        "--products",
+        "12",
+        "--rounds",
+        "1",
+        "--variant",
+        "plain",
+        "--variant",
+        "dlist",
+    )
+    assert out["ref"] == "HEAD"
+    assert set(out["variants"]) == {"plain", "dlist"}
+    for figures in out["variants"].values():
+        assert figures["pages"] > 12
+        assert figures["ref_us_per_page"] > 0 and figures["this_us_per_page"] > 0
+    assert out["ratio"] > 0
