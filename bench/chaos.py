@@ -274,6 +274,9 @@ class Chaos:
             and result["queued_left"] == 0
             and result["inflight_left"] in (0, None)
             and result.get("site_active_left") in (0, None)
+            and result.get("recovered_live_nodes") in (0, None)
+            # an outage alone must not make anyone fetch a page twice
+            and (result["refetched"] == 0 or args.kills or result["fault"] != "redis-outage")
             and not timed_out
         )
         r.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import deque
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
@@ -21,11 +22,14 @@ from urllib.parse import urlsplit
 
 from distcrawl.connection import is_cluster_client
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.store import effective_factor
 
 __all__ = [
     "DEFAULT_DEAD_SAMPLE",
     "DEFAULT_PAGE_PRIORITIES",
     "DEFAULT_RATE_WINDOW",
+    "PUBLISHED_RATE_WINDOW",
+    "OwnRates",
     "RateTracker",
     "aread_snapshot",
     "backlog",
@@ -440,6 +444,41 @@ class RateTracker:
         return (last - first) / ((t1 - t0) / 60_000)
 
 
+#: seconds of its own heartbeats over which a node derives the rates it publishes
+PUBLISHED_RATE_WINDOW = 60.0
+
+
+class OwnRates:
+    """A node's own per-minute rates over its last :data:`PUBLISHED_RATE_WINDOW` seconds,
+    published with its heartbeat (``rates`` in its info): every reader, the status command and
+    each node's progress line alike, then sums the same figures for the cluster."""
+
+    def __init__(self, window: float = PUBLISHED_RATE_WINDOW) -> None:
+        self.window_ms = int(window * 1000)
+        self._ring: deque[tuple[int, dict[str, float]]] = deque()
+
+    def update(self, now_ms: int, stats: Mapping[str, Any]) -> dict[str, float] | None:
+        """Record the node's stats at *now_ms*; its rates, or None before two samples."""
+        self._ring.append((now_ms, _counters(stats)))
+        _prune(self._ring, now_ms - self.window_ms)
+        if len(self._ring) < 2:
+            return None
+        (t0, first), (t1, last) = self._ring[0], self._ring[-1]
+        if t1 <= t0:
+            return None
+        minutes = (t1 - t0) / 60_000
+        return {k: round((last[k] - first[k]) / minutes, 1) for k in last}
+
+
+def _published_rates(info: Mapping[str, Any]) -> dict[str, float] | None:
+    rates = info.get("rates")
+    if not isinstance(rates, dict):
+        return None
+    if not all(_is_number(rates.get(k)) for k in ("pages", "products", "acked")):
+        return None
+    return {k: float(rates[k]) for k in ("pages", "products", "acked")}
+
+
 def _prune(ring: deque[Any], since: int) -> None:
     # keep one sample at or before the window start, so the window is covered in full
     while len(ring) > 2 and ring[1][0] <= since:
@@ -466,14 +505,21 @@ def _waiting_total(snapshot: Mapping[str, Any]) -> int:
 
 
 def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each busy site's shared budget: its limit, the rate it is allowed now (the limit times
-    the adaptive factor, cut when the site pushes back), requests in flight and waiting."""
+    """Each busy site's shared budget: its limit, the rate it is allowed now (the limit, or
+    for a site without one the rate its cut applies to, times the adaptive factor, cut when
+    the site pushes back and wearing off with time), requests in flight and waiting."""
     out = []
     budgets = snapshot.get("site_budgets", {})
+    # a cut wears off with time: read it at the snapshot's server time (a reader that has none
+    # uses its own clock, near enough for a display)
+    now_ms = snapshot.get("at_ms") or time.time() * 1000
     for site in sorted(set(budgets) | set(snapshot["waiting"])):
         fields = budgets.get(site, {})
-        factor = float(fields.get("factor") or 1.0)
+        factor = effective_factor(fields, now_ms)
         limit = float(fields["limit_rate"]) if fields.get("limit_rate") else None
+        base = limit if limit is not None else float(fields.get("base_rate") or 0) or None
+        if factor >= 1.0 and limit is None:
+            base = None  # no limit and no cut: as fast as the site answers
         in_flight = int(fields.get("active") or 0)
         waiting = int(snapshot["waiting"].get(site, 0))
         if not (in_flight or waiting or factor < 1.0):
@@ -486,7 +532,7 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
                 if fields.get("limit_conc")
                 else None,
                 "factor": round(factor, 3),
-                "allowed_rate": round(limit * factor, 2) if limit is not None else None,
+                "allowed_rate": round(base * factor, 2) if base is not None else None,
                 "in_flight": in_flight,
                 "waiting": waiting,
             }
@@ -529,7 +575,10 @@ def build_status(
         info = node["info"]
         stats = info.get("stats") if isinstance(info.get("stats"), dict) else {}
         counters = _counters(stats)
-        rates = tracker.node_rates(name) if tracker and state == "live" else None
+        rates = None
+        if state == "live":
+            # the node's own figures first: every reader sees the same ones
+            rates = _published_rates(info) or (tracker.node_rates(name) if tracker else None)
         if rates is not None:
             rated = True
             for key in rate_totals:

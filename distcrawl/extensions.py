@@ -58,13 +58,16 @@ def progress_line(status: dict[str, Any]) -> str:
     parts = [
         f"queued {queued}",
         f"in flight {frontier['in_flight']}",
-        f"parked {frontier['parked']}",
+        f"parked retries {frontier['parked']}",
         f"dead letters {status['dead_letters']['total']}",
         f"nodes {totals['live_nodes']} live"
         + (f", {totals['dead_nodes']} dead" if totals["dead_nodes"] else ""),
         f"{'-' if rate is None else f'{rate:.0f}'} products/min",
         f"{'-' if pages is None else f'{pages:.0f}'} pages/min",
-        f"drains in {_minutes(status['eta_seconds'])}",
+        # nothing drains while paused: no time from the acks before the pause
+        "drains when resumed"
+        if status["paused"]
+        else f"drains in {_minutes(status['eta_seconds'])}",
     ]
     if status["paused"]:
         parts.insert(0, "PAUSED")

@@ -26,3 +26,6 @@ class RecentKeys:
         if len(self._seen) > self.limit:
             for old in list(itertools.islice(self._seen, len(self._seen) // 2)):
                 del self._seen[old]
+
+    def clear(self) -> None:
+        self._seen.clear()

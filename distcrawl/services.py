@@ -27,6 +27,7 @@ import fcntl
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -572,6 +573,10 @@ class EmbeddedServices:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler=crawler)
 
+    def __repr__(self) -> str:
+        # Scrapy logs its enabled add-ons by repr: the class path, not an object address
+        return f"{type(self).__module__}.{type(self).__qualname__}"
+
     def update_settings(self, settings: BaseSettings) -> None:
         allowed = settings.getbool("DISTCRAWL_EMBEDDED", True)
         home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
@@ -602,8 +607,24 @@ class EmbeddedServices:
 # --------------------------------------------------------------------------- CLI
 
 
+#: what ``distcrawl services --help`` says, laid out (argparse keeps this text as written)
+CLI_DESCRIPTION = """\
+The embedded Redis and MongoDB of one machine, kept under one home folder
+(DISTCRAWL_HOME, default ./.distcrawl). Nodes without REDIS_URL / MONGO_URI start
+or reuse them on their own; these commands start, show or stop them by hand.
+
+  start   start both servers (or reuse running ones) and print, as shell lines,
+          export REDIS_URL=... and export MONGO_URI=... for this machine:
+          eval "$(distcrawl services start)" points the current shell at them
+  status  show both servers; exit status 1 unless both answer
+  stop    stop both servers (their data stays in the home folder)
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=("start", "stop", "status"))
+    parser.description = CLI_DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("action", choices=("start", "stop", "status"), help="start | status | stop")
     parser.add_argument(
         "--home",
         default=None,
@@ -632,8 +653,9 @@ def run(args: argparse.Namespace) -> int:
     elif "error" in result:
         print(f"error: {result['error']}", file=sys.stderr)
     elif args.action == "start":
-        print(f"REDIS_URL={result['redis_url']}")
-        print(f"MONGO_URI={result['mongo_uri']}")
+        # shell lines: `eval "$(distcrawl services start)"` points this shell at the servers
+        print(f"export REDIS_URL={shlex.quote(result['redis_url'])}")
+        print(f"export MONGO_URI={shlex.quote(result['mongo_uri'])}")
     elif args.action == "stop":
         print(f"stopped: {', '.join(result['stopped']) or 'nothing was running'} ({home})")
     else:

@@ -38,15 +38,65 @@ DISTCRAWL_BLOOM_ERROR_RATE = float(os.environ.get("DISTCRAWL_BLOOM_ERROR_RATE", 
 #: hosts that may be crawled although they are private/loopback (comma-separated in the env)
 DISTCRAWL_ALLOW_PRIVATE = os.environ.get("DISTCRAWL_ALLOW_PRIVATE", "")
 
+#: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED closes
+DISTCRAWL_DRAIN_GRACE = 3.0
+#: seconds between two heartbeats of a node
+DISTCRAWL_HEARTBEAT_INTERVAL = 2.0
+#: most requests a node leases in one round trip (never more than its free slots)
+DISTCRAWL_PREFETCH = 32
+#: seeds a node takes from the seed list per round trip
+DISTCRAWL_SEED_BATCH = 64
+#: start (or reuse) embedded servers when REDIS_URL / MONGO_URI are empty
+DISTCRAWL_EMBEDDED = True
+
+# -- politeness shared by the cluster (per site = per host, whatever the port) ---------------
+#: requests/s per site on all nodes together (0 = no limit)
+DISTCRAWL_SITE_RATE = 0.0
+#: requests of one site in flight on all nodes together (0 = no limit)
+DISTCRAWL_SITE_CONCURRENCY = 0
+#: token-bucket size: the burst allowance above the rate
+DISTCRAWL_SITE_BURST = 1.0
+#: per-site limits, {"host": {"rate": r, "concurrency": c}}
+DISTCRAWL_SITE_LIMITS: dict[str, dict[str, float]] = {}
+#: requests/s given to a site without a limit once it answers 429 (or 503 with Retry-After)
+DISTCRAWL_ADAPTIVE_RATE = 8.0
+#: seconds a cut of a site's rate takes to wear off, from factor 0 back to 1 (linearly)
+DISTCRAWL_SITE_RECOVERY = 120.0
+#: answers slower than this many seconds cut the site's rate by a fifth
+DISTCRAWL_SITE_LATENCY_TARGET = 5.0
+#: seconds a site's shared robots.txt serves every node
+DISTCRAWL_ROBOTS_TTL = 24 * 3600
+
 ADDONS = {"distcrawl.services.EmbeddedServices": 0}
 
 ITEM_PIPELINES = {"distcrawl.pipelines.MongoPipeline": 300}
+#: collection of the products, and the item fields forming their unique key (the ``_id``)
+MONGO_COLLECTION = "products"
+MONGO_UNIQUE_KEY = ["url"]
+#: most products in one bulk write; seconds to wait before writing a partial batch
+MONGO_BATCH_SIZE = 100
+MONGO_FLUSH_INTERVAL = 0.0
+#: newest price-history entries kept per product (0 = none)
+MONGO_PRICE_HISTORY = 20
+#: driver timeouts (s): how fast an outage is noticed
+MONGO_TIMEOUT = 5.0
+#: during an outage: products waiting in memory, and seconds, before they go to the journal
+MONGO_BUFFER_MAX_ITEMS = 1000
+MONGO_JOURNAL_AFTER = 15.0
+#: seconds a closing node waits for MongoDB before journaling the rest
+MONGO_CLOSE_TIMEOUT = 10.0
+#: pauses between retries of a failed write (s), doubling up to the max
+MONGO_RETRY_BACKOFF = 0.25
+MONGO_RETRY_BACKOFF_MAX = 5.0
 
 # -- the catalog spider --------------------------------------------------------------------------
-#: site profiles: TOML files or folders of them (see distcrawl/profiles/example.toml)
-SITE_PROFILES = [p for p in os.environ.get("DISTCRAWL_SITE_PROFILES", "").split(os.pathsep) if p]
+#: site profiles: TOML files or folders of them (see distcrawl/profiles/example.toml);
+#: entries separated by "," or ":", in the environment as in -s SITE_PROFILES=...
+SITE_PROFILES = os.environ.get("DISTCRAWL_SITE_PROFILES", "")
 #: queue priority per page kind: pages that unlock many children go first
 PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
+#: link URLs the spider remembers having handed to the scheduler
+CATALOG_KNOWN_LINKS = 100_000
 
 # -- Scrapy --------------------------------------------------------------------------------------
 ROBOTSTXT_OBEY = True
@@ -81,9 +131,10 @@ DEPTH_LIMIT = 100
 #: pages one site may cost the whole cluster per crawl (0 = no budget)
 DISTCRAWL_MAX_PAGES_PER_SITE = int(os.environ.get("DISTCRAWL_MAX_PAGES_PER_SITE", "100000"))
 #: seconds a checked DNS answer is trusted
-DISTCRAWL_DNS_TTL = 60
+DISTCRAWL_DNS_TTL = 60.0
 # only http(s) is ever fetched
 DOWNLOAD_HANDLERS = {"file": None, "s3": None, "ftp": None, "data": None}
+#: backoff of retries (s): attempt n waits base * 2**(n-1), at most max, times [1, 1 + jitter]
 RETRY_BACKOFF_BASE = 1.0
 RETRY_BACKOFF_MAX = 120.0
 RETRY_BACKOFF_JITTER = 0.5

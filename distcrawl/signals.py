@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["request_dead_lettered"]
+__all__ = ["frontier_rewound", "request_dead_lettered"]
 
 #: sent when a request has failed for the last time and must go to the dead letters;
 #: arguments: ``request``, ``reason`` (short text: HTTP status or exception class), and
 #: JSON-safe keyword details (``attempts``, ``first_attempt``, ``last_attempt``, ``status``).
 #: The frontier writes the dead letter in the same round trip that acknowledges the request.
 request_dead_lettered = object()
+
+#: sent (no arguments) when a node finds that Redis came back with older state (its own last
+#: writes are gone): whatever a component remembers having pushed may be lost, forget it
+frontier_rewound = object()

@@ -107,3 +107,25 @@ def test_frontier_bench_runs_single_cluster_and_baseline() -> None:
     assert len(out["share_per_master"]) == 3
     assert sum(out["share_per_master"]) == pytest.approx(1, abs=0.01)
     assert out["balance_max_over_mean"] >= 1 and out["projected_speedup"] > 0
+
+
+def test_extract_bench_compares_a_git_ref_with_the_working_tree() -> None:
+    out = run_tool(
+        str(BENCH / "extract.py"),
+        "--ref",
+        "HEAD",
+        "--products",
+        "12",
+        "--rounds",
+        "1",
+        "--variant",
+        "plain",
+        "--variant",
+        "dlist",
+    )
+    assert out["ref"] == "HEAD"
+    assert set(out["variants"]) == {"plain", "dlist"}
+    for figures in out["variants"].values():
+        assert figures["pages"] > 12
+        assert figures["ref_us_per_page"] > 0 and figures["this_us_per_page"] > 0
+    assert out["ratio"] > 0

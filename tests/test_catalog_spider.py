@@ -46,3 +46,41 @@ def test_links_that_reached_the_scheduler_are_not_built_again() -> None:
     )
     assert _links(spider) == ["http://shop.test/c/hats/"]
     assert crawler.stats.get_value("catalog/links/known") == 1
+
+
+def test_site_profiles_split_alike_on_commas_and_colons() -> None:
+    from distcrawl.spiders.catalog import profile_paths
+
+    assert profile_paths("a.toml:dir/") == ["a.toml", "dir/"]
+    assert profile_paths("a.toml,dir/") == ["a.toml", "dir/"]
+    assert profile_paths(["a.toml", "b.toml:c/"]) == ["a.toml", "b.toml", "c/"]
+    assert profile_paths("") == [] and profile_paths(None) == []
+
+
+def test_a_bad_site_profile_stops_the_node_with_one_error_line(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is [not toml")
+    env = {
+        **os.environ,
+        "SCRAPY_SETTINGS_MODULE": "distcrawl.settings",
+        # never contacted: the node stops before it opens the frontier
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "MONGO_URI": "mongodb://127.0.0.1:1/x",
+        "DISTCRAWL_SITE_PROFILES": str(bad),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "catalog"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "Bad site profile" in errors[0] and str(bad) in errors[0]

@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 
 from distcrawl.cluster import (
     SCORE_SCALE,
+    OwnRates,
     RateTracker,
     aread_snapshot,
     build_status,
@@ -289,7 +290,8 @@ def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> No
     store.sync("n1", children=kids)
     store.set_site_limits("slow.test", rate=2, concurrency=None)
     store.sync("n1", lease=6)  # one token: one leased, five wait for their site
-    store.sync("n1", feedback=[("slow.test", 0, 1, 0)])  # a 429: the shared rate is halved
+    # a 429: the shared rate is halved (worn off so slowly that it reads 0.5 here)
+    store.sync("n1", feedback=[("slow.test", 0, 1, 0)], budget=SiteBudget(recovery=3600))
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
     assert status["sites"] == [
         {
@@ -390,6 +392,21 @@ def test_one_status_read_costs_the_same_bounded_commands_for_10_or_10000_sites(r
     print(f"status read: {sites} sites, {total} commands (bound {bound})")
     assert total <= bound, calls
     assert not any("scan" in name or name == "cmdstat_keys" for name in calls), calls
+
+
+def test_nodes_publish_their_own_rates_so_every_reader_sums_the_same(r) -> None:
+    store = FrontierStore(r, KEYS)
+    for name, pages in (("n1", 600), ("n2", 300)):
+        own = OwnRates()
+        own.update(0, {"catalog/pages/product": 0, "item_scraped_count": 0})
+        rates = own.update(60_000, {"catalog/pages/product": pages, "item_scraped_count": 10})
+        assert rates == {"pages": pages, "products": 10.0, "acked": 0.0}
+        store.heartbeat(name, json.dumps({"stats": {}, "rates": rates}))
+    # two readers with their own (empty) trackers, as two nodes' progress lines are
+    first = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
+    second = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
+    assert first["totals"]["pages_per_min"] == second["totals"]["pages_per_min"] == 900
+    assert [n["pages_per_min"] for n in first["nodes"]] == [600, 300]
 
 
 def test_a_node_that_left_products_in_its_journal_shows_them_after_it_stopped(r) -> None:

@@ -383,3 +383,130 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
     assert final["drained"] and final["store"]["products"] == len(urls)
     assert "Cluster: " in nodes[0].log() and "products/min" in nodes[0].log()
     assert "Cluster: PAUSED" in nodes[0].log()
+
+
+# --------------------------------------------------------------------------- no server started
+
+
+def distcrawl_in(cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``distcrawl ARGV`` run from *cwd*, with no REDIS_URL / DISTCRAWL_HOME unless given."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DISTCRAWL_HOME")}
+    return subprocess.run(
+        [sys.executable, "-m", "distcrawl.cli", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**clean, **env},
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("status", "catalog"),
+        ("seed", "catalog", "https://shop.test/"),
+        ("deadletters", "catalog", "count"),
+        ("control", "catalog", "pause"),
+    ],
+)
+def test_operator_commands_from_an_empty_directory_fail_with_the_home_they_looked_in(
+    tmp_path, argv
+) -> None:
+    done = distcrawl_in(tmp_path, *argv)
+    assert done.returncode == 1, done.stdout
+    home = tmp_path / ".distcrawl"
+    assert f"no embedded Redis runs under {home}" in done.stderr
+    assert "REDIS_URL" in done.stderr and "Traceback" not in done.stderr
+    assert not home.exists()  # nothing was started, not even a folder made
+
+
+def test_operator_commands_use_the_running_embedded_redis_of_distcrawl_home(tmp_path) -> None:
+    home = tmp_path / "home"
+    try:
+        from distcrawl.services import ensure_redis
+
+        url = ensure_redis(home)
+        redis.Redis.from_url(url).lpush(KEYS.start_urls, "https://shop.test/")
+        done = distcrawl_in(
+            tmp_path, "status", "catalog", "--json", "--sample", "0", "--no-store",
+            DISTCRAWL_HOME=str(home),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["frontier"]["start_list"] == 1
+        assert "warning" not in done.stderr
+    finally:
+        from distcrawl.services import stop_services
+
+        stop_services(home)
+
+
+def test_a_spider_name_with_no_keys_is_a_warning(cli, r) -> None:
+    code, _, err = cli("status", "nosuchspider", "--json", "--sample", "0", "--no-store")
+    assert code == 0
+    assert "warning:" in err and "no crawl 'nosuchspider'" in err
+    r.lpush(KEYS.start_urls, "https://shop.test/")
+    code, _, err = cli("status", "catalog", "--json", "--sample", "0", "--no-store")
+    assert code == 0 and "warning" not in err
+
+
+def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
+    r.zadd(KEYS.queue, {"9": -1.0})
+    r.sadd(KEYS.dupefilter, "a", "b")
+    r.lpush(KEYS.start_urls, "https://s.test/")
+    code, _, err = cli("control", "catalog", "reset")
+    assert code == 2
+    assert "queued 1" in err and "seen 2" in err and "seeds 1" in err
+    assert "Nothing was deleted" in err and "--yes-really" in err
+    code, out, _ = cli("control", "catalog", "reset", "--json")
+    assert code == 2 and json.loads(out)["would_delete"]["seen"] == 2
+    assert r.zcard(KEYS.queue) == 1 and r.scard(KEYS.dupefilter) == 2
+
+
+def test_deadletters_refused_lists_the_refused_entries_newest_first(cli, r) -> None:
+    for n, reason in enumerate(("bad_scheme", "private_address")):
+        entry = {"kind": "seed", "raw": f"seed-{n}", "reason": reason, "node": "n1", "at": n}
+        r.lpush(KEYS.rejected, json.dumps(entry))
+    code, out, _ = cli("deadletters", "catalog", "refused", "--json")
+    assert code == 0
+    listed = json.loads(out)
+    assert listed["total"] == 2
+    assert [e["reason"] for e in listed["refused"]] == ["private_address", "bad_scheme"]
+    code, out, _ = cli("deadletters", "catalog", "refused", "--limit", "1")
+    assert code == 0 and "private_address" in out and "bad_scheme" not in out
+    assert "1 of 2 refused entries shown" in out
+
+
+def test_status_watch_into_a_pipe_prints_one_line_per_interval(redis_url, r) -> None:
+    FrontierStore(r, KEYS).heartbeat("n1", "{}")
+    r.lpush(KEYS.start_urls, "https://shop.test/")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distcrawl.cli", "status", "catalog", "--watch", "--no-store",
+         "--interval", "0.2", "-s", f"REDIS_URL={redis_url}"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for line in lines:
+        assert "catalog: queued 0" in line and "nodes 1 live" in line, lines
+
+
+def test_status_tables_fit_a_narrow_screen_without_cutting_names(r) -> None:
+    from rich.console import Console
+
+    from distcrawl.cluster import build_status, read_snapshot
+    from distcrawl.commands.status import render
+
+    FrontierStore(r, KEYS).heartbeat("demo-node-with-a-long-name-1", "{}")
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    for width in (60, 80, 200):
+        console = Console(width=width, record=True)
+        console.print(render(status, width))
+        text = console.export_text()
+        assert "demo-node-with-a-long-name-1" in text and "…" not in text.split("Nodes")[1]
+        assert max(len(line.rstrip()) for line in text.splitlines()) <= width

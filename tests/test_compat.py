@@ -153,3 +153,14 @@ def test_seed_source_names_and_stages_losslessly(redis_url: str) -> None:
     assert r.zrange("seeded:seeds", 0, -1) == [b"low"]
     # the frontier takes from the right: highest score first
     assert [r.rpop(as_zset.list_key), r.rpop(as_zset.list_key)] == [b"high", b"mid"]
+
+
+def test_commands_name_the_seed_list_as_the_nodes_do() -> None:
+    from distcrawl.commands._common import crawl_keys
+
+    settings = Settings({"SPIDER_MODULES": ["probe_spiders.redis_examples"]})
+    assert crawl_keys(settings, "myspider_redis").start_urls == "myspider:start_urls"
+    assert crawl_keys(settings, "example_crawl").start_urls == "example_crawl:start_urls"
+    assert crawl_keys(settings, "no_such_spider").start_urls == "no_such_spider:start_urls"
+    settings.set("REDIS_START_URLS_AS_SET", True)
+    assert crawl_keys(settings, "myspider_redis").start_urls == "{myspider_redis}:start_staged"

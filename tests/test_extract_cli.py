@@ -87,3 +87,40 @@ def test_bad_profile_is_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bad.write_text("[site]\ndomains = 'x'\n")
     assert main(["extract", "--profile", str(bad), str(CORPUS / "category.html")]) == 2
     assert "bad.toml: site.domains" in capsys.readouterr().err
+
+
+def test_explain_names_the_source_and_the_selector_or_text_of_each_field(
+    shop_factory: Callable[..., DemoShop], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dlist = shop_factory(products=8, variant="dlist")
+    plain = shop_factory(products=8, variant="plain")
+    jsonld = shop_factory(products=8)
+    item = dlist.catalog.products()[0]
+    inputs = [s.url.rstrip("/") + item.path for s in (dlist, plain, jsonld)]
+    assert main(["extract", "--json", "--explain", inputs[0], inputs[2]]) == 0
+    assert main(["extract", "--json", "--explain", "--profile", str(DEMO_PLAIN), inputs[1]]) == 0
+    generic, structured, profiled = (
+        json.loads(line) for line in capsys.readouterr().out.splitlines()
+    )
+    assert generic["explain"]["sku"] == {
+        "source": "label",
+        "detail": f"dt/dd 'Product code': '{item.sku}'",
+    }
+    assert generic["explain"]["name"]["source"] == "heuristic"
+    assert "h1" in generic["explain"]["name"]["detail"]
+    assert generic["explain"]["price"]["source"] == "heuristic"
+    assert item.price.split(".")[0] in generic["explain"]["price"]["detail"]
+    assert structured["explain"]["price"] == {
+        "source": "structured data",
+        "detail": "json-ld (the page's own product)",
+    }
+    assert profiled["explain"]["price"] == {
+        "source": "profile",
+        "detail": "div.pdp-cost::attr(data-amount)",
+    }
+    # without --explain the record keeps its old shape
+    assert main(["extract", "--json", inputs[0]]) == 0
+    assert "explain" not in json.loads(capsys.readouterr().out)
+    # the readable output shows the same, one column more
+    assert main(["extract", "--explain", inputs[0]]) == 0
+    assert "Product code" in capsys.readouterr().out

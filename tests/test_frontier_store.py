@@ -9,6 +9,7 @@ import time
 import pytest
 import redis
 
+from distcrawl.cluster import build_status, read_snapshot
 from distcrawl.frontier.store import (
     Child,
     DeadLetter,
@@ -17,6 +18,7 @@ from distcrawl.frontier.store import (
     FrontierStore,
     SiteBudget,
     SyncResult,
+    effective_factor,
 )
 
 
@@ -287,7 +289,7 @@ def test_throttled_site_slows_down_for_everyone_then_recovers(store: FrontierSto
     store.sync("n2", feedback=[Feedback("a.test", 0, 1, 0)])  # one cut per second at most
     assert float(store.client.hget(key, "factor")) == 0.5
     store.sync("n2", feedback=[Feedback("a.test", 20, 0, 0)])
-    assert float(store.client.hget(key, "factor")) == pytest.approx(0.7)
+    assert float(store.client.hget(key, "factor")) == pytest.approx(0.7, abs=0.01)  # + wear-off
 
 
 def _fp(i: int) -> bytes:
@@ -352,3 +354,64 @@ def test_a_payload_that_names_its_site_is_stored_without_it(store: FrontierStore
     stored = {v for s in store.keys.all_shards() for v in store.client.hvals(s.requests)}
     assert b'{"u":"http://b.test/z"}' not in stored  # prefixed with its site
     assert b'{"u":"http://User@A.Test:8080/x"}' in stored
+
+
+def test_a_cut_wears_off_with_time_as_a_function_of_server_time() -> None:
+    # cut to 0.5 at t=1000 ms, wearing off from 0 to 1 in 1000 ms: +0.25 per 250 ms
+    fields = {"factor": "0.5", "fts": "1000", "recover_ms": "1000"}
+    assert effective_factor(fields, 1000) == 0.5
+    assert effective_factor(fields, 1250) == pytest.approx(0.75)
+    assert effective_factor(fields, 1500) == 1.0
+    assert effective_factor(fields, 10**9) == 1.0
+    assert effective_factor({}, 1000) == 1.0  # never cut
+
+
+def test_an_idle_sites_cut_recovers_and_is_reported_cut_then_recovered(
+    store: FrontierStore,
+) -> None:
+    budget = SiteBudget(recovery=0.5)  # a cut to 0 wears off within half a second
+    key = store.keys.site("a.test")
+    events = store.sync("n1", feedback=[("a.test", 0, 1, 0)], budget=budget).site_events
+    assert [tuple(e) for e in events] == [("a.test", "cut", 1.0, 0.5, "throttled")]
+    assert float(store.client.hget(key, "factor")) == 0.5
+    # nothing of the site comes by: the cut wears off all the same (status sees it)
+    deadline = time.monotonic() + 60
+    while True:
+        status = build_status(read_snapshot(store.client, store.keys), heartbeat_timeout=30)
+        if not status["sites"]:
+            break
+        assert time.monotonic() < deadline, status["sites"]
+        time.sleep(0.05)
+    # the next call that looks at the site forgets the cut and reports it as recovered
+    store.sync("n1", children=[child("a1", site="a.test")], budget=budget)
+    (event,) = store.sync("n1", lease=1, budget=budget).site_events
+    assert tuple(event)[:4] == ("a.test", "recovered", 0.5, 1.0)
+    assert int(event.detail) >= 250  # ms since the cut: at least half of the factor to make up
+    assert store.client.hget(key, "factor") is None
+
+
+def test_status_shows_the_effective_rate_of_a_cut_site_without_a_limit(
+    store: FrontierStore,
+) -> None:
+    budget = SiteBudget(adaptive_rate=8.0, recovery=3600)
+    store.sync("n1", children=[child("a1", site="a.test")], budget=budget)
+    store.sync("n1", lease=1, budget=budget)  # in flight: a busy site
+    store.sync("n1", feedback=[("a.test", 0, 1, 0)], budget=budget)
+    (site,) = build_status(read_snapshot(store.client, store.keys), heartbeat_timeout=30)["sites"]
+    assert site["limit_rate"] is None
+    assert site["factor"] == pytest.approx(0.5, abs=0.01)
+    assert site["allowed_rate"] == pytest.approx(4.0, abs=0.1)  # 8/s halved
+
+
+def test_a_cut_stored_before_cuts_wore_off_wears_off_from_its_cut_at(
+    store: FrontierStore,
+) -> None:
+    key = store.keys.site("old.test")
+    seconds, _ = store.client.time()
+    long_ago = (int(seconds) - 3600) * 1000  # an hour ago: long worn off
+    store.client.hset(key, mapping={"factor": "0.107", "cut_at": long_ago})
+    assert effective_factor({"factor": "0.107", "cut_at": str(long_ago)}, long_ago + 1000) < 0.2
+    store.sync("n1", children=[child("o1", site="old.test")])
+    events = store.sync("n1", lease=1).site_events
+    assert [(e.site, e.kind) for e in events] == [("old.test", "recovered")]
+    assert store.client.hget(key, "factor") is None

@@ -161,3 +161,26 @@ def test_half_done_scrapy_redis_crawl_finishes_on_the_frontier(
     # nothing missing: every product, every page's item once
     assert Counter(items) == Counter(set(fetches))
     assert shop.expected_product_urls() <= set(items)
+
+
+def test_a_pickled_queue_moves_only_with_the_trust_flag(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    for i, prio in enumerate((5, 0)):
+        entry = scrapy.Request(f"http://shop.test/p/{i}.html", priority=prio).to_dict()
+        # what scrapy-redis' PriorityQueue writes with its default serializer (picklecompat)
+        r.zadd("pickled:requests", {pickle.dumps(entry, protocol=-1): -prio})
+    r.sadd("pickled:dupefilter", "0" * 40, "not a fingerprint")
+    code, summary, err = _migrate(redis_url, "pickled")
+    assert code == 1
+    assert summary["refused_by_reason"] == {"pickle_refused": 2}
+    assert "--trust-pickle" in err
+    assert r.zcard("{pickled}:queue") == 0
+    code, summary, _ = _migrate(redis_url, "pickled", "--trust-pickle")
+    assert code == 1  # the bad fingerprint
+    assert (summary["migrated"], summary["fingerprints_refused"]) == (2, 1)
+    payloads = [json.loads(p) for p in r.hvals("{pickled}:req")]
+    assert sorted(p["url"] for p in payloads) == [
+        "http://shop.test/p/0.html",
+        "http://shop.test/p/1.html",
+    ]
+    assert r.zcard("pickled:requests") == 2 and r.scard("pickled:dupefilter") == 2  # untouched

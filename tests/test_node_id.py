@@ -3,7 +3,9 @@ takes the old process's leases back at once."""
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
 
 import frontier_state
 import pytest
@@ -11,7 +13,7 @@ import redis
 from crawl_nodes import Node, stop_all, stored_urls, wait_for
 from frontier_state import KEYS
 
-pytestmark = pytest.mark.slow
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
 
 #: far longer than the test: only the restarted node itself can return the dead one's leases
 SETTINGS = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "600", "CONCURRENT_REQUESTS": "4"}
@@ -21,6 +23,7 @@ def leased(r: redis.Redis, node: str) -> int:
     return frontier_state.leased(r, node)
 
 
+@pytest.mark.slow
 def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
     redis_url, mongo_uri, shop_factory, tmp_path
 ) -> None:
@@ -65,6 +68,7 @@ def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
     assert len(urls) == len(set(urls)) and set(urls) == shop.expected_product_urls()
 
 
+@pytest.mark.slow
 def test_a_node_restarted_under_its_id_after_a_kill_takes_its_leases_back_at_once(
     redis_url, mongo_uri, shop_factory, tmp_path
 ) -> None:
@@ -92,3 +96,29 @@ def test_a_node_restarted_under_its_id_after_a_kill_takes_its_leases_back_at_onc
     assert "leased by an earlier run of node phoenix" in again.log()
     urls = stored_urls(mongo_uri)
     assert len(urls) == len(set(urls)) and set(urls) == shop.expected_product_urls()
+
+
+def test_of_two_processes_claiming_one_node_id_at_once_one_wins(redis_url) -> None:
+    keys = FrontierKeys("c", "c:start_urls")
+    owners = [json.dumps({"host": "h", "pid": pid, "run": str(pid)}) for pid in (1, 2)]
+    results: dict[str, list] = {}
+    barrier = threading.Barrier(2)
+
+    def claim(owner: str) -> None:
+        store = FrontierStore(redis.Redis.from_url(redis_url), keys)
+        barrier.wait()
+        results[owner] = store.claim("twin", owner, 30_000)
+
+    threads = [threading.Thread(target=claim, args=(o,)) for o in owners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (winner,) = [o for o in owners if results[o][0] == 1]
+    (loser,) = [o for o in owners if results[o][0] == 0]
+    assert results[loser][1].decode() == winner  # the loser learns who holds the id
+    store = FrontierStore(redis.Redis.from_url(redis_url), keys)
+    assert store.claim("twin", winner, 30_000)[0] == 1  # the owner may claim again
+    assert store.claim("twin", loser, 30_000, force=True)[0] == 1  # the other one is dead
+    store.release("twin")  # a clean stop: the id is free
+    assert store.claim("twin", winner, 30_000)[0] == 1

@@ -58,17 +58,28 @@ def _node(
     )
 
 
-def _seed(r: redis.Redis, spider: str, base: str) -> None:
+#: how seeds are kept (scrapy-redis' REDIS_START_URLS_AS_SET / _AS_ZSET) -> node settings
+SEED_KINDS = {
+    "list": {},
+    "set": {"REDIS_START_URLS_AS_SET": "True"},
+    "zset": {"REDIS_START_URLS_AS_ZSET": "True"},
+}
+
+
+def _seed(r: redis.Redis, spider: str, base: str, kind: str = "list") -> None:
     key, _ = SHAPES[spider]
     if key is None:
         return
+    seeds = [base + "/"]
     if spider == "myspider_redis":
         # plain URLs and scrapy-redis' JSON seed format
-        r.lpush(key, base + SPIDER_SEEDS[0])
-        for path in SPIDER_SEEDS[1:]:
-            r.lpush(key, json.dumps({"url": base + path, "meta": {"from": "seed"}}))
+        seeds += [json.dumps({"url": base + p, "meta": {"from": "seed"}}) for p in SPIDER_SEEDS[1:]]
+    if kind == "set":
+        r.sadd(key, *seeds)
+    elif kind == "zset":
+        r.zadd(key, {seed: i for i, seed in enumerate(seeds)})
     else:
-        r.lpush(key, base + "/")
+        r.lpush(key, *seeds)
 
 
 def _assert_clean_log(text: str) -> None:
@@ -84,9 +95,18 @@ def _items(r: redis.Redis, spider: str) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("spider", sorted(SHAPES))
+@pytest.mark.parametrize(
+    ("spider", "kind"),
+    [
+        ("example_crawl", "list"),
+        ("myspider_redis", "list"),
+        ("myspider_redis", "set"),
+        ("myspider_redis", "zset"),
+        ("mycrawler_redis", "list"),
+    ],
+)
 def test_frontier_stores_what_scrapy_redis_stores(
-    spider: str, redis_url: str, mongo_uri: str, shop_factory: Any, tmp_path: Path
+    spider: str, kind: str, redis_url: str, mongo_uri: str, shop_factory: Any, tmp_path: Path
 ) -> None:
     shop = shop_factory(products=40, tracking_params=False)
     base = shop.url.rstrip("/")
@@ -94,15 +114,16 @@ def test_frontier_stores_what_scrapy_redis_stores(
     results = {}
     for frontier in (False, True):
         r.flushall()
-        _seed(r, spider, base)
+        _seed(r, spider, base, kind)
         node = _node(
             spider,
             frontier=frontier,
             redis_url=redis_url,
             mongo_uri=mongo_uri,
             tmp_path=tmp_path,
-            name=f"{spider}-{'frontier' if frontier else 'scrapy-redis'}",
+            name=f"{spider}-{kind}-{'frontier' if frontier else 'scrapy-redis'}",
             start_url=base + "/",
+            settings=SEED_KINDS[kind],
         )
         try:
             assert node.wait() == 0, node.log()[-3000:]
@@ -120,7 +141,12 @@ def test_frontier_stores_what_scrapy_redis_stores(
             # scrapy-redis' own spider code took no seed: every one went through the frontier
             if SHAPES[spider][0]:
                 assert f"seeds from {SHAPES[spider][0]}" in log
-                assert "frontier/seeds/accepted" in log
+                # every seed taken, none left half-way (staged or in a node's seeding list)
+                assert not r.exists(SHAPES[spider][0], f"{{{spider}}}:start_staged")
+                assert not r.keys(f"{{{spider}}}:seeding:*")
+                n_seeds = len(SPIDER_SEEDS) if spider == "myspider_redis" else 1
+                assert f"'frontier/seeds/accepted': {n_seeds}," in log
+                assert "start req url" not in log  # what RedisMixin logs for a seed it pops
             for stat in ("scheduler/enqueued", "scheduler/dequeued", "frontier/acked"):
                 assert f"'{stat}'" in log, stat
     assert set(results[True]) == set(results[False])
@@ -176,3 +202,34 @@ def test_redis_crawl_spider_on_two_nodes_with_one_killed(
     assert shop.expected_product_urls() <= set(urls)
     assert "Recovered" in survivor.log()
     _assert_clean_log(survivor.log())
+
+
+def test_a_request_json_cannot_carry_is_refused_once_and_kept(
+    redis_url: str, mongo_uri: str, shop_factory: Any, tmp_path: Path
+) -> None:
+    shop = shop_factory(products=20, tracking_params=False)
+    base = shop.url.rstrip("/")
+    r = redis.Redis.from_url(redis_url)
+    node = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="badmeta",
+        spider="example_badmeta",
+        spider_args={"start_url": base + "/"},
+        settings_module="redis_example_settings",
+        env={"EXAMPLE_FRONTIER": "1"},
+    )
+    try:
+        assert node.wait() == 0, node.log()[-3000:]
+    finally:
+        node.kill()
+    log = node.log()
+    errors = [x for x in log.splitlines() if "Cannot queue" in x]
+    assert len(errors) == 1, errors
+    assert f"{base}/c/toys/" in errors[0] and "meta key 'when' holds a datetime" in errors[0]
+    assert "'frontier/unqueueable': 1" in log
+    rejected = [json.loads(x) for x in r.lrange("{example_badmeta}:rejected", 0, -1)]
+    assert [(x["kind"], x["raw"]) for x in rejected] == [("unqueueable", f"{base}/c/toys/")]
+    urls = {u for u, _ in _items(r, "example_badmeta")}
+    assert f"{base}/c/toys/" not in urls and f"{base}/c/books/" in urls

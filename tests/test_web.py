@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pymongo
 import pytest
 import redis
 import redis.asyncio as aioredis
@@ -21,12 +24,22 @@ from prometheus_client.parser import text_string_to_metric_families
 from distcrawl.cluster import SCORE_SCALE
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.web.app import WebConfig
-from distcrawl.web.metrics import METRICS
+from distcrawl.web.metrics import METRICS, render_metrics
 from distcrawl.web.sampler import Sampler
 from distcrawl.web.security import UnsafeBind, check_bind
 from distcrawl.web.server import DashboardServer
+from distcrawl.web.store import ProductStore
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+#: the shards of the crawl's keys (one when the keys have no shards)
+SHARDS: list[Any] = list(getattr(KEYS, "all_shards", lambda: [KEYS])())
+
+
+def site_shard(site: str) -> Any:
+    """The keys of the shard *site* lives in (the crawl's keys when there are no shards)."""
+    return KEYS.site_keys(site) if hasattr(KEYS, "site_keys") else KEYS
+
+
 TOKEN = "correct horse battery staple"
 
 
@@ -125,22 +138,23 @@ def test_binding_beyond_loopback_without_a_token_is_refused(redis_url: str) -> N
         check_bind("0.0.0.0", None)
     env = {k: v for k, v in os.environ.items() if k != "DISTCRAWL_WEB_TOKEN"}
     env["REDIS_URL"] = redis_url
-    done = subprocess.run(
-        [sys.executable, "-m", "distcrawl.cli", "web", "catalog", "--host", "0.0.0.0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2
-    assert "refusing to serve the dashboard on '0.0.0.0' without a token" in done.stderr
+    for command in (["distcrawl.cli", "web"], ["scrapy", "web"]):
+        done = subprocess.run(
+            [sys.executable, "-m", *command, "catalog", "--host", "0.0.0.0"],
+            cwd=Path(__file__).resolve().parent.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "refusing to serve the dashboard on '0.0.0.0' without a token" in done.stderr
 
 
 # --------------------------------------------------------------------------- reads
 
 
 def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.Redis) -> None:
-    r.sadd(KEYS.dupefilter, *[f"fp{i}" for i in range(7)])
     r.zadd(KEYS.queue, {"1": -100 * SCORE_SCALE + 1, "2": -300 * SCORE_SCALE + 2})
     stats = {"catalog/pages/product": 12, "item_scraped_count": 9}
     FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"pid": 1, "host": "h", "stats": stats}))
@@ -156,9 +170,11 @@ def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.R
 
     def current() -> Any:
         body = json.loads(get(web.url + "api/status")[1])
-        return body if body["status"] and body["status"]["frontier"]["seen"] == 7 else None
+        status = body["status"]
+        done = status and status["frontier"]["queued"] == 2 and status["dead_letters"]["total"]
+        return body if done else None
 
-    body = wait_for(current, "the status to show the seen URLs")
+    body = wait_for(current, "the status to show the queue and the dead letter")
     assert body["status"]["frontier"]["queued_by_kind"] == {
         "seed": 0,
         "category": 1,
@@ -172,7 +188,7 @@ def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.R
     values = metric_values(text.decode())
     assert values[("distcrawl_frontier_requests", (("kind", "product"),))] == 1
     assert values[("distcrawl_frontier_requests", (("kind", "category"),))] == 1
-    assert values[("distcrawl_frontier_seen_urls", ())] == 7
+    assert values[("distcrawl_frontier_queued_requests", ())] == 2
     assert values[("distcrawl_pages_total", ())] == 12
     assert values[("distcrawl_items_total", ())] == 9
     assert values[("distcrawl_nodes", (("state", "live"),))] == 1
@@ -186,21 +202,25 @@ def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.R
 
     dead = json.loads(get(web.url + "api/deadletters?reason=http_503")[1])
     assert [(d["id"], d["site"]) for d in dead["rows"]] == [("d1", "127.0.0.1")]
+    assert dead["cursor"] is None  # the last page
     assert json.loads(get(web.url + "api/deadletters?reason=other")[1])["rows"] == []
 
 
 def test_metrics_label_only_the_top_sites_and_reasons(web: DashboardServer, r: redis.Redis) -> None:
     pipe = r.pipeline(transaction=False)
     for i in range(300):
-        pipe.hset(KEYS.site(f"site{i}.example"), mapping={"active": 1 + i % 5, "factor": 1})
+        site = f"site{i}.example"
+        pipe.hset(KEYS.site(site), mapping={"active": 1 + i % 5, "factor": 1})
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
         pipe.hset(KEYS.dead, f"d{i}", json.dumps({"url": f"http://s{i}/", "reason": f"r{i}"}))
     pipe.execute()
 
     def metrics() -> Any:
         values = metric_values(get(web.url + "metrics")[1].decode())
-        return values if values.get(("distcrawl_dashboard_refreshes_total", ())) else None
+        dead = sum(v for k, v in values.items() if k[0] == "distcrawl_dead_letters")
+        return values if dead == 300 else None  # a read after the writes above
 
-    wait_for(lambda: len(json.loads(get(web.url + "api/status")[1])["status"]["sites"]), "sites")
     values = wait_for(metrics, "metrics")
     sites = [k for k in values if k[0] == "distcrawl_site_requests_in_flight"]
     assert 0 < len(sites) <= 20
@@ -209,6 +229,78 @@ def test_metrics_label_only_the_top_sites_and_reasons(web: DashboardServer, r: r
     }
     assert len(reasons) == 21 and reasons["other"] == 280
     assert sum(reasons.values()) == 300
+
+
+def test_a_hundred_nodes_and_ten_thousand_sites_come_in_pages(
+    web: DashboardServer, r: redis.Redis
+) -> None:
+    store = FrontierStore(r, KEYS)
+    for i in range(100):
+        stats = {"catalog/pages/product": i, "item_scraped_count": i}
+        store.heartbeat(f"node-{i:03d}", json.dumps({"pid": i, "host": "h", "stats": stats}))
+    pipe = r.pipeline(transaction=False)
+    for i in range(10_000):
+        site = f"shop{i:05d}.example"
+        pipe.hset(KEYS.site(site), mapping={"active": 1 + i % 7, "factor": 0.5})
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
+        if len(pipe) > 5000:
+            pipe.execute()
+    pipe.execute()
+
+    def status() -> Any:
+        body = json.loads(get(web.url + "api/status")[1])["status"]
+        return body if body and len(body["nodes"]) == 100 and body["sites"] else None
+
+    body = wait_for(status, "100 nodes and the busy sites")
+    assert 0 < len(body["sites"]) <= 20
+    assert len(json.dumps(body)) < 100_000  # the page gets top lists, not one row per site
+    slow = json.loads(get(web.url + "api/sites?order=slowest&page=2&per_page=10")[1])
+    assert slow["total"] == 10_000
+    assert [row["site"] for row in slow["rows"]] == [
+        f"shop{i:05d}.example" for i in range(9979, 9969, -1)
+    ]
+    assert all(row["factor"] == 0.5 and row["waiting"] == 1 for row in slow["rows"])
+    busiest = json.loads(get(web.url + "api/sites?order=busiest&page=1&per_page=5")[1])
+    assert busiest["total"] == len(body["sites"]) and len(busiest["rows"]) == 5
+
+
+def test_mongodb_products_write_rate_and_outage(mongo_uri: str) -> None:
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongo_uri)
+    collection = client.get_default_database()["products"]
+    collection.insert_many([{"_id": f"p{i}", "name": f"product {i}"} for i in range(5)])
+    store = ProductStore(mongo_uri, database=None, collection="products")
+    away = ProductStore(
+        "mongodb://127.0.0.1:1/x?directConnection=true&serverSelectionTimeoutMS=200",
+        database=None,
+        collection="products",
+    )
+    try:
+        sampler = Sampler(client=None, keys=KEYS, heartbeat_timeout=30.0)
+        sampler.count_products = store.count
+        assert asyncio.run(sampler.refresh_store())["products"] == 5
+        collection.insert_many([{"_id": f"q{i}", "name": f"product {i}"} for i in range(5)])
+        state = asyncio.run(sampler.refresh_store())
+        assert state["reachable"] and state["products"] == 10 and state["writes_per_s"] > 0
+        assert metric_values(render_metrics(sampler).decode())[("distcrawl_store_up", ())] == 1
+        assert [p["name"] for p in store.latest(3) or []]  # the latest products, named
+
+        sampler.count_products = away.count
+        state = asyncio.run(sampler.refresh_store())
+        assert not state["reachable"] and state["outage_since"] and state["products"] == 10
+        values = metric_values(render_metrics(sampler).decode())
+        assert values[("distcrawl_store_up", ())] == 0
+        assert away.latest(3) is None
+    finally:
+        store.close()
+        away.close()
+        client.close()
+
+
+def test_every_metric_is_documented_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    documented = set(re.findall(r"`(distcrawl_[a-z_]+?)(?:_total)?[`{]", readme))
+    assert documented >= set(METRICS), set(METRICS) - documented
 
 
 # --------------------------------------------------------------------------- actions
@@ -289,30 +381,48 @@ def _cost(client: redis.Redis, action: Any) -> dict[str, int]:
 
 
 def _fill(client: redis.Redis, sites: int) -> None:
-    """*sites* sites, each with requests in flight and one waiting for its budget, a seen URL
-    and a dead letter per site, and three nodes."""
+    """*sites* sites, each with its budget, a request waiting for it, a queued request and a
+    seen URL; 50 dead letters and three nodes."""
     client.flushall()
     pipe = client.pipeline(transaction=False)
     for i in range(sites):
         site = f"shop{i}.example"
         pipe.hset(KEYS.site(site), mapping={"active": 2, "factor": 0.5, "limit_rate": 4})
         pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
-        pipe.zadd(KEYS.waiting, {site: 1000 + i})
+        pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
         pipe.sadd(KEYS.dupefilter, f"fp{i}")
         pipe.zadd(KEYS.queue, {f"q{i}": -100 * SCORE_SCALE + i + 1})
-        pipe.hset(KEYS.dead, f"d{i}", json.dumps({"url": f"http://{site}/", "reason": "http_503"}))
         if len(pipe) > 5000:
             pipe.execute()
+    for i in range(50):
+        record = {"url": f"http://shop{i}.example/", "reason": "http_503"}
+        pipe.hset(KEYS.dead, f"d{i}", json.dumps(record))
     pipe.execute()
     store = FrontierStore(client, KEYS)
     for node in ("n1", "n2", "n3"):
         store.heartbeat(node, json.dumps({"pid": 1, "host": "h", "stats": {}}))
 
 
-def test_a_refresh_costs_the_same_redis_commands_with_10_and_10000_sites(redis_url: str) -> None:
+def _status_read_scans_the_keyspace() -> bool:
+    """The status reader of before the cluster's bounded read (issue 15) SCANs every key."""
+    import inspect
+
+    from distcrawl import cluster
+
+    return '("scan",' in inspect.getsource(cluster)
+
+
+@pytest.mark.xfail(
+    _status_read_scans_the_keyspace(),
+    reason="distcrawl.cluster still SCANs the keyspace: the bounded status read is on its way",
+    strict=True,
+)
+def test_a_refresh_costs_a_bounded_number_of_redis_commands(redis_url: str) -> None:
+    """With 10, 1,000 and 10,000 sites: a refresh of the dashboard (the status read) costs the
+    same past the top sites, the pages and /metrics cost nothing, a page of a list a page."""
     client = redis.Redis.from_url(redis_url)
 
-    async def refresh() -> None:
+    async def refresh() -> dict[str, int]:
         aclient = aioredis.Redis.from_url(redis_url)
         try:
             await aclient.ping()  # connect outside the measured refresh
@@ -321,37 +431,41 @@ def test_a_refresh_costs_the_same_redis_commands_with_10_and_10000_sites(redis_u
             before = _calls(client)
             await sampler.refresh()
             after = _calls(client)
-            costs.append({k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k)})
+            return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k)}
         finally:
             await aclient.aclose()
 
-    totals = {}
+    costs: dict[int, tuple[int, int, int, int]] = {}
     try:
-        for sites in (10, 10_000):
+        for sites in (10, 1_000, 10_000):
             _fill(client, sites)
-            costs: list[dict[str, int]] = []
-            asyncio.run(refresh())
-            refresh_cost = costs[-1]
+            refresh_cost = asyncio.run(refresh())
             server = dashboard(redis_url, interval=3600)  # one read at start, then none
             try:
                 wait_for(lambda s=server: s.app.state.sampler.refreshes, "the first read")
-                pages = ("metrics", "api/status", "api/series")
+                pages = ("metrics", "api/status", "api/series", "api/sites?order=busiest")
                 page_cost = _cost(client, lambda s=server, ps=pages: [get(s.url + p) for p in ps])
                 sites_cost = _cost(
-                    client, lambda s=server: get(s.url + "api/sites?order=slowest&page=3")
+                    client, lambda s=server: get(s.url + "api/sites?order=slowest&page=0")
                 )
                 dead_cost = _cost(client, lambda s=server: get(s.url + "api/deadletters?limit=20"))
                 rejected_cost = _cost(client, lambda s=server: get(s.url + "api/rejected?page=2"))
             finally:
                 server.stop()
             assert page_cost == {}, (sites, "pages and /metrics are served from the last read")
-            totals[sites] = (sum(refresh_cost.values()), sites_cost, dead_cost, rejected_cost)
-            print(sites, "sites: a refresh costs", refresh_cost)
+            costs[sites] = (
+                sum(refresh_cost.values()),
+                sum(sites_cost.values()),
+                sum(dead_cost.values()),
+                sum(rejected_cost.values()),
+            )
+            print(sites, "sites: a refresh costs", refresh_cost, "pages", costs[sites][1:])
     finally:
         client.close()
-    small, big = totals[10], totals[10_000]
-    # the dead letters are counted from a capped sample (at most 10 HSCAN calls): the rest of
-    # a refresh does not grow with the crawl
-    assert big[0] <= small[0] + 10, (small[0], big[0])
-    assert sum(big[1].values()) <= 2 * 10 + 2  # one page of sites: ZCARD, ZREVRANGE, 2 per site
-    assert sum(big[2].values()) <= 5 and sum(big[3].values()) == 2
+    big = costs[10_000]
+    # the top sites are read in detail, nothing past them: 1,000 sites cost what 10,000 do
+    assert costs[1_000] == big, costs
+    assert big[0] < 1_000, costs
+    # one page of sites: ZCARD and ZREVRANGE per shard, HGETALL and ZCARD per site shown
+    assert big[1] <= 2 * len(SHARDS) + 2 * 10, big
+    assert big[2] <= len(SHARDS) + 5 and big[3] == 2

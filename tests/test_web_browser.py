@@ -25,13 +25,17 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from distcrawl.frontier.store import FrontierKeys
 from distcrawl.services import stop_services
+from distcrawl.web.metrics import METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "web-test-token"
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_SEED = "javascript:alert(2)//<script>alert(3)</script>"
+HOSTILE_URL = "http://127.0.0.1/<script>alert(4)</script>"
 PAUSED_KEY = "{catalog}:paused"
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
 
 pytestmark = pytest.mark.slow
 
@@ -92,9 +96,11 @@ class Demo:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            # Ctrl-C, not SIGTERM: the demo's clean-up runs and stops its nodes (SIGTERM would
+            # end the demo at once and leave them running)
+            self.proc.send_signal(signal.SIGINT)
             try:
-                self.proc.wait(timeout=60)
+                self.proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -246,6 +252,9 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
             # while paused, the nodes finish what they hold; then /metrics and status agree
             wait_for(lambda: page.inner_text("#in-flight") == "0", "in flight to drop to 0")
             wait_for(lambda: metrics_match_status(demo.url, demo.redis_url) is None, "agreement")
+            with urllib.request.urlopen(demo.url + "metrics", timeout=30) as resp:
+                families = {f.name for f in text_string_to_metric_families(resp.read().decode())}
+            assert families == set(METRICS), set(METRICS) ^ families
 
             # hostile text from the crawl: a product's name and a refused seed
             mongo: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(demo.mongo_uri)
@@ -264,15 +273,22 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
             wait_for(lambda: page.inner_text("#state") != "paused", "the crawl to resume")
             assert not r.exists(PAUSED_KEY)
             r.lpush("catalog:start_urls", HOSTILE_SEED)  # as redis-cli lpush would
+            dead = {"url": HOSTILE_URL, "reason": "http_503", "attempts": 3, "status": 503}
+            r.hset(KEYS.dead, "hostile-dead", json.dumps(dead))
             page.fill("#seeds", HOSTILE_SEED)
             page.click("#seed")
             wait_for(lambda: "refused" in page.inner_text("#action-msg"), "the seed refusal")
             assert HOSTILE_SEED in page.inner_text("#action-msg")
             wait_for(lambda: HOSTILE_NAME in page.inner_text("#products-body"), "the product")
             wait_for(lambda: HOSTILE_SEED in page.inner_text("#rejected-body"), "the seed")
+            wait_for(lambda: HOSTILE_URL in page.inner_text("#dead-body"), "the dead letter")
+            wait_for(lambda: "http_503" in page.inner_text("#dead-reasons"), "its reason")
+            page.screenshot(path=str(tmp_path / "dashboard-hostile.png"), full_page=True)
             assert page.locator("img").count() == 0
             assert page.locator("body script").count() == 2  # uPlot and the dashboard's own
-            assert page.locator("#products-body b, #action-msg script").count() == 0
+            assert (
+                page.locator("#products-body b, #action-msg script, #dead-body script").count() == 0
+            )
         finally:
             browser.close()
         assert dialogs == []

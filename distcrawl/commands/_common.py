@@ -9,6 +9,7 @@ Each command module has one implementation, ``add_command_arguments(parser)`` an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -16,13 +17,15 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import Settings
 from scrapy.utils.conf import arglist_to_dict
+from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distcrawl import connection
 from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
+from distcrawl.frontier.redis_seeds import SeedSource
 from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.frontier.store import FrontierKeys
-from distcrawl.services import ensure_redis, mask_url, resolve_home
+from distcrawl.services import mask_url, resolve_home, services_status
 from distcrawl.urls import parse_allow_private
 
 if TYPE_CHECKING:
@@ -49,6 +52,7 @@ __all__ = [
     "redis_client",
     "redis_error",
     "redis_url",
+    "warn_if_no_crawl",
 ]
 
 #: the crawl of this project, named in help texts
@@ -141,11 +145,40 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
 
 
 def redis_url(settings: BaseSettings) -> str:
-    """``REDIS_URL``; when empty, the embedded Redis the nodes on this machine use (started
-    if none runs, as a node would start it)."""
+    """``REDIS_URL``; when empty, the embedded Redis of ``DISTCRAWL_HOME`` if it runs.
+
+    An operator command never starts a server: an empty Redis started here would only show an
+    empty crawl. With neither, it exits (status 1) naming the home it looked in.
+    """
     if settings.get("REDIS_URL") or not settings.getbool("DISTCRAWL_EMBEDDED", True):
         return connection.settings_url(settings)
-    return ensure_redis(resolve_home(settings.get("DISTCRAWL_HOME") or None))
+    home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
+    embedded = services_status(home)["redis"]
+    if not embedded["running"]:
+        raise SystemExit(
+            f"error: REDIS_URL is not set and no embedded Redis runs under {home}. Set "
+            "REDIS_URL to the crawl's Redis, or DISTCRAWL_HOME to the folder of the nodes' "
+            "embedded services (`distcrawl services start` starts them and prints REDIS_URL)."
+        )
+    return str(embedded["url"])
+
+
+def warn_if_no_crawl(client: Any, keys: FrontierKeys, url: str) -> bool:
+    """Warn on stderr when Redis holds none of the crawl's keys (a misspelt spider name, or
+    another Redis than the nodes'); True when it holds some. A few EXISTS (one per hash slot:
+    the control slot, the seed list, each shard), never a SCAN."""
+    control = [keys.nodes, keys.rejected, keys.paused, keys.counters, keys.recovering]
+    if client.exists(*control) or client.exists(keys.start_urls):
+        return True
+    for shard in keys.all_shards():
+        if client.exists(shard.seq, shard.queue, shard.dead, shard.delayed, shard.seen_info):
+            return True
+    print(
+        f"warning: {mask_url(url)} holds no crawl {keys.spider!r} (no nodes, queue, seen URLs, "
+        f"dead letters or seeds under {keys.prefix}); check the spider name and REDIS_URL",
+        file=sys.stderr,
+    )
+    return False
 
 
 def redis_client(settings: BaseSettings) -> Any:
@@ -160,8 +193,21 @@ def redis_error(url: str, exc: BaseException, doing: str = "") -> int:
 
 
 def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
-    """The crawl's keys, with the seed list named as the frontier scheduler names it."""
-    return FrontierKeys.for_spider(spider, settings)
+    """The crawl's keys, with the seed list named as the frontier scheduler names it (also
+    a scrapy-redis spider's own ``redis_key``, and the list its set or zset is staged in)."""
+    keys = FrontierKeys.for_spider(spider, settings)
+    source = SeedSource.named(spider, _spider_class(settings, spider), settings, keys.start_urls)
+    return dataclasses.replace(keys, start_urls=source.list_key)
+
+
+def _spider_class(settings: BaseSettings, name: str) -> type | None:
+    """The project's spider class of that name, if it has one that loads."""
+    try:
+        loader = load_object(settings["SPIDER_LOADER_CLASS"]).from_settings(settings.frozencopy())
+        spidercls: type = loader.load(name)
+    except Exception:  # no such spider, or its module does not import: the default keys
+        return None
+    return spidercls
 
 
 def allow_private(settings: BaseSettings) -> bool | frozenset[str]:

@@ -31,6 +31,7 @@ from distcrawl.commands._common import (
     redis_client,
     redis_error,
     redis_url,
+    warn_if_no_crawl,
 )
 from distcrawl.frontier.store import FrontierStore
 
@@ -50,7 +51,10 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     add_spider_argument(parser)
     parser.add_argument("action", choices=ACTIONS, help="pause | resume | reset")
     parser.add_argument(
-        "--yes-really", action="store_true", help="confirm a reset (it cannot be undone)"
+        "--yes-really",
+        action="store_true",
+        help="confirm a reset (it cannot be undone); without it, reset only lists what it "
+        "would delete",
     )
     parser.add_argument(
         "--force",
@@ -209,17 +213,53 @@ def _counts(reader: Any, keys: FrontierKeys) -> dict[str, int]:
     }
 
 
-def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
-    keys = crawl_keys(settings, opts.spider)
-    if opts.action == "reset" and not opts.yes_really:
+def reset_plan(
+    client: redis.Redis, keys: FrontierKeys, *, heartbeat_timeout: float, force: bool
+) -> dict[str, Any]:
+    """What ``reset`` would delete now, and whose leases it would keep; deletes nothing."""
+    seconds, _ = client.time()
+    since = (int(seconds) - heartbeat_timeout) * 1000
+    live = [] if force else [_text(n) for n in client.zrangebyscore(keys.nodes, since, "+inf")]
+    return {
+        "would_delete": _counts(client, keys),
+        "keeps_leases_of": live,
+        "kept_leases": sum(int(client.zcard(keys.leases(n))) for n in live),
+    }
+
+
+def _dry_run(
+    client: redis.Redis, keys: FrontierKeys, opts: argparse.Namespace, settings: BaseSettings
+) -> int:
+    plan = reset_plan(client, keys, heartbeat_timeout=heartbeat_timeout(settings), force=opts.force)
+    if opts.keep_seeds:
+        plan["would_delete"].pop("seeds")
+    if opts.json:
+        print(json.dumps({"reset": False, **plan}))
+    else:
+        what = ", ".join(f"{k} {v}" for k, v in plan["would_delete"].items())
+        kept = (
+            f"; it would keep the {plan['kept_leases']} leases of live node(s) "
+            f"{', '.join(plan['keeps_leases_of'])}"
+            if plan["keeps_leases_of"]
+            else ""
+        )
         print(
-            f"reset deletes the whole state of crawl {opts.spider!r} (queue, seen URLs, dead "
-            "letters, stats); run it again with --yes-really to confirm",
+            f"reset would delete the state of crawl {opts.spider!r}: {what}, plus request "
+            f"payloads, node stats, site budgets and refused entries{kept}. Nothing was "
+            "deleted: run it again with --yes-really to confirm.",
             file=sys.stderr,
         )
-        return 2
+    return 2
+
+
+def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
+    keys = crawl_keys(settings, opts.spider)
+    url = redis_url(settings)
     client = redis_client(settings)
     try:
+        warn_if_no_crawl(client, keys, url)
+        if opts.action == "reset" and not opts.yes_really:
+            return _dry_run(client, keys, opts, settings)
         if opts.action == "pause":
             outcome = pause(client, keys)
             message = (
@@ -247,7 +287,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             if client.exists(keys.paused):
                 message += "; the crawl is still paused"
     except (redis.RedisError, OSError, RuntimeError) as exc:
-        return redis_error(redis_url(settings), exc)
+        return redis_error(url, exc)
     finally:
         client.close()
     print(json.dumps(outcome) if opts.json else message)

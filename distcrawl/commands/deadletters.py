@@ -1,6 +1,7 @@
 """``deadletters``: see, count, re-queue and purge the requests whose last try failed.
 
-``scrapy deadletters catalog list|count|requeue|purge [--site S] [--reason R] [--json]``
+``scrapy deadletters catalog list|count|requeue|purge [--site S] [--reason R] [--json]``;
+``refused`` lists the refused seeds and queue entries (kept in ``{catalog}:rejected``).
 (or ``distcrawl deadletters``). ``--site`` (a host) and ``--reason`` (as recorded, e.g.
 ``http_503``) may be repeated and combine: a dead letter matches when its site is one of the
 sites and its reason one of the reasons. ``requeue`` moves the matching ones back to the queue
@@ -28,6 +29,7 @@ from distcrawl.commands._common import (
     redis_client,
     redis_error,
     redis_url,
+    warn_if_no_crawl,
 )
 from distcrawl.frontier.store import FrontierStore
 
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Command", "add_arguments", "count", "execute", "matching", "purge", "requeue", "run"]
 
-ACTIONS = ("list", "count", "requeue", "purge")
+ACTIONS = ("list", "count", "requeue", "purge", "refused")
 #: dead letters shown by ``list`` unless ``--limit`` says otherwise (0 = all)
 DEFAULT_LIST_LIMIT = 50
 #: dead letters moved or deleted per Redis call, so no single call blocks the server for long
@@ -49,7 +51,12 @@ _BATCH = 500
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     add_spider_argument(parser)
-    parser.add_argument("action", choices=ACTIONS, help="list | count | requeue | purge")
+    parser.add_argument(
+        "action",
+        choices=ACTIONS,
+        help="list | count | requeue | purge dead letters; refused lists the refused seeds "
+        "and queue entries, kept in {SPIDER}:rejected (newest first, --limit)",
+    )
     parser.add_argument(
         "--site", action="append", default=[], help="only this site (host); repeatable"
     )
@@ -171,13 +178,55 @@ def _show_counts(counts: dict[str, Any]) -> None:
         console.print(table)
 
 
+def _show_refused(client: redis.Redis, keys: FrontierKeys, opts: argparse.Namespace) -> int:
+    """The refused seeds and queue entries, newest first (the list is bounded by the nodes)."""
+    total = int(client.llen(keys.rejected))
+    end = opts.limit - 1 if opts.limit > 0 else -1
+    entries = []
+    for raw in client.lrange(keys.rejected, 0, end):
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            entry = {"raw": _text(raw), "reason": "unreadable"}
+        entries.append(entry if isinstance(entry, dict) else {"raw": str(entry)})
+    if opts.json:
+        print(json.dumps({"total": total, "refused": entries}))
+        return 0
+    table = Table(box=None, header_style="bold")
+    for column in ("when (UTC)", "kind", "reason", "node", "entry"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        at = entry.get("at")
+        when = (
+            dt.datetime.fromtimestamp(float(at), tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+            if isinstance(at, (int, float))
+            else "-"
+        )
+        raw = str(entry.get("raw", ""))
+        table.add_row(
+            when,
+            str(entry.get("kind", "-")),
+            str(entry.get("reason", "-")),
+            str(entry.get("node", "-")),
+            raw if len(raw) <= 120 else raw[:117] + "...",
+        )
+    console = Console()
+    console.print(table)
+    console.print(f"{len(entries)} of {total} refused entries shown (kept in {keys.rejected})")
+    return 0
+
+
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     if opts.action == "purge" and not opts.yes_really:
         print("purge deletes dead letters for good: add --yes-really to confirm", file=sys.stderr)
         return 2
     keys = crawl_keys(settings, opts.spider)
+    url = redis_url(settings)
     client = redis_client(settings)
     try:
+        warn_if_no_crawl(client, keys, url)
+        if opts.action == "refused":
+            return _show_refused(client, keys, opts)
         records = list(matching(client, keys, sites=opts.site, reasons=opts.reason))
         outcome: dict[str, Any]
         if opts.action == "list":
@@ -201,7 +250,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             outcome = {"matched": len(records), "purged": deleted}
             message = f"purged {deleted} of {len(records)} matching dead letters"
     except (redis.RedisError, OSError) as exc:
-        return redis_error(redis_url(settings), exc)
+        return redis_error(url, exc)
     finally:
         client.close()
     print(json.dumps(outcome) if opts.json else message)
@@ -212,6 +261,6 @@ Command, add_arguments, run = entry_points(
     __name__,
     add_command_arguments,
     execute,
-    usage="SPIDER list|count|requeue|purge [--site S] [--reason R] [--json]",
+    usage="SPIDER list|count|requeue|purge|refused [--site S] [--reason R] [--json]",
     summary="List, count, re-queue or purge dead letters",
 )

@@ -27,7 +27,7 @@ from distcrawl.commands._common import (
     redis_error,
     redis_url,
 )
-from distcrawl.frontier.seeds import BadSeed, parse_seed
+from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -127,7 +127,8 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
         ((r, prepare(r, opts.priority, meta)) for r in raws), allow=allow_private(settings)
     )
     for refusal in refused:
-        print(f"refused {refusal['seed']!r}: {refusal['reason']}", file=sys.stderr)
+        hint = refusal_hint(refusal["reason"])
+        print(f"refused {refusal['seed']!r}: {refusal['reason']}{hint}", file=sys.stderr)
     if accepted and not opts.dry_run:
         client = redis_client(settings)
         try:

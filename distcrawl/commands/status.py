@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,9 @@ from distcrawl.commands._common import (
     redis_client,
     redis_error,
     redis_url,
+    warn_if_no_crawl,
 )
+from distcrawl.extensions import progress_line
 from distcrawl.services import mask_url, resolve_home, services_status
 
 if TYPE_CHECKING:
@@ -55,7 +58,11 @@ DEFAULT_COLLECTION = "products"
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     add_spider_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--watch", action="store_true", help="redraw live until Ctrl-C")
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="redraw live until Ctrl-C (into a pipe or file: one line per interval)",
+    )
     parser.add_argument(
         "--interval",
         type=float,
@@ -189,8 +196,9 @@ def _pairs(title: str, counts: dict[str, Any], empty: str = "none") -> Table:
     return table
 
 
-def render(status: dict[str, Any]) -> RenderableType:
-    """The status as rich renderables (what ``status`` and ``status --watch`` show)."""
+def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
+    """The status as rich renderables (what ``status`` and ``status --watch`` show); with a
+    *width*, the nodes table leaves out its least needed columns until it fits."""
     frontier, totals = status["frontier"], status["totals"]
     when = dt.datetime.fromtimestamp(status["server_time_ms"] / 1000, tz=dt.UTC)
     state = Text("PAUSED", style="bold yellow") if status["paused"] else Text("running", "green")
@@ -222,49 +230,17 @@ def render(status: dict[str, Any]) -> RenderableType:
     queue.add_row("seen URLs", _num(frontier["seen"]), "dupefilter")
     queue.add_row("dead letters", _num(status["dead_letters"]["total"]), "")
     if frontier["rejected"]:
-        queue.add_row("rejected entries", _num(frontier["rejected"]), "refused seeds / payloads")
+        queue.add_row("refused entries", _num(frontier["rejected"]), "seeds / queue entries")
     if "store" in status:
         queue.add_row("stored products", _num(status["store"]["products"]), "MongoDB")
     trend = status["backlog_per_min"]
     trend_text = f"backlog {'+' if (trend or 0) > 0 else ''}{_num(trend)}/min" if trend else ""
-    queue.add_row("time to drain", _duration(status["eta_seconds"]), trend_text)
+    if status["paused"] and not status["drained"]:
+        queue.add_row("time to drain", "paused", "nothing drains until `control resume`")
+    else:
+        queue.add_row("time to drain", _duration(status["eta_seconds"]), trend_text)
 
-    nodes = Table(title="Nodes", title_justify="left", box=None, header_style="bold")
-    for column in ("node", "state", "heartbeat", "in flight", "pages", "products"):
-        nodes.add_column(column, justify="left" if column in ("node", "state") else "right")
-    nodes.add_column("pages/min", justify="right")
-    nodes.add_column("products/min", justify="right")
-    journals = bool(totals.get("journal_held"))
-    if journals:  # products only in a node's local journal, not in MongoDB yet
-        nodes.add_column("journal", justify="right", style="bold red")
-    colours = {"live": "green", "dead": "bold red", "orphan": "yellow", "gone": "dim"}
-    for node in status["nodes"]:
-        age = node["heartbeat_age_s"]
-        label = node["state"] + (" (recovered)" if node["recovered"] else "")
-        nodes.add_row(
-            node["node"],
-            Text(label, style=colours.get(node["state"], "")),
-            "-" if age is None else f"{_duration(age)} ago",
-            _num(node["in_flight"]),
-            _num(node["pages"]),
-            _num(node["products"]),
-            _num(node["pages_per_min"]),
-            _num(node["products_per_min"]),
-            *([_num(node["journal_held"])] if journals else []),
-        )
-    nodes.add_row(
-        Text("total", style="bold"),
-        "",
-        "",
-        _num(frontier["in_flight"]),
-        _num(totals["pages"]),
-        _num(totals["products"]),
-        _num(totals["pages_per_min"]),
-        _num(totals["products_per_min"]),
-        *([_num(totals["journal_held"])] if journals else []),
-        style="bold",
-    )
-
+    nodes = _nodes_table(status, width)
     parts: list[RenderableType] = [header, Text(""), queue, Text(""), nodes, Text("")]
     if status.get("sites"):
         parts += [_sites(status["sites"]), Text("")]
@@ -280,6 +256,65 @@ def render(status: dict[str, Any]) -> RenderableType:
         _pairs("Pages by kind", status["pages_by_kind"]),
     )
     return Group(*parts, side)
+
+
+#: the nodes table's columns, and the order in which a narrow screen leaves them out
+_NODE_COLUMNS = (
+    "node", "state", "heartbeat", "in flight", "pages", "products", "pages/min", "products/min",
+)  # fmt: skip
+_DROP_FIRST = ("heartbeat", "pages", "products", "in flight", "pages/min")
+
+
+def _nodes_table(status: dict[str, Any], width: int | None) -> Table:
+    frontier, totals = status["frontier"], status["totals"]
+    colours = {"live": "green", "dead": "bold red", "orphan": "yellow", "gone": "dim"}
+    rows: list[list[str]] = []
+    styles: list[str] = []
+    for node in status["nodes"]:
+        age = node["heartbeat_age_s"]
+        rows.append(
+            [
+                node["node"],
+                node["state"] + (" (recovered)" if node["recovered"] else ""),
+                "-" if age is None else f"{_duration(age)} ago",
+                _num(node["in_flight"]),
+                _num(node["pages"]),
+                _num(node["products"]),
+                _num(node["pages_per_min"]),
+                _num(node["products_per_min"]),
+            ]
+        )
+        styles.append(colours.get(node["state"], ""))
+    total = ["total", "", "", _num(frontier["in_flight"]), _num(totals["pages"])]
+    total += [_num(totals["products"]), _num(totals["pages_per_min"])]
+    total.append(_num(totals["products_per_min"]))
+    columns = list(_NODE_COLUMNS)
+    if totals.get("journal_held"):  # products only in a node's local journal, not in MongoDB yet
+        columns.append("journal")
+        for row, node in zip(rows, status["nodes"], strict=True):
+            row.append(_num(node.get("journal_held")))
+        total.append(_num(totals["journal_held"]))
+    widths = {
+        c: max(len(c), *(len(r[i]) for r in [*rows, total])) + 2 for i, c in enumerate(columns)
+    }
+    shown = list(columns)
+    for column in _DROP_FIRST:
+        if width is None or sum(widths[c] for c in shown) <= width:
+            break
+        shown.remove(column)
+    table = Table(title="Nodes", title_justify="left", box=None, header_style="bold")
+    for column in shown:
+        left = column in ("node", "state")
+        red = "bold red" if column == "journal" else None
+        table.add_column(column, justify="left" if left else "right", no_wrap=not left, style=red)
+    index = [columns.index(c) for c in shown]
+    for row, style in zip(rows, styles, strict=True):
+        cells: list[Any] = [row[i] for i in index]
+        if "state" in shown:
+            cells[shown.index("state")] = Text(row[1], style=style)
+        table.add_row(*cells)
+    table.add_row(*[total[i] for i in index], style="bold")
+    return table
 
 
 def _sites(sites: list[dict[str, Any]]) -> Table:
@@ -310,6 +345,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     keys = crawl_keys(settings, opts.spider)
     store = not opts.no_store
     try:
+        warn_if_no_crawl(client, keys, url)
         if opts.watch:
             return _watch(client, keys, settings, url, opts)
         status = collect(client, keys, settings, sample=opts.sample)
@@ -321,8 +357,18 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     if opts.json:
         print(json.dumps(status, sort_keys=True))
     else:
-        Console().print(render(status))
+        console = _console()
+        console.print(render(status, console.width))
     return 0
+
+
+def _console() -> Console:
+    """The terminal's console; into a pipe or a file, wide enough that nothing is cut
+    (``COLUMNS`` if set, else 200: tables take only the width they need)."""
+    console = Console()
+    if console.is_terminal:
+        return console
+    return Console(width=int(os.environ.get("COLUMNS") or 0) or 200)
 
 
 def _watch(
@@ -337,14 +383,23 @@ def _watch(
         _add_context(status, settings, url, store)
         return status
 
+    console = _console()
     try:
         if opts.json:
             while True:
                 print(json.dumps(current(), sort_keys=True), flush=True)
                 time.sleep(max(0.2, opts.interval))
-        with Live(console=Console(), auto_refresh=False) as live:
+        if not console.is_terminal:
+            # into a pipe or a file: a redrawn screen shows nothing; one line per interval
             while True:
-                live.update(render(current()), refresh=True)
+                status = current()
+                when = dt.datetime.fromtimestamp(status["server_time_ms"] / 1000, tz=dt.UTC)
+                line = progress_line(status).removeprefix("Cluster: ")
+                print(f"{when:%H:%M:%S} {status['crawl']}: {line}", flush=True)
+                time.sleep(max(0.2, opts.interval))
+        with Live(console=console, auto_refresh=False) as live:
+            while True:
+                live.update(render(current(), console.width), refresh=True)
                 time.sleep(max(0.2, opts.interval))
     except KeyboardInterrupt:
         return 0

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from decimal import Decimal
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from distcrawl.demo.catalog import Catalog
 
 __all__ = [
     "CHECKED_FIELDS",
+    "account_dead_letters",
     "attempts_by_path",
     "check_fields",
     "check_store",
@@ -36,6 +39,46 @@ def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
         "unexpected": len(stored - expected),
         "missing_sample": sorted(expected - stored)[:5],
         "unexpected_sample": sorted(stored - expected)[:5],
+    }
+
+
+def _bare(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def account_dead_letters(
+    missing: set[str], records: list[bytes | str], expected: set[str]
+) -> dict[str, Any]:
+    """Tell the *missing* products (expected, not stored) apart: dead-lettered (the site failed
+    them on every try; an operator can re-queue them), behind a dead-lettered category or
+    listing page (never found), and truly lost (none of those: a bug).
+
+    *records* are the crawl's dead letters (JSON values of ``{catalog}:dead``). Returns
+    ``dead_letters``, ``dead_letter_reasons``, ``dead_lettered``, ``behind_dead_letters`` and
+    ``lost``.
+    """
+    letters = []
+    for raw in records:
+        try:
+            letters.append(json.loads(raw))
+        except ValueError:
+            letters.append({"url": "", "reason": "unreadable"})
+    reasons: dict[str, int] = defaultdict(int)
+    for letter in letters:
+        reasons[str(letter.get("reason"))] += 1
+    dead_urls = {_bare(str(letter.get("url", ""))) for letter in letters}
+    product_urls = {_bare(u) for u in expected}
+    dead_products = {u for u in missing if _bare(u) in dead_urls}
+    other_pages = dead_urls - product_urls
+    not_dead = len(missing) - len(dead_products)
+    behind = not_dead if other_pages else 0
+    return {
+        "dead_letters": len(letters),
+        "dead_letter_reasons": dict(sorted(reasons.items())),
+        "dead_lettered": len(dead_products),
+        "behind_dead_letters": behind,
+        "lost": not_dead - behind,
     }
 
 

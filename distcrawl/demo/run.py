@@ -21,11 +21,17 @@ import pymongo
 from scrapy.settings import Settings
 
 from distcrawl import connection
-from distcrawl.demo.checks import check_fields, check_store
+from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
 from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.localcluster import LocalRedisCluster
-from distcrawl.services import ensure_mongo, ensure_redis, mask_url, stop_services
+from distcrawl.services import (
+    ensure_mongo,
+    ensure_redis,
+    mask_url,
+    services_status,
+    stop_services,
+)
 
 #: the seed list on a Redis Cluster: inside the crawl's hash tag
 CLUSTER_START_KEY = "{catalog}:start_urls"
@@ -33,10 +39,27 @@ CLUSTER_START_KEY = "{catalog}:start_urls"
 DEFAULT_TIMEOUT = 600.0
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--products", type=int, default=300, help="products in the demo shop")
-    parser.add_argument("--nodes", type=int, default=2, help="scrapy crawl processes to run")
-    parser.add_argument("--variant", choices=VARIANTS, default="jsonld")
+    parser.add_argument(
+        "--products", type=_positive_int, default=300, help="products in the demo shop"
+    )
+    parser.add_argument(
+        "--nodes", type=_positive_int, default=2, help="scrapy crawl processes to run (1 or more)"
+    )
+    parser.add_argument(
+        "--variant",
+        choices=VARIANTS,
+        default="jsonld",
+        help="how product pages are marked up: schema.org JSON-LD (default), or one of the "
+        "templates without structured data (plain has a bundled site profile, demo-plain.toml)",
+    )
     parser.add_argument(
         "--profile",
         action="append",
@@ -46,7 +69,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--latency", type=float, default=0.0, help="shop latency per page, ms")
     parser.add_argument("--error-rate", type=float, default=0.0, help="fraction of 503s")
-    parser.add_argument("--home", help="state folder for the embedded servers (default: temp)")
+    parser.add_argument(
+        "--home",
+        help="state folder for the embedded servers, kept after the run (default: a new "
+        "temporary folder whose servers are stopped at the end)",
+    )
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="with --home: delete the crawl that home already holds (products and frontier)",
+    )
     parser.add_argument(
         "--redis-cluster",
         type=int,
@@ -54,7 +86,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MASTERS",
         help="run the frontier on a fresh local Redis Cluster of this many masters",
     )
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help="seconds before the nodes are stopped and the run fails "
+        f"(default {DEFAULT_TIMEOUT:g})",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument(
         "--web", action="store_true", help="serve the live dashboard during the crawl"
@@ -104,22 +142,21 @@ def node_env(
     return env
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (kill, a process manager) stops the demo as Ctrl-C does: through every cleanup."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def run(args: argparse.Namespace) -> int:
+    _stop_on_sigterm()
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="distcrawl-demo-"))
     home.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
-    shop = DemoShop(
-        ShopConfig(
-            products=args.products,
-            variant=args.variant,
-            latency_ms=args.latency,
-            error_rate=args.error_rate,
-            # random transient errors, not a site asking to slow down (that would carry
-            # Retry-After and cut the site's shared rate)
-            retry_after=None,
-        )
-    )
-    shop.start()
+    was_running = {name for name, info in services_status(home).items() if info["running"]}
     started_services = not args.home
     cluster: LocalRedisCluster | None = None
     try:
@@ -131,16 +168,41 @@ def run(args: argparse.Namespace) -> int:
         else:
             redis_url = ensure_redis(home)
         mongo_uri = ensure_mongo(home)
-        say(f"demo shop {shop.url} ({args.products} products, {args.variant})")
-        say(f"redis {mask_url(redis_url)}  mongodb {mask_url(mongo_uri)}  home {home}")
-        dashboard = start_dashboard(args, redis_url, mongo_uri, say) if args.web else None
+        if args.home and not args.replace:
+            held = crawl_in_home(redis_url, mongo_uri)
+            if held:
+                print(
+                    f"error: {home} holds a crawl ({', '.join(held)}); the demo would delete "
+                    "it. Run again with --replace to delete it, or pick another --home.",
+                    file=sys.stderr,
+                )
+                if not was_running:
+                    stop_services(home)
+                return 2
+        shop = DemoShop(
+            ShopConfig(
+                products=args.products,
+                variant=args.variant,
+                latency_ms=args.latency,
+                error_rate=args.error_rate,
+                # random transient errors, not a site asking to slow down (that would carry
+                # Retry-After and cut the site's shared rate)
+                retry_after=None,
+            )
+        )
+        shop.start()
         try:
-            summary = crawl(args, shop, home, redis_url, mongo_uri, say)
+            say(f"demo shop {shop.url} ({args.products} products, {args.variant})")
+            say(f"redis {mask_url(redis_url)}  mongodb {mask_url(mongo_uri)}  home {home}")
+            dashboard = start_dashboard(args, redis_url, mongo_uri, say) if args.web else None
+            try:
+                summary = crawl(args, shop, home, redis_url, mongo_uri, say)
+            finally:
+                if dashboard is not None:
+                    dashboard.stop()
         finally:
-            if dashboard is not None:
-                dashboard.stop()
+            shop.stop()
     finally:
-        shop.stop()
         if cluster is not None:
             cluster.stop()
         if started_services:
@@ -149,18 +211,53 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, sort_keys=True))
     else:
         say(
-            f"\nexpected {summary['expected']}  stored {summary['stored']}  duplicates "
-            f"{summary['duplicates']}  missing {summary['missing']}  fields wrong "
-            f"{summary['fields_wrong']}  pages {summary['pages']}  "
+            f"\nexpected {summary['expected']}  stored {summary['stored']}  dead-lettered "
+            f"{summary['dead_lettered']}  lost {summary['lost']}  duplicates "
+            f"{summary['duplicates']}  fields wrong {summary['fields_wrong']}  "
+            f"pages {summary['pages']}  "
             f"{summary['seconds']:.1f}s  ({summary['pages_per_s']:.0f} pages/s)"
         )
+        if summary["dead_letters"]:
+            reasons = ", ".join(f"{k} {v}" for k, v in summary["dead_letter_reasons"].items())
+            say(
+                f"dead letters {summary['dead_letters']} ({reasons}): the shop failed them on "
+                "every try; `distcrawl deadletters catalog list` shows them"
+            )
+    # a dead letter is the shop's doing, reported as such; a lost product is the crawler's
     ok = (
-        summary["missing"] == 0
+        summary["lost"] == 0
         and summary["duplicates"] == 0
         and summary["nodes_failed"] == 0
         and summary["fields_wrong"] == 0
     )
     return 0 if ok else 1
+
+
+def crawl_in_home(redis_url: str, mongo_uri: str) -> list[str]:
+    """What of a crawl the embedded servers of a home hold (empty: nothing a demo would delete)."""
+    r = connection.client(redis_url)
+    keys = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+    held = []
+    try:
+        shards = keys.all_shards()
+        counts = {
+            "seen URLs": sum(int(r.hget(s.seen_info, "n") or 0) for s in shards),
+            "queued": sum(r.zcard(s.queue) for s in shards),
+            "parked retries": sum(r.zcard(s.delayed) for s in shards),
+            "dead letters": sum(r.hlen(s.dead) for s in shards),
+            "seeds": r.llen(keys.start_urls),
+        }
+        held += [f"{label} {count}" for label, count in counts.items() if count]
+    finally:
+        r.close()
+    mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
+    try:
+        products = mongo.get_default_database("catalog")["products"].estimated_document_count()
+    finally:
+        mongo.close()
+    if products:
+        held.insert(0, f"{products} products in catalog.products")
+    return held
 
 
 def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, say: Any) -> Any:
@@ -225,6 +322,8 @@ def crawl(
     pages = sum(1 for e in shop.request_log() if e["status"] == 200 and e["path"] != "/robots.txt")
     summary = check_store(collection, expected)
     summary.update(check_fields(collection, shop.catalog, shop.url))
+    stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
+    summary.update(account_dead_letters(expected - stored, r.hvals(keys.dead), expected))
     summary.update(
         pages=pages,
         seconds=round(seconds, 2),
@@ -234,7 +333,7 @@ def crawl(
         node_logs=[str(home / f"node-{i + 1}.log") for i in range(args.nodes)],
         frontier_left=dict(
             zip(
-                ("queued", "delayed", "leased", "seeding", "start"),
+                ("queued", "parked", "in_flight", "seeding", "start"),
                 map(int, store.drained()),
                 strict=True,
             )
@@ -255,7 +354,7 @@ def watch(
 ) -> None:
     """Show progress until every node has exited (or the timeout is reached)."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn
 
     console = Console(stderr=True)
     with Progress(
@@ -263,23 +362,29 @@ def watch(
         BarColumn(),
         TextColumn("{task.completed}/{task.total} products"),
         TextColumn("{task.fields[frontier]}"),
-        TimeElapsedColumn(),
+        # the same clock as the summary's seconds (from the seed), not the bar's own
+        TextColumn("{task.fields[elapsed]}"),
         console=console,
         transient=args.json,
         disable=not console.is_terminal and args.json,
     ) as progress:
-        task = progress.add_task("crawl", total=expected, frontier="")
+        task = progress.add_task("crawl", total=expected, frontier="", elapsed="")
         last_line = 0.0
         while any(p.poll() is None for p in procs):
             if time.monotonic() - t0 > args.timeout:
                 say(f"timeout after {args.timeout:.0f}s: stopping the nodes")
                 break
             stored = collection.estimated_document_count()
-            queued, delayed, leased, _seeding, _start = map(int, store.drained())
-            frontier = f"queued {queued} in flight {leased} retries {delayed}"
-            progress.update(task, completed=stored, frontier=frontier)
+            queued, parked, in_flight, _seeding, _start = map(int, store.drained())
+            frontier = f"queued {queued} in flight {in_flight} parked retries {parked}"
+            elapsed = time.monotonic() - t0
+            progress.update(task, completed=stored, frontier=frontier, elapsed=f"{elapsed:.1f}s")
             if not console.is_terminal and time.monotonic() - last_line > 5:
-                say(f"[{time.monotonic() - t0:5.1f}s] products {stored}/{expected} {frontier}")
+                say(f"[{elapsed:5.1f}s] products {stored}/{expected} {frontier}")
                 last_line = time.monotonic()
             time.sleep(0.5)
-        progress.update(task, completed=collection.estimated_document_count())
+        progress.update(
+            task,
+            completed=collection.estimated_document_count(),
+            elapsed=f"{time.monotonic() - t0:.1f}s",
+        )

@@ -63,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per input")
     parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="per field, where it came from (structured data, profile, label, heuristic)"
+        " and the selector or text that gave it",
+    )
+    parser.add_argument(
         "--base-url", help="URL that local files were saved from (for relative links)"
     )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="fetch timeout")
@@ -146,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         analysis = analyze(url=url, body=body, encoding=encoding, profile=profile)
         analysis.errors[:0] = read_errors
         record = to_record(source, analysis, profile)
+        if args.explain:
+            record["explain"] = analysis.explain(profile)
         if console is None:
             print(json.dumps(record, ensure_ascii=False), flush=True)
         else:
@@ -222,7 +230,11 @@ def _print_summary(console: Console, record: dict[str, Any], links_shown: int) -
             if len(shown) > 160:
                 shown = shown[:157] + "..."
             source = f"[dim]{sources.get(name, '')}[/]"
-            table.add_row(name, escape(shown) if shown else "[dim]-[/]", source)
+            row = [name, escape(shown) if shown else "[dim]-[/]", source]
+            if "explain" in record:
+                why = record["explain"].get(name)
+                row.append(escape(f"{why['source']}: {why['detail']}") if why else "")
+            table.add_row(*row)
         console.print(table)
     for link_kind, urls in record["links"].items():
         if urls:

@@ -19,7 +19,7 @@ walks the attributes, and both select the same elements in the same order.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -70,7 +70,8 @@ _ADD_TO_CART = re.compile(
     r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen|do koszyka"
     r"|в корзину|купить|加入購物車|加入购物车|放入購物車|立即購買|カートに入れる|장바구니"
     r"|adicionar ao carrinho|lägg i varukorgen|læg i kurv|legg i handlekurv|lisää ostoskoriin"
-    r"|sepete ekle|dodaj do koszyka|v košík|do košíku|v košarico|u košaricu",
+    r"|sepete ekle|dodaj do koszyka|v košík|do košíku|v košarico|u košaricu"
+    r"|(?:^|[\s_-])buy(?:[\s_-]|$)|buy[\s_-]?(?:btn|button)|btn[\s_-]?buy|addtocart",
     re.IGNORECASE,
 )
 _PRODUCT_CONTAINER = re.compile(
@@ -110,6 +111,10 @@ class HeuristicProduct:
     where: dict[str, str] = field(default_factory=dict)
     #: the page's labelled values, read once when a field needs them
     pairs: list[LabelValue] | None = None
+    #: per field, the element it was read from, or the label/value pair (``profile draft``)
+    found_in: dict[str, HtmlElement | LabelValue] = field(default_factory=dict)
+    #: the page's source, when known: labels whose words it lacks are not looked for
+    page_text: str = ""
 
 
 def _text(el: HtmlElement) -> str:
@@ -158,14 +163,23 @@ def heuristic_product(
     wanted: Collection[str] = HEURISTIC_FIELDS,
     *,
     signals: bool = True,
+    pairs: list[LabelValue] | None = None,
+    few_links: bool = True,
+    priced: Callable[[], bool] = lambda: True,
+    page_text: str = "",
 ) -> HeuristicProduct:
     """Read what visible markup says about the page's own product.
 
     Only the *wanted* fields are read (structured data may have the rest already), plus
     name, price and the product-page signals when *signals* is true (when the page kind is
-    still open).
+    still open). *pairs* are the labelled values an earlier call read, if any. A page with
+    many product links and no product signal is a listing whatever else it prints: without
+    *few_links*, such a page is spared the costlier readers (labels, text after the heading),
+    and a page whose source shows no currency at all (*priced* says, asked only when it
+    matters) is not searched for a price in labels and text. With *page_text* (the source),
+    labels are only read for fields whose label words it contains.
     """
-    result = HeuristicProduct()
+    result = HeuristicProduct(pairs=pairs, page_text=page_text)
     fields = result.fields
     heading = None
     if signals or "name" in wanted:
@@ -176,26 +190,32 @@ def heuristic_product(
             if name:
                 fields["name"] = name[:500]
                 result.where["name"] = f"<{heading.tag}> main heading"
+                result.found_in["name"] = heading
         if "name" not in fields:
             og = _xpath("//head/meta[@property='og:title']/@content")(root)
             if og and str(og[0]).strip():
                 fields["name"] = " ".join(str(og[0]).split())[:500]
                 result.where["name"] = "meta og:title"
+    if signals and not few_links:
+        # many product links: only a product signal makes the costlier readers worth it
+        result.strong = _strong_signals(root, cards, heading)
+    deep = not signals or few_links or result.strong
     if signals or "price" in wanted or "currency" in wanted:
         _read_price(root, cards, result)
-        if "price" not in fields:
+        if "price" not in fields and deep and priced():
             _read_label_price(root, cards, result)
-        if "price" not in fields and heading is not None:
-            _read_price_near(heading, cards, result)
+            if "price" not in fields and heading is not None:
+                _read_price_near(heading, cards, result)
     if signals or "sku" in wanted or "gtin" in wanted:
-        _read_identifiers(root, cards, result)
+        _read_identifiers(root, cards, result, labels=deep and (result.strong or priced()))
     if "availability" in wanted:
         _read_availability(root, cards, result)
     if "brand" in wanted:
-        for pair in _pairs(root, cards, result):
+        for pair in _pairs(root, cards, result, "brand"):
             if pair.field == "brand" and 1 < len(pair.value) <= 60:
                 fields["brand"] = pair.value
                 result.where["brand"] = f"label {pair.shape} {pair.label!r}"
+                result.found_in["brand"] = pair
                 break
     for name, xpath in (
         (
@@ -216,9 +236,11 @@ def heuristic_product(
             if value:
                 fields[name] = value
                 result.where[name] = f"<{el.tag} class={el.get('class')!r}>"
+                result.found_in[name] = el
     images = _images(root, url, cards) if "image_urls" in wanted else []
     if images:
         fields["image_urls"] = images
+        result.where["image_urls"] = "<img> in a gallery or product-image block"
     crumbs = breadcrumb_trail(root) if "category_path" in wanted else []
     if crumbs:
         names = [name for name, _ in crumbs]
@@ -228,13 +250,21 @@ def heuristic_product(
         )
         if path:
             fields["category_path"] = path
+            result.where["category_path"] = "breadcrumb block (aria-label, class or id)"
     if signals and not result.strong:
-        result.strong = (
-            bool(_xpath("//@itemprop[.='price' or .='sku' or .='offers']")(root))
-            or _has_add_to_cart(root, cards)
-            or _has_product_container(heading)
-        )
+        result.strong = _strong_signals(root, cards, heading)
     return result
+
+
+def _strong_signals(
+    root: HtmlElement, cards: set[HtmlElement], heading: HtmlElement | None
+) -> bool:
+    """itemprop product markup, an add-to-cart control or a product-detail container."""
+    return (
+        bool(_xpath("//@itemprop[.='price' or .='sku' or .='offers']")(root))
+        or _has_add_to_cart(root, cards)
+        or _has_product_container(heading)
+    )
 
 
 def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:
@@ -264,17 +294,43 @@ def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | N
 
 
 def _pairs(
-    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *fields: str
 ) -> list[LabelValue]:
-    """The page's labelled values outside chrome and other products' cards (read once)."""
+    """The page's labelled values outside chrome and other products' cards (read once).
+
+    None when the page's source has no label word of any of *fields* at all: a label
+    that is not in the page cannot be read from it, and the words cost a substring check.
+    """
     if result.pairs is None:
+        text = result.page_text
+        if text and not any(word in text for name in fields for word in _LABEL_WORDS[name]):
+            return []
         result.pairs = [p for p in label_pairs(root) if not _is_chrome(p.element, cards)]
     return result.pairs
 
 
+#: words one of which every label of a field contains, in the casings shops print
+_LABEL_WORDS: dict[str, tuple[str, ...]] = {
+    "sku": ("SKU", "sku", "Sku", "tem", "TEM", "rt", "RT", "ef", "EF", "éf", "od", "OD",
+            "ode", "MPN", "art", "Part", "ASIN", "tyle", "at", "Produ", "produ", "Bestell",
+            "Šifra", "ртикул", "Код", "код", "商品", "型", "品番", "Numéro", "numéro", "N°"),
+    "mpn": ("MPN", "odel", "ODEL", "odèle", "art", "ersteller"),
+    "ref": ("ef", "EF", "éf", "od", "OD", "tyle", "Šifra", "ртикул", "Код", "код"),
+    "gtin": ("GTIN", "gtin", "EAN", "ean", "Ean", "UPC", "upc", "ISBN", "isbn", "arcode",
+             "JAN"),
+    "brand": ("rand", "RAND", "arke", "ARKE", "arque", "ARQUE", "arca", "erk", "anufactur",
+              "ANUFACTUR", "ersteller", "abricant", "ренд", "роизводитель", "品牌"),
+    "availability": ("vailab", "VAILAB", "tock", "TOCK", "tatus", "TATUS", "erfügbar",
+                     "erfugbar", "ager", "iefer", "isponib", "eschikbaar", "аличие", "庫存",
+                     "库存"),
+    "price": ("rice", "RICE", "Now", "now", "NOW", "reis", "rix", "recio", "rezzo", "rijs",
+              "ena", "Цена", "цена", "價", "价"),
+}  # fmt: skip
+
+
 def _read_label_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
     """A price from a "Price: $12.99" / "Our price" label when no price element said it."""
-    for pair in _pairs(root, cards, result):
+    for pair in _pairs(root, cards, result, "price"):
         if pair.field != "price" or not re.search(r"\d", pair.value):
             continue
         amount, currency = parse_price(pair.value[:80])
@@ -283,6 +339,7 @@ def _read_label_price(root: HtmlElement, cards: set[HtmlElement], result: Heuris
             if currency:
                 result.fields["currency"] = currency
             result.where["price"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            result.found_in["price"] = pair
             return
 
 
@@ -290,13 +347,16 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
     fields = result.fields
     currency_el = _first(root, "//@itemprop[.='priceCurrency']/parent::*", cards)
     hint = _value(currency_el) if currency_el is not None else None
-    candidates = _xpath(
-        "(//@itemprop[.='price'] | //@data-price | //@data-amount | //@data-price-amount"
+    # itemprop=price says what it is: it goes before anything merely classed "price"
+    candidates = _xpath("//@itemprop[.='price']/parent::*")(root) + _xpath(
+        "(//@data-price | //@data-amount | //@data-price-amount"
         " | //@data-product-price | //@class[contains(.,'price') or contains(.,'cost')])/parent::*"
     )(root)
     old: HtmlElement | None = None
     for el in candidates:
-        if _is_chrome(el, cards) or el.tag in ("script", "style", "meta", "link", "input"):
+        if _is_chrome(el, cards) or el.tag in ("script", "style", "link", "input"):
+            continue
+        if el.tag == "meta" and not (el.get("itemprop") == "price" and el.get("content")):
             continue
         classes = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
         if _OLD_PRICE.search(classes):
@@ -310,8 +370,11 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
         if amount is None:
             continue
         fields["price"] = amount
+        result.where["price"] = f"<{el.tag} class={el.get('class')!r}>"
+        result.found_in["price"] = el
         if currency:
             fields["currency"] = currency
+            result.where["currency"] = "beside the price"
         struck = _xpath(".//del | .//s | .//strike")(el)
         if old is None and struck:
             old = struck[0]
@@ -328,6 +391,10 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
             fields["currency"] = currency
 
 
+#: text in these is never the current price (struck-through "was" prices, code)
+_NO_PRICE_TAGS = frozenset({"script", "style", "del", "s", "strike", "noscript", "option"})
+
+
 def _read_price_near(
     heading: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
 ) -> None:
@@ -336,22 +403,25 @@ def _read_price_near(
     Struck-through text is the list price ("Was $15.99"); an amount in one element and its
     currency code in the next ("<span>12,99</span> <span>EUR</span>") read as one price.
     """
-    found = _xpath(
-        "following::text()[normalize-space()][not(ancestor::script or ancestor::style"
-        " or ancestor::del or ancestor::s or ancestor::strike)][position() <= 30]"
-    )(heading)
+    # a position-only predicate lets libxml2 stop early; the rest is filtered here
+    found = [
+        t
+        for t in _xpath("(following::text())[position() <= 60]")(heading)
+        if t.strip() and t.getparent() is not None and t.getparent().tag not in _NO_PRICE_TAGS
+    ][:30]
     texts = [str(t).strip() for t in found]
     for i, text in enumerate(texts):
         if len(text) > 60 or not re.search(r"\d", text):
             continue
         candidate = text
-        if _BARE_AMOUNT.fullmatch(text) and i + 1 < len(texts):
+        joined = _BARE_AMOUNT.fullmatch(text) is not None and i + 1 < len(texts)
+        if joined:
             candidate = f"{text} {texts[i + 1]}"
         if not _PRICE_NEAR.search(candidate) or _NOT_A_PRICE.search(candidate.lower()):
             continue
         if _OLD_PRICE.search(candidate.lower()):
             continue
-        parent = found[i].getparent()
+        parent = _holder(found[i])
         if parent is None:
             continue
         if _is_chrome(parent, cards) or _in_linked_row(parent):
@@ -363,6 +433,9 @@ def _read_price_near(
         if currency:
             result.fields["currency"] = currency
         result.where["price"] = f"text after the heading: {candidate[:60]!r}"
+        if joined and currency and (holder := _holder(found[i + 1])) is not None:
+            result.found_in["currency"] = holder
+        result.found_in["price"] = parent
         struck = _xpath("following::*[self::del or self::s or self::strike][position() <= 3]")(
             parent
         )
@@ -373,9 +446,17 @@ def _read_price_near(
         return
 
 
+def _holder(text: Any) -> HtmlElement | None:
+    """The element a text node (an lxml smart string) is part of."""
+    parent = text.getparent()
+    return parent.getparent() if parent is not None and text.is_tail else parent
+
+
 def _in_linked_row(el: HtmlElement) -> bool:
     """In a list item or table row that links elsewhere: a listing's entry, not this page's."""
-    for depth, parent in enumerate(el.iterancestors()):
+    if el.tag in ("li", "tr"):
+        return bool(_xpath(".//a[@href]")(el))
+    for depth, parent in enumerate(el.iterancestors(), start=1):
         if depth > 3:
             return False
         if parent.tag in ("li", "tr"):
@@ -413,14 +494,14 @@ def _read_availability(
         availability = normalize_availability(_value(el)) or normalize_availability(_text(el))
         if availability:
             fields["availability"] = availability
-            result.where["availability"] = (
-                f"<{el.tag} class={el.get('class')!r}>: {_text(el)[:60]!r}"
-            )
+            result.found_in["availability"] = el
+            result.where["availability"] = f"<{el.tag} class={el.get('class')!r}>"
             return
-    for pair in _pairs(root, cards, result):
+    for pair in _pairs(root, cards, result, "availability"):
         if pair.field == "availability" and (found := normalize_availability(pair.value)):
             fields["availability"] = found
             result.where["availability"] = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
+            result.found_in["availability"] = pair
             return
     button = _buy_button(root, cards)
     if button is not None:
@@ -439,12 +520,21 @@ def _read_availability(
         return
 
 
-def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
+def _read_identifiers(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
+) -> None:
     fields = result.fields
-    prop = _first(root, "//@itemprop[.='sku']/parent::*", cards)
-    if prop is not None and (sku := _code(_value(prop))):
+    el = _first(
+        root,
+        "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
+        " or contains(.,'-code') or contains(.,'item-number')])/parent::*",
+        cards,
+    )
+    if el is not None and (sku := _code(_SKU_LABEL.sub("", _value(el)))):
         fields["sku"] = sku
-        result.where["sku"] = "itemprop=sku"
+        where = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
+        result.where["sku"] = f"<{el.tag} {where}>"
+        result.found_in["sku"] = el
         result.strong = True
     gtin_el = _first(root, "//@itemprop[starts-with(.,'gtin') or .='isbn']/parent::*", cards)
     if gtin_el is not None:
@@ -452,21 +542,9 @@ def _read_identifiers(root: HtmlElement, cards: set[HtmlElement], result: Heuris
         if gtin:
             fields["gtin"] = gtin
             result.where["gtin"] = f"itemprop={gtin_el.get('itemprop')}"
-    if "sku" not in fields or "gtin" not in fields:
+            result.found_in["gtin"] = gtin_el
+    if labels and ("sku" not in fields or "gtin" not in fields):
         _label_identifiers(root, cards, result)
-    if "sku" not in fields:
-        el = _first(
-            root,
-            "//@class[contains(.,'sku') or contains(.,'product-code')"
-            " or contains(.,'-code') or contains(.,'item-number')]/parent::*",
-            cards,
-        )
-        if el is not None:
-            sku = _code(_SKU_LABEL.sub("", _value(el)))
-            if sku:
-                fields["sku"] = sku
-                result.where["sku"] = f"<{el.tag} class={el.get('class')!r}>"
-                result.strong = True
     if "sku" in fields and "gtin" in fields:
         return
     body_text = " ".join(
@@ -504,9 +582,11 @@ def _label_identifiers(
 ) -> None:
     fields = result.fields
     by_field: dict[str, list[LabelValue]] = {}
-    for pair in _pairs(root, cards, result):
+    missing = [name for name in ("sku", "gtin") if name not in fields]
+    extra = ["ref", "mpn"] if "sku" in missing else []
+    for pair in _pairs(root, cards, result, *missing, *extra):
         by_field.setdefault(pair.field, []).append(pair)
-    for name in ("sku", "mpn"):
+    for name in ("sku", "ref", "mpn"):
         if "sku" in fields:
             break
         written = [p for p in by_field.get(name, ()) if not p.shape.startswith("@")]
@@ -517,6 +597,7 @@ def _label_identifiers(
         if code := _code(pair.value):
             fields["sku"] = code
             result.where["sku"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            result.found_in["sku"] = pair
             result.strong = True
     if "gtin" not in fields:
         for pair in by_field.get("gtin", ()):
@@ -524,6 +605,7 @@ def _label_identifiers(
             if 8 <= len(digits) <= 14:
                 fields["gtin"] = digits
                 result.where["gtin"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+                result.found_in["gtin"] = pair
                 break
 
 
@@ -572,7 +654,8 @@ def _buy_button(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | Non
     """The page's own add-to-cart control (not one of another product's card)."""
     for el in _xpath(
         "//button | //input[@type='submit' or @type='button'] | //form[@action]"
-        " | //a[contains(@class,'cart') or contains(@class,'buy')]"
+        " | //a[contains(@class,'cart') or contains(@class,'buy') or contains(@id,'cart')"
+        " or contains(@id,'buy')]"
     )(root):
         label = " ".join(
             str(v)

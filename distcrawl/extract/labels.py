@@ -30,12 +30,14 @@ _LABELS: tuple[tuple[str, str], ...] = (
             r"|part (?:number|no)|model(?: number| no| code)?|modell(?:nummer)?|mod[eè]le"
             r"|modelo|herstellernummer|item model number"),
     ("sku", r"sku|sku (?:number|code|no)|item (?:number|no|code|id)|item|product (?:code|number"
-            r"|no|id|ref(?:erence)?)|article (?:number|no|code)|art(?:ikel)?[\s.-]*(?:nr|no)"
-            r"|artikelnummer|artikel|bestellnummer|best[\s.-]*nr|ref(?:erence)?|r[ée]f(?:[ée]rence)?"
-            r"|r[ée]f[ée]rence produit|code(?: produit| article)?|c[oó]digo|referencia"
-            r"|codice(?: articolo)?|šifra|артикул|код(?: товара)?|asin|catalogue number"
-            r"|cat(?:alog)? (?:number|no)|style(?: number| no| code)?|stock code|ebay item number"
-            r"|numéro d'article|n° d'article|商品編號|商品编号|型番|品番"),
+            r"|no|id)|article (?:number|no|code)|art(?:ikel)?[\s.-]*(?:nr|no)"
+            r"|artikelnummer|artikel|bestellnummer|best[\s.-]*nr|asin|catalogue number"
+            r"|cat(?:alog)? (?:number|no)|stock code|ebay item number|numéro d'article"
+            r"|n° d'article|商品編號|商品编号|型番|品番"),
+    # a shop's "reference" or "code" is its product code less surely than an SKU label
+    ("ref", r"product ref(?:erence)?|ref(?:erence)?|r[ée]f(?:[ée]rence)?|r[ée]f[ée]rence produit"
+            r"|code(?: produit| article)?|c[oó]digo|referencia|codice(?: articolo)?|šifra"
+            r"|артикул|код(?: товара)?|style(?: number| no| code)?"),
     ("brand", r"brand|marke|marque|marca|merk|manufacturer|hersteller|fabricant|fabricante"
               r"|бренд|производитель|品牌"),
     ("availability", r"availability|stock|in stock|stock status|status|verf[üu]gbarkeit"
@@ -63,11 +65,10 @@ _DATA_ATTRS = (
     ("mpn", "data-mpn"),
     ("brand", "data-brand"),
 )
-# string-length in XPath (in C) keeps big blocks from being turned into Python strings
-_PAIR_XPATH = (
-    "//dt | //tr[count(*) = 2][string-length() < 400]"
-    " | (//li | //p | //div[not(*[3])] | //span[*][not(*[3])])[string-length() < 200]"
-)
+#: the elements that can hold a pair; a plain union is several times faster than one
+#: path with predicates, and the size checks are cheaper in Python on the few found
+_PAIR_XPATH = "//dt | //tr | //li | //p | //div | //span"
+_DATA_ATTR_NAMES = frozenset(attr for _, attr in _DATA_ATTRS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +107,14 @@ def label_pairs(root: HtmlElement, skip: set[HtmlElement] | None = None) -> list
     found: list[LabelValue] = []
     skip = skip or set()
     for el in _xpath(_PAIR_XPATH)(root):
-        if el in skip:
+        children = len(el)
+        if children > 3 or el in skip:
             continue
+        if el.attrib and _DATA_ATTR_NAMES.intersection(el.attrib):
+            for name, attr in _DATA_ATTRS:
+                value = _clean(el.get(attr))
+                if value and len(value) <= _MAX_VALUE:
+                    found.append(LabelValue(name, value, attr, f"@{attr}", el))
         tag = el.tag
         if tag == "dt":
             dd = el.getnext()
@@ -115,42 +122,44 @@ def label_pairs(root: HtmlElement, skip: set[HtmlElement] | None = None) -> list
                 _add(found, _text(el), _text(dd), "dt/dd", dd)
             continue
         if tag == "tr":
+            if children != 2:
+                continue
             first, second = el[0], el[1]
             if first.tag in ("th", "td") and second.tag == "td":
                 _add(found, _text(first), _text(second), f"{first.tag}/td", second)
             continue
+        if children == 0 and not el.text:
+            continue
+        if tag in ("div", "span") and children == 3:
+            continue
         # a bold/label child first, then the value as the rest of the element's text
-        head = el[0] if len(el) else None
+        head = el[0] if children else None
         if (
             head is not None
             and head.tag in ("strong", "b", "span", "label", "em", "h3", "h4")
             and not (el.text or "").strip()
         ):
-            label = _text(head)
-            full = _text(el)
-            if label and len(label) <= _MAX_LABEL + 2 and full.startswith(label):
-                rest = full[len(label) :].lstrip(":\uff1a# ")
-                if rest:
-                    _add(found, label, rest, f"{head.tag}+text", el)
-                    continue
-                nxt = el.getnext()
-                if nxt is not None and isinstance(nxt.tag, str) and len(el) == 1:
-                    _add(found, label, _text(nxt), f"{head.tag}+next", nxt)
+            label = _clean(head.text) if not len(head) else _text(head)
+            if not label or len(label) > _MAX_LABEL + 2 or field_for_label(label) is None:
                 continue
-        if tag in ("li", "p", "div", "span"):
-            text = _text(el)
-            if len(text) <= _MAX_LABEL + _MAX_VALUE and (match := _INLINE.match(text)):
-                _add(found, match[1], match[2], "text", el)
-    for el in _xpath(
-        "//*[@data-sku or @data-product-sku or @data-product-code or @data-ean or @data-gtin"
-        " or @data-mpn or @data-brand]"
-    )(root):
-        if el in skip:
+            full = _text(el)
+            if len(full) > _MAX_LABEL + _MAX_VALUE or not full.startswith(label):
+                continue
+            rest = full[len(label) :].lstrip(":\uff1a# ")
+            if rest:
+                _add(found, label, rest, f"{head.tag}+text", el)
+            elif (nxt := el.getnext()) is not None and isinstance(nxt.tag, str) and children == 1:
+                _add(found, label, _text(nxt), f"{head.tag}+next", nxt)
             continue
-        for name, attr in _DATA_ATTRS:
-            value = _clean(el.get(attr))
-            if value and len(value) <= _MAX_VALUE:
-                found.append(LabelValue(name, value, attr, f"@{attr}", el))
+        # "Label: value": only where a colon (or "#") is printed at all
+        raw = el.text_content() if children else el.text
+        if not raw or len(raw) > 400 or not (":" in raw or "#" in raw or "\uff1a" in raw):
+            continue
+        text = _clean(raw)
+        if len(text) <= _MAX_LABEL + _MAX_VALUE and (match := _INLINE.match(text)):
+            _add(found, match[1], match[2], "text", el)
+    # data attributes come last: they often hold every variant's code, not the page's
+    found.sort(key=lambda pair: pair.shape.startswith("@"))
     return found
 
 

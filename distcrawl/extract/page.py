@@ -72,6 +72,12 @@ DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
 #: bytes of a body that are read; the rest of a larger page is ignored (with an error)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
+#: currency signs and codes: a page whose source has none of them shows no price
+_CURRENCY_SIGNS = "$€£¥₹₽\u5143\u5186"
+_PRICE_HINT = re.compile(
+    r"\b(?:EUR|USD|GBP|CHF|CAD|AUD|JPY|SEK|NOK|DKK|PLN|CZK|TWD|CNY|RUB|INR|BRL|MXN|CLP"
+    r"|ARS|HUF|RON|TRY|KRW|NZD|SGD|HKD|ZAR|kr|z\u0142|K\u010d|lei|\u0440\u0443\u0431)\b"
+)
 _PLAIN_NUMBER = re.compile(r"\s*\d+(?:\.\d+)?\s*")
 #: NUL and other C0 controls make lxml refuse or truncate a document
 _CONTROL_CHARS = "".join(chr(c) for c in range(0x20) if chr(c) not in "\t\n\r")
@@ -100,6 +106,13 @@ class PageAnalysis:
     errors: list[str] = field(default_factory=list)
     #: which source gave each product field ("profile", "json-ld", "heuristics", ...)
     sources: dict[str, str] = field(default_factory=dict)
+    #: per heuristic field, where on the page it was read (see :meth:`explain`)
+    where: dict[str, str] = field(default_factory=dict)
+
+    def explain(self, profile: SiteProfile | None = None) -> dict[str, dict[str, str]]:
+        """Per field: ``{"source": "structured data" | "profile" | "label" | "heuristic",
+        "detail": the selector or text that gave it}`` (what ``extract --explain`` shows)."""
+        return _explain(self.sources, self.where, profile)
 
 
 def analyze(
@@ -219,16 +232,33 @@ def _analyze(
     heuristic = HeuristicProduct()
     if kind is None and not has_product_data:
         # the kind is open: read the product-page signals first, the rest only for a product
-        heuristic = heuristic_product(root, url, scan.cards, wanted & _SIGNAL_FIELDS)
+        few_links = scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS
+        heuristic = heuristic_product(
+            root,
+            url,
+            scan.cards,
+            wanted & _SIGNAL_FIELDS,
+            few_links=few_links,
+            priced=lambda: _has_price_hint(text),
+            page_text=text,
+        )
         wanted -= _SIGNAL_FIELDS
     if kind is None:
         kind = _decide_kind(has_product_data, heuristic, scan, structured.product_nodes)
     if kind != "product":
         return PageAnalysis(url, kind, canonical_url, None, links, errors)
     if wanted:
-        heuristic.fields.update(
-            heuristic_product(root, url, scan.cards, wanted, signals=False).fields
+        more = heuristic_product(
+            root,
+            url,
+            scan.cards,
+            wanted,
+            signals=False,
+            pairs=heuristic.pairs,
+            page_text=text,
         )
+        heuristic.fields.update(more.fields)
+        heuristic.where.update(more.where)
 
     candidates: list[tuple[str, dict[str, Any]]] = []
     if profile_fields:
@@ -248,7 +278,48 @@ def _analyze(
     }
     if result["name"] is None:
         errors.append("product page without a product name")
-    return PageAnalysis(url, kind, canonical_url, result, links, errors, sources)
+    where = heuristic.where
+    return PageAnalysis(url, kind, canonical_url, result, links, errors, sources, where)
+
+
+#: what each value of ``PageAnalysis.sources`` is, in the words of ``extract --explain``
+_SOURCE_KINDS = {
+    "profile": "profile",
+    "heuristics": "heuristic",
+    "default": "heuristic",
+    "url": "heuristic",
+}
+
+
+def _explain(
+    sources: dict[str, str], where: dict[str, str], profile: SiteProfile | None
+) -> dict[str, dict[str, str]]:
+    """Per field: the kind of source (structured data, profile, label, heuristic) and the
+    selector or text that gave it."""
+    out: dict[str, dict[str, str]] = {}
+    for name, source in sources.items():
+        kind = _SOURCE_KINDS.get(source, "structured data")
+        if source == "profile" and profile is not None and name in profile.fields:
+            detail = " | ".join(rule.source for rule in profile.fields[name].rules)
+        elif source == "profile":
+            detail = f"the profile's currency = {profile.currency!r}" if profile else "profile"
+        elif source == "heuristics":
+            detail = where.get(name, "visible markup")
+            if detail.startswith("label "):
+                kind, detail = "label", detail[len("label ") :]
+        elif source == "default":
+            detail = "a price and no out-of-stock wording anywhere: InStock"
+        elif source == "url":
+            detail = "the number ending the URL path (no code printed on the page)"
+        else:
+            detail = f"{source} (the page's own product)"
+        out[name] = {"source": kind, "detail": detail}
+    return out
+
+
+def _has_price_hint(text: str) -> bool:
+    """A currency sign or code anywhere in the source (substring checks first: cheap)."""
+    return any(sign in text for sign in _CURRENCY_SIGNS) or _PRICE_HINT.search(text) is not None
 
 
 def _decide_kind(

@@ -22,6 +22,7 @@ __all__ = [
     "ShardBatch",
     "ShardReply",
     "SiteBudget",
+    "SiteEvent",
     "priority_of",
     "text",
 ]
@@ -30,6 +31,9 @@ _HEX = re.compile(rb"[0-9a-fA-F]+")
 
 #: order scores are -priority * SCORE_SPAN + seq (see the script's header)
 SCORE_SPAN = 1e10
+
+#: seconds a cut of a site's rate takes to wear off completely (``DISTCRAWL_SITE_RECOVERY``)
+DEFAULT_SITE_RECOVERY = 120.0
 
 
 class Child(NamedTuple):
@@ -90,17 +94,33 @@ class SiteBudget:
     concurrency: int = 0
     burst: float = 1.0
     adaptive_rate: float = 8.0
+    #: seconds an adaptive cut takes to wear off from factor 0 to 1 (linearly, idle or not)
+    recovery: float = DEFAULT_SITE_RECOVERY
 
     @classmethod
     def from_settings(cls, settings: Any) -> SiteBudget:
         """``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``, ``DISTCRAWL_SITE_BURST``,
-        ``DISTCRAWL_ADAPTIVE_RATE``."""
+        ``DISTCRAWL_ADAPTIVE_RATE``, ``DISTCRAWL_SITE_RECOVERY``."""
         return cls(
             rate=settings.getfloat("DISTCRAWL_SITE_RATE", 0.0),
             concurrency=settings.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
             burst=max(1.0, settings.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
             adaptive_rate=settings.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
+            recovery=max(
+                0.001, settings.getfloat("DISTCRAWL_SITE_RECOVERY", DEFAULT_SITE_RECOVERY)
+            ),
         )
+
+
+class SiteEvent(NamedTuple):
+    """An adaptive cut of a site's shared rate (``cut``: detail ``throttled`` or ``slow``), or
+    a cut worn off (``recovered``: detail the ms since the cut)."""
+
+    site: str
+    kind: str
+    before: float
+    after: float
+    detail: str
 
 
 def raw_text(value: Any) -> Any:
@@ -233,10 +253,27 @@ class ShardReply:
     queued: int
     head_priority: int | None
     at_head: int
+    site_events: list[SiteEvent] = field(default_factory=list)
+
+    @staticmethod
+    def rewound(raw: Any) -> bytes | None:
+        """What the shard holds as this node's mark when the call found its last mark gone
+        (and did nothing), else None."""
+        if isinstance(raw, list) and len(raw) == 2 and raw[0] in (b"rewound", "rewound"):
+            found = raw[1]
+            return found if isinstance(found, bytes) else str(found).encode()
+        return None
 
     @classmethod
     def parse(cls, shard: int, raw: list[Any]) -> ShardReply:
-        added, filtered, parked, acked, stale, out, next_due, paced, queued, head, at_head = raw
+        added, filtered, parked, acked, stale, out, next_due, paced, queued, head, at_head = raw[
+            :11
+        ]
+        flat = [text(v) for v in raw[11]] if len(raw) > 11 else []
+        events = [
+            SiteEvent(flat[i], flat[i + 1], float(flat[i + 2]), float(flat[i + 3]), flat[i + 4])
+            for i in range(0, len(flat) - 4, 5)
+        ]
         paced_rids = {raw_text(p) for p in paced}
         leased = []
         for i in range(0, len(out), 4):
@@ -264,4 +301,5 @@ class ShardReply:
             queued=int(queued),
             head_priority=priority_of(float(head_text)) if head_text else None,
             at_head=int(at_head),
+            site_events=events,
         )

@@ -178,13 +178,23 @@ def _callback_name(spider: Spider | None, func: Any, role: str, meta: dict[str, 
     raise ValueError(f"callback {func!r} is not a method of the spider; it cannot be queued")
 
 
-def _unjsonable(what: str, values: dict[str, Any]) -> None:
+def _json_values(
+    what: str, values: dict[str, Any], *, strict: bool, skip: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The entries of ``values`` JSON can carry; with ``strict``, any other raises ValueError
+    naming its key (``skip``: keys left out whatever they hold)."""
+    out = {}
     for key, value in values.items():
-        if key not in UNSAFE_META_KEYS and not json_safe(value):
+        if key in skip:
+            continue
+        if json_safe(value):
+            out[key] = value
+        elif strict:
             raise ValueError(
                 f"{what} key {key!r} holds a {type(value).__name__}, which a queued request "
                 "cannot carry (only JSON values: str, int, float, bool, None, lists, dicts)"
             )
+    return out
 
 
 def encode(
@@ -195,10 +205,8 @@ def encode(
     out instead). Left out too is what decoding rebuilds: defaults, the callback ``parse``
     (no callback is written ``"cb": null``), a same-site Referer's origin, and with
     ``priority=False`` the priority, for a queue entry whose order score carries it."""
-    if strict:
-        _unjsonable("meta", request.meta)
-        if request.cb_kwargs:
-            _unjsonable("cb_kwargs", request.cb_kwargs)
+    meta = _json_values("meta", request.meta, strict=strict, skip=UNSAFE_META_KEYS)
+    cb_kwargs = _json_values("cb_kwargs", request.cb_kwargs, strict=strict)
     data: dict[str, Any] = {"u": request.url}
     kind = classes.class_name(request)
     if kind is not None:
@@ -225,11 +233,7 @@ def encode(
         # written only in the shape decode accepts: anything else would be refused later
         if _valid_cookies(cookies):
             data["c"] = cookies
-    meta = {
-        _META_SHORT.get(k) or ("~" + k if k.startswith("~") else k): v
-        for k, v in request.meta.items()
-        if k not in UNSAFE_META_KEYS and json_safe(v)
-    }
+    meta = {_META_SHORT.get(k) or ("~" + k if k.startswith("~") else k): v for k, v in meta.items()}
     if meta:
         data["mt"] = meta
     if request.priority and priority:
@@ -244,8 +248,8 @@ def encode(
     errback = _callback_name(spider, request.errback, "errback", request.meta)
     if errback:
         data["eb"] = errback
-    if request.cb_kwargs and json_safe(request.cb_kwargs):
-        data["kw"] = request.cb_kwargs
+    if cb_kwargs:
+        data["kw"] = cb_kwargs
     if request.flags:
         data["fl"] = [str(f) for f in request.flags]
     if request.encoding != "utf-8":

@@ -12,7 +12,8 @@ masters by their tags. Crawl-wide state lives in one control slot.
 
 Control slot
   C:nodes            ZSET  node -> last heartbeat (ms, Redis server clock)
-  C:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats;
+  C:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats,
+                           and `owner`, the process that claimed the node id (see `claim`);
                            `dead_since` once recovered, `stopped_at` after a clean stop (both
                            then expire after a day)
   C:recovering       ZSET  node -> ms: dead nodes claimed by a live node that is returning their
@@ -37,7 +38,15 @@ Shard slot (per shard)
                            -priority * 1e10 + seq: higher priority first and, within one
                            priority and one shard, first in first out
   Q:req              HASH  rid -> payload (compact request JSON, never pickle; codec.py), or
-                           "<site>\n<payload>" when the payload's URL does not name its site
+                           "<site>\n<payload>" when the payload's URL does not name its site.
+                           A rid is "<seq>.<tag>": seq from Q:seq, tag chosen by the node that
+                           pushed the request (new after every rewind it sees), so a rid stays
+                           unique when Redis comes back with older state and Q:seq goes back
+  Q:marks            HASH  node -> the mark its last sync of this shard wrote; a node that does
+                           not find its last mark knows Redis lost its writes (restarted from
+                           older data, a failover to a lagging replica, a reset). Cleared when
+                           the node's leases are all released (clean stop, recovery). With
+                           N = 1 this is {S}:marks
   Q:seq              STRING counter for rids and FIFO order (one INCRBY per batch)
   Q:seen:<b>         SET   the exact dupefilter (the default): 64-bit request fingerprints as
                            integers (compact intsets), bucket b by linear hashing (see seen_add)
@@ -55,7 +64,10 @@ Shard slot (per shard)
   Q:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
                            (requests in flight on all nodes), factor (adaptive slow-down, 0-1],
                            cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits
-                           written by nodes from their settings and site profiles)
+                           written by nodes from their settings and site profiles); while a
+                           cut lasts also fts (ms the factor was set), recover_ms (a cut wears
+                           off linearly: from 0 to 1 in recover_ms, idle or not) and base_rate
+                           (the requests/s the factor applies to, for status)
   Q:wait:<site>      ZSET  rid -> order score: requests taken off the queue while their site was
                            out of budget; they wait here, in priority order, without blocking
                            other sites and without being polled
@@ -75,8 +87,13 @@ Shard commands (KEYS[1] = Q)
        and feedback records follow, in that order), lease (how many to lease, 0 = none), live
        (live nodes, for the fair share), idle (1: some node sleeps, publish new work), wake
        (the wake channel), paused (1: the control slot says so), rate, conc, burst,
-       adaptive (the site budget defaults), bloom
-       ([m, k] when the Bloom dupefilter is on). Records:
+       adaptive (the site budget defaults), recover (ms a cut takes to wear off), bloom
+       ([m, k] when the Bloom dupefilter is on), and for a fenced node mp, mn (the mark it
+       wrote last to this shard, its next one) and tag (into the rids of its children).
+       First, unless mn is '': Q:marks[node] must be mp (or mn: a call that ran but whose
+       reply was lost) or mp '' (the node's first sync of the shard); else nothing is done
+       and the reply is {'rewound', found}: the node forgets what it pushed, takes a new tag
+       and reconciles its leases. Records:
          child    fp h prio flags delay_ms site payload   (site "=": the payload's URL names
                   it; flags "d" = dont_filter; fp "" =
                   none; exact: fp the fingerprint's first 8 bytes as a signed decimal and h
@@ -95,7 +112,9 @@ Shard commands (KEYS[1] = Q)
        override) moves to Q:wait:<site>; sites whose wait is over are served first. A node
        takes at most its share of the shard, queued / live (rounded up).
        Returns {added, filtered, parked, acked, stale, {rid, payload, score, site, ...}, next_due_ms,
-       paced, queued, head, at_head}: next_due_ms is how soon a parked retry or a waiting site
+       paced, queued, head, at_head, site_events}: site_events lists the adaptive cuts this
+       call made and the cuts it found worn off, flat: site, 'cut'|'recovered', factor before,
+       factor after, reason ('throttled'|'slow', or the ms since the cut); next_due_ms is how soon a parked retry or a waiting site
        falls due (-1: none), paced lists the leased rids that spent a rate token, queued, head
        and at_head are the queue's length, best order score ("" when empty) and how many
        queued requests share the best priority, after the call.
@@ -110,7 +129,7 @@ Shard commands (KEYS[1] = Q)
        their order score. Clean stops, restarts, recovery of dead nodes.
   drained node*
        Returns {queued (incl. waiting for their site), delayed, leased by the named nodes}.
-  requeue_dead max [id]*
+  requeue_dead max tag [id]*
        Moves dead letters (the named ones, or up to max) back to the queue (fresh order score,
        priority from the record) through their site's budget. Returns the number moved.
 
@@ -132,6 +151,12 @@ Control commands (KEYS[1] = C, KEYS[2] = START)
        enter C:recovering. Atomic, so two live nodes never claim the same dead node. The caller
        then `release`s the claimed nodes' leases in every shard (each request once: `release`
        is atomic per shard) and calls `recovered`. Returns {nodes, seeds}.
+  claim node owner_json timeout_ms force(0|1)
+       At a node's open: makes owner_json (host, pid, run of the process) the owner of the
+       node id in C:node:<node> `owner` and heart-beats, unless (without force) another owner
+       heart-beat within timeout_ms: then returns {0, that owner, ms since its heartbeat} and
+       the process refuses to start (or forces the claim once it knows the other is dead).
+       Returns {1, previous owner or '', 0}.
   recovered node*
        Ends the claims.
   census
@@ -196,10 +221,11 @@ local function budget(site)
   local b = budgets[site]
   if not b then
     local st = redis.call('HMGET', P .. ':site:' .. site,
-      'tokens', 'ts', 'active', 'factor', 'limit_rate', 'limit_conc')
+      'tokens', 'ts', 'active', 'factor', 'limit_rate', 'limit_conc', 'fts', 'recover_ms',
+      'cut_at')
     b = {tokens = tonumber(st[1]), ts = tonumber(st[2]), active = tonumber(st[3]) or 0,
-      factor = tonumber(st[4]) or 1, limit_rate = tonumber(st[5]),
-      limit_conc = tonumber(st[6]), dirty = false}
+      cut = st[4], limit_rate = tonumber(st[5]), limit_conc = tonumber(st[6]), fts = st[7],
+      recover_ms = st[8], cut_at = st[9], dirty = false}
     budgets[site] = b
   end
   return b
@@ -229,15 +255,45 @@ local function site_done(site, count)
   end
 end
 
+-- adaptive cuts made or worn off during this call (see `sync`'s return)
+local site_events = {}
+
+-- A site's adaptive factor now. A cut wears off with time, linearly (from 0 back to 1 in
+-- recover_ms), whether requests of the site come by or not: a cut must not outlive the crawl
+-- that caused it. Once back at 1 the cut is forgotten and reported as recovered.
+-- (A cut stored before cuts wore off has no recover_ms or fts: it wears off from its cut_at
+-- over the default DISTCRAWL_SITE_RECOVERY, 120 s.)
+local function site_factor(site, factor, fts, recover_ms, cut_at, now)
+  local f = tonumber(factor)
+  if not f then return 1 end
+  local rec = tonumber(recover_ms) or 120000
+  local since_ms = now - (tonumber(fts) or tonumber(cut_at) or now)
+  local recovered = f
+  if rec > 0 then recovered = f + since_ms / rec end
+  if recovered < 1 then return recovered end
+  redis.call('HDEL', P .. ':site:' .. site, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+  local since = now - (tonumber(cut_at) or now)
+  site_events[#site_events + 1] = {site, 'recovered', factor, '1', tostring(since)}
+  return 1
+end
+
+-- the cached budget's factor now (a cut worn off is forgotten once, here)
+local function budget_factor(site, b, now)
+  local f = site_factor(site, b.cut, b.fts, b.recover_ms, b.cut_at, now)
+  if f >= 1 then b.cut = nil end
+  return f
+end
+
 -- may `site` start one more request now? Returns true, or false and when to look again (ms)
 local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
   local b = budget(site)
   local rate = b.limit_rate or def_rate
   local conc = b.limit_conc or def_conc
   if conc > 0 and b.active >= conc then return false, now + 1000 end
-  if rate <= 0 and b.factor < 1 then rate = adaptive_rate end
+  local factor = budget_factor(site, b, now)
+  if rate <= 0 and factor < 1 then rate = adaptive_rate end
   if rate > 0 then
-    rate = rate * b.factor
+    rate = rate * factor
     local tokens = b.tokens or burst
     tokens = math.min(burst, tokens + (now - (b.ts or now)) * rate / 1000)
     b.ts = now
@@ -255,19 +311,39 @@ local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
   return true, now, false
 end
 
-local function feedback(site, ok, throttled, slow, now)
+local function feedback(site, ok, throttled, slow, now, def_rate, adaptive_rate, recover_ms)
   local k = P .. ':site:' .. site
-  local st = redis.call('HMGET', k, 'factor', 'cut_at')
-  local factor, cut_at = tonumber(st[1]) or 1, tonumber(st[2]) or 0
+  local st = redis.call('HMGET', k, 'factor', 'cut_at', 'fts', 'recover_ms', 'limit_rate')
+  local cut_at = tonumber(st[2]) or 0
+  local factor = site_factor(site, st[1], st[3], st[4], st[2], now)
   if throttled > 0 or slow > 0 then
     if now - cut_at >= 1000 then
-      local cut = 0.8
-      if throttled > 0 then cut = 0.5 end
-      redis.call('HSET', k, 'factor', tostring(math.max(0.05, factor * cut)), 'cut_at', now)
+      local cut, why = 0.8, 'slow'
+      if throttled > 0 then cut, why = 0.5, 'throttled' end
+      local rate = tonumber(st[5]) or def_rate
+      if rate <= 0 then rate = adaptive_rate end
+      local new = tostring(math.max(0.05, factor * cut))
+      redis.call('HSET', k, 'factor', new, 'fts', now, 'cut_at', now, 'recover_ms', recover_ms,
+        'base_rate', tostring(rate))
+      site_events[#site_events + 1] = {site, 'cut', tostring(factor), new, why}
     end
   elseif ok > 0 and factor < 1 then
-    redis.call('HSET', k, 'factor', tostring(math.min(1, factor + 0.01 * ok)))
+    local new = factor + 0.01 * ok
+    if new >= 1 then
+      redis.call('HDEL', k, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+      site_events[#site_events + 1] = {site, 'recovered', tostring(factor), '1',
+        tostring(now - cut_at)}
+    else
+      redis.call('HSET', k, 'factor', tostring(new), 'fts', now)
+    end
   end
+end
+
+-- seq alone repeats when Redis comes back with older state; the writer's tag (changed by a
+-- node whenever it sees its own writes gone) keeps every rid unique anyway
+local function make_rid(seq, tag)
+  if tag == nil or tag == '' then return tostring(seq) end
+  return tostring(seq) .. '.' .. tag
 end
 
 -- new rids for n requests: one INCRBY per batch; seq also orders them within a priority
@@ -494,6 +570,17 @@ end
 if cmd == 'sync' then
   local node = ARGV[2]
   local h = cjson.decode(ARGV[3])
+  local mark_prev, mark_new = h['mp'] or '', h['mn'] or ''
+  if mark_new ~= '' then
+    -- this node's last write to this shard must be here; if not, Redis came back with older
+    -- state: nothing is done
+    local cur = redis.call('HGET', P .. ':marks', node)
+    if mark_prev ~= '' and cur ~= mark_prev and cur ~= mark_new then
+      return {'rewound', cur or ''}
+    end
+    redis.call('HSET', P .. ':marks', node, mark_new)
+  end
+  local tag = h['tag'] or ''
   local now = now_ms()
   local i = 4
   local added, filtered, parked, acked, stale = 0, 0, 0, 0, 0
@@ -526,7 +613,7 @@ if cmd == 'sync' then
       local reqs, zq, zd, ds = {}, {}, {}, {}
       for j, base in ipairs(take) do
         local seq = seq0 + j
-        local rid = tostring(seq)
+        local rid = make_rid(seq, tag)
         local score = -tonumber(ARGV[base + 1]) * 1e10 + seq
         reqs[#reqs + 1] = rid
         local site = ARGV[base + 4]
@@ -561,7 +648,8 @@ if cmd == 'sync' then
   for j = 1, nf do
     local base = fb + (j - 1) * 4
     feedback(ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
-      tonumber(ARGV[base + 3]), now)
+      tonumber(ARGV[base + 3]), now, tonumber(h['rate']) or 0, tonumber(h['adaptive']) or 8,
+      tonumber(h['recover']) or 120000)
   end
 
   local leases = P .. ':leases:' .. node
@@ -717,8 +805,12 @@ if cmd == 'sync' then
     local prio = -math.floor(tonumber(head[2]) / 1e10)
     at_head = redis.call('ZCOUNT', queue, '-inf', '(' .. string.format('%.17g', -prio * 1e10 + 1e10))
   end
+  local events = {}
+  for _, e in ipairs(site_events) do
+    for _, v in ipairs(e) do events[#events + 1] = v end
+  end
   return {added, filtered, parked, acked, stale, out, next_due, paced,
-    redis.call('ZCARD', queue), head[2] or '', at_head}
+    redis.call('ZCARD', queue), head[2] or '', at_head, events}
 
 elseif cmd == 'mark_seen' then
   local h = cjson.decode(ARGV[2])
@@ -740,8 +832,9 @@ elseif cmd == 'take_token' then
   local site, def_rate, burst = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
   local k = P .. ':site:' .. site
   local now = now_ms()
-  local st = redis.call('HMGET', k, 'tokens', 'ts', 'limit_rate', 'factor')
-  local rate = (tonumber(st[3]) or def_rate) * (tonumber(st[4]) or 1)
+  local st = redis.call('HMGET', k, 'tokens', 'ts', 'limit_rate', 'factor', 'fts', 'recover_ms',
+    'cut_at')
+  local rate = (tonumber(st[3]) or def_rate) * site_factor(site, st[4], st[5], st[6], st[7], now)
   if rate <= 0 then return 0 end
   local tokens = tonumber(st[1]) or burst
   tokens = math.min(burst, tokens + (now - (tonumber(st[2]) or now)) * rate / 1000)
@@ -753,6 +846,8 @@ elseif cmd == 'release' then
   local rids = {}
   for j = 4, #ARGV do rids[#rids + 1] = ARGV[j] end
   local moved = release(node, rids)
+  -- all of them: a clean stop or a recovery; a node alive after all re-reconciles
+  if #rids == 0 then redis.call('HDEL', P .. ':marks', node) end
   publish_wake(channel, moved)
   return moved
 
@@ -766,9 +861,9 @@ elseif cmd == 'drained' then
   return {queued, redis.call('ZCARD', P .. ':delayed'), leased}
 
 elseif cmd == 'requeue_dead' then
-  local max = tonumber(ARGV[2])
+  local max, tag = tonumber(ARGV[2]), ARGV[3]
   local ids = {}
-  for j = 3, #ARGV do ids[#ids + 1] = ARGV[j] end
+  for j = 4, #ARGV do ids[#ids + 1] = ARGV[j] end
   if #ids == 0 then
     local all = redis.call('HKEYS', P .. ':dead')
     for j = 1, math.min(max, #all) do ids[#ids + 1] = all[j] end
@@ -783,7 +878,7 @@ elseif cmd == 'requeue_dead' then
         -- back through the site's budget like any request (a site that failed is not flooded)
         local site = record_site(decoded)
         local seq = new_seqs(1) + 1
-        local rid = tostring(seq)
+        local rid = make_rid(seq, tag)
         redis.call('HSET', P .. ':req', rid, req_value(site, decoded['request']))
         redis.call('ZADD', P .. ':queue', -prio * 1e10 + seq, rid)
         redis.call('HDEL', P .. ':dead', id)
@@ -861,8 +956,12 @@ elseif cmd == 'stop' or cmd == 'recover' then
   local me, timeout = ARGV[2], tonumber(ARGV[3])
   -- Silence counts only from this server's start: after a restart (an outage, a failover)
   -- every heartbeat is old, and the nodes that are alive need time to beat again.
-  local uptime = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
-  if uptime and uptime * 1000 < timeout then return {{}, 0} end
+  -- (pcall: where INFO is not allowed in scripts, the nodes' own wait after an outage remains)
+  local info = redis.pcall('INFO', 'server')
+  if type(info) == 'string' then
+    local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+    if uptime and uptime * 1000 < timeout then return {{}, 0} end
+  end
   local claimed, seeds = {}, 0
   for _, node in ipairs(redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)) do
     if node ~= me then
@@ -882,6 +981,21 @@ elseif cmd == 'stop' or cmd == 'recover' then
   end
   for _, node in ipairs(claimed) do redis.call('ZADD', P .. ':recovering', now, node) end
   return {claimed, seeds}
+
+elseif cmd == 'claim' then
+  -- one process per node id: claimed atomically, so of two started at once one wins
+  local node, owner, timeout, force = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  local now = now_ms()
+  local k = P .. ':node:' .. node
+  local beat = tonumber(redis.call('ZSCORE', P .. ':nodes', node))
+  local cur = redis.call('HGET', k, 'owner')
+  if force ~= '1' and beat and now - beat < timeout and cur and cur ~= owner then
+    return {0, cur, now - beat}
+  end
+  redis.call('HSET', k, 'owner', owner)
+  redis.call('PERSIST', k)
+  redis.call('ZADD', P .. ':nodes', now, node)
+  return {1, cur or '', 0}
 
 elseif cmd == 'recovered' then
   for j = 2, #ARGV do redis.call('ZREM', P .. ':recovering', ARGV[j]) end

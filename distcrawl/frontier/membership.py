@@ -9,6 +9,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.cluster import OwnRates
+
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
@@ -44,6 +46,15 @@ class Membership:
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._drained_since: float | None = None
+        #: this node's rates, published with its heartbeat (one set of figures for all readers)
+        self._own_rates = OwnRates()
+        #: whether the frontier ever held a request (CLOSE_WHEN_DRAINED waits until it did)
+        self._crawl_begun = False
+        self._waiting_logged = False
+
+    def crawl_begun(self) -> None:
+        """The node took seeds: the crawl has begun."""
+        self._crawl_begun = True
 
     def recover_after(self, when: float) -> None:
         """Recover nobody before ``when``: after an outage every heartbeat went stale, ours as
@@ -61,15 +72,17 @@ class Membership:
         return False
 
     async def heartbeat(self, info: dict[str, Any]) -> None:
+        stats = {
+            k: v
+            for k, v in self.stats.get_stats().items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         payload = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             **info,
-            "stats": {
-                k: v
-                for k, v in self.stats.get_stats().items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)
-            },
+            "stats": stats,
+            "rates": self._own_rates.update(int(time.monotonic() * 1000), stats),
         }
         await self.store.heartbeat(self.node_id, json.dumps(payload, default=str))
         self._last_heartbeat = time.monotonic()
@@ -98,6 +111,19 @@ class Membership:
         if any(int(c) for c in counts):
             self._drained_since = None
             return False
+        if not self._crawl_begun:
+            # Nodes may start before the first seed: an empty frontier that never held a
+            # request is a crawl not begun yet, not a drained one. Wait for work.
+            self._crawl_begun = bool(await self.store.ever_used())
+            if not self._crawl_begun:
+                if not self._waiting_logged:
+                    logger.info(
+                        "Frontier empty and never seeded: node %s waits for the first seed (%s)",
+                        self.node_id,
+                        self.store.keys.start_urls,
+                    )
+                    self._waiting_logged = True
+                return False
         now = time.monotonic()
         if self._drained_since is None:
             self._drained_since = now

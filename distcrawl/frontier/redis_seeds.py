@@ -61,29 +61,51 @@ class SeedSource:
 
     @classmethod
     def for_spider(cls, spider: Spider, settings: BaseSettings, default_key: str) -> SeedSource:
+        """The seed source of a running spider (scrapy-redis resolved its ``redis_key``)."""
+        return cls.named(
+            spider.name, type(spider), settings, default_key, redis_key=spider_redis_key(spider)
+        )
+
+    @classmethod
+    def named(
+        cls,
+        name: str,
+        spidercls: type | None,
+        settings: BaseSettings,
+        default_key: str,
+        *,
+        redis_key: str | None = None,
+    ) -> SeedSource:
         """``DISTCRAWL_START_URLS_KEY``, else a scrapy-redis spider's ``redis_key`` (which
-        scrapy-redis set from ``REDIS_START_URLS_KEY`` if the spider names none), else
+        scrapy-redis sets from ``REDIS_START_URLS_KEY`` if the spider names none), else
         ``REDIS_START_URLS_KEY``, else any other spider's ``redis_key``, else ``default_key``
         (``%(name)s`` is the spider's name); a set or zset with ``REDIS_START_URLS_AS_SET`` /
-        ``REDIS_START_URLS_AS_ZSET``."""
+        ``REDIS_START_URLS_AS_ZSET``, staged through ``{<spider>}:start_staged``."""
+        if redis_key is None and spidercls is not None:
+            redis_key = getattr(spidercls, "redis_key", None)
         key = settings.get("DISTCRAWL_START_URLS_KEY")
-        if not key and isinstance(spider, RedisMixin):
-            key = spider.redis_key
+        if not key and spidercls is not None and issubclass(spidercls, RedisMixin):
+            key = redis_key
         if not key and not settings.get("REDIS_START_URLS_KEY"):
-            key = getattr(spider, "redis_key", None)
-        key = str(key).replace("%(name)s", spider.name) if key else default_key
+            key = redis_key
+        key = str(key).replace("%(name)s", name) if key else default_key
         if settings.getbool("REDIS_START_URLS_AS_SET"):
             kind = "set"
         elif settings.getbool("REDIS_START_URLS_AS_ZSET"):
             kind = "zset"
         else:
             return cls(key=key, kind="list", list_key=key)
-        return cls(key=key, kind=kind, list_key="{" + spider.name + "}:start_staged")
+        return cls(key=key, kind=kind, list_key="{" + name + "}:start_staged")
 
     def stage(self, client: Any, n: int) -> Any:
         """Move up to ``n`` seeds from a set or zset into :attr:`list_key` (client's result)."""
         script = client.register_script(_STAGE_LUA)
         return script(keys=[self.key, self.list_key], args=[n, self.kind])
+
+
+def spider_redis_key(spider: Any) -> str | None:
+    key = getattr(spider, "redis_key", None)
+    return str(key) if key else None
 
 
 def _text(raw: bytes | str, max_bytes: int) -> str:

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import os
+import secrets
 import socket
 import time
 from collections import deque
@@ -37,11 +38,11 @@ from scrapy.utils.httpobj import urlparse_cached
 from distcrawl import compat, connection
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
-from distcrawl.frontier.batch import Child, DeadLetter, Lease, Leased, SiteBudget
+from distcrawl.frontier.batch import Child, DeadLetter, Lease, Leased, SiteBudget, SiteEvent
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.membership import Membership
 from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
-from distcrawl.frontier.seeds import BadSeed, parse_seed
+from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
 from distcrawl.frontier.store import Dupefilter, FrontierStore
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
 from distcrawl.internals import check_engine
@@ -173,6 +174,11 @@ class FrontierScheduler(BaseScheduler):
         self._closing = False
         self._redis_down_since: float | None = None
         self._refused = False  # another live process has this node id: this one never ran
+        self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
+        # Redis rewind detection: every sync writes a new mark in each shard it calls and
+        # expects to find the last one there; the tag goes into the rids this node creates and
+        # changes after a rewind
+        self._tag = secrets.token_hex(3)
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
@@ -301,52 +307,50 @@ class FrontierScheduler(BaseScheduler):
             keys.prefix,
             self._seed_source.key,
         )
-        await self._with_retry(self._check_node_id_free)
+        await self._with_retry(self._claim_node_id)
         await self._with_retry(self._reclaim_own_leases)
         await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
         self._listener = asyncio.ensure_future(self._listen_for_work(keys.wake))
 
-    async def _check_node_id_free(self) -> None:
+    async def _claim_node_id(self) -> None:
         """Refuse to start while another live process heart-beats under this node id.
 
         Two processes with one id would take each other's leases at open and hand them back
-        and forth. A process that died is no obstacle: on this host its pid is gone; on
-        another host its heartbeat stops advancing (watched for a few heartbeats).
+        and forth. The claim is atomic (``claim`` in the script), so of two processes started
+        at once with one id, one wins. A process that died is no obstacle: on this host its
+        pid is gone; on another host its heartbeat stops advancing (watched for a few beats).
         """
         assert self.store is not None
-        keys = self.store.keys
-        pipe = self._client.pipeline(transaction=False)
-        pipe.zscore(keys.nodes, self.node_id)
-        pipe.hget(keys.node(self.node_id), "info")
-        pipe.execute_command("TIME")  # by name: cluster pipelines block the time method
-        beat, raw_info, (sec, usec) = await pipe.execute()
-        if beat is None:
+        owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "run": self._run_id})
+        timeout_ms = int(self.heartbeat_timeout * 1000)
+        claimed, other, age_ms = await self.store.claim(self.node_id, owner, timeout_ms)
+        if int(claimed):
             return
-        age_ms = int(sec) * 1000 + int(usec) // 1000 - int(beat)
-        if age_ms >= self.heartbeat_timeout * 1000:
-            return  # dead: its leases are ours to take back
         try:
-            info = json.loads(raw_info) if raw_info else {}
+            info = json.loads(other)
         except ValueError:
             info = {}
         host, pid = info.get("host"), info.get("pid")
         here = host == socket.gethostname() and isinstance(pid, int) and pid != os.getpid()
-        if here and not pid_alive(int(pid or 0)):
-            return  # it died on this host: take its leases back at once
-        watch = max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5
-        deadline = time.monotonic() + watch
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-            now_beat = await self._client.zscore(keys.nodes, self.node_id)
-            if now_beat is not None and now_beat > beat:
-                self._refused = True  # the leases are the other process's: close touches none
-                error = NodeIdInUse(self.node_id, host, pid, age_ms / 1000)
-                logger.error("Node refuses to start: %s", error)
-                raise error
+        if not (here and not pid_alive(int(pid or 0))):
+            # alive here, or on another host: does it still beat?
+            keys = self.store.keys
+            beat = await self._client.zscore(keys.nodes, self.node_id)
+            watch = max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5
+            deadline = time.monotonic() + watch
+            while time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                now_beat = await self._client.zscore(keys.nodes, self.node_id)
+                if now_beat is not None and (beat is None or now_beat > beat):
+                    self._refused = True  # the leases are the other one's: close touches none
+                    error = NodeIdInUse(self.node_id, host, pid, int(age_ms) / 1000)
+                    logger.error("Node refuses to start: %s", error)
+                    raise error
         logger.info(
             "Node id %s was last used by pid %s on %s, which is gone", self.node_id, pid, host
         )
+        await self.store.claim(self.node_id, owner, timeout_ms, force=True)
 
     async def _reclaim_own_leases(self) -> None:
         assert self.store is not None
@@ -394,6 +398,8 @@ class FrontierScheduler(BaseScheduler):
             # what the engine finished is acked here; the rest (never started, or cut short by
             # an unclean stop) goes back to the queue at once for the other nodes
             await self._flush(lease=0)
+            if self._pending_writes():
+                await self._flush(lease=0)  # what a rewound shard did not take
             # the last stats (the pipeline's close, e.g. products left in its journal) stay
             # readable in `status` once the node is gone
             assert self.membership is not None
@@ -650,6 +656,7 @@ class FrontierScheduler(BaseScheduler):
                 lease=lease,
                 budget=self.budget,
                 feedback=feedback,
+                tag=self._tag,
             )
         except BaseException:
             # nothing was written (a script is all or nothing): keep it all for the next try
@@ -660,6 +667,17 @@ class FrontierScheduler(BaseScheduler):
             self._seeds_pending = self._seeds_pending or seeds_done
             self._feedback.restore(feedback)
             raise
+        if result.rewound is not None:
+            # the shards that lacked this node's last mark wrote nothing: their part goes
+            # again with the next flush, after the node forgot what it pushed
+            for batch in result.unsent:
+                self._children[:0] = batch.children
+                self._acks[:0] = batch.acks
+                self._dead[:0] = batch.dead
+                self._feedback.restore(batch.feedback)
+            self._after_rewind(result.rewound)
+        if result.site_events:
+            self._log_site_events(result.site_events)
         due = result.next_due_ms
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         stats = self.stats
@@ -687,6 +705,48 @@ class FrontierScheduler(BaseScheduler):
                 result.stale_acks,
             )
         return self._accept_leases(result.leased)
+
+    def _after_rewind(self, found: bytes) -> None:
+        """Redis came back without this node's last writes (restarted from older data, a
+        failover to a lagging replica, a reset): what the node remembers having pushed may be
+        gone, so it forgets it, takes a new rid tag, and reconciles its leases."""
+        self.stats.inc_value("frontier/redis_rewinds")
+        logger.warning(
+            "Redis lost this node's last writes (its last mark is gone, found %r; or the node "
+            "was presumed dead and recovered): node %s forgets %d pushed fingerprints and the "
+            "spider's known links, and reconciles its leases",
+            found.decode("utf-8", "backslashreplace") or "none",
+            self.node_id,
+            len(self._known),
+        )
+        self._known.clear()
+        self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
+        self._tag = secrets.token_hex(3)
+        self._needs_reconcile = True
+
+    def _log_site_events(self, events: list[SiteEvent]) -> None:
+        """One line per adaptive cut of a site's shared rate, and per cut worn off."""
+        for site, kind, before, after, detail in events:
+            if kind == "cut":
+                why = "answered 429/503" if detail == "throttled" else "answered slowly"
+                logger.warning(
+                    "Site %s %s: its shared rate is cut for every node, factor %.3f -> %.3f "
+                    "(wears off within %.0fs)",
+                    site,
+                    why,
+                    before,
+                    after,
+                    (1 - after) * self.budget.recovery,
+                )
+                self.stats.inc_value(f"frontier/site_cuts/{detail}")
+            else:
+                logger.info(
+                    "Site %s is back at its full shared rate (factor was %.3f, cut %.0fs ago)",
+                    site,
+                    before,
+                    float(detail) / 1000,
+                )
+                self.stats.inc_value("frontier/site_recoveries")
 
     def _accept_leases(self, leased: list[Leased]) -> int:
         n = 0
@@ -744,6 +804,8 @@ class FrontierScheduler(BaseScheduler):
         raws = await self.store.take_seeds(self.node_id, self.seed_batch)
         if not raws:
             return False
+        assert self.membership is not None
+        self.membership.crawl_begun()
         make = getattr(self.spider, "make_request_from_seed", None)
         for raw in raws:
             try:
@@ -765,7 +827,7 @@ class FrontierScheduler(BaseScheduler):
                 shown = (
                     raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
                 )
-                logger.warning("Refused seed %r: %s", shown, exc)
+                logger.warning("Refused seed %r: %s%s", shown, exc, refusal_hint(exc.reason))
                 self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
                 self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
                 continue

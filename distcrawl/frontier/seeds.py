@@ -18,7 +18,14 @@ from scrapy import Request
 from distcrawl.frontier.codec import MAX_PRIORITY, UNSAFE_META_KEYS, json_safe
 from distcrawl.urls import UrlRefused, check_url, printable
 
-__all__ = ["DEFAULT_MAX_SEED_BYTES", "RESERVED_META_KEYS", "BadSeed", "Seed", "parse_seed"]
+__all__ = [
+    "DEFAULT_MAX_SEED_BYTES",
+    "RESERVED_META_KEYS",
+    "BadSeed",
+    "Seed",
+    "parse_seed",
+    "refusal_hint",
+]
 
 #: a raw seed larger than this is refused before it is parsed
 DEFAULT_MAX_SEED_BYTES = 16 * 1024
@@ -45,6 +52,13 @@ class BadSeed(ValueError):
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {printable(detail)}" if detail else reason)
         self.reason = reason
+
+
+def refusal_hint(reason: str) -> str:
+    """What to do about a refused seed, where there is something to do ("" otherwise)."""
+    if reason == "private_address":
+        return " (a private or loopback host: list it in DISTCRAWL_ALLOW_PRIVATE to crawl it)"
+    return ""
 
 
 @dataclass(frozen=True)

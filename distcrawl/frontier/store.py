@@ -32,6 +32,7 @@ import hashlib
 import inspect
 import json
 import math
+import secrets
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -49,6 +50,7 @@ from distcrawl.frontier.batch import (
     ShardBatch,
     ShardReply,
     SiteBudget,
+    SiteEvent,
     fingerprint_args,
     raw_text,
     text,
@@ -67,7 +69,9 @@ __all__ = [
     "Leased",
     "ShardKeys",
     "SiteBudget",
+    "SiteEvent",
     "SyncResult",
+    "effective_factor",
 ]
 
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
@@ -122,6 +126,30 @@ class Dupefilter:
         return [bits, k]
 
 
+def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
+    """A site's adaptive factor at server time *now_ms*, from its ``site:<site>`` hash
+    (decoded): the stored cut, worn off linearly since it was set (``site_factor`` in the
+    script)."""
+    if not fields.get("factor"):
+        return 1.0
+    factor = float(fields["factor"])
+    recover_ms = float(fields.get("recover_ms") or 120_000)
+    since = float(fields.get("fts") or fields.get("cut_at") or now_ms)
+    if recover_ms > 0:
+        factor += (now_ms - since) / recover_ms
+    return min(1.0, factor)
+
+
+@dataclass
+class _Fence:
+    """A fenced node's marks, per shard: the last one the shard confirmed, and the one sent
+    in a call whose reply never came (sent again, so that call counts if it ran)."""
+
+    last: dict[int, str] = field(default_factory=dict)
+    pending: dict[int, str] = field(default_factory=dict)
+    count: int = 0
+
+
 @dataclass
 class SyncResult:
     """What one ``sync`` did, summed over the shards it called."""
@@ -136,6 +164,12 @@ class SyncResult:
     next_due_ms: int = -1
     priority_inversions: int = 0
     shards_called: int = 0
+    #: adaptive cuts of site rates made, and cuts found worn off, in this call
+    site_events: list[SiteEvent] = field(default_factory=list)
+    #: a fenced call: what a shard held as the node's mark where its last one was gone (Redis
+    #: came back with older state); those shards did nothing, and their batches are in unsent
+    rewound: bytes | None = None
+    unsent: list[ShardBatch] = field(default_factory=list)
 
 
 class FrontierStore:
@@ -162,6 +196,7 @@ class FrontierStore:
         #: copy, set by `control pause`; this covers a flag set by hand in the control slot)
         self.paused = False
         self._idle: set[str] = set()
+        self._fences: dict[str, _Fence] = {}
 
     # -- running steps ------------------------------------------------------------------------
 
@@ -249,10 +284,15 @@ class FrontierStore:
         lease: int = 0,
         budget: SiteBudget | None = None,
         feedback: Iterable[Feedback] = (),
+        tag: str | None = None,
     ) -> Any:
         """Push ``children``, ack ``acks``, write ``dead`` letters and ``rejected`` entries,
         apply site ``feedback`` and lease up to ``lease`` requests, in one round trip. With
-        ``seeds_done`` the node's seeding list is cleared after its seeds are pushed."""
+        ``seeds_done`` the node's seeding list is cleared after its seeds are pushed.
+
+        With a ``tag`` the call is fenced: the rids of the children end in ``.<tag>``, and each
+        shard called checks the mark this node wrote there last (see ``sync`` in the script);
+        a shard that lacks it does nothing and ``rewound`` says so (``unsent``: its batch)."""
         return self._drive(
             self._sync(
                 node,
@@ -264,8 +304,13 @@ class FrontierStore:
                 lease,
                 budget or SiteBudget(),
                 [f if isinstance(f, Feedback) else Feedback(*f) for f in feedback],
+                tag,
             )
         )
+
+    def forget_marks(self, node: str) -> None:
+        """After a rewind: the node's next calls expect no mark (anything goes once)."""
+        self._fences.pop(node, None)
 
     def _sync(
         self,
@@ -278,6 +323,7 @@ class FrontierStore:
         lease: int,
         budget: SiteBudget,
         feedback: list[Feedback],
+        tag: str | None = None,
     ) -> _Step:
         keys = self.keys
         batches: dict[int, ShardBatch] = {}
@@ -310,17 +356,39 @@ class FrontierStore:
             "conc": budget.concurrency,
             "burst": budget.burst,
             "adaptive": budget.adaptive_rate,
+            "recover": int(budget.recovery * 1000),
         }
         if self._bloom:
             options["bloom"] = self._bloom
         order = sorted(s for s, b in batches.items() if b)
         bloom = self._bloom is not None
-        calls = [self._shard_call(s, *batches[s].args(node, options, bloom=bloom)) for s in order]
+        fence = self._fences.setdefault(node, _Fence()) if tag is not None else None
+        calls = []
+        for s in order:
+            opts = options
+            if fence is not None:
+                mark = fence.pending.get(s)
+                if mark is None:
+                    fence.count += 1
+                    mark = fence.pending[s] = f"{tag}:{fence.count}"
+                opts = {**options, "mp": fence.last.get(s, ""), "mn": mark, "tag": tag}
+            calls.append(self._shard_call(s, *batches[s].args(node, opts, bloom=bloom)))
         if seeds_done or rejected:
             calls.append(self._control_call("seeded", node if seeds_done else "", *rejected))
         results = yield calls
         result = SyncResult(shards_called=len(order))
-        replies = [ShardReply.parse(s, raw) for s, raw in zip(order, results, strict=False)]
+        replies = []
+        for s, raw in zip(order, results, strict=False):
+            if fence is not None:
+                mark = fence.pending.pop(s, "")
+                found = ShardReply.rewound(raw)
+                if found is not None:
+                    fence.last.pop(s, None)
+                    result.rewound = found
+                    result.unsent.append(batches[s])
+                    continue
+                fence.last[s] = mark
+            replies.append(ShardReply.parse(s, raw))
         for r in replies:
             self.views.update(r)
             result.added += r.added
@@ -329,6 +397,7 @@ class FrontierStore:
             result.acked += r.acked
             result.stale_acks += r.stale_acks
             result.leased += r.leased
+            result.site_events += r.site_events
         result.priority_inversions = _inversions(replies)
         result.next_due_ms = self.views.next_due_ms()
         if lease > 0:
@@ -355,6 +424,23 @@ class FrontierStore:
         self.idle_nodes = int(idle_nodes)
         self.paused = bool(int(paused))
         return int(now)
+
+    def ever_used(self) -> Any:
+        """Whether the frontier ever held a request or refused a seed (a shard's rid counter,
+        the rejected list): a crawl begun, as opposed to one waiting for its first seed."""
+        return self._drive(self._ever_used())
+
+    def _ever_used(self) -> _Step:
+        calls: list[_Call] = [("cmd", "EXISTS", [s.seq]) for s in self.keys.all_shards()]
+        calls.append(("cmd", "EXISTS", [self.keys.rejected]))
+        return any(int(n) for n in (yield calls))
+
+    def claim(self, node: str, owner: str, timeout_ms: int, *, force: bool = False) -> Any:
+        """Make ``owner`` (JSON: host, pid, run) the process of ``node``; unless ``force``,
+        only if no other owner heart-beat in the last ``timeout_ms``. Returns [claimed (1|0),
+        the owner found, ms since its heartbeat]."""
+        call = self._control_call("claim", node, owner, timeout_ms, "1" if force else "0")
+        return self._drive(self._one(call))
 
     def take_seeds(self, node: str, n: int) -> Any:
         return self._drive(self._one(self._control_call("take_seeds", node, n)))
@@ -508,8 +594,11 @@ class FrontierStore:
         return self._drive(self._requeue_dead(list(ids), max_count))
 
     def _requeue_dead(self, ids: list[str], max_count: int) -> _Step:
+        # a tag of its own per call: the new rids cannot meet older ones, whatever Redis lost
+        tag = secrets.token_hex(3)
         calls = [
-            self._shard_call(s, "requeue_dead", max_count, *ids) for s in range(self.keys.shards)
+            self._shard_call(s, "requeue_dead", max_count, tag, *ids)
+            for s in range(self.keys.shards)
         ]
         counts = [int(n) for n in (yield calls)]
         moved = sum(counts)

@@ -7,6 +7,8 @@ Each seed's site (its host) bounds the crawl that starts from it.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -16,7 +18,9 @@ import scrapy
 from scrapy import signals
 from scrapy.http import TextResponse
 
+from distcrawl import signals as dc_signals
 from distcrawl.extract import SiteProfile, analyze, load_profiles
+from distcrawl.extract.profile import ProfileError
 from distcrawl.items import Product
 from distcrawl.recent import RecentKeys
 
@@ -36,6 +40,15 @@ DEFAULT_PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "produ
 LINK_KINDS = {"category": "category", "listing": "listing", "next": "listing", "product": "product"}
 #: link URLs a spider remembers having handed to the scheduler (setting CATALOG_KNOWN_LINKS)
 DEFAULT_KNOWN_LINKS = 100_000
+
+logger = logging.getLogger(__name__)
+
+
+def profile_paths(value: Any) -> list[str]:
+    """``SITE_PROFILES`` as paths: a list, or one string whose entries are separated by ``,``
+    or ``:`` (the environment variable and ``-s SITE_PROFILES=...`` read alike)."""
+    items = value if isinstance(value, (list, tuple)) else [value or ""]
+    return [p.strip() for item in items for p in re.split(r"[,:]", str(item)) if p.strip()]
 
 
 class CatalogSpider(scrapy.Spider):
@@ -58,11 +71,25 @@ class CatalogSpider(scrapy.Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
         settings = crawler.settings
-        paths = settings.getlist("SITE_PROFILES")
-        spider.profiles = load_profiles(paths) if paths else []
+        paths = profile_paths(settings.get("SITE_PROFILES"))
+        try:
+            spider.profiles = load_profiles(paths) if paths else []
+        except ProfileError as exc:
+            # one line with the fix, not a traceback; nothing is leased yet, nothing is lost
+            logger.error("Bad site profile, the node stops (fix it or SITE_PROFILES): %s", exc)
+            raise SystemExit(1) from None
+        if spider.profiles:
+            logger.info(
+                "Site profiles loaded: %s",
+                ", ".join(
+                    f"{p.name} ({', '.join(p.domains) or 'any site'})" for p in spider.profiles
+                ),
+            )
         spider.priorities.update(settings.getdict("PAGE_PRIORITIES"))
         spider.known_links = RecentKeys(settings.getint("CATALOG_KNOWN_LINKS", DEFAULT_KNOWN_LINKS))
         crawler.signals.connect(spider._scheduled, signal=signals.request_scheduled)
+        # links pushed before Redis lost its last writes may be gone: push them again
+        crawler.signals.connect(spider.known_links.clear, signal=dc_signals.frontier_rewound)
         return spider
 
     def _scheduled(self, request: scrapy.Request, spider: scrapy.Spider) -> None:

@@ -111,8 +111,7 @@ def _text(value: Any) -> str:
 def create_app(config: WebConfig) -> Starlette:
     guard = Guard(token=config.token or None)
     keys = config.keys
-    aclient = connection.async_client(config.redis_url, socket_timeout=30)
-    sclient = connection.client(config.redis_url, socket_timeout=30)
+    aclient, sclient = _clients(config.redis_url)
     store = config.store
     sampler = Sampler(
         client=aclient,
@@ -178,12 +177,19 @@ def create_app(config: WebConfig) -> Starlette:
             return JSONResponse(
                 {"total": len(rows), "page": page, "rows": rows[start : start + per_page]}
             )
-        start = page * per_page
+        # each shard's longest-waiting sites down to this page, merged: a bounded read
+        shards = _shards(keys)
         pipe = aclient.pipeline(transaction=False)
-        pipe.zcard(keys.waiting)
-        pipe.zrevrange(keys.waiting, start, start + per_page - 1)
-        total, names = await pipe.execute()
-        sites = [_text(n) for n in names]
+        for shard in shards:
+            pipe.zcard(shard.waiting)
+            pipe.zrevrange(shard.waiting, 0, (page + 1) * per_page - 1, withscores=True)
+        replies = await pipe.execute()
+        total = sum(int(n) for n in replies[0::2])
+        ranked = sorted(
+            ((float(score), _text(site)) for chunk in replies[1::2] for site, score in chunk),
+            reverse=True,
+        )
+        sites = [site for _, site in ranked[page * per_page : (page + 1) * per_page]]
         pipe = aclient.pipeline(transaction=False)
         for site in sites:
             pipe.hgetall(keys.site(site))
@@ -197,19 +203,29 @@ def create_app(config: WebConfig) -> Starlette:
         rows = site_status({"site_budgets": budgets, "waiting": waiting})
         order = {site: i for i, site in enumerate(sites)}
         rows.sort(key=lambda r: order.get(r["site"], 0))
-        return JSONResponse({"total": int(total), "page": page, "rows": rows})
+        return JSONResponse({"total": total, "page": page, "rows": rows})
 
     async def api_deadletters(request: Request) -> Response:
-        """One page of dead-letter records (newest scan position first), filtered by reason
-        and site; ``cursor`` continues where the last page stopped (0 = from the start)."""
+        """One page of dead-letter records, filtered by reason and site, read with a bounded
+        number of calls (HLEN per shard, then a few HSCAN); ``cursor`` (``shard:cursor``, as
+        the last page returned it) continues where that page stopped; null after the last."""
         limit = _int_arg(request, "limit", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
-        cursor = _int_arg(request, "cursor", 0, 0, 2**63)
+        shards = _shards(keys)
+        shard, cursor = _dead_cursor(request.query_params.get("cursor", ""), len(shards))
         reason = request.query_params.get("reason") or None
         site = (request.query_params.get("site") or "").lower() or None
         rows: list[dict[str, Any]] = []
+        pipe = aclient.pipeline(transaction=False)
+        for each in shards:
+            pipe.hlen(each.dead)
+        sizes = [int(n) for n in await pipe.execute()]
         for _ in range(_DEAD_SCAN_CALLS):
-            reply: Any = await aclient.hscan(keys.dead, cursor, count=_DEAD_SCAN_COUNT)
-            cursor, chunk = reply
+            while shard < len(shards) and not sizes[shard]:  # skip the empty shards
+                shard, cursor = shard + 1, 0
+            if shard >= len(shards):
+                break
+            reply: Any = await aclient.hscan(shards[shard].dead, cursor, count=_DEAD_SCAN_COUNT)
+            cursor, chunk = int(reply[0]), reply[1]
             for dead_id, raw in chunk.items():
                 record = _dead_record(raw)
                 if reason and str(record.get("reason")) != reason:
@@ -217,9 +233,14 @@ def create_app(config: WebConfig) -> Starlette:
                 if site and record_site(record).lower() != site:
                     continue
                 rows.append({"id": _text(dead_id), "site": record_site(record), **record})
-            if int(cursor) == 0 or len(rows) >= limit:
+            if cursor == 0:
+                shard += 1
+            if shard >= len(shards) or len(rows) >= limit:
                 break
-        return JSONResponse({"rows": rows[:limit], "cursor": int(cursor)})
+        while shard < len(shards) and not sizes[shard]:
+            shard, cursor = shard + 1, 0
+        more = f"{shard}:{cursor}" if shard < len(shards) else None
+        return JSONResponse({"rows": rows[:limit], "cursor": more})
 
     async def api_rejected(request: Request) -> Response:
         per_page = _int_arg(request, "per_page", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
@@ -355,6 +376,32 @@ def create_app(config: WebConfig) -> Starlette:
     app.state.sampler = sampler
     app.state.guard = guard
     return app
+
+
+def _clients(url: str) -> tuple[Any, Any]:
+    """An asyncio client (the sampler, the paged lists) and a blocking one (the actions, which
+    reuse the commands' functions): the project's own, Redis Cluster aware."""
+    return (
+        connection.async_client(url, socket_timeout=30),
+        connection.client(url, socket_timeout=30),
+    )
+
+
+def _shards(keys: FrontierKeys) -> list[Any]:
+    """The crawl's shards (each with ``dead``, ``waiting``, ...); the crawl itself when its
+    keys have no shards."""
+    all_shards = getattr(keys, "all_shards", None)
+    return list(all_shards()) if all_shards is not None else [keys]
+
+
+def _dead_cursor(raw: str, shards: int) -> tuple[int, int]:
+    """``shard:cursor`` of a dead-letter page (anything else: the first page)."""
+    shard, _, cursor = raw.partition(":")
+    try:
+        position = int(shard), int(cursor)
+    except ValueError:
+        return 0, 0
+    return position if 0 <= position[0] < shards and position[1] >= 0 else (0, 0)
 
 
 def _dead_record(raw: Any) -> dict[str, Any]:

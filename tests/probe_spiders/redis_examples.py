@@ -4,6 +4,7 @@ redis_key, and a RedisCrawlSpider restricted with ``-a domain=``."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from scrapy.linkextractors import LinkExtractor
@@ -58,3 +59,15 @@ class MyCrawler(RedisCrawlSpider):
 
     def parse_page(self, response: Any) -> Any:
         return _page(response)
+
+
+class BadMetaCrawler(DmozLikeSpider):
+    """The CrawlSpider, except that its rule puts a datetime into the meta of one link."""
+
+    name = "example_badmeta"
+    rules = [Rule(LinkExtractor(), callback="parse_directory", follow=True, process_request="mark")]
+
+    def mark(self, request: Any, response: Any) -> Any:
+        if request.url.endswith("/c/toys/"):
+            request.meta["when"] = datetime.now(UTC)
+        return request

@@ -12,7 +12,7 @@
   const HISTORY = 600;
 
   const state = { status: null, store: {}, nodesPage: 0, sitesOrder: "busiest", sitesPage: 0,
-    deadReason: "", deadSite: "", deadCursor: 0, deadNext: 0, rejectedPage: 0 };
+    deadReason: "", deadSite: "", deadCursor: "", deadNext: null, rejectedPage: 0 };
 
   // ------------------------------------------------------------------ formatting
   function num(v, digits) {
@@ -196,12 +196,12 @@
   function renderDeadCounts(d) {
     const reasons = Object.entries(d.by_reason).sort((a, b) => b[1] - a[1]).slice(0, 20);
     fill($("dead-reasons"), reasons, (tr, [reason, n]) => {
-      filterLink(tr, reason, () => { state.deadReason = reason; state.deadSite = ""; loadDead(0); });
+      filterLink(tr, reason, () => { state.deadReason = reason; state.deadSite = ""; loadDead(""); });
       td(tr, num(n), "num");
     });
     const sites = Object.entries(d.by_site).sort((a, b) => b[1] - a[1]);
     fill($("dead-sites"), sites, (tr, [site, n]) => {
-      filterLink(tr, site, () => { state.deadSite = site; state.deadReason = ""; loadDead(0); });
+      filterLink(tr, site, () => { state.deadSite = site; state.deadReason = ""; loadDead(""); });
       td(tr, num(n), "num");
     });
   }
@@ -219,21 +219,21 @@
   }
   async function loadDead(cursor) {
     state.deadCursor = cursor;
-    const q = new URLSearchParams({ cursor: String(cursor), limit: "20" });
+    const q = new URLSearchParams({ cursor: cursor || "", limit: "20" });
     if (state.deadReason) q.set("reason", state.deadReason);
     if (state.deadSite) q.set("site", state.deadSite);
     const data = await getJSON("/api/deadletters?" + q);
     state.deadNext = data.cursor;
     setText("dead-filter", state.deadReason ? `reason ${state.deadReason}` : state.deadSite ? `site ${state.deadSite}` : "");
     $("requeue-reason").hidden = !(WRITABLE && state.deadReason);
-    $("dead-more").disabled = data.cursor === 0;
+    $("dead-more").disabled = data.cursor === null;
     fill($("dead-body"), data.rows, (tr, r) => {
       td(tr, r.id);
       td(tr, r.reason);
       td(tr, r.site);
       td(tr, r.url, "url");
       td(tr, r.attempts, "num");
-      td(tr, r.error ?? r.message ?? "", "url");
+      td(tr, [r.status ? "HTTP " + r.status : "", r.node || ""].filter(Boolean).join(" · "));
       const cell = td(tr, "");
       if (WRITABLE) {
         const b = document.createElement("button");
@@ -288,7 +288,7 @@
     let data = {};
     try { data = await res.json(); } catch (e) { data = { error: `HTTP ${res.status}` }; }
     if (res.ok) {
-      msg.className = "ok";
+      msg.className = data.refused && data.refused.length ? "refused" : "ok";
       msg.textContent = "done: " + url.replace("/api/", "") + (data.requeued !== undefined ? `, ${data.requeued} re-queued` : "") +
         (data.queued !== undefined ? `, ${data.queued} queued, ${data.refused.length} refused` : "");
       if (data.refused && data.refused.length) msg.textContent += " (" + data.refused.map((r) => `${r.seed}: ${r.reason}`).join("; ") + ")";
@@ -310,8 +310,8 @@
     act("/api/seed", { urls });
   });
   $("requeue-reason").addEventListener("click", () => act("/api/deadletters/requeue", { reason: state.deadReason }));
-  $("dead-clear").addEventListener("click", () => { state.deadReason = ""; state.deadSite = ""; loadDead(0); });
-  $("dead-first").addEventListener("click", () => loadDead(0));
+  $("dead-clear").addEventListener("click", () => { state.deadReason = ""; state.deadSite = ""; loadDead(""); });
+  $("dead-first").addEventListener("click", () => loadDead(""));
   $("dead-more").addEventListener("click", () => loadDead(state.deadNext));
   $("nodes-prev").addEventListener("click", () => { state.nodesPage = Math.max(0, state.nodesPage - 1); if (state.status) renderNodes(); });
   $("nodes-next").addEventListener("click", () => { state.nodesPage += 1; if (state.status) renderNodes(); });

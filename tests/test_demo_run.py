@@ -1,0 +1,85 @@
+"""``distcrawl demo``: it never deletes a crawl it was not told to, and its summary tells stored,
+dead-lettered and lost products apart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pymongo
+import pytest
+import redis
+
+from distcrawl.cli import main
+from distcrawl.demo.checks import account_dead_letters
+from distcrawl.frontier.store import FrontierKeys
+from distcrawl.services import ensure_mongo, ensure_redis, stop_services
+
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+
+
+def test_demo_on_a_home_that_holds_a_crawl_refuses_and_deletes_nothing(tmp_path, capsys) -> None:
+    home = tmp_path / "home"
+    try:
+        r = redis.Redis.from_url(ensure_redis(home))
+        mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(ensure_mongo(home))
+        products = mongo.get_default_database("catalog")["products"]
+        products.insert_one({"_id": "http://shop.test/p/1", "url": "http://shop.test/p/1"})
+        r.sadd(KEYS.dupefilter, "fp1", "fp2")
+
+        assert main(["demo", "--products", "5", "--home", str(home)]) == 2
+        err = capsys.readouterr().err
+        assert f"{home} holds a crawl" in err
+        assert "1 products in catalog.products" in err and "seen URLs 2" in err
+        assert "--replace" in err
+        assert products.count_documents({}) == 1 and r.scard(KEYS.dupefilter) == 2
+        mongo.close()
+        r.close()
+    finally:
+        stop_services(home)
+
+
+def test_missing_products_are_told_apart_dead_lettered_behind_a_dead_letter_or_lost() -> None:
+    expected = {f"http://s.test/p/{i}" for i in range(5)}
+    dead = [json.dumps({"url": "http://s.test/p/1?ref=x", "reason": "http_503"})]
+    missing = {"http://s.test/p/1", "http://s.test/p/2"}
+    out = account_dead_letters(missing, dead, expected)
+    assert out == {
+        "dead_letters": 1,
+        "dead_letter_reasons": {"http_503": 1},
+        "dead_lettered": 1,
+        "behind_dead_letters": 0,
+        "lost": 1,  # p/2: no dead letter explains it
+    }
+    dead.append(json.dumps({"url": "http://s.test/list/2", "reason": "http_503"}))
+    out = account_dead_letters(missing, dead, expected)
+    assert (out["dead_lettered"], out["behind_dead_letters"], out["lost"]) == (1, 1, 0)
+
+
+@pytest.mark.slow
+def test_demo_with_random_errors_exits_0_and_reports_its_dead_letters_as_such(tmp_path) -> None:
+    # one retry only, so that a 30 % error rate surely dead-letters some products
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "distcrawl.cli", "demo", "--products", "100",
+            "--error-rate", "0.3", "--json", "--home", str(tmp_path / "home"),
+            "-s", "RETRY_TIMES=1", "-s", "RETRY_BACKOFF_BASE=0.2",
+        ],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MONGO_URI")},
+        timeout=600,
+    )  # fmt: skip
+    try:
+        summary = json.loads(done.stdout)
+        assert done.returncode == 0, (summary, done.stderr[-2000:])
+        assert summary["dead_letters"] > 0
+        assert set(summary["dead_letter_reasons"]) == {"http_503"}
+        assert summary["lost"] == 0 and summary["duplicates"] == 0
+        assert summary["missing"] == summary["dead_lettered"] + summary["behind_dead_letters"]
+        assert summary["stored"] + summary["missing"] == summary["expected"] == 100
+    finally:
+        stop_services(tmp_path / "home")

@@ -1,0 +1,163 @@
+"""Redis comes back with older state (a crash with ``appendfsync everysec``, a failover to a
+lagging replica): rids stay unique, nodes notice, forget what they pushed, and nothing is lost.
+
+The older state is made the way it happens: a copy of every key taken mid-crawl (DUMP), and
+later the server killed and restarted from a data directory holding only that copy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+from crawl_nodes import Node, stop_all, stored_urls, wait_for
+
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.services import RedisServer
+
+Snapshot = list[tuple[bytes, int, bytes]]
+
+
+def snapshot(r: redis.Redis) -> Snapshot:
+    """Every key with its TTL and DUMP, read in one MULTI/EXEC (one consistent moment)."""
+    keys = r.keys("*")
+    pipe = r.pipeline(transaction=True)
+    for key in keys:
+        pipe.pttl(key)
+        pipe.dump(key)
+    got = pipe.execute()
+    return [
+        (key, max(0, int(got[2 * i])), got[2 * i + 1])
+        for i, key in enumerate(keys)
+        if got[2 * i + 1] is not None
+    ]
+
+
+def restart_from(server: RedisServer, snap: Snapshot, scratch: Path) -> None:
+    """Kill ``server`` and start it again on its port from a data directory holding ``snap``
+    only (written by a scratch server, so no node sees the server before the data is back)."""
+    scratch_server = RedisServer(data_dir=scratch / "data", log_path=scratch / "redis.log")
+    scratch_server.start()
+    try:
+        c = scratch_server.client()
+        for key, ttl, value in snap:
+            c.restore(key, ttl, value, replace=True)
+        c.close()
+    finally:
+        scratch_server.stop()  # a clean stop: its append-only file holds the snapshot
+    server.kill()
+    shutil.rmtree(server.data_dir)
+    shutil.copytree(scratch / "data", server.data_dir)
+    server.start()
+
+
+def child(url: str) -> tuple:
+    return (url, 100, False, 0, "", json.dumps({"url": url}))
+
+
+def test_a_node_sees_its_last_write_gone_and_rids_stay_unique(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    if not redis_server.running:
+        redis_server.start()
+    r = redis_server.client()
+    r.flushall()
+    store = FrontierStore(r, FrontierKeys("w", "w:start_urls"))
+    reply = store.sync("n1", children=[child("a")], mark=("", "t1:1"), tag="t1")
+    assert reply[0] == 1
+    snap = snapshot(r)
+    reply = store.sync("n1", children=[child("b"), child("c")], mark=("t1:1", "t1:2"), tag="t1")
+    assert reply[0] == 2
+    before = {k.decode() for k in r.hkeys("{w}:req")}
+    r.close()
+    restart_from(redis_server, snap, tmp_path)
+    r = redis_server.client()
+    store = FrontierStore(r, FrontierKeys("w", "w:start_urls"))
+    kept = {k.decode() for k in r.hkeys("{w}:req")}
+    assert len(kept) == 1  # b and c are gone with the lost write
+    lost = before - kept
+    # the node's next sync finds its last mark missing: nothing is done, it is told
+    reply = store.sync("n1", children=[child("d")], mark=("t1:2", "t1:3"), tag="t1")
+    assert reply == [b"rewound", b"t1:1"]
+    assert r.hlen("{w}:req") == 1
+    # with a new tag (and no mark expected) it goes on; its rids repeat no lost one
+    reply = store.sync("n1", children=[child("b"), child("c")], mark=("", "t2:1"), tag="t2")
+    assert reply[0] == 2
+    new = {k.decode() for k in r.hkeys("{w}:req")} - kept
+    assert len(new) == 2
+    assert not new & lost  # an old holder's ack of a lost rid cannot hit a new request
+    # P:seq went back: the new requests have the lost ones' seqs, told apart by the tag
+    assert {rid.split(".")[0] for rid in new} == {rid.split(".")[0] for rid in lost}
+    # a sync that already ran (its reply lost) may come again with the same marks
+    assert store.sync("n1", mark=("", "t2:2"), tag="t2")[0] == 0
+    assert store.sync("n1", mark=("t2:1", "t2:2"), tag="t2")[0] == 0
+    assert store.sync("n1", mark=("t2:2", "t2:3"), tag="t2")[0] == 0
+    r.close()
+
+
+def frontier_left(r: redis.Redis) -> dict[str, int]:
+    return {
+        "queued": r.zcard("{catalog}:queue"),
+        "delayed": r.zcard("{catalog}:delayed"),
+        "leased": sum(r.zcard(k) for k in r.keys("{catalog}:leases:*")),
+        "payloads": r.hlen("{catalog}:req"),
+        "site_active": sum(int(r.hget(k, "active") or 0) for k in r.keys("{catalog}:site:*")),
+    }
+
+
+@pytest.mark.slow
+def test_redis_restarted_from_older_data_mid_crawl_loses_nothing(
+    redis_server: RedisServer, mongo_uri: str, shop_factory, tmp_path: Path
+) -> None:
+    if not redis_server.running:
+        redis_server.start()
+    r = redis_server.client()
+    r.flushall()
+    shop = shop_factory(products=200, latency_ms=100)
+    settings = {
+        "DISTCRAWL_HEARTBEAT_TIMEOUT": "30",
+        "DISTCRAWL_SITE_CONCURRENCY": "2",
+        "CONCURRENT_REQUESTS": "4",
+    }
+    nodes = [
+        Node(
+            redis_url=redis_server.url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id=name,
+            settings=settings,
+        )
+        for name in ("w1", "w2")
+    ]
+    try:
+        r.lpush("catalog:start_urls", shop.url)
+        # early, while listings are still being found (they go before product pages)
+        assert wait_for(lambda: len(shop.request_log()) >= 4, 120), nodes[0].log()[-2000:]
+        snap = snapshot(r)
+        at_snapshot = len(shop.request_log())
+        # the crawl goes on: listings acked, product links pushed and remembered, products
+        # not fetched yet; all of that is lost with the rewind
+        assert wait_for(lambda: len(shop.request_log()) >= at_snapshot + 40, 120)
+        r.close()
+        restart_from(redis_server, snap, tmp_path / "scratch")
+        r = redis_server.client()
+        assert [n.wait() for n in nodes] == [0, 0]
+    finally:
+        stop_all(nodes)
+    urls = stored_urls(mongo_uri)
+    assert Counter(urls).most_common(1)[0][1] == 1
+    assert set(urls) == shop.expected_product_urls()
+    assert frontier_left(r) == {
+        "queued": 0,
+        "delayed": 0,
+        "leased": 0,
+        "payloads": 0,
+        "site_active": 0,
+    }
+    r.close()
+    logs = "".join(n.log() for n in nodes)
+    assert "Redis lost this node's last writes" in logs
