@@ -403,20 +403,6 @@ def _fill(client: redis.Redis, sites: int) -> None:
         store.heartbeat(node, json.dumps({"pid": 1, "host": "h", "stats": {}}))
 
 
-def _status_read_scans_the_keyspace() -> bool:
-    """The status reader of before the cluster's bounded read (issue 15) SCANs every key."""
-    import inspect
-
-    from distcrawl import cluster
-
-    return '("scan",' in inspect.getsource(cluster)
-
-
-@pytest.mark.xfail(
-    _status_read_scans_the_keyspace(),
-    reason="distcrawl.cluster still SCANs the keyspace: the bounded status read is on its way",
-    strict=True,
-)
 def test_a_refresh_costs_a_bounded_number_of_redis_commands(redis_url: str) -> None:
     """With 10, 1,000 and 10,000 sites: a refresh of the dashboard (the status read) costs the
     same past the top sites, the pages and /metrics cost nothing, a page of a list a page."""

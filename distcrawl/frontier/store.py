@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 from redis.exceptions import NoScriptError
 
 from distcrawl.frontier.batch import (
+    DEFAULT_SITE_RECOVERY,
     Child,
     DeadLetter,
     Feedback,
@@ -59,6 +60,7 @@ from distcrawl.frontier.keys import FrontierKeys, ShardKeys
 from distcrawl.frontier.views import ShardViews
 
 __all__ = [
+    "DEFAULT_SITE_RECOVERY",
     "Child",
     "DeadLetter",
     "Dupefilter",
@@ -133,7 +135,7 @@ def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
     if not fields.get("factor"):
         return 1.0
     factor = float(fields["factor"])
-    recover_ms = float(fields.get("recover_ms") or 120_000)
+    recover_ms = float(fields.get("recover_ms") or DEFAULT_SITE_RECOVERY * 1000)
     since = float(fields.get("fts") or fields.get("cut_at") or now_ms)
     if recover_ms > 0:
         factor += (now_ms - since) / recover_ms
