@@ -129,6 +129,10 @@ def _shard_status(shard: ShardKeys) -> str:
     return f"{shard.prefix}:status"
 
 
+def _shard_cuts(shard: ShardKeys) -> str:
+    return f"{shard.prefix}:cuts"
+
+
 _LEASES_FIELD = "leases:"
 
 
@@ -153,7 +157,7 @@ def _plan(
         ("llen", (keys.rejected,)),
         ("get", (keys.paused,)),
     ]
-    per_shard = 9 + len(bands)
+    per_shard = 10 + len(bands)
     for shard in shards:
         first += [
             ("zcard", (shard.queue,)),
@@ -165,6 +169,7 @@ def _plan(
             ("zcard", (shard.waiting,)),
             ("zrange", (shard.waiting, 0, _TOP_SITES - 1)),
             ("hgetall", (_shard_status(shard),)),
+            ("zrevrange", (_shard_cuts(shard), 0, _TOP_SITES - 1, True)),  # withscores
         ]
         first += [("zcount", (shard.queue, *score_range(lo, hi))) for _, lo, hi in bands]
     replies = yield first
@@ -176,6 +181,7 @@ def _plan(
     waiting_total = 0
     by_kind = {kind: 0 for kind, _, _ in bands}
     candidates: list[tuple[ShardKeys, str]] = []
+    cuts: list[tuple[float, ShardKeys, str]] = []
     held: dict[str, int] = {}
     for i, shard in enumerate(shards):
         at = 5 + i * per_shard
@@ -194,7 +200,8 @@ def _plan(
             if name.startswith(_LEASES_FIELD):
                 node = name[len(_LEASES_FIELD) :]
                 held[node] = held.get(node, 0) + max(0, int(value))
-        for (kind, _, _), n in zip(bands, r[9:], strict=True):
+        cuts += [(float(ms), shard, _text(site)) for site, ms in r[9]]
+        for (kind, _, _), n in zip(bands, r[10:], strict=True):
             by_kind[kind] += int(n)
 
     names = list(dict.fromkeys([*zset_nodes, *gone, *held]))
@@ -224,10 +231,15 @@ def _plan(
     found = [(n, shard, site) for (shard, site), n in zip(candidates, rooms, strict=True) if n]
     top = sorted(found, key=lambda t: -t[0])[:_TOP_SITES]
 
+    # the latest cuts too (a cut site may wait for nothing): up to the top sites' number
+    shown = {site for _, _, site in top}
+    cut_sites = [(shard, site) for _, shard, site in sorted(cuts, key=lambda t: -t[0])]
+    cut_sites = [(sh, site) for sh, site in cut_sites if site not in shown][:_TOP_SITES]
     batch = []
     for _, shard, site in top:
         batch.append(("hgetall", (shard.site(site),)))
         batch += [("zcount", (shard.wait(site), *score_range(lo, hi))) for _, lo, hi in bands]
+    batch += [("hgetall", (shard.site(site),)) for shard, site in cut_sites]
     replies = (yield batch) if batch else []
     site_budgets: dict[str, dict[str, str]] = {}
     waiting: dict[str, int] = {}
@@ -239,6 +251,9 @@ def _plan(
         # page kinds of the waiting rooms: the top sites' only (the total is exact)
         for (kind, _, _), n in zip(bands, replies[at + 1 : at + 1 + len(bands)], strict=True):
             by_kind[kind] += int(n)
+    after = len(top) * (1 + len(bands))
+    for (_, site), fields in zip(cut_sites, replies[after:], strict=True):
+        site_budgets[site] = {_text(k): _text(v) for k, v in (fields or {}).items()}
 
     dead_letters = {"total": dead, "by_reason": {}, "by_site": {}, "counted": 0}
     if dead and dead_sample > 0:

@@ -72,6 +72,9 @@ Shard slot (per shard)
                            out of budget; they wait here, in priority order, without blocking
                            other sites and without being polled
   Q:waiting          ZSET  site -> ms when the site may admit its next waiting request
+  Q:cuts             ZSET  site -> ms of its last adaptive cut, while the cut lasts (status
+                           reads the latest cuts without a SCAN; a cut that wore off leaves
+                           when a call next looks at the site)
   Q:status           HASH  [status registry] `waiting`: requests in the shard's waiting rooms;
                            `leases:<node>`: requests the node holds in this shard. The status
                            reads one hash per shard instead of a key per node or per site
@@ -272,6 +275,7 @@ local function site_factor(site, factor, fts, recover_ms, cut_at, now)
   if rec > 0 then recovered = f + since_ms / rec end
   if recovered < 1 then return recovered end
   redis.call('HDEL', P .. ':site:' .. site, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+  redis.call('ZREM', P .. ':cuts', site) -- [status registry]
   local since = now - (tonumber(cut_at) or now)
   site_events[#site_events + 1] = {site, 'recovered', factor, '1', tostring(since)}
   return 1
@@ -325,12 +329,14 @@ local function feedback(site, ok, throttled, slow, now, def_rate, adaptive_rate,
       local new = tostring(math.max(0.05, factor * cut))
       redis.call('HSET', k, 'factor', new, 'fts', now, 'cut_at', now, 'recover_ms', recover_ms,
         'base_rate', tostring(rate))
+      redis.call('ZADD', P .. ':cuts', now, site) -- [status registry]
       site_events[#site_events + 1] = {site, 'cut', tostring(factor), new, why}
     end
   elseif ok > 0 and factor < 1 then
     local new = factor + 0.01 * ok
     if new >= 1 then
       redis.call('HDEL', k, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+      redis.call('ZREM', P .. ':cuts', site) -- [status registry]
       site_events[#site_events + 1] = {site, 'recovered', tostring(factor), '1',
         tostring(now - cut_at)}
     else
