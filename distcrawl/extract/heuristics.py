@@ -64,7 +64,14 @@ _PRICE_NEAR = re.compile(
     r"|RUB|INR|CNY|TWD|NT\$|zł|kr|Kč|lei|\u0440\u0443\u0431|\u5143)\b)|\b(?:EUR|USD|GBP|CHF|CAD|AUD)\s*\d"
 )
 _BARE_AMOUNT = re.compile(r"\d{1,3}(?:[.,\s]?\d{3})*(?:[.,]\d{1,2})?")
-_NOT_A_PRICE = re.compile(r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter")
+_NOT_A_PRICE = re.compile(
+    r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter|delivery|livraison"
+    r"|versand|envio|envío|spedizione|verzending|dostawa|doprava|dostava"
+)
+#: a class word of a tax figure or a price without tax ("price-tax", "excl-tax", "netto")
+_TAX_WORD = re.compile(r"tax|netto|ex[-_]?vat")
+#: ... unless it is the price with tax ("price-including-tax", "incl-tax", "inkl-mwst")
+_WITH_TAX = re.compile(r"incl|inkl|with[-_]?tax")
 _ADD_TO_CART = re.compile(
     r"add[\s_-]?to[\s_-]?(?:cart|basket|bag|trolley)|buy[\s_-]?now|in den warenkorb|warenkorb"
     r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen|do koszyka"
@@ -364,6 +371,8 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
             continue
         if _NOT_A_PRICE.search(classes) or el.tag in ("del", "s", "strike"):
             continue
+        if _is_tax_class(classes):
+            continue
         if _xpath(".//*[contains(@class,'price') or @itemprop='price' or @data-price]")(el):
             continue  # a price box: its own price elements come next in document order
         amount, currency = _element_price(el, hint)
@@ -444,6 +453,15 @@ def _read_price_near(
             if old is not None and old > amount:
                 result.fields["list_price"] = old
         return
+
+
+def _is_tax_class(classes: str) -> bool:
+    """A class/id word naming a tax amount or the price before tax (OpenCart's "price-tax")."""
+    return any(
+        _TAX_WORD.search(word) and not _WITH_TAX.search(word)
+        for word in classes.split()
+        if "tax" in word or "net" in word or "vat" in word
+    )
 
 
 def _holder(text: Any) -> HtmlElement | None:

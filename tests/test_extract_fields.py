@@ -1,0 +1,42 @@
+"""Product fields read from visible markup: which price and code are the page's own."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from distcrawl.extract import analyze
+
+URL = "https://shop.example/p/lens-stick-on"
+
+
+def _product(body: str, url: str = URL) -> dict[str, object]:
+    analysis = analyze(url=url, body=f"<html><body>{body}</body></html>".encode())
+    assert analysis.kind == "product"
+    return dict(analysis.product or {})
+
+
+def test_a_price_before_tax_is_not_the_price() -> None:
+    product = _product(
+        "<h1>Reading lens</h1><button class='add-to-cart'>Add to cart</button>"
+        "<ul><li class='price-tax'>Ex tax: <span class='price-tax-live'>36.53€</span></li>"
+        "<li class='price'><span class='price-new'>40.00€</span></li></ul>"
+    )
+    assert product["price"] == Decimal("40.00")
+
+
+def test_a_price_with_tax_is_the_price() -> None:
+    product = _product(
+        "<h1>Reading lens</h1><button class='add-to-cart'>Add to cart</button>"
+        "<span class='price-including-tax'>40.00€</span>"
+    )
+    assert product["price"] == Decimal("40.00")
+
+
+def test_a_delivery_price_is_not_the_price() -> None:
+    product = _product(
+        "<h1>Watch</h1><button class='add-to-cart'>Add to cart</button>"
+        "<table><tr class='product__livraison--item'>"
+        "<td class='product__livraison--price'>2,99 €</td></tr></table>"
+        "<p class='product-price'>259,00 €</p>"
+    )
+    assert product["price"] == Decimal("259.00")
