@@ -40,3 +40,14 @@ def test_a_delivery_price_is_not_the_price() -> None:
         "<p class='product-price'>259,00 €</p>"
     )
     assert product["price"] == Decimal("259.00")
+
+
+def test_the_product_reference_element_gives_the_sku() -> None:
+    product = _product(
+        "<h1>Flat boots</h1><span class='main-price'>69.95 EUR</span>"
+        "<button class='add-to-cart'>Add</button>"
+        "<p class='product-color'>Black - <span data-qa-qualifier='product-reference'>"
+        "1002/710</span></p>",
+        url="https://shop.example/be/en/flat-boots-p11002710.html",
+    )
+    assert product["sku"] == "1002/710"

@@ -545,7 +545,8 @@ def _read_identifiers(
     el = _first(
         root,
         "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
-        " or contains(.,'-code') or contains(.,'item-number')])/parent::*",
+        " or contains(.,'-code') or contains(.,'item-number') or contains(.,'product-ref')]"
+        " | //@*[.='product-reference' or .='product-ref'])/parent::*",
         cards,
     )
     if el is not None and (sku := _code(_SKU_LABEL.sub("", _value(el)))):
