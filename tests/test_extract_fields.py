@@ -51,3 +51,13 @@ def test_the_product_reference_element_gives_the_sku() -> None:
         url="https://shop.example/be/en/flat-boots-p11002710.html",
     )
     assert product["sku"] == "1002/710"
+
+
+def test_a_postal_code_is_not_the_sku() -> None:
+    product = _product(
+        "<h1>Remote control</h1><span class='price'>12,00 €</span>"
+        "<button class='add-to-cart'>Add</button>"
+        "<p>Seller in <span class='postal-code'>6805</span> Feldkirch</p>"
+        "<p>Item code: <span class='product-code'>RC-77</span></p>"
+    )
+    assert product["sku"] == "RC-77"

@@ -89,6 +89,11 @@ _SKU_LABEL = re.compile(
     r"|code|ref(?:erence)?|model|mpn)\s*[:#.]?\s*",
     re.IGNORECASE,
 )
+#: "-code" classes that are not the product's: postal, zip, promo, coupon, voucher, country
+_NOT_A_PRODUCT_CODE = re.compile(
+    r"postal|post-code|postcode|zip|promo|coupon|voucher|discount|gift|country|area-code|phone"
+    r"|currency|lang|qr-?code|captcha|security|verification|color-code|colour-code"
+)
 #: a long number ending the last path segment (``/itm/302474151804``, ``…-p400105394.html``)
 _URL_ID = re.compile(r"(?<!\d)(\d{5,14})(?:\.html?|\.aspx|\.php)?/?$")
 _SKU_IN_TEXT = re.compile(r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})")
@@ -542,12 +547,19 @@ def _read_identifiers(
     root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
 ) -> None:
     fields = result.fields
-    el = _first(
-        root,
-        "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
-        " or contains(.,'-code') or contains(.,'item-number') or contains(.,'product-ref')]"
-        " | //@*[.='product-reference' or .='product-ref'])/parent::*",
-        cards,
+    el = next(
+        (
+            el
+            for el in _xpath(
+                "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
+                " or contains(.,'-code') or contains(.,'item-number') or contains(.,'product-ref')]"
+                " | //@*[.='product-reference' or .='product-ref'])/parent::*"
+            )(root)
+            # a postal or discount code is not the product's
+            if not _NOT_A_PRODUCT_CODE.search((el.get("class") or "").lower())
+            and not _is_chrome(el, cards)
+        ),
+        None,
     )
     if el is not None and (sku := _code(_SKU_LABEL.sub("", _value(el)))):
         fields["sku"] = sku
