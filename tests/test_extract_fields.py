@@ -61,3 +61,14 @@ def test_a_postal_code_is_not_the_sku() -> None:
         "<p>Item code: <span class='product-code'>RC-77</span></p>"
     )
     assert product["sku"] == "RC-77"
+
+
+def test_the_products_own_block_with_outside_links_is_not_a_card() -> None:
+    product = _product(
+        "<div class='left-product'><h1>iMac Pro 27</h1><img src='/i.jpg'></div>"
+        "<div class='right-product'><div class='notax'>"
+        "<span class='price'>4386,00 €</span></div>"
+        "<a href='https://maker.example/'>Maker</a>"
+        "<a href='https://maker.example/imac-pro/specs/'>Product site</a></div>"
+    )
+    assert product["price"] == Decimal("4386.00")
