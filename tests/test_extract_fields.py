@@ -72,3 +72,15 @@ def test_the_products_own_block_with_outside_links_is_not_a_card() -> None:
         "<a href='https://maker.example/imac-pro/specs/'>Product site</a></div>"
     )
     assert product["price"] == Decimal("4386.00")
+
+
+def test_the_only_h1_inside_a_page_wide_header_is_the_name_and_its_code_the_sku() -> None:
+    product = _product(
+        "<header class='top'><nav><a href='/phones/'>Phones</a></nav>"
+        "<h1><span>Samsung Galaxy A01 (red)</span> <span class='element-article'>"
+        "Код: 01245</span></h1></header>"
+        "<div class='product-main'><div class='price'>44 890 KZT</div>"
+        "<button class='add-to-cart'>Add to cart</button></div>"
+    )
+    assert str(product["name"]).startswith("Samsung Galaxy A01 (red)")
+    assert product["sku"] == "01245"

@@ -297,6 +297,9 @@ def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | N
             )
     if headings:
         return headings[0]
+    only = [el for el in root.iter("h1") if _text(el)]
+    if len(only) == 1 and not _xpath(".//img | .//a")(only[0]):
+        return only[0]  # the page's one titled h1, though a header block wraps it
     return _first(
         root,
         "//@class[contains(.,'name') or contains(.,'title')]"
@@ -317,7 +320,14 @@ def _pairs(
         text = result.page_text
         if text and not any(word in text for name in fields for word in _LABEL_WORDS[name]):
             return []
-        result.pairs = [p for p in label_pairs(root) if not _is_chrome(p.element, cards)]
+        # a code printed in the page's title ("<h1>… Код: 01245</h1>") is the page's own,
+        # even where a page-wide header block wraps that title
+        result.pairs = [
+            p
+            for p in label_pairs(root)
+            if not _is_chrome(p.element, cards)
+            or any(a.tag == "h1" for a in p.element.iterancestors())
+        ]
     return result.pairs
 
 
