@@ -84,3 +84,22 @@ def test_the_only_h1_inside_a_page_wide_header_is_the_name_and_its_code_the_sku(
     )
     assert str(product["name"]).startswith("Samsung Galaxy A01 (red)")
     assert product["sku"] == "01245"
+
+
+def test_a_structured_sku_of_several_words_is_a_model_name_not_a_code() -> None:
+    ld = (
+        '<script type="application/ld+json">{"@context": "https://schema.org",'
+        ' "@type": "Product", "name": "Dell OptiPlex 9010", "sku": "OPTIPLEX 9010 TOWER",'
+        ' "offers": {"@type": "Offer", "price": "899", "priceCurrency": "ILS"}}</script>'
+    )
+    product = _product(f"{ld}<h1>Dell OptiPlex 9010</h1>", url="https://shop.example/Prod/144432/")
+    assert product["sku"] == "144432"
+
+
+def test_a_structured_sku_of_two_words_is_kept() -> None:
+    ld = (
+        '<script type="application/ld+json">{"@context": "https://schema.org",'
+        ' "@type": "Product", "name": "Lamp", "sku": "AB 1234",'
+        ' "offers": {"@type": "Offer", "price": "19", "priceCurrency": "EUR"}}</script>'
+    )
+    assert _product(f"{ld}<h1>Lamp</h1>")["sku"] == "AB 1234"
