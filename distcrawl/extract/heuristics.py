@@ -557,13 +557,18 @@ def _read_identifiers(
     root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
 ) -> None:
     fields = result.fields
+    # any attribute may say "product-reference" (data-qa-qualifier=…): walking every
+    # attribute of the page costs, so only where the source has the words at all
+    marked = " | //@*[.='product-reference' or .='product-ref']"
+    if result.page_text and "product-ref" not in result.page_text:
+        marked = ""
     el = next(
         (
             el
             for el in _xpath(
                 "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
                 " or contains(.,'-code') or contains(.,'item-number') or contains(.,'product-ref')]"
-                " | //@*[.='product-reference' or .='product-ref'])/parent::*"
+                f"{marked})/parent::*"
             )(root)
             # a postal or discount code is not the product's
             if not _NOT_A_PRODUCT_CODE.search((el.get("class") or "").lower())
