@@ -652,18 +652,64 @@ class _ShopHandler(BaseHTTPRequestHandler):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--products", type=int, default=DEFAULT_PRODUCTS, help="catalog size")
-    parser.add_argument("--variant", choices=VARIANTS, default="jsonld")
+    parser.add_argument(
+        "--variant", choices=VARIANTS, default="jsonld", help="page markup (default: jsonld)"
+    )
     parser.add_argument("--host", default=DEFAULT_HOST, help="a loopback address")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--page-size", type=int, default=DEFAULT_PAGE_SIZE)
-    parser.add_argument("--latency", type=float, default=0.0, metavar="MS")
-    parser.add_argument("--latency-jitter", type=float, default=0.0, metavar="MS")
-    parser.add_argument("--error-rate", type=float, default=0.0, metavar="FRACTION")
-    parser.add_argument("--error-status", type=int, default=DEFAULT_ERROR_STATUS)
-    parser.add_argument("--fail-products", type=int, default=0, metavar="COUNT")
-    parser.add_argument("--rate-limit-429", type=float, default=0.0, metavar="FRACTION")
-    parser.add_argument("--retry-after", type=int, default=DEFAULT_RETRY_AFTER, metavar="SECONDS")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help="random seed of the catalog (same seed, same shop)",
+    )
+    parser.add_argument(
+        "--page-size", type=int, default=DEFAULT_PAGE_SIZE, help="products per listing page"
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.0, metavar="MS", help="delay of every answer"
+    )
+    parser.add_argument(
+        "--latency-jitter",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="plus a random delay of up to MS",
+    )
+    parser.add_argument(
+        "--error-rate",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="share of requests answered with --error-status",
+    )
+    parser.add_argument(
+        "--error-status",
+        type=int,
+        default=DEFAULT_ERROR_STATUS,
+        help=f"HTTP status of the random errors (default: {DEFAULT_ERROR_STATUS})",
+    )
+    parser.add_argument(
+        "--fail-products",
+        type=int,
+        default=0,
+        metavar="COUNT",
+        help="products that always answer 500 (chosen from --seed)",
+    )
+    parser.add_argument(
+        "--rate-limit-429",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="share of requests answered 429 with Retry-After",
+    )
+    parser.add_argument(
+        "--retry-after",
+        type=int,
+        default=DEFAULT_RETRY_AFTER,
+        metavar="SECONDS",
+        help="the Retry-After of 429 and 503 answers",
+    )
     parser.add_argument("--hostile", action="store_true", help="add the hostile pages")
     parser.add_argument(
         "--no-tracking-params",

@@ -64,7 +64,14 @@ _PRICE_NEAR = re.compile(
     r"|RUB|INR|CNY|TWD|NT\$|zł|kr|Kč|lei|\u0440\u0443\u0431|\u5143)\b)|\b(?:EUR|USD|GBP|CHF|CAD|AUD)\s*\d"
 )
 _BARE_AMOUNT = re.compile(r"\d{1,3}(?:[.,\s]?\d{3})*(?:[.,]\d{1,2})?")
-_NOT_A_PRICE = re.compile(r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter")
+_NOT_A_PRICE = re.compile(
+    r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter|delivery|livraison"
+    r"|versand|envio|envío|spedizione|verzending|dostawa|doprava|dostava"
+)
+#: a class word of a tax figure or a price without tax ("price-tax", "excl-tax", "netto")
+_TAX_WORD = re.compile(r"tax|netto|ex[-_]?vat")
+#: ... unless it is the price with tax ("price-including-tax", "incl-tax", "inkl-mwst")
+_WITH_TAX = re.compile(r"incl|inkl|with[-_]?tax")
 _ADD_TO_CART = re.compile(
     r"add[\s_-]?to[\s_-]?(?:cart|basket|bag|trolley)|buy[\s_-]?now|in den warenkorb|warenkorb"
     r"|ajouter au panier|añadir al carrito|aggiungi al carrello|in winkelwagen|do koszyka"
@@ -81,6 +88,11 @@ _SKU_LABEL = re.compile(
     r"^\s*(?:sku|art(?:ikel)?[\s.-]*nr|item\s*(?:#|no\.?|number)|product\s*(?:code|no\.?)"
     r"|code|ref(?:erence)?|model|mpn)\s*[:#.]?\s*",
     re.IGNORECASE,
+)
+#: "-code" classes that are not the product's: postal, zip, promo, coupon, voucher, country
+_NOT_A_PRODUCT_CODE = re.compile(
+    r"postal|post-code|postcode|zip|promo|coupon|voucher|discount|gift|country|area-code|phone"
+    r"|currency|lang|qr-?code|captcha|security|verification|color-code|colour-code"
 )
 #: a long number ending the last path segment (``/itm/302474151804``, ``…-p400105394.html``)
 _URL_ID = re.compile(r"(?<!\d)(\d{5,14})(?:\.html?|\.aspx|\.php)?/?$")
@@ -285,6 +297,9 @@ def _main_heading(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | N
             )
     if headings:
         return headings[0]
+    only = [el for el in root.iter("h1") if _text(el)]
+    if len(only) == 1 and not _xpath(".//img | .//a")(only[0]):
+        return only[0]  # the page's one titled h1, though a header block wraps it
     return _first(
         root,
         "//@class[contains(.,'name') or contains(.,'title')]"
@@ -305,7 +320,14 @@ def _pairs(
         text = result.page_text
         if text and not any(word in text for name in fields for word in _LABEL_WORDS[name]):
             return []
-        result.pairs = [p for p in label_pairs(root) if not _is_chrome(p.element, cards)]
+        # a code printed in the page's title ("<h1>… Код: 01245</h1>") is the page's own,
+        # even where a page-wide header block wraps that title
+        result.pairs = [
+            p
+            for p in label_pairs(root)
+            if not _is_chrome(p.element, cards)
+            or any(a.tag == "h1" for a in p.element.iterancestors())
+        ]
     return result.pairs
 
 
@@ -363,6 +385,8 @@ def _read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicPro
             old = old if old is not None else el
             continue
         if _NOT_A_PRICE.search(classes) or el.tag in ("del", "s", "strike"):
+            continue
+        if _is_tax_class(classes):
             continue
         if _xpath(".//*[contains(@class,'price') or @itemprop='price' or @data-price]")(el):
             continue  # a price box: its own price elements come next in document order
@@ -446,6 +470,15 @@ def _read_price_near(
         return
 
 
+def _is_tax_class(classes: str) -> bool:
+    """A class/id word naming a tax amount or the price before tax (OpenCart's "price-tax")."""
+    return any(
+        _TAX_WORD.search(word) and not _WITH_TAX.search(word)
+        for word in classes.split()
+        if "tax" in word or "net" in word or "vat" in word
+    )
+
+
 def _holder(text: Any) -> HtmlElement | None:
     """The element a text node (an lxml smart string) is part of."""
     parent = text.getparent()
@@ -524,11 +557,24 @@ def _read_identifiers(
     root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
 ) -> None:
     fields = result.fields
-    el = _first(
-        root,
-        "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
-        " or contains(.,'-code') or contains(.,'item-number')])/parent::*",
-        cards,
+    # any attribute may say "product-reference" (data-qa-qualifier=…): walking every
+    # attribute of the page costs, so only where the source has the words at all
+    marked = " | //@*[.='product-reference' or .='product-ref']"
+    if result.page_text and "product-ref" not in result.page_text:
+        marked = ""
+    el = next(
+        (
+            el
+            for el in _xpath(
+                "(//@itemprop[.='sku'] | //@class[contains(.,'sku') or contains(.,'product-code')"
+                " or contains(.,'-code') or contains(.,'item-number') or contains(.,'product-ref')]"
+                f"{marked})/parent::*"
+            )(root)
+            # a postal or discount code is not the product's
+            if not _NOT_A_PRODUCT_CODE.search((el.get("class") or "").lower())
+            and not _is_chrome(el, cards)
+        ),
+        None,
     )
     if el is not None and (sku := _code(_SKU_LABEL.sub("", _value(el)))):
         fields["sku"] = sku

@@ -165,6 +165,23 @@ def _has_price(card: HtmlElement) -> bool:
     return bool(_PRICE_TEXT.search(card.text_content()[:2000]))
 
 
+def _repeated(card: HtmlElement, root: HtmlElement, memo: dict[str, bool]) -> bool:
+    """A list item or table row, or a block whose class another block of the page shares.
+
+    Listings repeat their cards; a page's own product block (``div.right-product`` holding
+    the price, a brand link and the maker's page) is one of a kind, whatever its class says:
+    a link that only its priced block makes a product link needs a block that repeats.
+    """
+    if card.tag in ("li", "tr"):
+        return True
+    classes = card.get("class")
+    if not classes:
+        return True  # an unclassed <article>: nothing to compare, as before
+    if classes not in memo:
+        memo[classes] = len(_xpath("//@class[.=$c]")(root, c=classes)) > 1
+    return memo[classes]
+
+
 def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]) -> LinkScan:
     """Sort the page's links into :data:`LINK_KINDS`, absolute and canonical, in page order."""
     scan = LinkScan()
@@ -177,6 +194,7 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
     other_pages: list[str] = []
     seen: dict[str, set[str]] = {k: set() for k in LINK_KINDS}
     card_price: dict[HtmlElement, bool] = {}
+    repeats: dict[str, bool] = {}
     # links share their ancestors (a nav, a list): each one's part of a context is built once
     contexts: dict[tuple[HtmlElement, int], str] = {}
 
@@ -231,7 +249,11 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
         card = None if in_nav else is_card_context(a)
         is_product = not in_nav and bool(_PRODUCT_PATH.search(split.path))
         if card is not None and not is_product:
-            is_product = has_price(card) and not _EXCLUDED_PATH.search(split.path)
+            is_product = (
+                has_price(card)
+                and not _EXCLUDED_PATH.search(split.path)
+                and _repeated(card, root, repeats)
+            )
         if not is_product and not in_nav and "product" in own and "categor" not in own:
             is_product = not _EXCLUDED_PATH.search(split.path)
         if is_product:

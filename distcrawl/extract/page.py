@@ -73,10 +73,10 @@ DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 #: currency signs and codes: a page whose source has none of them shows no price
-_CURRENCY_SIGNS = "$€£¥₹₽\u5143\u5186"
+_CURRENCY_SIGNS = "$€£¥₹₽₸₴₺₩₫₪\u5143\u5186"
 _PRICE_HINT = re.compile(
     r"\b(?:EUR|USD|GBP|CHF|CAD|AUD|JPY|SEK|NOK|DKK|PLN|CZK|TWD|CNY|RUB|INR|BRL|MXN|CLP"
-    r"|ARS|HUF|RON|TRY|KRW|NZD|SGD|HKD|ZAR|kr|z\u0142|K\u010d|lei|\u0440\u0443\u0431)\b"
+    r"|ARS|HUF|RON|TRY|KRW|NZD|SGD|HKD|ZAR|KZT|UAH|ILS|THB|IDR|MYR|PHP|PKR|AED|SAR|kr|z\u0142|K\u010d|lei|\u0440\u0443\u0431)\b"
 )
 _PLAIN_NUMBER = re.compile(r"\s*\d+(?:\.\d+)?\s*")
 #: NUL and other C0 controls make lxml refuse or truncate a document

@@ -271,6 +271,8 @@ def product_fields(node: dict[str, Any], base_url: str, depth: int = 0) -> dict[
     ):
         for key in keys:
             value = text_value(node.get(key))
+            if value and name == "sku" and len(value.split()) > 2:
+                continue  # "OPTIPLEX 9010 TOWER": a model's name, not a code
             if value:
                 fields[name] = value
                 break

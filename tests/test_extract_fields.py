@@ -1,0 +1,105 @@
+"""Product fields read from visible markup: which price and code are the page's own."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from distcrawl.extract import analyze
+
+URL = "https://shop.example/p/lens-stick-on"
+
+
+def _product(body: str, url: str = URL) -> dict[str, object]:
+    analysis = analyze(url=url, body=f"<html><body>{body}</body></html>".encode())
+    assert analysis.kind == "product"
+    return dict(analysis.product or {})
+
+
+def test_a_price_before_tax_is_not_the_price() -> None:
+    product = _product(
+        "<h1>Reading lens</h1><button class='add-to-cart'>Add to cart</button>"
+        "<ul><li class='price-tax'>Ex tax: <span class='price-tax-live'>36.53€</span></li>"
+        "<li class='price'><span class='price-new'>40.00€</span></li></ul>"
+    )
+    assert product["price"] == Decimal("40.00")
+
+
+def test_a_price_with_tax_is_the_price() -> None:
+    product = _product(
+        "<h1>Reading lens</h1><button class='add-to-cart'>Add to cart</button>"
+        "<span class='price-including-tax'>40.00€</span>"
+    )
+    assert product["price"] == Decimal("40.00")
+
+
+def test_a_delivery_price_is_not_the_price() -> None:
+    product = _product(
+        "<h1>Watch</h1><button class='add-to-cart'>Add to cart</button>"
+        "<table><tr class='product__livraison--item'>"
+        "<td class='product__livraison--price'>2,99 €</td></tr></table>"
+        "<p class='product-price'>259,00 €</p>"
+    )
+    assert product["price"] == Decimal("259.00")
+
+
+def test_the_product_reference_element_gives_the_sku() -> None:
+    product = _product(
+        "<h1>Flat boots</h1><span class='main-price'>69.95 EUR</span>"
+        "<button class='add-to-cart'>Add</button>"
+        "<p class='product-color'>Black - <span data-qa-qualifier='product-reference'>"
+        "1002/710</span></p>",
+        url="https://shop.example/be/en/flat-boots-p11002710.html",
+    )
+    assert product["sku"] == "1002/710"
+
+
+def test_a_postal_code_is_not_the_sku() -> None:
+    product = _product(
+        "<h1>Remote control</h1><span class='price'>12,00 €</span>"
+        "<button class='add-to-cart'>Add</button>"
+        "<p>Seller in <span class='postal-code'>6805</span> Feldkirch</p>"
+        "<p>Item code: <span class='product-code'>RC-77</span></p>"
+    )
+    assert product["sku"] == "RC-77"
+
+
+def test_the_products_own_block_with_outside_links_is_not_a_card() -> None:
+    product = _product(
+        "<div class='left-product'><h1>iMac Pro 27</h1><img src='/i.jpg'></div>"
+        "<div class='right-product'><div class='notax'>"
+        "<span class='price'>4386,00 €</span></div>"
+        "<a href='https://maker.example/'>Maker</a>"
+        "<a href='https://maker.example/imac-pro/specs/'>Product site</a></div>"
+    )
+    assert product["price"] == Decimal("4386.00")
+
+
+def test_the_only_h1_inside_a_page_wide_header_is_the_name_and_its_code_the_sku() -> None:
+    product = _product(
+        "<header class='top'><nav><a href='/phones/'>Phones</a></nav>"
+        "<h1><span>Samsung Galaxy A01 (red)</span> <span class='element-article'>"
+        "Код: 01245</span></h1></header>"
+        "<div class='product-main'><div class='price'>44 890 KZT</div>"
+        "<button class='add-to-cart'>Add to cart</button></div>"
+    )
+    assert str(product["name"]).startswith("Samsung Galaxy A01 (red)")
+    assert product["sku"] == "01245"
+
+
+def test_a_structured_sku_of_several_words_is_a_model_name_not_a_code() -> None:
+    ld = (
+        '<script type="application/ld+json">{"@context": "https://schema.org",'
+        ' "@type": "Product", "name": "Dell OptiPlex 9010", "sku": "OPTIPLEX 9010 TOWER",'
+        ' "offers": {"@type": "Offer", "price": "899", "priceCurrency": "ILS"}}</script>'
+    )
+    product = _product(f"{ld}<h1>Dell OptiPlex 9010</h1>", url="https://shop.example/Prod/144432/")
+    assert product["sku"] == "144432"
+
+
+def test_a_structured_sku_of_two_words_is_kept() -> None:
+    ld = (
+        '<script type="application/ld+json">{"@context": "https://schema.org",'
+        ' "@type": "Product", "name": "Lamp", "sku": "AB 1234",'
+        ' "offers": {"@type": "Offer", "price": "19", "priceCurrency": "EUR"}}</script>'
+    )
+    assert _product(f"{ld}<h1>Lamp</h1>")["sku"] == "AB 1234"
