@@ -37,7 +37,7 @@ def r(redis_url: str):
     client.close()
 
 
-def queue(r: redis.Redis, *priorities: int, key: str = KEYS.queue) -> None:
+def queue(r: redis.Redis, *priorities: int, key: str = KEYS.shard(0).queue) -> None:
     """Queue entries exactly as frontier.lua scores them: -priority * 1e10 + seq."""
     for prio in priorities:
         seq = r.incr(f"{KEYS.prefix}:seq")
@@ -152,8 +152,8 @@ def test_dead_letters_by_reason_and_by_site(r) -> None:
     for i, (reason, url) in enumerate(
         [("http_503", "http://a.test/1"), ("http_503", "http://b.test/2"), ("x", "http://a.test/3")]
     ):
-        r.hset(KEYS.dead, f"id{i}", json.dumps({"url": url, "reason": reason, "request": "{}"}))
-    r.hset(KEYS.dead, "junk", b"\xff not json")
+        r.hset(KEYS.shard(0).dead, f"id{i}", json.dumps({"url": url, "reason": reason, "request": "{}"}))
+    r.hset(KEYS.shard(0).dead, "junk", b"\xff not json")
     dead = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)["dead_letters"]
     assert dead["total"] == 4
     assert dead["by_reason"] == {"http_503": 2, "x": 1, "unknown": 1}
@@ -251,7 +251,7 @@ def test_an_empty_crawl_is_drained_and_paused_shows(r) -> None:
 def test_the_async_reader_sees_what_the_blocking_one_sees(r, redis_url) -> None:
     queue(r, 1000, 300, 100)
     beat(r, "a", {"item_scraped_count": 1})
-    r.hset(KEYS.dead, "d", json.dumps({"url": "http://a.test/", "reason": "http_500"}))
+    r.hset(KEYS.shard(0).dead, "d", json.dumps({"url": "http://a.test/", "reason": "http_500"}))
 
     async def read() -> dict:
         client = aioredis.from_url(redis_url)
@@ -271,7 +271,7 @@ def test_the_async_reader_sees_what_the_blocking_one_sees(r, redis_url) -> None:
 def test_reading_a_large_queue_is_a_few_round_trips(r) -> None:
     pipe = r.pipeline(transaction=False)
     for seq in range(1, 20_001):
-        pipe.zadd(KEYS.queue, {str(seq): -100 * SCORE_SCALE + seq})
+        pipe.zadd(KEYS.shard(0).queue, {str(seq): -100 * SCORE_SCALE + seq})
     pipe.execute()
     before = int(r.info("stats")["total_commands_processed"])
     snap = read_snapshot(r, KEYS)

@@ -206,7 +206,7 @@ def dead_letter(r: redis.Redis, dead_id: str, url: str, reason: str, priority: i
         "last_attempt": time.time(),
         "status": 503,
     }
-    r.hset(KEYS.dead, dead_id, json.dumps(record))
+    r.hset(KEYS.shard(0).dead, dead_id, json.dumps(record))
 
 
 @pytest.fixture
@@ -238,22 +238,22 @@ def test_deadletters_requeue_filtered_moves_them_back_to_the_queue(cli, letters)
         "deadletters", "catalog", "requeue", "--reason", "http_503", "--site", "a.test"
     )
     assert (code, out.strip()) == (0, "re-queued 1 of 1 matching dead letters")
-    assert sorted(letters.hkeys(KEYS.dead)) == [b"a2", b"b1"]
-    [(rid, score)] = letters.zrange(KEYS.queue, 0, -1, withscores=True)
-    assert codec.decode(letters.hget(KEYS.requests, rid)).url == "http://a.test/p/1"
+    assert sorted(letters.hkeys(KEYS.shard(0).dead)) == [b"a2", b"b1"]
+    [(rid, score)] = letters.zrange(KEYS.shard(0).queue, 0, -1, withscores=True)
+    assert codec.decode(letters.hget(KEYS.shard(0).requests, rid)).url == "http://a.test/p/1"
     assert -score // 1e10 + 1 == 100  # its priority came back with it
     assert (
         cli("deadletters", "catalog", "requeue")[1].strip()
         == "re-queued 2 of 2 matching dead letters"
     )
-    assert letters.hlen(KEYS.dead) == 0 and letters.zcard(KEYS.queue) == 3
+    assert letters.hlen(KEYS.shard(0).dead) == 0 and letters.zcard(KEYS.shard(0).queue) == 3
 
 
 def test_deadletters_purge_needs_confirmation(cli, letters) -> None:
     assert cli("deadletters", "catalog", "purge")[0] == 2
     code, out, _ = cli("deadletters", "catalog", "purge", "--reason", "http_503", "--yes-really")
     assert (code, out.strip()) == (0, "purged 2 of 2 matching dead letters")
-    assert letters.hkeys(KEYS.dead) == [b"a2"]
+    assert letters.hkeys(KEYS.shard(0).dead) == [b"a2"]
 
 
 # --------------------------------------------------------------------------- a real crawl
@@ -452,8 +452,8 @@ def test_a_spider_name_with_no_keys_is_a_warning(cli, r) -> None:
 
 
 def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
-    r.zadd(KEYS.queue, {"9": -1.0})
-    r.sadd(KEYS.dupefilter, "a", "b")
+    r.zadd(KEYS.shard(0).queue, {"9": -1.0})
+    r.sadd(KEYS.shard(0).dupefilter, "a", "b")
     r.lpush(KEYS.start_urls, "https://s.test/")
     code, _, err = cli("control", "catalog", "reset")
     assert code == 2
@@ -461,7 +461,7 @@ def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
     assert "Nothing was deleted" in err and "--yes-really" in err
     code, out, _ = cli("control", "catalog", "reset", "--json")
     assert code == 2 and json.loads(out)["would_delete"]["seen"] == 2
-    assert r.zcard(KEYS.queue) == 1 and r.scard(KEYS.dupefilter) == 2
+    assert r.zcard(KEYS.shard(0).queue) == 1 and r.scard(KEYS.shard(0).dupefilter) == 2
 
 
 def test_deadletters_refused_lists_the_refused_entries_newest_first(cli, r) -> None:

@@ -223,7 +223,9 @@ def reset_plan(
     return {
         "would_delete": _counts(client, keys),
         "keeps_leases_of": live,
-        "kept_leases": sum(int(client.zcard(keys.leases(n))) for n in live),
+        "kept_leases": sum(
+            int(client.zcard(shard.leases(n))) for shard in keys.all_shards() for n in live
+        ),
     }
 
 

@@ -44,6 +44,8 @@ from distcrawl.frontier.store import Child, FrontierStore
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+    from distcrawl.frontier.keys import FrontierKeys
+
 __all__ = ["Command", "MigrationRefused", "add_arguments", "entry_request", "run"]
 
 #: queue entries read and pushed per round trip
@@ -208,6 +210,15 @@ def _key(
     return str(key) % {"spider": spider}
 
 
+def _in_shards(keys: FrontierKeys, name: str) -> str:
+    """Where the frontier keeps ``name`` (``queue``, ``dupefilter``): its key with one shard,
+    the pattern of the shards' keys with several."""
+    key: str = getattr(keys.shard(0), name)
+    if keys.shards == 1:
+        return key
+    return key.replace(keys.shard(0).prefix, "{" + f"{keys.spider}:0..{keys.shards - 1}" + "}", 1)
+
+
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     spider = opts.spider
     url = settings.get("REDIS_URL") or redis_url_from_settings(settings)[0]
@@ -225,8 +236,8 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     summary: dict[str, Any] = {
         "queue_key": queue_key,
         "dupefilter_key": df_key,
-        "frontier_queue": keys.queue,
-        "frontier_dupefilter": keys.dupefilter,
+        "frontier_queue": _in_shards(keys, "queue"),
+        "frontier_dupefilter": _in_shards(keys, "dupefilter"),
         "entries": 0,
         "migrated": 0,
         "already_in_frontier": 0,
@@ -293,9 +304,11 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
         verb = "would move" if opts.dry_run else "moved"
         print(
             f"{verb} {summary['migrated']} of {summary['entries']} requests from {queue_key} to "
-            f"{keys.queue} ({summary['already_in_frontier']} already there, {summary['refused']} "
+            f"{summary['frontier_queue']} ({summary['already_in_frontier']} already there, "
+            f"{summary['refused']} "
             f"refused: {dict(reasons) or 'none'}); {summary['fingerprints_copied']} of "
-            f"{summary['fingerprints']} fingerprints from {df_key} to {keys.dupefilter}; "
+            f"{summary['fingerprints']} fingerprints from {df_key} to "
+            f"{summary['frontier_dupefilter']}; "
             "old keys left untouched"
         )
     return 1 if summary["refused"] or summary["fingerprints_refused"] else 0

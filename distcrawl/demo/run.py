@@ -323,7 +323,8 @@ def crawl(
     summary = check_store(collection, expected)
     summary.update(check_fields(collection, shop.catalog, shop.url))
     stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
-    summary.update(account_dead_letters(expected - stored, r.hvals(keys.dead), expected))
+    letters = [v for shard in keys.all_shards() for v in r.hvals(shard.dead)]
+    summary.update(account_dead_letters(expected - stored, letters, expected))
     summary.update(
         pages=pages,
         seconds=round(seconds, 2),

@@ -191,34 +191,42 @@ class FrontierKeys:
             return [f"{self.prefix}:*"]
         return [f"{self.prefix}:*", "{" + self.spider + ":[0-9]*}:*"]
 
-    # -- shard 0 by the names of the one-slot layout (with one shard: the crawl's keys) ------
+    # -- the one-slot layout's names (one shard only: with several, name the shard) ----------
+
+    def _only_shard(self, name: str) -> ShardKeys:
+        if self.shards != 1:
+            raise RuntimeError(
+                f"FrontierKeys.{name} names the one-slot layout; with {self.shards} shards use "
+                f"shard(k).{name} or all_shards()"
+            )
+        return self.shard(0)
 
     @property
     def queue(self) -> str:
-        return self.shard(0).queue
+        return self._only_shard("queue").queue
 
     @property
     def requests(self) -> str:
-        return self.shard(0).requests
+        return self._only_shard("requests").requests
 
     @property
     def dupefilter(self) -> str:
-        return self.shard(0).dupefilter
+        return self._only_shard("dupefilter").dupefilter
 
     @property
     def delayed(self) -> str:
-        return self.shard(0).delayed
+        return self._only_shard("delayed").delayed
 
     @property
     def dead(self) -> str:
-        return self.shard(0).dead
+        return self._only_shard("dead").dead
 
     @property
     def waiting(self) -> str:
-        return self.shard(0).waiting
+        return self._only_shard("waiting").waiting
 
     def leases(self, node: str) -> str:
-        return self.shard(0).leases(node)
+        return self._only_shard("leases").leases(node)
 
     def site(self, site: str) -> str:
         """The budget of ``site``, in the site's own shard."""
