@@ -97,6 +97,9 @@ LINK_NAMES: tuple[str, ...] = LINK_KINDS
 KIND_NAMES: tuple[str, ...] = ("product", "listing", "category")
 #: politeness keys and their types
 POLITENESS_KEYS: dict[str, type] = {"rate": float, "concurrency": int, "delay": float}
+#: revisit intervals a profile may set (page kinds; "gone": pages that answered 404/410;
+#: "*": every other kind), over DISTCRAWL_REVISIT for the profile's sites
+REVISIT_KEYS: tuple[str, ...] = ("seed", *KIND_NAMES, "gone", "*")
 
 _SECTIONS: dict[str, tuple[str, ...]] = {
     "site": ("name", "domains", "currency", "strip_params"),
@@ -104,6 +107,7 @@ _SECTIONS: dict[str, tuple[str, ...]] = {
     "kinds": KIND_NAMES,
     "fields": FIELD_NAMES,
     "politeness": tuple(POLITENESS_KEYS),
+    "revisit": REVISIT_KEYS,
 }
 _FIELD_TABLE_KEYS = ("selector", "pattern", "skip")
 
@@ -194,6 +198,8 @@ class SiteProfile:
     kinds: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
     fields: dict[str, FieldRule] = field(default_factory=dict)
     politeness: dict[str, float | int] = field(default_factory=dict)
+    #: revisit intervals by page kind, in seconds (read by the frontier's revisit mode)
+    revisit: dict[str, float] = field(default_factory=dict)
 
     @staticmethod
     def match(profiles: Sequence[SiteProfile], url: str) -> SiteProfile | None:
@@ -298,6 +304,7 @@ def load_profile(path: str | Path) -> SiteProfile:
         kinds={k: _rules(v, f"{path}: kinds.{k}") for k, v in data.get("kinds", {}).items()},
         fields={k: _field(v, f"{path}: fields.{k}") for k, v in data.get("fields", {}).items()},
         politeness=_politeness(data.get("politeness", {}), path),
+        revisit=_revisit(data.get("revisit", {}), path),
     )
 
 
@@ -335,6 +342,18 @@ def _field(value: Any, where: str) -> FieldRule:
     if not isinstance(skip, int) or isinstance(skip, bool) or skip < 0:
         raise ProfileError(f"{where}.skip: must be a whole number >= 0")
     return FieldRule(rules=_rules(value["selector"], where), pattern=compiled, skip=skip)
+
+
+def _revisit(value: dict[str, Any], path: Path) -> dict[str, float]:
+    from distcrawl.frontier.revisit import parse_duration
+
+    out: dict[str, float] = {}
+    for key, raw in value.items():
+        try:
+            out[key] = parse_duration(raw, f"revisit.{key}")
+        except ValueError as exc:
+            raise ProfileError(f"{path}: {exc}") from None
+    return out
 
 
 def _politeness(value: dict[str, Any], path: Path) -> dict[str, float | int]:

@@ -19,6 +19,7 @@ __all__ = [
     "Feedback",
     "Lease",
     "Leased",
+    "Revisit",
     "ShardBatch",
     "ShardReply",
     "SiteBudget",
@@ -75,6 +76,17 @@ class DeadLetter(NamedTuple):
     record: str
     site: str = ""
     lease: Lease | None = None
+
+
+class Revisit(NamedTuple):
+    """[revisit] The ack of a page to fetch again in ``interval_ms``: the lease it ends, the
+    payload its revisit carries (the validators of its last answer), and its fingerprint (as
+    a child's; recorded again so the dupefilter that forgets keeps it while it is revisited)."""
+
+    lease: Lease
+    interval_ms: int
+    payload: str
+    fp: bytes | str
 
 
 class Feedback(NamedTuple):
@@ -205,13 +217,20 @@ class ShardBatch:
     acks: list[Lease] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
     feedback: list[Feedback] = field(default_factory=list)
+    revisits: list[Revisit] = field(default_factory=list)
     lease: int = 0
     #: call the shard even with nothing to send or lease, to learn its queue
     read: bool = False
 
     def __bool__(self) -> bool:
         return bool(
-            self.children or self.acks or self.dead or self.feedback or self.lease or self.read
+            self.children
+            or self.acks
+            or self.dead
+            or self.feedback
+            or self.revisits
+            or self.lease
+            or self.read
         )
 
     def args(self, node: str, options: dict[str, Any], *, bloom: bool = False) -> list[Any]:
@@ -223,6 +242,8 @@ class ShardBatch:
             "lease": self.lease,
             **options,
         }
+        if self.revisits:
+            header["r"] = len(self.revisits)
         args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
         for c in self.children:
             fp, h = fingerprint_args(c.fp, bloom=bloom)
@@ -235,6 +256,9 @@ class ShardBatch:
             args += [d.id, d.record, d.site, d.lease.rid if d.lease else ""]
         for f in self.feedback:
             args += [f.site, f.ok, f.throttled, f.slow]
+        for r in self.revisits:
+            fp, h = fingerprint_args(r.fp, bloom=bloom)
+            args += [r.lease.rid, r.lease.site, r.interval_ms, r.payload, fp, h]
         return args
 
 
@@ -254,6 +278,8 @@ class ShardReply:
     head_priority: int | None
     at_head: int
     site_events: list[SiteEvent] = field(default_factory=list)
+    #: [revisit] acks that scheduled their page's next visit
+    revisited: int = 0
 
     @staticmethod
     def rewound(raw: Any) -> bytes | None:
@@ -302,4 +328,5 @@ class ShardReply:
             head_priority=priority_of(float(head_text)) if head_text else None,
             at_head=int(at_head),
             site_events=events,
+            revisited=int(raw[12]) if len(raw) > 12 else 0,
         )

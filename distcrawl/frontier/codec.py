@@ -495,6 +495,7 @@ META_SHORT_NAMES = {
     "seed_meta": "~m",
     "retry_times": "~r",
     "download_slot": "~l",
+    "distcrawl_revisit": "~v",  # revisit mode: validators, content hash, backoff of a page
 }
 _META_SHORT = META_SHORT_NAMES
 _META_LONG = {v: k for k, v in META_SHORT_NAMES.items()}

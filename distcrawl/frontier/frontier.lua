@@ -75,6 +75,19 @@ Shard slot (per shard)
   Q:cuts             ZSET  site -> ms of its last adaptive cut, while the cut lasts (status
                            reads the latest cuts without a SCAN; a cut that wore off leaves
                            when a call next looks at the site)
+  Q:revisit          ZSET  [revisit] "<priority>:<rid>" -> due time (ms): fetched pages that
+                           come back as queued work when due (DISTCRAWL_REVISIT); the payload
+                           stays in Q:req under its rid, with the validators (ETag,
+                           Last-Modified), content hash and backoff of the page's last answer.
+                           A request lives in one of queue / wait / delayed / leases / revisit
+  Q:revisit:late     ZSET  [revisit] rid -> due time: revisits promoted to the queue and not
+                           leased yet (how far behind schedule the crawl is)
+  Q:seen:gen         STRING [revisit] the dupefilter's current generation, floor(now / rv)
+  Q:seen:g<n>:<b>    SET   [revisit] the exact dupefilter of generation n (buckets and
+  Q:seen:g<n>:info   HASH  info as Q:seen:<b>, Q:seen:info); Q:bloom:g<n> the Bloom filter's.
+                           A URL is new when neither generation n nor n - 1 holds it: it is
+                           forgotten rv to 2 rv after it was last recorded (at its first push,
+                           and again at every revisit); older generations are dropped
   Q:status           HASH  [status registry] `waiting`: requests in the shard's waiting rooms;
                            `leases:<node>`: requests the node holds in this shard. The status
                            reads one hash per shard instead of a key per node or per site
@@ -91,7 +104,9 @@ Shard commands (KEYS[1] = Q)
        (live nodes, for the fair share), idle (1: some node sleeps, publish new work), wake
        (the wake channel), paused (1: the control slot says so), rate, conc, burst,
        adaptive (the site budget defaults), recover (ms a cut takes to wear off), bloom
-       ([m, k] when the Bloom dupefilter is on), and for a fenced node mp, mn (the mark it
+       ([m, k] when the Bloom dupefilter is on), [revisit] rv (the dupefilter's generation
+       length in ms: revisit mode) and r (how many revisit records follow the feedback),
+       and for a fenced node mp, mn (the mark it
        wrote last to this shard, its next one) and tag (into the rids of its children).
        First, unless mn is '': Q:marks[node] must be mp (or mn: a call that ran but whose
        reply was lost) or mp '' (the node's first sync of the shard); else nothing is done
@@ -104,6 +119,8 @@ Shard commands (KEYS[1] = Q)
          ack      rid site
          dead     id record site rid   (rid: the lease it ends, "" = none)
          feedback site ok throttled slow
+         revisit  rid site interval_ms payload fp h   [revisit] an ack whose request moves to
+                  Q:revisit, due in interval_ms, with this payload; fp h recorded again
        Pushes children (dupefilter checked and recorded here), parks delayed ones, acks
        finished leases and writes dead letters, fenced: only for leases the node still holds (a
        late report from a node presumed dead changes nothing and counts as stale, in the
@@ -115,7 +132,7 @@ Shard commands (KEYS[1] = Q)
        override) moves to Q:wait:<site>; sites whose wait is over are served first. A node
        takes at most its share of the shard, queued / live (rounded up).
        Returns {added, filtered, parked, acked, stale, {rid, payload, score, site, ...}, next_due_ms,
-       paced, queued, head, at_head, site_events}: site_events lists the adaptive cuts this
+       paced, queued, head, at_head, site_events, revisited}: site_events lists the adaptive cuts this
        call made and the cuts it found worn off, flat: site, 'cut'|'recovered', factor before,
        factor after, reason ('throttled'|'slow', or the ms since the cut); next_due_ms is how soon a parked retry or a waiting site
        falls due (-1: none), paced lists the leased rids that spent a rate token, queued, head
@@ -132,6 +149,10 @@ Shard commands (KEYS[1] = Q)
        their order score. Clean stops, restarts, recovery of dead nodes.
   drained node*
        Returns {queued (incl. waiting for their site), delayed, leased by the named nodes}.
+  revisit_status grace_ms
+       [revisit] Returns {scheduled, due within grace_ms, ms until the next revisit falls due
+       ('' = none; < 0 = overdue, not promoted yet), ms the crawl is behind schedule (the
+       oldest revisit due and not leased yet), revisits due and queued but not leased}.
   requeue_dead max tag [id]*
        Moves dead letters (the named ones, or up to max) back to the queue (fresh order score,
        priority from the record) through their site's budget. Returns the number moved.
@@ -391,9 +412,10 @@ local function low32(dec)
   return acc
 end
 
-local function seen_add(fps, hs)
+local function seen_add(fps, hs, base)
+  base = base or (P .. ':seen') -- [revisit] a generation's own buckets
   local fresh = {}
-  local info = P .. ':seen:info'
+  local info = base .. ':info'
   local st = redis.call('HMGET', info, 'L', 'split', 'n')
   local level, split, count = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0
   local size = 2 ^ level
@@ -403,7 +425,7 @@ local function seen_add(fps, hs)
       local h = tonumber(hs[idx]) or low32(fp)
       local b = h % size
       if b < split then b = h % (2 * size) end
-      if redis.call('SADD', P .. ':seen:' .. b, fp) == 1 then
+      if redis.call('SADD', base .. ':' .. b, fp) == 1 then
         fresh[idx] = true
         added = added + 1
       end
@@ -413,14 +435,14 @@ local function seen_add(fps, hs)
   count = count + added
   while count > SEEN_SPLIT * (size + split) do
     -- split bucket `split` into itself and split + 2^L by the next bit of h
-    local src = P .. ':seen:' .. split
+    local src = base .. ':' .. split
     local move = {}
     for _, m in ipairs(redis.call('SMEMBERS', src)) do
       if low32(m) % (2 * size) ~= split then move[#move + 1] = m end
     end
     if #move > 0 then
       call_chunked('SREM', src, move, 1)
-      call_chunked('SADD', P .. ':seen:' .. (split + size), move, 1)
+      call_chunked('SADD', base .. ':' .. (split + size), move, 1)
     end
     split = split + 1
     if split == size then
@@ -432,13 +454,15 @@ local function seen_add(fps, hs)
 end
 
 -- which of the fingerprints are new; records them. Returns a table i -> true for fresh ones
-local function dupefilter(fps, hs, bloom)
+-- ([revisit] gen: the dupefilter generation to record them in; nil = the one dupefilter)
+local function dupefilter(fps, hs, bloom, gen)
   local fresh = {}
   if #fps == 0 then return fresh end
   local in_batch = {}
   if bloom then
     local m, k = tonumber(bloom[1]), tonumber(bloom[2])
     local key = P .. ':bloom'
+    if gen then key = key .. ':g' .. gen end
     local gets, sets, offsets = {}, {}, {}
     for i, fp in ipairs(fps) do
       if #fp >= 8 then
@@ -484,6 +508,7 @@ local function dupefilter(fps, hs, bloom)
     end
     return fresh
   end
+  if gen then return seen_add(fps, hs, P .. ':seen:g' .. gen) end
   return seen_add(fps, hs)
 end
 
@@ -573,6 +598,156 @@ local function head_score(key)
   return nil
 end
 
+-- [revisit] -----------------------------------------------------------------------------------
+-- Scheduled re-crawls (DISTCRAWL_REVISIT). Nothing in this section runs unless a call's header
+-- carries rv (the dupefilter's generation length, ms): a crawl without the setting keeps the
+-- keys and the work of the sections above, call for call.
+
+-- the dupefilter generation of `now`, and the generations before the previous one dropped
+-- (a URL recorded in generation g is known until g + 2 begins: for rv to 2 * rv)
+local function revisit_generation(rv, now)
+  local gen = math.floor(now / rv)
+  local cur = tonumber(redis.call('GET', P .. ':seen:gen'))
+  if cur == gen then return gen end
+  if cur and cur > gen then return gen end -- a node with a shorter DISTCRAWL_REVISIT_FORGET
+  if cur then
+    for g = cur - 1, cur do
+      if g < gen - 1 then
+        local base = P .. ':seen:g' .. g
+        local st = redis.call('HMGET', base .. ':info', 'L', 'split')
+        local n = 2 ^ (tonumber(st[1]) or 0) + (tonumber(st[2]) or 0)
+        local drop = {P .. ':bloom:g' .. g}
+        for b = 0, n - 1 do drop[#drop + 1] = base .. ':' .. b end
+        call_chunked('UNLINK', base .. ':info', drop, 1)
+      end
+    end
+  end
+  redis.call('SET', P .. ':seen:gen', gen)
+  return gen
+end
+
+-- which fingerprints generation g already holds (read only): a table i -> true
+local function generation_has(fps, hs, bloom, g)
+  local found = {}
+  if bloom then
+    local m, k = tonumber(bloom[1]), tonumber(bloom[2])
+    local key = P .. ':bloom:g' .. g
+    if redis.call('EXISTS', key) == 0 then return found end
+    for idx, fp in ipairs(fps) do
+      if #fp >= 8 then
+        local gets = {}
+        for _, o in ipairs(bloom_offsets(fp, m, k)) do
+          gets[#gets + 1] = 'GET'; gets[#gets + 1] = 'u1'; gets[#gets + 1] = o
+        end
+        local all = true
+        for _, v in ipairs(redis.call('BITFIELD_RO', key, unpack(gets))) do
+          if v == 0 then all = false end
+        end
+        if all then found[idx] = true end
+      end
+    end
+    return found
+  end
+  local base = P .. ':seen:g' .. g
+  local st = redis.call('HMGET', base .. ':info', 'L', 'split')
+  if not st[1] and not st[2] then return found end
+  local size, split = 2 ^ (tonumber(st[1]) or 0), tonumber(st[2]) or 0
+  for idx, fp in ipairs(fps) do
+    if fp ~= '' then
+      local h = tonumber(hs[idx]) or low32(fp)
+      local b = h % size
+      if b < split then b = h % (2 * size) end
+      if redis.call('SISMEMBER', base .. ':' .. b, fp) == 1 then found[idx] = true end
+    end
+  end
+  return found
+end
+
+-- the dupefilter that forgets: new = in neither the current generation nor the previous one;
+-- recorded in the current one
+local function revisit_dupefilter(fps, hs, bloom, rv, now)
+  local fresh = {}
+  if #fps == 0 then return fresh end
+  local gen = revisit_generation(rv, now)
+  local known = generation_has(fps, hs, bloom, gen - 1)
+  local sub_fps, sub_hs, map = {}, {}, {}
+  for idx, fp in ipairs(fps) do
+    if fp ~= '' and not known[idx] then
+      sub_fps[#sub_fps + 1] = fp
+      sub_hs[#sub_hs + 1] = hs[idx]
+      map[#sub_fps] = idx
+    end
+  end
+  for j in pairs(dupefilter(sub_fps, sub_hs, bloom, gen)) do fresh[map[j]] = true end
+  return fresh
+end
+
+-- acks of pages to visit again (records `rid site interval_ms payload fp h` from ARGV[first]):
+-- fenced like acks; a held lease leaves the node for Q:revisit, due in interval_ms, with the
+-- new payload (the validators of the page's last answer) in Q:req, and its fingerprint is
+-- recorded again in the current dupefilter generation. Returns acked, stale.
+local function revisit_acks(node, first, n, now, rv, bloom)
+  local leases = P .. ':leases:' .. node
+  local rids = {}
+  for j = 1, n do rids[j] = ARGV[first + (j - 1) * 6] end
+  local held, reqs, due, fps, hs, per_site = {}, {}, {}, {}, {}, {}
+  local k = 1
+  while k <= n do
+    local last = math.min(n, k + BATCH - 1)
+    local scores = redis.call('ZMSCORE', leases, unpack(rids, k, last))
+    for j = k, last do
+      local score = scores[j - k + 1]
+      if score then
+        local base = first + (j - 1) * 6
+        local rid, site = rids[j], ARGV[base + 1]
+        local prio = -math.floor(tonumber(score) / 1e10)
+        held[#held + 1] = rid
+        reqs[#reqs + 1] = rid; reqs[#reqs + 1] = req_value(site, ARGV[base + 3])
+        due[#due + 1] = now + (tonumber(ARGV[base + 2]) or 0)
+        due[#due + 1] = string.format('%d', prio) .. ':' .. rid
+        fps[#fps + 1] = ARGV[base + 4]; hs[#hs + 1] = ARGV[base + 5]
+        per_site[site] = (per_site[site] or 0) + 1
+      end
+    end
+    k = last + 1
+  end
+  if #held > 0 then
+    call_chunked('ZREM', leases, held, 1)
+    call_chunked('HSET', P .. ':req', reqs, 2)
+    call_chunked('ZADD', P .. ':revisit', due, 2)
+    for site, count in pairs(per_site) do site_done(site, count) end
+    dupefilter(fps, hs, bloom, revisit_generation(rv, now))
+    status_add('leases:' .. node, -#held) -- [status registry]
+  end
+  return #held, n - #held
+end
+
+-- revisits fallen due go to the queue, in priority order (a fresh seq: first due, first out
+-- within a priority) and through their site's budget like any request; Q:revisit:late keeps
+-- their due time until they are leased (status: how far behind schedule the crawl is)
+local function promote_revisits(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', P .. ':revisit', '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+    limit)
+  local n = #due / 2
+  if n == 0 then return 0 end
+  local seq0 = new_seqs(n)
+  local zq, zl, members = {}, {}, {}
+  for j = 1, n do
+    local member = due[2 * j - 1]
+    local cut = string.find(member, ':', 1, true)
+    local prio, rid = 0, member
+    if cut then prio, rid = tonumber(string.sub(member, 1, cut - 1)) or 0, string.sub(member, cut + 1) end
+    members[j] = member
+    zq[#zq + 1] = -prio * 1e10 + seq0 + j; zq[#zq + 1] = rid
+    zl[#zl + 1] = due[2 * j]; zl[#zl + 1] = rid
+  end
+  call_chunked('ZREM', P .. ':revisit', members, 1)
+  call_chunked('ZADD', P .. ':queue', zq, 2)
+  call_chunked('ZADD', P .. ':revisit:late', zl, 2)
+  return n
+end
+-- [/revisit] ----------------------------------------------------------------------------------
+
 if cmd == 'sync' then
   local node = ARGV[2]
   local h = cjson.decode(ARGV[3])
@@ -592,6 +767,7 @@ if cmd == 'sync' then
   local added, filtered, parked, acked, stale = 0, 0, 0, 0, 0
   local queue = P .. ':queue'
   local queued_before = -1
+  local rv = tonumber(h['rv']) -- [revisit] the dupefilter's generation length (ms), or nil
 
   -- children: one dupefilter check for the batch, one write per key
   local nc = tonumber(h['c']) or 0
@@ -604,7 +780,12 @@ if cmd == 'sync' then
     end
     local bloom = h['bloom']
     if type(bloom) ~= 'table' then bloom = nil end
-    local fresh = dupefilter(fps, hs, bloom)
+    local fresh
+    if rv then
+      fresh = revisit_dupefilter(fps, hs, bloom, rv, now) -- [revisit]
+    else
+      fresh = dupefilter(fps, hs, bloom)
+    end
     local take = {}
     for j = 1, nc do
       local base = i + (j - 1) * 7 + 1
@@ -703,12 +884,22 @@ if cmd == 'sync' then
     status_add('leases:' .. node, -acked) -- [status registry]
     i = i + na * 2
   end
-  if stale > 0 then redis.call('HINCRBY', P .. ':counters', 'stale_acks', stale) end
-
   i = i + nd * 4
+  local revisited = 0
+  local nr = tonumber(h['r']) or 0
+  if nr > 0 and rv then -- [revisit] acks of pages to visit again, after the feedback records
+    local bloom = h['bloom']
+    if type(bloom) ~= 'table' then bloom = nil end
+    local done, late = revisit_acks(node, i + nf * 4, nr, now, rv, bloom)
+    revisited = done
+    acked = acked + done
+    stale = stale + late
+  end
+  if stale > 0 then redis.call('HINCRBY', P .. ':counters', 'stale_acks', stale) end
 
 
   local promoted = promote_due(now, 500)
+  if rv then promoted = promoted + promote_revisits(now, 500) end -- [revisit]
   local lease_n = tonumber(h['lease']) or 0
   local def_rate, def_conc = tonumber(h['rate']) or 0, tonumber(h['conc']) or 0
   local burst, adaptive_rate = tonumber(h['burst']) or 1, tonumber(h['adaptive']) or 8
@@ -791,13 +982,20 @@ if cmd == 'sync' then
     end
   end
   if #held_new > 0 then call_chunked('ZADD', leases, held_new, 2) end
+  if rv and #held_new > 0 then -- [revisit] leased: no longer behind schedule
+    local granted = {}
+    for j = 2, #held_new, 2 do granted[#granted + 1] = held_new[j] end
+    call_chunked('ZREM', P .. ':revisit:late', granted, 1)
+  end
   save_budgets()
   status_add('leases:' .. node, #held_new / 2) -- [status registry]
   status_add('waiting', into_wait) -- [status registry]
   if h['idle'] == 1 or queued_before == 0 then publish_wake(h['wake'], added + promoted) end
   -- when the next parked retry or waiting site falls due, so an idle node sleeps just that long
   local next_due = -1
-  for _, key in ipairs({P .. ':waiting', P .. ':delayed'}) do
+  local due_keys = {P .. ':waiting', P .. ':delayed'}
+  if rv then due_keys[3] = P .. ':revisit' end -- [revisit]
+  for _, key in ipairs(due_keys) do
     local first = head_score(key)
     if first then
       local ms = math.max(0, first - now)
@@ -816,7 +1014,7 @@ if cmd == 'sync' then
     for _, v in ipairs(e) do events[#events + 1] = v end
   end
   return {added, filtered, parked, acked, stale, out, next_due, paced,
-    redis.call('ZCARD', queue), head[2] or '', at_head, events}
+    redis.call('ZCARD', queue), head[2] or '', at_head, events, revisited}
 
 elseif cmd == 'mark_seen' then
   local h = cjson.decode(ARGV[2])
@@ -828,7 +1026,13 @@ elseif cmd == 'mark_seen' then
   local bloom = h['bloom']
   if type(bloom) ~= 'table' then bloom = nil end
   local added = 0
-  for _ in pairs(dupefilter(fps, hs, bloom)) do added = added + 1 end
+  local fresh
+  if tonumber(h['rv']) then -- [revisit]
+    fresh = revisit_dupefilter(fps, hs, bloom, tonumber(h['rv']), now_ms())
+  else
+    fresh = dupefilter(fps, hs, bloom)
+  end
+  for _ in pairs(fresh) do added = added + 1 end
   return added
 
 elseif cmd == 'take_token' then
@@ -865,6 +1069,21 @@ elseif cmd == 'drained' then
     queued = queued + redis.call('ZCARD', P .. ':wait:' .. site)
   end
   return {queued, redis.call('ZCARD', P .. ':delayed'), leased}
+
+elseif cmd == 'revisit_status' then -- [revisit]
+  local grace = tonumber(ARGV[2]) or 0
+  local now = now_ms()
+  local revisit, late = P .. ':revisit', P .. ':revisit:late'
+  local first = redis.call('ZRANGE', revisit, 0, 0, 'WITHSCORES')
+  local oldest = redis.call('ZRANGE', late, 0, 0, 'WITHSCORES')
+  local next_in, behind = '', 0
+  if #first == 2 then
+    next_in = tostring(tonumber(first[2]) - now)
+    behind = math.max(0, now - tonumber(first[2]))
+  end
+  if #oldest == 2 then behind = math.max(behind, now - tonumber(oldest[2])) end
+  return {redis.call('ZCARD', revisit), redis.call('ZCOUNT', revisit, '-inf', now + grace),
+    next_in, behind, redis.call('ZCARD', late)}
 
 elseif cmd == 'requeue_dead' then
   local max, tag = tonumber(ARGV[2]), ARGV[3]

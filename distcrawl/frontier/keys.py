@@ -95,6 +95,32 @@ class ShardKeys:
     def site(self, site: str) -> str:
         return f"{self.prefix}:site:{site}"
 
+    # -- revisit mode (DISTCRAWL_REVISIT) ---------------------------------------------------
+
+    @property
+    def revisit(self) -> str:
+        """Fetched pages due again: ``"<priority>:<rid>"`` -> due time (ms)."""
+        return self._key("revisit")
+
+    @property
+    def revisit_late(self) -> str:
+        """Revisits fallen due and queued, not leased yet: rid -> due time (ms)."""
+        return self._key("revisit:late")
+
+    @property
+    def seen_generation(self) -> str:
+        """The forgetting dupefilter's current generation."""
+        return self._key("seen:gen")
+
+    def seen_gen_info(self, gen: int) -> str:
+        return f"{self.prefix}:seen:g{gen}:info"
+
+    def seen_gen_bucket(self, gen: int, bucket: int) -> str:
+        return f"{self.prefix}:seen:g{gen}:{bucket}"
+
+    def bloom_gen(self, gen: int) -> str:
+        return f"{self.prefix}:bloom:g{gen}"
+
     def wait(self, site: str) -> str:
         return f"{self.prefix}:wait:{site}"
 

@@ -51,6 +51,8 @@ class Membership:
         #: whether the frontier ever held a request (CLOSE_WHEN_DRAINED waits until it did)
         self._crawl_begun = False
         self._waiting_logged = False
+        #: [revisit] revisit mode: drained also means no revisit falls due within this many s
+        self.revisit_grace: float | None = None
 
     def crawl_begun(self) -> None:
         """The node took seeds: the crawl has begun."""
@@ -111,6 +113,11 @@ class Membership:
         if any(int(c) for c in counts):
             self._drained_since = None
             return False
+        if self.revisit_grace is not None:
+            revisits = await self.store.revisit_status(self.revisit_grace)
+            if revisits["due_within_grace"] or revisits["due_queued"]:
+                self._drained_since = None
+                return False
         if not self._crawl_begun:
             # Nodes may start before the first seed: an empty frontier that never held a
             # request is a crawl not begun yet, not a drained one. Wait for work.

@@ -38,10 +38,25 @@ from scrapy.utils.httpobj import urlparse_cached
 from distcrawl import compat, connection
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
-from distcrawl.frontier.batch import Child, DeadLetter, Lease, Leased, SiteBudget, SiteEvent
+from distcrawl.frontier.batch import (
+    Child,
+    DeadLetter,
+    Lease,
+    Leased,
+    Revisit,
+    SiteBudget,
+    SiteEvent,
+)
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.membership import Membership
 from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
+from distcrawl.frontier.revisit import (
+    META_KEY,
+    Outcome,
+    RevisitPolicy,
+    conditional_headers,
+    revisit_payload,
+)
 from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
 from distcrawl.frontier.store import Dupefilter, FrontierStore
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
@@ -110,7 +125,8 @@ class FrontierScheduler(BaseScheduler):
     ``DISTCRAWL_ADAPTIVE_RATE`` (rate given to an unlimited site once it pushes back),
     ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``, ``DISTCRAWL_RECORD_DONT_FILTER``
     (default True; False keeps Scrapy's rule that a ``dont_filter`` request does not mark
-    its URL seen, as the ``distcrawl.Frontier`` add-on sets).
+    its URL seen, as the ``distcrawl.Frontier`` add-on sets); revisit mode:
+    ``DISTCRAWL_REVISIT`` and the settings of :class:`~distcrawl.frontier.revisit.RevisitPolicy`.
     """
 
     def __init__(
@@ -181,6 +197,12 @@ class FrontierScheduler(BaseScheduler):
         self._tag = secrets.token_hex(3)
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
+        # [revisit] revisit mode (set at open, from the settings and the spider's profiles)
+        self.revisit: RevisitPolicy | None = None
+        self._revisits: list[Revisit] = []
+        self._payloads: dict[Request, bytes] = {}  # leased request -> the payload it came with
+        self._outcomes: dict[Request, Outcome] = {}  # request -> its final answer
+        self._no_revisit: set[Request] = set()  # dead-lettered: not scheduled again
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -280,7 +302,15 @@ class FrontierScheduler(BaseScheduler):
         self._client = connection.async_client(
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
-        self.store = FrontierStore(self._client, keys, dupefilter=self.dupefilter)
+        self.revisit = RevisitPolicy.from_settings(
+            self.crawler.settings, getattr(spider, "profiles", ())
+        )
+        self.store = FrontierStore(
+            self._client,
+            keys,
+            dupefilter=self.dupefilter,
+            forget_ms=self.revisit.forget_ms if self.revisit else None,
+        )
         self.membership = Membership(
             self.store,
             self.node_id,
@@ -299,6 +329,20 @@ class FrontierScheduler(BaseScheduler):
         # response_downloaded fires for every answer, also those the retry middleware turns
         # into a retry (response_received would only see the last one)
         self.crawler.signals.connect(self._response_received, signal=signals.response_downloaded)
+        if self.revisit is not None:
+            # the answer that leaves the downloader middlewares (not one turned into a retry)
+            self.crawler.signals.connect(self._revisit_answer, signal=signals.response_received)
+            self.membership.revisit_grace = self.revisit.grace
+            logger.info(
+                "Revisit mode: %s (backoff x%.2f up to x%.1f; URLs forgotten %.0f-%.0fs "
+                "after their last visit)",
+                ", ".join(f"{k} every {v:.0f}s" for k, v in self.revisit.intervals.items())
+                or "site profiles only",
+                self.revisit.backoff,
+                self.revisit.max_backoff,
+                self.revisit.forget_ms / 1000,
+                2 * self.revisit.forget_ms / 1000,
+            )
         logger.info(
             "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
             self.node_id,
@@ -433,14 +477,66 @@ class FrontierScheduler(BaseScheduler):
         if rid is None:
             return
         self._started -= 1
-        self._acks.append(rid)
+        if self.revisit is None or not self._schedule_revisit(request, rid):
+            self._acks.append(rid)
         self._wake.set()
+
+    # -- [revisit] ---------------------------------------------------------------------------
+
+    def _revisit_answer(self, response: Any, request: Request, spider: Spider) -> None:
+        if request in self._leased:
+            self._outcomes[request] = Outcome.of(response)
+            if response.status == 304:
+                self.stats.inc_value("revisit/not_modified")
+
+    def _schedule_revisit(self, request: Request, lease: Lease) -> bool:
+        """Ack ``request`` as a page to fetch again, if its kind is revisited and it got a
+        final answer (not a retry, a redirect, a dead letter or a download error)."""
+        assert self.revisit is not None
+        payload = self._payloads.pop(request, None)
+        outcome = self._outcomes.pop(request, None)
+        if request in self._no_revisit:
+            self._no_revisit.discard(request)
+            return False
+        if payload is None or outcome is None:
+            return False
+        kind = str(request.meta.get("page_kind") or "")
+        plan = self.revisit.next_visit(request.url, kind, request.meta.get(META_KEY), outcome)
+        if plan is None:
+            return False
+        seconds, state, verdict = plan
+        try:
+            new_payload = revisit_payload(payload, state)
+        except (ValueError, UnicodeDecodeError) as exc:
+            logger.warning(
+                "Not revisiting %s: its payload cannot be rebuilt (%s)", request.url, exc
+            )
+            self.stats.inc_value("revisit/unschedulable")
+            return False
+        fp = self.crawler.request_fingerprinter.fingerprint(request)[:16]
+        self._revisits.append(Revisit(lease, int(seconds * 1000), new_payload, fp))
+        self.stats.inc_value(f"revisit/{verdict}")
+        self.stats.inc_value("revisit/scheduled")
+        return True
+
+    def _send_conditional(self, request: Request, payload: bytes) -> None:
+        assert self.revisit is not None
+        self._payloads[request] = payload
+        headers = conditional_headers(request.meta.get(META_KEY))
+        if headers:
+            for name, value in headers.items():
+                request.headers[name] = value
+            self.stats.inc_value("revisit/conditional")
+
+    # -- [/revisit] --------------------------------------------------------------------------
 
     def _dead_letter(self, request: Request, reason: str, **details: Any) -> None:
         # re-queued later as a fresh request: its retry count starts again
         meta = {k: v for k, v in request.meta.items() if k not in _RETRY_META}
         meta["distcrawl_dead_letter"] = reason  # counted as re-queued if an operator does so
         fresh = request.replace(meta=meta, dont_filter=True)
+        if self.revisit is not None and request in self._leased:
+            self._no_revisit.add(request)  # [revisit] a dead letter is not scheduled again
         record = {
             "request": codec.encode(fresh, self.spider, strict=False),
             "url": request.url,
@@ -614,7 +710,7 @@ class FrontierScheduler(BaseScheduler):
             )
 
     def _pending_writes(self) -> bool:
-        return bool(self._children or self._acks or self._dead or self._rejected)
+        return bool(self._children or self._acks or self._dead or self._rejected or self._revisits)
 
     async def _cycle(self) -> bool:
         """One round of I/O; returns whether anything happened (to pace the idle wait)."""
@@ -638,11 +734,12 @@ class FrontierScheduler(BaseScheduler):
     async def _flush(self, *, lease: int) -> int:
         """Push, ack and lease in one round trip. Buffers are cleared only once Redis said OK."""
         assert self.store is not None
-        children, acks = self._children, self._acks
+        children, acks, revisits = self._children, self._acks, self._revisits
         dead, rejected, seeds_done = self._dead, self._rejected, self._seeds_pending
-        if not (children or acks or dead or rejected or seeds_done or lease):
+        if not (children or acks or dead or rejected or seeds_done or lease or revisits):
             return 0
         self._children, self._acks, self._dead, self._rejected = [], [], [], []
+        self._revisits = []
         self._seeds_pending = False
         feedback = self._feedback.take()
         try:
@@ -657,11 +754,13 @@ class FrontierScheduler(BaseScheduler):
                 budget=self.budget,
                 feedback=feedback,
                 tag=self._tag,
+                revisits=revisits,
             )
         except BaseException:
             # nothing was written (a script is all or nothing): keep it all for the next try
             self._children[:0] = children
             self._acks[:0] = acks
+            self._revisits[:0] = revisits
             self._dead[:0] = dead
             self._rejected[:0] = rejected
             self._seeds_pending = self._seeds_pending or seeds_done
@@ -673,6 +772,7 @@ class FrontierScheduler(BaseScheduler):
             for batch in result.unsent:
                 self._children[:0] = batch.children
                 self._acks[:0] = batch.acks
+                self._revisits[:0] = batch.revisits
                 self._dead[:0] = batch.dead
                 self._feedback.restore(batch.feedback)
             self._after_rewind(result.rewound)
@@ -765,6 +865,8 @@ class FrontierScheduler(BaseScheduler):
             if request.meta.pop("distcrawl_dead_letter", None) is not None:
                 self.stats.inc_value("frontier/requeued_dead_letters")
             self._leased[request] = lease
+            if self.revisit is not None:
+                self._send_conditional(request, payload)
             if paced:
                 # its site's token was spent for now: it goes before what is already waiting
                 self._ready.appendleft(request)

@@ -48,6 +48,7 @@ from distcrawl.frontier.batch import (
     Feedback,
     Lease,
     Leased,
+    Revisit,
     ShardBatch,
     ShardReply,
     SiteBudget,
@@ -69,6 +70,7 @@ __all__ = [
     "FrontierStore",
     "Lease",
     "Leased",
+    "Revisit",
     "ShardKeys",
     "SiteBudget",
     "SiteEvent",
@@ -168,6 +170,8 @@ class SyncResult:
     shards_called: int = 0
     #: adaptive cuts of site rates made, and cuts found worn off, in this call
     site_events: list[SiteEvent] = field(default_factory=list)
+    #: [revisit] acks that scheduled their page's next visit (counted in ``acked`` too)
+    revisited: int = 0
     #: a fenced call: what a shard held as the node's mark where its last one was gone (Redis
     #: came back with older state); those shards did nothing, and their batches are in unsent
     rewound: bytes | None = None
@@ -184,8 +188,12 @@ class FrontierStore:
         *,
         dupefilter: Dupefilter | None = None,
         refresh: float = DEFAULT_REFRESH,
+        forget_ms: int | None = None,
     ) -> None:
         self.client = client
+        #: [revisit] revisit mode: the forgetting dupefilter's generation length (ms); None =
+        #: off, the one dupefilter of a crawl that visits each URL once
+        self.forget_ms = max(1, int(forget_ms)) if forget_ms else None
         self.keys = keys
         self.dupefilter = dupefilter or Dupefilter()
         self._bloom = self.dupefilter.bloom_shape(keys.shards)
@@ -287,9 +295,11 @@ class FrontierStore:
         budget: SiteBudget | None = None,
         feedback: Iterable[Feedback] = (),
         tag: str | None = None,
+        revisits: Iterable[Revisit] = (),
     ) -> Any:
         """Push ``children``, ack ``acks``, write ``dead`` letters and ``rejected`` entries,
-        apply site ``feedback`` and lease up to ``lease`` requests, in one round trip. With
+        apply site ``feedback``, schedule ``revisits`` (acks whose pages come back when due;
+        revisit mode only) and lease up to ``lease`` requests, in one round trip. With
         ``seeds_done`` the node's seeding list is cleared after its seeds are pushed.
 
         With a ``tag`` the call is fenced: the rids of the children end in ``.<tag>``, and each
@@ -307,6 +317,7 @@ class FrontierStore:
                 budget or SiteBudget(),
                 [f if isinstance(f, Feedback) else Feedback(*f) for f in feedback],
                 tag,
+                list(revisits),
             )
         )
 
@@ -326,6 +337,7 @@ class FrontierStore:
         budget: SiteBudget,
         feedback: list[Feedback],
         tag: str | None = None,
+        revisits: list[Revisit] | None = None,
     ) -> _Step:
         keys = self.keys
         batches: dict[int, ShardBatch] = {}
@@ -345,6 +357,11 @@ class FrontierStore:
             batch(keys.shard_of(site)).dead.append(d._replace(site=site))
         for f in feedback:
             batch(keys.shard_of(f.site)).feedback.append(f)
+        if revisits:
+            if self.forget_ms is None:
+                raise ValueError("revisits need revisit mode (FrontierStore(forget_ms=...))")
+            for rv in revisits:
+                batch(rv.lease.shard).revisits.append(rv)
         if lease > 0:
             for shard, n in self.views.plan(lease, set(batches)).items():
                 b = batch(shard)
@@ -362,6 +379,8 @@ class FrontierStore:
         }
         if self._bloom:
             options["bloom"] = self._bloom
+        if self.forget_ms is not None:
+            options["rv"] = self.forget_ms
         order = sorted(s for s, b in batches.items() if b)
         bloom = self._bloom is not None
         fence = self._fences.setdefault(node, _Fence()) if tag is not None else None
@@ -400,6 +419,7 @@ class FrontierStore:
             result.stale_acks += r.stale_acks
             result.leased += r.leased
             result.site_events += r.site_events
+            result.revisited += r.revisited
         result.priority_inversions = _inversions(replies)
         result.next_due_ms = self.views.next_due_ms()
         if lease > 0:
@@ -516,7 +536,10 @@ class FrontierStore:
         args: list[Any] = []
         for fp in fingerprints:
             args += fingerprint_args(fp, bloom=bloom)
-        options = json.dumps({"bloom": self._bloom} if bloom else {})
+        opts: dict[str, Any] = {"bloom": self._bloom} if bloom else {}
+        if self.forget_ms is not None:
+            opts["rv"] = self.forget_ms
+        options = json.dumps(opts)
         calls = [self._shard_call(s, "mark_seen", options, *args) for s in range(self.keys.shards)]
         added = yield calls
         return int(added[0]) if added else 0
@@ -527,6 +550,16 @@ class FrontierStore:
 
     def _seen(self) -> _Step:
         shards = self.keys.all_shards()
+        if self.forget_ms is not None:
+            # [revisit] the current generation and the previous one (a URL revisited since the
+            # last turn is in both: an upper bound)
+            gens = yield [("cmd", "GET", [s.seen_generation]) for s in shards]
+            calls: list[_Call] = []
+            for s, g in zip(shards, gens, strict=True):
+                if g is not None:
+                    calls += [("cmd", "HGET", [s.seen_gen_info(int(g) - d), "n"]) for d in (0, 1)]
+            counts = yield calls
+            return sum(int(c or 0) for c in counts)
         counts = yield [("cmd", "HGET", [s.seen_info, "n"]) for s in shards]
         return sum(int(c or 0) for c in counts)
 
@@ -536,6 +569,8 @@ class FrontierStore:
 
     def _dupefilter_bytes(self) -> _Step:
         shards = self.keys.all_shards()
+        if self.forget_ms is not None:
+            return (yield from self._generations_bytes())
         if self._bloom is not None:
             sizes = yield [("cmd", "MEMORY", ["USAGE", s.bloom, "SAMPLES", "0"]) for s in shards]
             return sum(int(n or 0) for n in sizes)
@@ -550,6 +585,64 @@ class FrontierStore:
             ]
         sizes = yield calls
         return sum(int(n or 0) for n in sizes)
+
+    def _generations_bytes(self) -> _Step:
+        """[revisit] MEMORY USAGE of the forgetting dupefilter's two live generations."""
+        shards = self.keys.all_shards()
+        gens = yield [("cmd", "GET", [s.seen_generation]) for s in shards]
+        live = [
+            (s, int(g) - d)
+            for s, g in zip(shards, gens, strict=True)
+            if g is not None
+            for d in (0, 1)
+        ]
+        if self._bloom is not None:
+            sizes = yield [
+                ("cmd", "MEMORY", ["USAGE", s.bloom_gen(g), "SAMPLES", "0"]) for s, g in live
+            ]
+            return sum(int(n or 0) for n in sizes)
+        infos = yield [("cmd", "HMGET", [s.seen_gen_info(g), "L", "split"]) for s, g in live]
+        calls: list[_Call] = [
+            ("cmd", "MEMORY", ["USAGE", s.seen_generation, "SAMPLES", "0"]) for s in shards
+        ]
+        for (s, g), (level, split) in zip(live, infos, strict=True):
+            if level is None and split is None:
+                continue
+            buckets = 2 ** int(level or 0) + int(split or 0)
+            calls.append(("cmd", "MEMORY", ["USAGE", s.seen_gen_info(g), "SAMPLES", "0"]))
+            calls += [
+                ("cmd", "MEMORY", ["USAGE", s.seen_gen_bucket(g, b), "SAMPLES", "0"])
+                for b in range(buckets)
+            ]
+        sizes = yield calls
+        return sum(int(n or 0) for n in sizes)
+
+    def revisit_status(self, grace_s: float = 0.0) -> Any:
+        """[revisit] Over every shard: ``{"scheduled", "due_within_grace", "next_due_s"
+        (None: none scheduled; < 0: overdue), "behind_s", "due_queued"}``."""
+        return self._drive(self._revisit_status(grace_s))
+
+    def _revisit_status(self, grace_s: float) -> _Step:
+        grace = int(grace_s * 1000)
+        replies = yield [
+            self._shard_call(s, "revisit_status", grace) for s in range(self.keys.shards)
+        ]
+        scheduled = due = late = behind = 0
+        nexts: list[int] = []
+        for n, soon, next_in, behind_ms, queued in replies:
+            scheduled += int(n)
+            due += int(soon)
+            late += int(queued)
+            behind = max(behind, int(behind_ms))
+            if text(next_in):
+                nexts.append(int(float(text(next_in))))
+        return {
+            "scheduled": scheduled,
+            "due_within_grace": due,
+            "next_due_s": min(nexts) / 1000 if nexts else None,
+            "behind_s": behind / 1000,
+            "due_queued": late,
+        }
 
     def drained(self) -> Any:
         """``[queued (incl. waiting for their site), delayed, leased, seeding, start]`` over

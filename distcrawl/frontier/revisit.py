@@ -1,0 +1,260 @@
+"""Revisit mode: when a fetched page comes back, and what its next visit sends.
+
+A crawl with ``DISTCRAWL_REVISIT`` keeps itself fresh: every page whose kind has an interval
+is scheduled again when its request is acked (``Q:revisit`` in ``frontier.lua``, shared by all
+nodes), and its next visit sends ``If-None-Match`` / ``If-Modified-Since`` from what the page
+answered last. That state travels in the request's own meta (``distcrawl_revisit``, compact:
+``e`` ETag, ``l`` Last-Modified, ``h`` content hash, ``x`` backoff factor), so the due entry
+holds it and no other key grows per URL.
+
+The backoff rule: the next visit comes after ``interval * x``. An answer that shows the page
+unchanged (a 304, or a body of the same hash) multiplies ``x`` by ``DISTCRAWL_REVISIT_BACKOFF``
+(1.5) up to ``DISTCRAWL_REVISIT_MAX_BACKOFF`` (4); a changed page resets ``x`` to 1. A page
+that answers 404 or 410 is gone: it comes back on the slowest schedule (``interval * max``, or
+the ``gone`` interval when one is set) in case it returns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distcrawl.extract import SiteProfile
+
+__all__ = [
+    "DEFAULT_REVISIT_BACKOFF",
+    "DEFAULT_REVISIT_GRACE",
+    "DEFAULT_REVISIT_MAX_BACKOFF",
+    "META_KEY",
+    "Outcome",
+    "RevisitPolicy",
+    "parse_duration",
+    "parse_intervals",
+    "revisit_payload",
+]
+
+#: an unchanged page's interval grows by this factor at each visit
+DEFAULT_REVISIT_BACKOFF = 1.5
+#: most an interval grows: interval * this
+DEFAULT_REVISIT_MAX_BACKOFF = 4.0
+#: in revisit mode the crawl is drained when nothing falls due within this many seconds
+DEFAULT_REVISIT_GRACE = 60.0
+#: the request meta key of a page's revisit state
+META_KEY = "distcrawl_revisit"
+#: the kind an interval for every other page kind is given under
+ANY_KIND = "*"
+#: statuses that say a page is gone
+GONE_STATUSES = frozenset({404, 410})
+#: the headers a revisit sets from the state (never carried in a payload's headers)
+CONDITIONAL_HEADERS = ("If-None-Match", "If-Modified-Since")
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*", re.IGNORECASE)
+
+
+def parse_duration(value: Any, what: str = "duration") -> float:
+    """Seconds from ``90``, ``90s``, ``15m``, ``6h``, ``1d``, ``2w`` (or a number)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION.fullmatch(str(value))
+        if not match:
+            raise ValueError(f"{what}: {value!r} is not a duration (e.g. 90s, 15m, 6h, 1d)")
+        seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not seconds > 0:
+        raise ValueError(f"{what}: {value!r} must be longer than 0")
+    return seconds
+
+
+def parse_intervals(value: Any, what: str = "DISTCRAWL_REVISIT") -> dict[str, float]:
+    """``{page kind: seconds}`` from ``product:6h,listing:1h,category:1d`` (or a mapping);
+    ``*`` names every other kind, ``gone`` the pages that answered 404/410."""
+    if not value:
+        return {}
+    items: Iterable[tuple[Any, Any]]
+    if isinstance(value, Mapping):
+        items = value.items()
+    else:
+        pairs = []
+        for part in str(value).split(","):
+            if not part.strip():
+                continue
+            kind, sep, duration = part.partition(":")
+            if not sep or not kind.strip():
+                raise ValueError(f"{what}: {part.strip()!r} is not kind:interval (e.g. product:6h)")
+            pairs.append((kind, duration))
+        items = pairs
+    out: dict[str, float] = {}
+    for kind, duration in items:
+        name = str(kind).strip()
+        out[name] = parse_duration(duration, f"{what} {name}")
+    return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a page answered, as its next visit needs it."""
+
+    status: int
+    etag: str | None
+    last_modified: str | None
+    digest: str | None  # the body's hash (None for a 304 or an empty body)
+
+    @classmethod
+    def of(cls, response: Any) -> Outcome:
+        headers = response.headers
+
+        def header(name: bytes) -> str | None:
+            raw = headers.get(name)
+            return raw.decode("latin-1")[:200] if raw else None
+
+        body = response.body if response.status != 304 else b""
+        digest = hashlib.blake2b(body, digest_size=8).hexdigest() if body else None
+        return cls(response.status, header(b"ETag"), header(b"Last-Modified"), digest)
+
+
+@dataclass(frozen=True)
+class RevisitPolicy:
+    """The revisit schedule of a crawl. Settings: ``DISTCRAWL_REVISIT`` (``kind:interval`` list),
+    ``DISTCRAWL_REVISIT_BACKOFF``, ``DISTCRAWL_REVISIT_MAX_BACKOFF``, ``DISTCRAWL_REVISIT_GRACE``,
+    ``DISTCRAWL_REVISIT_FORGET``; site profiles' ``[revisit]`` tables override per site."""
+
+    intervals: dict[str, float] = field(default_factory=dict)
+    #: per site (a profile's domains): {kind: seconds}, over ``intervals``
+    sites: tuple[tuple[SiteProfile, dict[str, float]], ...] = ()
+    backoff: float = DEFAULT_REVISIT_BACKOFF
+    max_backoff: float = DEFAULT_REVISIT_MAX_BACKOFF
+    grace: float = DEFAULT_REVISIT_GRACE
+    #: seconds of one dupefilter generation (0 = longest interval * max_backoff)
+    forget: float = 0.0
+
+    @classmethod
+    def from_settings(
+        cls, settings: Any, profiles: Iterable[SiteProfile] = ()
+    ) -> RevisitPolicy | None:
+        """The policy, or None when revisit mode is off (no interval anywhere)."""
+        intervals = parse_intervals(settings.get("DISTCRAWL_REVISIT"))
+        sites = tuple((p, dict(p.revisit)) for p in profiles if getattr(p, "revisit", None))
+        if not intervals and not sites:
+            return None
+        backoff = settings.getfloat("DISTCRAWL_REVISIT_BACKOFF", DEFAULT_REVISIT_BACKOFF)
+        cap = settings.getfloat("DISTCRAWL_REVISIT_MAX_BACKOFF", DEFAULT_REVISIT_MAX_BACKOFF)
+        if backoff < 1 or cap < 1:
+            raise ValueError("DISTCRAWL_REVISIT_BACKOFF and _MAX_BACKOFF must be at least 1")
+        forget = settings.get("DISTCRAWL_REVISIT_FORGET") or 0
+        return cls(
+            intervals=intervals,
+            sites=sites,
+            backoff=backoff,
+            max_backoff=cap,
+            grace=settings.getfloat("DISTCRAWL_REVISIT_GRACE", DEFAULT_REVISIT_GRACE),
+            forget=parse_duration(forget, "DISTCRAWL_REVISIT_FORGET") if forget else 0.0,
+        )
+
+    @property
+    def forget_ms(self) -> int:
+        """The forgetting dupefilter's generation (ms): a URL is new again 1 to 2 of them after
+        it was last recorded; by default the longest a revisit waits, so a URL is never
+        forgotten while its revisits come."""
+        if self.forget > 0:
+            return int(self.forget * 1000)
+        longest = max(
+            [*self.intervals.values(), *(s for _, k in self.sites for s in k.values())],
+            default=3600.0,
+        )
+        return int(longest * self.max_backoff * 1000)
+
+    def base_interval(self, url: str, kind: str) -> float | None:
+        """Seconds between visits of a page of ``kind`` at ``url`` (None: not revisited)."""
+        intervals = self.intervals
+        if self.sites:
+            from distcrawl.extract import SiteProfile
+
+            profile = SiteProfile.match([p for p, _ in self.sites], url)
+            for p, own in self.sites:
+                if p is profile:
+                    intervals = {**intervals, **own}
+        found = intervals.get(kind)
+        if found is None:
+            found = intervals.get(ANY_KIND)
+        return found
+
+    def next_visit(
+        self, url: str, kind: str, state: Mapping[str, Any] | None, outcome: Outcome
+    ) -> tuple[float, dict[str, Any], str] | None:
+        """(seconds until the next visit, the new state, ``changed`` | ``unchanged`` | ``gone``
+        | ``first``) after ``outcome``, or None when the page is not revisited."""
+        base = self.base_interval(url, kind)
+        if base is None:
+            return None
+        state = state if isinstance(state, Mapping) else {}
+        factor = state.get("x", 1.0)
+        factor = float(factor) if isinstance(factor, (int, float)) else 1.0
+        new: dict[str, Any] = {}
+        if outcome.status in GONE_STATUSES:
+            gone = self.base_interval(url, "gone")
+            new["x"] = self.max_backoff
+            if "h" in state:
+                new["h"] = state["h"]
+            return (gone or base * self.max_backoff), new, "gone"
+        if outcome.status == 304:
+            verdict = "unchanged"
+            digest = state.get("h")
+            etag, modified = state.get("e"), state.get("l")
+            etag = outcome.etag or etag
+            modified = outcome.last_modified or modified
+        else:
+            digest = outcome.digest
+            etag, modified = outcome.etag, outcome.last_modified
+            if "h" not in state:
+                verdict = "first"
+            else:
+                verdict = "unchanged" if digest == state.get("h") else "changed"
+        factor = min(self.max_backoff, factor * self.backoff) if verdict == "unchanged" else 1.0
+        if etag:
+            new["e"] = etag
+        if modified:
+            new["l"] = modified
+        if digest:
+            new["h"] = digest
+        if factor != 1.0:
+            new["x"] = round(factor, 4)
+        return base * factor, new, verdict
+
+
+def revisit_payload(payload: bytes | str, state: Mapping[str, Any]) -> str:
+    """The payload of a page's next visit: the one it was leased with, its revisit state
+    replaced and no conditional header of an earlier visit carried over. (Nothing else of the
+    fetch, such as download meta Scrapy added, goes into it.)"""
+    text = payload.decode("utf-8") if isinstance(payload, bytes) else payload
+    data = json.loads(text)
+    meta = dict(data.get("mt") or {})
+    meta.pop(META_KEY, None)
+    meta["~v"] = dict(state)
+    data["mt"] = meta
+    headers = data.get("h")
+    if isinstance(headers, dict):
+        kept = {k: v for k, v in headers.items() if k.title() not in CONDITIONAL_HEADERS}
+        if kept:
+            data["h"] = kept
+        else:
+            data.pop("h")
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def conditional_headers(state: Any) -> dict[str, str]:
+    """The headers a revisit sends from its state."""
+    if not isinstance(state, Mapping):
+        return {}
+    out = {}
+    etag, modified = state.get("e"), state.get("l")
+    if isinstance(etag, str) and etag:
+        out["If-None-Match"] = etag
+    if isinstance(modified, str) and modified:
+        out["If-Modified-Since"] = modified
+    return out
