@@ -157,7 +157,7 @@ def _plan(
         ("llen", (keys.rejected,)),
         ("get", (keys.paused,)),
     ]
-    per_shard = 10 + len(bands)
+    per_shard = 13 + len(bands)
     for shard in shards:
         first += [
             ("zcard", (shard.queue,)),
@@ -170,6 +170,10 @@ def _plan(
             ("zrange", (shard.waiting, 0, _TOP_SITES - 1)),
             ("hgetall", (_shard_status(shard),)),
             ("zrevrange", (_shard_cuts(shard), 0, _TOP_SITES - 1, True)),  # withscores
+            # [revisit] pages scheduled again, the next due, the oldest due and not leased
+            ("zcard", (shard.revisit,)),
+            ("zrange", (shard.revisit, 0, 0, False, True)),  # withscores
+            ("zrange", (shard.revisit_late, 0, 0, False, True)),
         ]
         first += [("zcount", (shard.queue, *score_range(lo, hi))) for _, lo, hi in bands]
     replies = yield first
@@ -183,6 +187,9 @@ def _plan(
     candidates: list[tuple[ShardKeys, str]] = []
     cuts: list[tuple[float, ShardKeys, str]] = []
     held: dict[str, int] = {}
+    revisits = 0
+    revisit_heads: list[float] = []
+    late_heads: list[float] = []
     for i, shard in enumerate(shards):
         at = 5 + i * per_shard
         r = replies[at : at + per_shard]
@@ -201,7 +208,10 @@ def _plan(
                 node = name[len(_LEASES_FIELD) :]
                 held[node] = held.get(node, 0) + max(0, int(value))
         cuts += [(float(ms), shard, _text(site)) for site, ms in r[9]]
-        for (kind, _, _), n in zip(bands, r[10:], strict=True):
+        revisits += int(r[10])
+        revisit_heads += [float(score) for _, score in r[11]]
+        late_heads += [float(score) for _, score in r[12]]
+        for (kind, _, _), n in zip(bands, r[13:], strict=True):
             by_kind[kind] += int(n)
 
     names = list(dict.fromkeys([*zset_nodes, *gone, *held]))
@@ -296,6 +306,11 @@ def _plan(
         "paused": paused is not None,
         "nodes": nodes,
         "dead_letters": dead_letters,
+        "revisit": {
+            "scheduled": revisits,
+            "next_due_ms": min(revisit_heads) if revisit_heads else None,
+            "oldest_late_ms": min(late_heads) if late_heads else None,
+        },
     }
 
 
@@ -574,8 +589,10 @@ def build_status(
     tracker: RateTracker | None = None,
     *,
     heartbeat_timeout: float,
+    revisit_grace: float = 60.0,
 ) -> dict[str, Any]:
-    """The status of the cluster (JSON-ready) from a snapshot and the rates seen so far."""
+    """The status of the cluster (JSON-ready) from a snapshot and the rates seen so far
+    (``revisit_grace``: DISTCRAWL_REVISIT_GRACE, for what drained means in revisit mode)."""
     at = snapshot["at_ms"]
     nodes: list[dict[str, Any]] = []
     errors: dict[str, float] = {}
@@ -635,6 +652,11 @@ def build_status(
     elif rated and drain > 0:
         eta = round(left / drain * 60, 1)
     trend = tracker.backlog_per_min() if tracker else None
+    revisit = _revisit_status(snapshot, at)
+    drained = left == 0
+    if revisit is not None and revisit["next_due_s"] is not None:
+        # revisit mode: drained while nothing falls due within the grace period
+        drained = drained and revisit["next_due_s"] > revisit_grace
     return {
         "crawl": snapshot["spider"],
         "server_time_ms": at,
@@ -680,7 +702,24 @@ def build_status(
         "errors": {k: int(v) for k, v in sorted(errors.items())},
         "eta_seconds": eta,
         "backlog_per_min": _round(trend) if trend is not None else None,
-        "drained": left == 0,
+        "drained": drained,
+        "revisit": revisit,
+    }
+
+
+def _revisit_status(snapshot: Mapping[str, Any], at: int) -> dict[str, Any] | None:
+    """[revisit] Pages scheduled again, when the next falls due, and how far behind schedule
+    the crawl is (the oldest revisit due and not leased yet); None when none is scheduled."""
+    info = snapshot.get("revisit") or {}
+    scheduled = int(info.get("scheduled") or 0)
+    head, late = info.get("next_due_ms"), info.get("oldest_late_ms")
+    if not scheduled and late is None:
+        return None
+    due = [t for t in (head, late) if t is not None and t <= at]
+    return {
+        "scheduled": scheduled,
+        "next_due_s": round((head - at) / 1000, 1) if head is not None else None,
+        "behind_s": round((at - min(due)) / 1000, 1) if due else 0.0,
     }
 
 

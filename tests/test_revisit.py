@@ -118,5 +118,5 @@ def test_site_profiles_override_intervals(tmp_path: Path) -> None:
     only = RevisitPolicy.from_settings(Settings({}), profiles)
     assert only is not None and only.base_interval(URL, "listing") == 30.0
     (tmp_path / "bad.toml").write_text('[site]\ndomains = ["x.test"]\n[revisit]\nproduct = "x"\n')
-    with pytest.raises(ProfileError, match="revisit.product"):
+    with pytest.raises(ProfileError, match=r"revisit\.product"):
         load_profiles([tmp_path / "bad.toml"])

@@ -142,7 +142,12 @@ def test_a_revisit_keeps_its_url_known(redis_url: str) -> None:
     deadline = time.monotonic() + 6  # several generations
     while time.monotonic() < deadline:
         leased: list[object] = []
-        assert wait_until(lambda: bool(leased.extend(store.sync("n1", lease=1).leased) or leased))
+
+        def take(leased: list[object] = leased) -> bool:
+            leased.extend(store.sync("n1", lease=1).leased)
+            return bool(leased)
+
+        assert wait_until(take)
         # every visit records the URL again: a link to it is filtered, never a second entry
         assert store.sync("n1", children=[child("a")]).added == 0
         store.sync("n1", revisits=[revisit_of(leased[0], 100, {})])

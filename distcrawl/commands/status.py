@@ -97,24 +97,25 @@ def collect(
     heartbeats or *sample* seconds have passed."""
     priorities = page_priorities(settings)
     timeout = heartbeat_timeout(settings)
+    grace = settings.getfloat("DISTCRAWL_REVISIT_GRACE", 60.0)
     if tracker is not None:
         snapshot = read_snapshot(client, keys, page_priorities=priorities)
         tracker.update(snapshot)
-        return build_status(snapshot, tracker, heartbeat_timeout=timeout)
+        return build_status(snapshot, tracker, heartbeat_timeout=timeout, revisit_grace=grace)
     tracker = RateTracker()
     wait = heartbeat_interval(settings) + 1.0 if sample is None else sample
     deadline = time.monotonic() + wait
     while True:
         snapshot = read_snapshot(client, keys, page_priorities=priorities, dead_sample=0)
         tracker.update(snapshot)
-        status = build_status(snapshot, tracker, heartbeat_timeout=timeout)
+        status = build_status(snapshot, tracker, heartbeat_timeout=timeout, revisit_grace=grace)
         live = [n for n in status["nodes"] if n["state"] == "live"]
         if all(n["pages_per_min"] is not None for n in live) or time.monotonic() >= deadline:
             break
         time.sleep(_POLL)
     snapshot = read_snapshot(client, keys, page_priorities=priorities)
     tracker.update(snapshot)
-    return build_status(snapshot, tracker, heartbeat_timeout=timeout)
+    return build_status(snapshot, tracker, heartbeat_timeout=timeout, revisit_grace=grace)
 
 
 def stored_products(settings: BaseSettings) -> int | None:
@@ -224,6 +225,15 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
         sites = ", ".join(f"{k} {_num(v)}" for k, v in frontier["waiting_by_site"].items())
         queue.add_row("  of which wait for their site", _num(frontier["waiting_for_site"]), sites)
     queue.add_row("parked retries", _num(frontier["parked"]), "")
+    revisit = status.get("revisit")
+    if revisit:
+        nxt = revisit["next_due_s"]
+        due = "none" if nxt is None else ("now" if nxt <= 0 else f"in {_duration(nxt)}")
+        queue.add_row(
+            "revisits scheduled",
+            _num(revisit["scheduled"]),
+            f"next due {due}; behind schedule {_duration(revisit['behind_s'])}",
+        )
     queue.add_row("in flight", _num(frontier["in_flight"]), "leased to nodes")
     if frontier["seeding"] or frontier["start_list"]:
         queue.add_row("seeds waiting", _num(frontier["start_list"] + frontier["seeding"]), "")
