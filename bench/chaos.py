@@ -59,6 +59,8 @@ from urllib.parse import urlsplit
 import pymongo
 import redis
 
+from distcrawl.frontier.keys import FrontierKeys
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
@@ -77,7 +79,7 @@ from _common import (
 )
 
 #: the frontier's key prefix (hash tag) for the catalog spider
-FRONTIER = "{catalog}"
+KEYS = FrontierKeys("catalog", START_URLS_KEY)
 #: shop latency (ms, plus 0..jitter): at 16 requests in flight per node, a 400-product crawl
 #: at 40 ms is over in ~1.5 s, before a replacement node has even started; at 250-350 ms it
 #: lasts ~10 s, so the kills land mid-crawl, on nodes holding full prefetch batches
@@ -286,7 +288,11 @@ class Chaos:
         if not candidates:
             return False
         victim = self.rng.choice(candidates)
-        leases = None if self.baseline else r.zcard(f"{FRONTIER}:leases:{victim.node_id}")
+        leases = (
+            None
+            if self.baseline
+            else sum(int(r.zcard(sh.leases(victim.node_id))) for sh in KEYS.all_shards())
+        )
         victim.kill9()
         replacement = self.start_node()
         event = {
@@ -341,25 +347,29 @@ class Chaos:
                 dupefilter_size=int(r.scard(SCRAPY_REDIS_DUPEFILTER)),
             )
         else:
+            shards = KEYS.all_shards()
             leases = {
                 key.decode(): int(r.zcard(key))
-                for key in r.scan_iter(match=f"{FRONTIER}:leases:*", count=1000)
+                for sh in shards
+                for key in r.scan_iter(match=sh.leases("*"), count=1000)
             }
             waiting = sum(
-                int(r.zcard(key)) for key in r.scan_iter(match=f"{FRONTIER}:wait:*", count=1000)
+                int(r.zcard(key))
+                for sh in shards
+                for key in r.scan_iter(match=sh.wait("*"), count=1000)
             )
             seeding = sum(
-                int(r.llen(key)) for key in r.scan_iter(match=f"{FRONTIER}:seeding:*", count=1000)
+                int(r.llen(key)) for key in r.scan_iter(match=KEYS.seeding("*"), count=1000)
             )
-            queued = int(r.zcard(f"{FRONTIER}:queue"))
-            delayed = int(r.zcard(f"{FRONTIER}:delayed"))
+            queued = sum(int(r.zcard(sh.queue)) for sh in shards)
+            delayed = sum(int(r.zcard(sh.delayed)) for sh in shards)
             result.update(
                 inflight_left=sum(leases.values()),
                 queued_left=queued + delayed + waiting,
                 queued_breakdown={"queue": queued, "delayed": delayed, "waiting": waiting},
                 leases_left={k: v for k, v in leases.items() if v},
                 seeding_left=seeding,
-                dead_letters=int(r.hlen(f"{FRONTIER}:dead")),
+                dead_letters=sum(int(r.hlen(sh.dead)) for sh in shards),
             )
         result["start_left"] = int(r.llen(START_URLS_KEY))
         return result
@@ -424,7 +434,7 @@ class Chaos:
                 recovered_live |= names - killed
                 logged += int(match[1])
         stale = counted = 0
-        for key in r.scan_iter(match=f"{FRONTIER}:node:*", count=1000):
+        for key in r.scan_iter(match=KEYS.node("*"), count=1000):
             raw = r.hget(key, "info")
             try:
                 stats = json.loads(raw or b"{}").get("stats", {})
@@ -433,9 +443,10 @@ class Chaos:
             stale += int(stats.get("frontier/acks/stale", 0) or 0)
             counted += int(stats.get("frontier/recovered", 0) or 0)
         active = 0
-        for key in r.scan_iter(match=f"{FRONTIER}:site:*", count=1000):
-            if r.type(key) == b"hash":
-                active += int(float(r.hget(key, "active") or 0))
+        for shard in KEYS.all_shards():
+            for key in r.scan_iter(match=shard.site("*"), count=1000):
+                if r.type(key) == b"hash":
+                    active += int(float(r.hget(key, "active") or 0))
         return {
             "recovered_live_nodes": len(recovered_live),
             "recovered_live_sample": sorted(recovered_live)[:5],

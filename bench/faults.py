@@ -22,6 +22,7 @@ from _common import Node, Services, print_report, stop_process, wait_all
 
 from distcrawl.demo.checks import attempts_by_path, check_store, retry_gap_violations
 from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.frontier.keys import FrontierKeys
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +124,8 @@ def summarize(
     failing = shop.failing_product_urls()
     store = check_store(client.get_default_database()["products"], recoverable)
     client.close()
-    dead = [json.loads(v) for v in r.hvals("{catalog}:dead")]
+    shards = FrontierKeys("catalog", "catalog:start_urls").all_shards()
+    dead = [json.loads(v) for shard in shards for v in r.hvals(shard.dead)]
     log = shop.request_log()
     violations = retry_gap_violations(
         log, base=args.backoff_base, cap=args.backoff_max, retry_statuses=frozenset({503, 500})

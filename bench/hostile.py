@@ -40,6 +40,8 @@ from typing import Any
 import pymongo
 import redis
 
+from distcrawl.frontier.keys import FrontierKeys
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
@@ -55,6 +57,8 @@ from distcrawl.demo.pages import HOSTILE_LINKS
 
 #: the frontier's key prefix (hash tag) for the catalog spider
 FRONTIER = "{catalog}"
+#: an entry of no site belongs to the first shard
+SHARD0 = FrontierKeys("catalog", "catalog:start_urls").shard(0)
 #: hostile pages of the shop, seeded so that each one is met
 HOSTILE_PATHS = tuple(path for path, _ in HOSTILE_LINKS)
 #: the injection starts once the shop has answered this many product pages
@@ -205,8 +209,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 pipe.lpush(START_URLS_KEY, raw)
             for j, payload in enumerate(entries[batch::BATCHES]):
                 rid = f"hostile-{batch}-{j}"
-                pipe.hset(f"{FRONTIER}:req", rid, payload)
-                pipe.zadd(f"{FRONTIER}:queue", {rid: -1e12})
+                pipe.hset(SHARD0.requests, rid, payload)
+                pipe.zadd(SHARD0.queue, {rid: -1e12})
             pipe.execute()
             time.sleep(0.02)
         injection_ended = time.time()

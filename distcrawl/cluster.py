@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from distcrawl.frontier.store import FrontierKeys, effective_factor
+from distcrawl.connection import is_cluster_client
+from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.store import effective_factor
 
 __all__ = [
     "DEFAULT_DEAD_SAMPLE",
@@ -48,8 +50,13 @@ DEFAULT_RATE_WINDOW = 60.0
 #: the order score is -priority * SCORE_SCALE + seq (``frontier.lua``)
 SCORE_SCALE = 10_000_000_000
 _SCAN_COUNT = 1000
-#: the status lists this many sites at most (dead letters by site, requests waiting by site)
+#: the status lists this many sites at most (dead letters by site, requests waiting by site,
+#: sites' budgets); per-site keys are read for these only
 _TOP_SITES = 20
+#: stopped and recovered nodes read from ``{S}:gone`` (newest first)
+_MAX_GONE = 100
+#: a plan's pseudo-command: the server time of the slot of the key given
+_TIME = "time@"
 
 # Node stats summed into "errors by kind": stats prefix -> label prefix in the status.
 _ERROR_PREFIXES = {
@@ -111,81 +118,105 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+# Keys of the status registries kept by the frontier script (``[status registry]`` in
+# ``frontier.lua``): the nodes gone in the last day (control slot), and per shard a hash of
+# the requests in its waiting rooms and of the leases each node holds there.
+def _gone(keys: FrontierKeys) -> str:
+    return f"{keys.prefix}:gone"
+
+
+def _shard_status(shard: ShardKeys) -> str:
+    return f"{shard.prefix}:status"
+
+
+def _shard_cuts(shard: ShardKeys) -> str:
+    return f"{shard.prefix}:cuts"
+
+
+_LEASES_FIELD = "leases:"
+
+
 def _plan(
     keys: FrontierKeys,
     bands: list[tuple[str, int | None, int | None]],
     dead_sample: int,
 ) -> Plan:
-    """The Redis reads of one snapshot, as batches; each ``yield`` receives a batch's replies."""
+    """The Redis reads of one snapshot, as batches; each ``yield`` receives a batch's replies.
+
+    Bounded by the number of shards and nodes, never by the number of sites or keys: nodes
+    come from the heartbeat set, the registry of stopped and recovered nodes and the lease
+    counts each shard keeps per node; per-site detail is read for the top sites only (the
+    first due to leave their waiting room in each shard, then the 20 with most waiting).
+    Nothing SCANs the keyspace.
+    """
+    shards = keys.all_shards()
     first: Batch = [
-        ("time", ()),
         ("zrange", (keys.nodes, 0, -1)),
-        ("zcard", (keys.queue,)),
-        ("zcard", (keys.delayed,)),
-        ("scard", (keys.dupefilter,)),
-        ("hlen", (keys.dead,)),
-        ("hlen", (keys.requests,)),
+        ("zrevrange", (_gone(keys), 0, _MAX_GONE - 1)),
         ("llen", (keys.start_urls,)),
         ("llen", (keys.rejected,)),
         ("get", (keys.paused,)),
     ]
-    first += [("zcount", (keys.queue, *score_range(lo, hi))) for _, lo, hi in bands]
+    per_shard = 10 + len(bands)
+    for shard in shards:
+        first += [
+            ("zcard", (shard.queue,)),
+            ("zcard", (shard.delayed,)),
+            ("hget", (shard.seen_info, "n")),
+            ("strlen", (shard.bloom,)),
+            ("hlen", (shard.dead,)),
+            ("hlen", (shard.requests,)),
+            ("zcard", (shard.waiting,)),
+            ("zrange", (shard.waiting, 0, _TOP_SITES - 1)),
+            ("hgetall", (_shard_status(shard),)),
+            ("zrevrange", (_shard_cuts(shard), 0, _TOP_SITES - 1, True)),  # withscores
+        ]
+        first += [("zcount", (shard.queue, *score_range(lo, hi))) for _, lo, hi in bands]
     replies = yield first
-    seconds, micros = replies[0]
-    zset_nodes = [_text(n) for n in replies[1]]
-    queued, parked, seen, dead, requests, start, rejected = (int(r) for r in replies[2:9])
-    paused = replies[9]
-    by_kind = {kind: int(n) for (kind, _, _), n in zip(bands, replies[10:], strict=True)}
+    zset_nodes = [_text(n) for n in replies[0]]
+    gone = [_text(n) for n in replies[1]]
+    start, rejected = int(replies[2]), int(replies[3])
+    paused = replies[4]
+    queued = parked = seen = bloom_bytes = dead = requests = waiting_sites = 0
+    waiting_total = 0
+    by_kind = {kind: 0 for kind, _, _ in bands}
+    candidates: list[tuple[ShardKeys, str]] = []
+    cuts: list[tuple[float, ShardKeys, str]] = []
+    held: dict[str, int] = {}
+    for i, shard in enumerate(shards):
+        at = 5 + i * per_shard
+        r = replies[at : at + per_shard]
+        queued += int(r[0])
+        parked += int(r[1])
+        seen += int(r[2] or 0)
+        bloom_bytes += int(r[3])
+        dead += int(r[4])
+        requests += int(r[5])
+        waiting_sites += int(r[6])
+        candidates += [(shard, _text(site)) for site in r[7]]
+        fields = {_text(k): _text(v) for k, v in (r[8] or {}).items()}
+        waiting_total += max(0, int(fields.get("waiting", 0)))
+        for name, value in fields.items():
+            if name.startswith(_LEASES_FIELD):
+                node = name[len(_LEASES_FIELD) :]
+                held[node] = held.get(node, 0) + max(0, int(value))
+        cuts += [(float(ms), shard, _text(site)) for site, ms in r[9]]
+        for (kind, _, _), n in zip(bands, r[10:], strict=True):
+            by_kind[kind] += int(n)
 
-    # Node hashes of recovered (dead) nodes, leases of unknown nodes and the per-site waiting
-    # rooms are found by name.
-    names = dict.fromkeys(zset_nodes)
-    wait_prefix = f"{keys.prefix}:wait:"
-    budget_prefix = keys.site("")
-    sites: list[str] = []
-    budgets: list[str] = []
-    cursor: Any = 0
-    prefixes = [keys.node(""), keys.leases(""), keys.seeding("")]
-    while True:
-        [(cursor, found)] = yield [("scan", (cursor, keys.all_keys_pattern(), _SCAN_COUNT))]
-        for key in map(_text, found):
-            if key.startswith(wait_prefix):
-                sites.append(key[len(wait_prefix) :])
-            elif key.startswith(budget_prefix):
-                budgets.append(key[len(budget_prefix) :])
-            for prefix in prefixes:
-                if key.startswith(prefix):
-                    names.setdefault(key[len(prefix) :])
-        if int(cursor) == 0:
-            break
-
+    names = list(dict.fromkeys([*zset_nodes, *gone, *held]))
     batch: Batch = []
     for name in names:
         batch += [
             ("zscore", (keys.nodes, name)),
             ("hgetall", (keys.node(name),)),
-            ("zcard", (keys.leases(name),)),
             ("llen", (keys.seeding(name),)),
         ]
-    for site in sites:
-        batch.append(("zcard", (wait_prefix + site,)))
-        batch += [("zcount", (wait_prefix + site, *score_range(lo, hi))) for _, lo, hi in bands]
-    batch += [("hgetall", (keys.site(site),)) for site in budgets]
+    batch += [("zcard", (shard.wait(site),)) for shard, site in candidates]
     replies = (yield batch) if batch else []
-    site_budgets = {
-        site: {_text(k): _text(v) for k, v in (fields or {}).items()}
-        for site, fields in zip(budgets, replies[len(replies) - len(budgets) :], strict=True)
-    }
-    waiting: dict[str, int] = {}
-    at = 4 * len(names)
-    for site in sites:
-        waiting[site] = int(replies[at])
-        for (kind, _, _), n in zip(bands, replies[at + 1 : at + 1 + len(bands)], strict=True):
-            by_kind[kind] += int(n)
-        at += 1 + len(bands)
     nodes: dict[str, dict[str, Any]] = {}
     for i, name in enumerate(names):
-        score, fields, leases, seeding = replies[4 * i : 4 * i + 4]
+        score, fields, seeding = replies[3 * i : 3 * i + 3]
         fields = {_text(k): v for k, v in (fields or {}).items()}
         nodes[name] = {
             "heartbeat_ms": int(float(score)) if score is not None else None,
@@ -193,45 +224,104 @@ def _plan(
             "dead_since_ms": _int_or_none(fields.get("dead_since")),
             "stopped_ms": _int_or_none(fields.get("stopped_at")),
             "info": _json_object(fields.get("info")),
-            "leases": int(leases),
+            "leases": held.get(name, 0),
             "seeding": int(seeding),
         }
+    rooms = [int(n) for n in replies[3 * len(names) :]]
+    found = [(n, shard, site) for (shard, site), n in zip(candidates, rooms, strict=True) if n]
+    top = sorted(found, key=lambda t: -t[0])[:_TOP_SITES]
+
+    # the latest cuts too (a cut site may wait for nothing): up to the top sites' number
+    shown = {site for _, _, site in top}
+    cut_sites = [(shard, site) for _, shard, site in sorted(cuts, key=lambda t: -t[0])]
+    cut_sites = [(sh, site) for sh, site in cut_sites if site not in shown][:_TOP_SITES]
+    # and the busiest, from what the live nodes publish (a busy site may wait for nothing)
+    rates = published_site_rates(nodes)
+    shown |= {site for _, site in cut_sites}
+    busy = [site for site in sorted(rates, key=lambda s: -rates[s]) if site not in shown]
+    busy = busy[:_TOP_SITES]
+    batch = []
+    for _, shard, site in top:
+        batch.append(("hgetall", (shard.site(site),)))
+        batch += [("zcount", (shard.wait(site), *score_range(lo, hi))) for _, lo, hi in bands]
+    batch += [("hgetall", (shard.site(site),)) for shard, site in cut_sites]
+    batch += [("hgetall", (keys.site_keys(site).site(site),)) for site in busy]
+    replies = (yield batch) if batch else []
+    site_budgets: dict[str, dict[str, str]] = {}
+    waiting: dict[str, int] = {}
+    for j, (room, _, site) in enumerate(top):
+        at = j * (1 + len(bands))
+        fields = replies[at]
+        site_budgets[site] = {_text(k): _text(v) for k, v in (fields or {}).items()}
+        waiting[site] = room
+        # page kinds of the waiting rooms: the top sites' only (the total is exact)
+        for (kind, _, _), n in zip(bands, replies[at + 1 : at + 1 + len(bands)], strict=True):
+            by_kind[kind] += int(n)
+    after = len(top) * (1 + len(bands))
+    for site, fields in zip([site for _, site in cut_sites] + busy, replies[after:], strict=True):
+        site_budgets[site] = {_text(k): _text(v) for k, v in (fields or {}).items()}
 
     dead_letters = {"total": dead, "by_reason": {}, "by_site": {}, "counted": 0}
     if dead and dead_sample > 0:
         by_reason: dict[str, int] = {}
         by_site: dict[str, int] = {}
         counted = 0
-        cursor = 0
-        while True:
-            [(cursor, chunk)] = yield [("hscan", (keys.dead, cursor, None, _SCAN_COUNT))]
-            for raw in chunk.values():
-                record = _json_object(raw)
-                reason = str(record.get("reason") or "unknown")
-                by_reason[reason] = by_reason.get(reason, 0) + 1
-                site = record_site(record)
-                by_site[site] = by_site.get(site, 0) + 1
-                counted += 1
-            if int(cursor) == 0 or counted >= dead_sample:
-                break
+        for shard in shards:
+            cursor: Any = 0
+            while counted < dead_sample:
+                [(cursor, chunk)] = yield [("hscan", (shard.dead, cursor, None, _SCAN_COUNT))]
+                for raw in chunk.values():
+                    record = _json_object(raw)
+                    reason = str(record.get("reason") or "unknown")
+                    by_reason[reason] = by_reason.get(reason, 0) + 1
+                    site = record_site(record)
+                    by_site[site] = by_site.get(site, 0) + 1
+                    counted += 1
+                if int(cursor) == 0:
+                    break
         dead_letters.update(by_reason=by_reason, by_site=by_site, counted=counted)
 
+    # the server clock of the control slot, which times the heartbeats
+    [(seconds, micros)] = yield [(_TIME, (keys.prefix,))]
     return {
         "spider": keys.spider,
+        "shards": len(shards),
         "at_ms": int(seconds) * 1000 + int(micros) // 1000,
         "queued": queued,
         "queued_by_kind": by_kind,
         "waiting": waiting,
+        "waiting_total": max(waiting_total, sum(waiting.values())),
+        "waiting_sites": waiting_sites,
         "site_budgets": site_budgets,
+        "site_rates": {site: rates[site] for site in site_budgets if site in rates},
         "parked": parked,
         "requests": requests,
         "seen": seen,
+        "bloom_bytes": bloom_bytes,
         "start_list": start,
         "rejected": rejected,
         "paused": paused is not None,
         "nodes": nodes,
         "dead_letters": dead_letters,
     }
+
+
+def published_site_rates(nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """Pages per minute per site, summed over what the live nodes' heartbeats publish
+    (``info.sites``: their busiest sites as ``[site, pages per minute]``); a stopped node's
+    last figures are not current, and a malformed entry is skipped."""
+    rates: dict[str, float] = {}
+    for node in nodes.values():
+        if node.get("stopped_ms") is not None or node.get("heartbeat_ms") is None:
+            continue
+        published = node.get("info", {}).get("sites")
+        for entry in published if isinstance(published, list) else []:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+                continue
+            if not _is_number(entry[1]) or entry[1] <= 0:
+                continue
+            rates[entry[0]] = rates.get(entry[0], 0.0) + float(entry[1])
+    return rates
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -259,14 +349,25 @@ def record_site(record: Mapping[str, Any]) -> str:
     return host or "unknown"
 
 
+def _time_target(client: Any, key: str) -> dict[str, Any]:
+    """On a cluster, TIME goes to the master of *key*'s slot (it times the heartbeats)."""
+    if is_cluster_client(client):
+        return {"target_nodes": client.get_node_from_key(key)}
+    return {}
+
+
 def _run_sync(client: Any, plan: Plan) -> dict[str, Any]:
     batch = next(plan)
     while True:
-        pipe = client.pipeline(transaction=False)
-        for name, args in batch:
-            getattr(pipe, name)(*args)
+        if batch and batch[0][0] == _TIME:
+            replies = [client.time(**_time_target(client, batch[0][1][0]))]
+        else:
+            pipe = client.pipeline(transaction=False)
+            for name, args in batch:
+                getattr(pipe, name)(*args)
+            replies = pipe.execute()
         try:
-            batch = plan.send(pipe.execute())
+            batch = plan.send(replies)
         except StopIteration as done:
             result: dict[str, Any] = done.value
             return result
@@ -275,10 +376,15 @@ def _run_sync(client: Any, plan: Plan) -> dict[str, Any]:
 async def _run_async(client: Any, plan: Plan) -> dict[str, Any]:
     batch = next(plan)
     while True:
-        pipe = client.pipeline(transaction=False)
-        for name, args in batch:
-            getattr(pipe, name)(*args)
-        replies = await pipe.execute()
+        if batch and batch[0][0] == _TIME:
+            if is_cluster_client(client):
+                await client.initialize()  # the slot map, to find the key's master
+            replies = [await client.time(**_time_target(client, batch[0][1][0]))]
+        else:
+            pipe = client.pipeline(transaction=False)
+            for name, args in batch:
+                getattr(pipe, name)(*args)
+            replies = await pipe.execute()
         try:
             batch = plan.send(replies)
         except StopIteration as done:
@@ -424,11 +530,15 @@ def backlog(snapshot: Mapping[str, Any]) -> int:
     nodes = snapshot["nodes"].values()
     return int(
         snapshot["queued"]
-        + sum(snapshot["waiting"].values())
+        + _waiting_total(snapshot)
         + snapshot["parked"]
         + snapshot["start_list"]
         + sum(n["leases"] + n["seeding"] for n in nodes)
     )
+
+
+def _waiting_total(snapshot: Mapping[str, Any]) -> int:
+    return int(snapshot.get("waiting_total", sum(snapshot["waiting"].values())))
 
 
 # --------------------------------------------------------------------------- the status
@@ -452,7 +562,8 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
             base = None  # no limit and no cut: as fast as the site answers
         in_flight = int(fields.get("active") or 0)
         waiting = int(snapshot["waiting"].get(site, 0))
-        if not (in_flight or waiting or factor < 1.0):
+        rate = float(snapshot.get("site_rates", {}).get(site, 0.0))
+        if not (in_flight or waiting or rate or factor < 1.0):
             continue  # not busy
         out.append(
             {
@@ -465,9 +576,10 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "allowed_rate": round(base * factor, 2) if base is not None else None,
                 "in_flight": in_flight,
                 "waiting": waiting,
+                "pages_per_min": round(rate, 1),
             }
         )
-    out.sort(key=lambda s: (-s["waiting"], -s["in_flight"]))
+    out.sort(key=lambda s: (-s["waiting"], -s["in_flight"], -s["pages_per_min"]))
     return out[:_TOP_SITES]
 
 
@@ -556,9 +668,10 @@ def build_status(
         "paused": snapshot["paused"],
         "frontier": {
             # everything not leased yet: the queue and the sites' waiting rooms
-            "queued": snapshot["queued"] + sum(snapshot["waiting"].values()),
+            "queued": snapshot["queued"] + _waiting_total(snapshot),
             "queued_by_kind": dict(snapshot["queued_by_kind"]),
-            "waiting_for_site": sum(snapshot["waiting"].values()),
+            "waiting_for_site": _waiting_total(snapshot),
+            "sites_waiting": snapshot.get("waiting_sites", len(snapshot["waiting"])),
             "waiting_by_site": dict(
                 sorted(snapshot["waiting"].items(), key=lambda kv: -kv[1])[:_TOP_SITES]
             ),

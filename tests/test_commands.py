@@ -157,35 +157,37 @@ def test_pause_and_resume(cli, r) -> None:
 
 def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None:
     store = FrontierStore(r, KEYS)
-    for key, value in ((KEYS.queue, {"9": -1.0}), (KEYS.delayed, {"8": 1.0})):
+    s0 = KEYS.shard(0)  # requests of no site live in the first shard
+    for key, value in ((s0.queue, {"9": -1.0}), (s0.delayed, {"8": 1.0})):
         r.zadd(key, value)
-    r.hset(KEYS.requests, mapping={"9": "q", "8": "d", "1": "leased-live", "2": "leased-dead"})
-    r.sadd(KEYS.dupefilter, "fp")
-    r.hset(KEYS.dead, "x", "{}")
+    r.hset(s0.requests, mapping={"9": "q", "8": "d", "1": "leased-live", "2": "leased-dead"})
+    r.sadd(s0.dupefilter, "7")
+    r.hset(s0.dead, "x", "{}")
     r.lpush(KEYS.start_urls, "https://s.test/")
-    r.set(f"{KEYS.prefix}:seq", 9)
+    r.set(s0.seq, 9)
     store.heartbeat("live", "{}")
-    r.zadd(KEYS.leases("live"), {"1": 1.0})
+    r.zadd(s0.leases("live"), {"1": 1.0})
     r.zadd(KEYS.nodes, {"dead": 1000})
-    r.zadd(KEYS.leases("dead"), {"2": 2.0})
+    r.zadd(s0.leases("dead"), {"2": 2.0})
     r.set(KEYS.paused, "1")
 
     assert cli("control", "catalog", "reset")[0] == 2
-    assert r.zcard(KEYS.queue) == 1
+    assert r.zcard(s0.queue) == 1
 
     code, out, _ = cli("control", "catalog", "reset", "--yes-really")
     assert code == 0, out
     assert "kept 1 leases of 1 live node(s)" in out and "still paused" in out
     left = sorted(k.decode() for k in r.keys("*"))
-    assert left == sorted(
-        [KEYS.requests, KEYS.leases("live"), KEYS.nodes, KEYS.paused, f"{KEYS.prefix}:seq"]
-    )
-    assert r.hgetall(KEYS.requests) == {b"1": b"leased-live"}
+    status = f"{s0.prefix}:status"  # the status registry: the live node's kept lease
+    kept = {s0.requests, s0.leases("live"), KEYS.nodes, KEYS.paused, s0.seq, status}
+    assert left == sorted(kept)
+    assert r.hgetall(status) == {b"leases:live": b"1"}
+    assert r.hgetall(s0.requests) == {b"1": b"leased-live"}
     assert r.zrange(KEYS.nodes, 0, -1) == [b"live"]
 
     code, _, _ = cli("control", "catalog", "reset", "--yes-really", "--force")
     assert code == 0
-    assert sorted(k.decode() for k in r.keys("*")) == [KEYS.paused, f"{KEYS.prefix}:seq"]
+    assert sorted(k.decode() for k in r.keys("*")) == sorted({KEYS.paused, s0.seq})
 
 
 # --------------------------------------------------------------------------- dead letters
@@ -204,7 +206,7 @@ def dead_letter(r: redis.Redis, dead_id: str, url: str, reason: str, priority: i
         "last_attempt": time.time(),
         "status": 503,
     }
-    r.hset(KEYS.dead, dead_id, json.dumps(record))
+    r.hset(KEYS.shard(0).dead, dead_id, json.dumps(record))
 
 
 @pytest.fixture
@@ -236,22 +238,22 @@ def test_deadletters_requeue_filtered_moves_them_back_to_the_queue(cli, letters)
         "deadletters", "catalog", "requeue", "--reason", "http_503", "--site", "a.test"
     )
     assert (code, out.strip()) == (0, "re-queued 1 of 1 matching dead letters")
-    assert sorted(letters.hkeys(KEYS.dead)) == [b"a2", b"b1"]
-    [(rid, score)] = letters.zrange(KEYS.queue, 0, -1, withscores=True)
-    assert json.loads(letters.hget(KEYS.requests, rid))["url"] == "http://a.test/p/1"
+    assert sorted(letters.hkeys(KEYS.shard(0).dead)) == [b"a2", b"b1"]
+    [(rid, score)] = letters.zrange(KEYS.shard(0).queue, 0, -1, withscores=True)
+    assert codec.decode(letters.hget(KEYS.shard(0).requests, rid)).url == "http://a.test/p/1"
     assert -score // 1e10 + 1 == 100  # its priority came back with it
     assert (
         cli("deadletters", "catalog", "requeue")[1].strip()
         == "re-queued 2 of 2 matching dead letters"
     )
-    assert letters.hlen(KEYS.dead) == 0 and letters.zcard(KEYS.queue) == 3
+    assert letters.hlen(KEYS.shard(0).dead) == 0 and letters.zcard(KEYS.shard(0).queue) == 3
 
 
 def test_deadletters_purge_needs_confirmation(cli, letters) -> None:
     assert cli("deadletters", "catalog", "purge")[0] == 2
     code, out, _ = cli("deadletters", "catalog", "purge", "--reason", "http_503", "--yes-really")
     assert (code, out.strip()) == (0, "purged 2 of 2 matching dead letters")
-    assert letters.hkeys(KEYS.dead) == [b"a2"]
+    assert letters.hkeys(KEYS.shard(0).dead) == [b"a2"]
 
 
 # --------------------------------------------------------------------------- a real crawl
@@ -275,7 +277,7 @@ def status_of(redis_url: str, mongo_uri: str, capsys, *, sample: str = "0") -> d
         [
             *("status", "catalog", "--json", "--sample", sample),
             *("-s", f"REDIS_URL={redis_url}", "-s", f"MONGO_URI={mongo_uri}"),
-            *("-s", f"DISTCRAWL_HEARTBEAT_TIMEOUT={HEARTBEAT_TIMEOUT}"),
+            *("-s", f"DISTCRAWL_HEARTBEAT_TIMEOUT={HEARTBEAT_TIMEOUT}", "-s", "DISTCRAWL_SHARDS=1"),
         ]
     )
     out, err = capsys.readouterr()
@@ -283,19 +285,25 @@ def status_of(redis_url: str, mongo_uri: str, capsys, *, sample: str = "0") -> d
     return json.loads(out)
 
 
+#: the status reads a one-slot layout until it reads every shard
+ONE_SHARD = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=1)
+
+
 def frontier_state(r: redis.Redis) -> dict:
+    keys = ONE_SHARD
     leases = {
-        k.decode(): sorted(r.zrange(k, 0, -1)) for k in r.scan_iter(f"{KEYS.prefix}:leases:*")
+        k.decode(): sorted(r.zrange(k, 0, -1)) for k in r.scan_iter(f"{keys.prefix}:leases:*")
     }
-    waiting = sum(r.zcard(k) for k in r.scan_iter(f"{KEYS.prefix}:wait:*"))
-    queued = r.zcard(KEYS.queue) + waiting
-    return {"queue": queued, "leases": leases, "parked": r.zcard(KEYS.delayed)}
+    waiting = sum(r.zcard(k) for k in r.scan_iter(f"{keys.prefix}:wait:*"))
+    queued = r.zcard(keys.queue) + waiting
+    return {"queue": queued, "leases": leases, "parked": r.zcard(keys.delayed)}
 
 
 @pytest.mark.slow
 def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
-    redis_url, mongo_uri, shop_factory, tmp_path, capsys
+    redis_url, mongo_uri, shop_factory, tmp_path, capsys, monkeypatch
 ) -> None:
+    monkeypatch.setenv("DISTCRAWL_SHARDS", "1")  # nodes and status: see ONE_SHARD
     # long enough that work is still queued once the killed node has been recovered (the
     # heartbeat timeout and a recovery sweep later): at most ~10 pages/s on two live nodes
     shop = shop_factory(products=600, latency_ms=400)
@@ -355,7 +363,8 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         assert per_node["s3"]["state"] == "dead" and per_node["s3"]["recovered"]
         assert status["store"]["products"] == stored
         assert sum(per_node[n]["products"] for n in ("s1", "s2")) <= stored
-        assert status["frontier"]["seen"] == r.scard(KEYS.dupefilter)
+        buckets = r.keys(ONE_SHARD.shard(0).prefix + ":seen:[0-9]*")  # every bucket
+        assert status["frontier"]["seen"] == sum(r.scard(b) for b in buckets)
 
         requests_seen = len(shop.request_log())
         time.sleep(3)  # paused: no new leases, none lost, nothing fetched
@@ -443,8 +452,8 @@ def test_a_spider_name_with_no_keys_is_a_warning(cli, r) -> None:
 
 
 def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
-    r.zadd(KEYS.queue, {"9": -1.0})
-    r.sadd(KEYS.dupefilter, "a", "b")
+    r.zadd(KEYS.shard(0).queue, {"9": -1.0})
+    r.sadd(KEYS.shard(0).dupefilter, "a", "b")
     r.lpush(KEYS.start_urls, "https://s.test/")
     code, _, err = cli("control", "catalog", "reset")
     assert code == 2
@@ -452,7 +461,7 @@ def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
     assert "Nothing was deleted" in err and "--yes-really" in err
     code, out, _ = cli("control", "catalog", "reset", "--json")
     assert code == 2 and json.loads(out)["would_delete"]["seen"] == 2
-    assert r.zcard(KEYS.queue) == 1 and r.scard(KEYS.dupefilter) == 2
+    assert r.zcard(KEYS.shard(0).queue) == 1 and r.scard(KEYS.shard(0).dupefilter) == 2
 
 
 def test_deadletters_refused_lists_the_refused_entries_newest_first(cli, r) -> None:

@@ -52,7 +52,7 @@ def test_rule_requests_round_trip_to_their_rule() -> None:
     category, product = _links(spider)
     for request in (category, product):
         payload = codec.encode(request, spider)
-        assert json.loads(payload)["callback"] == "@rule"
+        assert json.loads(payload)["cb"] == "@rule"
         back = codec.decode(payload, spider)
         assert back.callback == spider._callback
         assert back.errback == spider._errback

@@ -19,6 +19,7 @@ from crawl_nodes import (
     stop_all,
     stored_urls,
 )
+from frontier_state import KEYS, leases_left, queued
 
 pytestmark = pytest.mark.slow
 
@@ -58,8 +59,8 @@ def test_two_nodes_store_every_product_exactly_once(
         assert_clean_log(node.log())
         assert "Spider closed (frontier_drained)" in node.log()
     r = redis.Redis.from_url(redis_url)
-    assert r.zcard("{catalog}:queue") == 0
-    assert not r.keys("{catalog}:leases:*")
+    assert queued(r) == 0
+    assert not leases_left(r)
 
 
 def test_plain_variant_with_a_site_profile(
@@ -98,7 +99,7 @@ def test_json_seeds_carry_priority_and_meta_and_bad_seeds_are_skipped(
     assert log.count("Refused seed") == 3
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
     rejected = [
-        json.loads(x) for x in redis.Redis.from_url(redis_url).lrange("{catalog}:rejected", 0, -1)
+        json.loads(x) for x in redis.Redis.from_url(redis_url).lrange(KEYS.rejected, 0, -1)
     ]
     assert sorted(r["reason"] for r in rejected) == ["bad_characters", "bad_scheme", "missing_url"]
 

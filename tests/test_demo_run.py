@@ -3,6 +3,7 @@ dead-lettered and lost products apart."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -15,10 +16,15 @@ import redis
 
 from distcrawl.cli import main
 from distcrawl.demo.checks import account_dead_letters
-from distcrawl.frontier.store import FrontierKeys
+from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 from distcrawl.services import ensure_mongo, ensure_redis, stop_services
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+
+
+def child(url: str) -> Child:
+    fingerprint = hashlib.sha1(url.encode()).digest()
+    return Child(fingerprint, 0, False, 0, "shop.test", json.dumps({"u": url}))
 
 
 def test_demo_on_a_home_that_holds_a_crawl_refuses_and_deletes_nothing(tmp_path, capsys) -> None:
@@ -28,14 +34,15 @@ def test_demo_on_a_home_that_holds_a_crawl_refuses_and_deletes_nothing(tmp_path,
         mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(ensure_mongo(home))
         products = mongo.get_default_database("catalog")["products"]
         products.insert_one({"_id": "http://shop.test/p/1", "url": "http://shop.test/p/1"})
-        r.sadd(KEYS.dupefilter, "fp1", "fp2")
+        store = FrontierStore(r, KEYS)
+        store.sync("old", children=[child("http://shop.test/p/2"), child("http://shop.test/p/3")])
 
         assert main(["demo", "--products", "5", "--home", str(home)]) == 2
         err = capsys.readouterr().err
         assert f"{home} holds a crawl" in err
         assert "1 products in catalog.products" in err and "seen URLs 2" in err
         assert "--replace" in err
-        assert products.count_documents({}) == 1 and r.scard(KEYS.dupefilter) == 2
+        assert products.count_documents({}) == 1 and store.seen() == 2
         mongo.close()
         r.close()
     finally:

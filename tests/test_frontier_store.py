@@ -10,12 +10,27 @@ import pytest
 import redis
 
 from distcrawl.cluster import build_status, read_snapshot
-from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget, effective_factor
+from distcrawl.frontier.store import (
+    Child,
+    DeadLetter,
+    Feedback,
+    FrontierKeys,
+    FrontierStore,
+    SiteBudget,
+    SyncResult,
+    effective_factor,
+)
 
 
-@pytest.fixture
-def store(redis_url: str) -> FrontierStore:
-    return FrontierStore(redis.Redis.from_url(redis_url), FrontierKeys("t", "t:start_urls"))
+@pytest.fixture(params=[1, 16], ids=["1-shard", "16-shards"])
+def store(redis_url: str, request: pytest.FixtureRequest) -> FrontierStore:
+    client = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys("t", "t:start_urls", shards=request.param)
+    for pattern in keys.patterns():
+        for key in client.scan_iter(pattern):
+            client.delete(key)
+    client.delete(keys.start_urls)
+    return FrontierStore(client, keys, refresh=0.0)
 
 
 def child(
@@ -25,12 +40,21 @@ def child(
     dont_filter: bool = False,
     delay: int = 0,
     site: str = "",
-):
-    return (fp if fp is not None else url, prio, dont_filter, delay, site, json.dumps({"url": url}))
+) -> Child:
+    raw = (fp if fp is not None else url).encode()
+    return Child(raw, prio, dont_filter, delay, site, json.dumps({"url": url}))
 
 
-def leased_urls(out: list) -> list[str]:
-    return [json.loads(out[i + 1])["url"] for i in range(0, len(out), 2)]
+def leased_urls(result: SyncResult) -> list[str]:
+    return [json.loads(leased.payload)["url"] for leased in result.leased]
+
+
+def queued(store: FrontierStore) -> int:
+    return int(store.drained()[0])
+
+
+def leases_of(store: FrontierStore, node: str) -> int:
+    return sum(len(rids) for rids in store.held_leases(node).values())
 
 
 def test_priority_first_then_first_in_first_out(store: FrontierStore) -> None:
@@ -41,45 +65,41 @@ def test_priority_first_then_first_in_first_out(store: FrontierStore) -> None:
         child("l1", 200),
         child("c2", 300),
     ]
-    added, *_ = store.sync("n1", children=kids)
-    assert added == 5
-    out = store.sync("n1", lease=10)[4]
-    assert leased_urls(out) == ["c1", "c2", "l1", "p1", "p2"]
+    assert store.sync("n1", children=kids).added == 5
+    assert leased_urls(store.sync("n1", lease=10)) == ["c1", "c2", "l1", "p1", "p2"]
 
 
 def test_dupefilter_records_on_first_accept_and_dont_filter_bypasses(store: FrontierStore) -> None:
-    added, filtered, *_ = store.sync(
-        "n1", children=[child("a"), child("a"), child("a", dont_filter=True)]
-    )
-    assert (added, filtered) == (2, 1)
-    assert store.client.sismember(store.keys.dupefilter, "a")
+    r = store.sync("n1", children=[child("a"), child("a"), child("a", dont_filter=True)])
+    assert (r.added, r.filtered) == (2, 1)
+    assert store.seen() == 1
 
 
 def test_lease_moves_to_in_flight_and_ack_removes(store: FrontierStore) -> None:
     store.sync("n1", children=[child("a"), child("b")])
-    out = store.sync("n1", lease=1)[4]
-    rid = out[0].decode()
-    assert store.client.zcard(store.keys.leases("n1")) == 1
-    assert store.client.zcard(store.keys.queue) == 1
-    _, _, _, acked, *_ = store.sync("n1", acks=[rid])
-    assert acked == 1
-    assert store.client.zcard(store.keys.leases("n1")) == 0
-    assert not store.client.hexists(store.keys.requests, rid)
+    [leased] = store.sync("n1", lease=1).leased
+    assert leases_of(store, "n1") == 1
+    assert queued(store) == 1
+    assert store.sync("n1", acks=[leased.lease]).acked == 1
+    assert leases_of(store, "n1") == 0
+    assert not store.client.hexists(store.keys.shard(0).requests, leased.lease.rid)
+    # a second ack of the same lease (a node that lost it) changes nothing and is counted
+    again = store.sync("n1", acks=[leased.lease])
+    assert (again.acked, again.stale_acks) == (0, 1)
 
 
 def test_release_returns_leases_with_their_priority(store: FrontierStore) -> None:
     store.sync("n1", children=[child("hi", 300), child("lo", 100)])
     store.sync("n1", lease=2)
     assert store.release("n1") == 2
-    out = store.sync("n2", lease=1)[4]
-    assert leased_urls(out) == ["hi"]
+    assert leased_urls(store.sync("n2", lease=1)) == ["hi"]
 
 
 def test_recover_dead_node_once_even_when_two_nodes_race(
     store: FrontierStore, redis_url: str
 ) -> None:
     store.sync("dead", children=[child(f"u{i}") for i in range(50)])
-    store.sync("dead", lease=50)
+    assert len(store.sync("dead", lease=50).leased) == 50
     store.client.zadd(store.keys.nodes, {"dead": 1})  # last heartbeat long ago
     # silence counts from the server's start only: let it be up for longer than the timeout
     deadline = time.monotonic() + 30
@@ -99,28 +119,31 @@ def test_recover_dead_node_once_even_when_two_nodes_race(
     for t in threads:
         t.join()
     assert sorted(r[1] for r in results) == [0, 50]
-    assert store.client.zcard(store.keys.queue) == 50
-    assert not store.client.exists(store.keys.leases("dead"))
+    assert queued(store) == 50
+    assert leases_of(store, "dead") == 0
 
 
 def test_live_node_is_not_recovered(store: FrontierStore) -> None:
     store.sync("alive", children=[child("a")])
     store.sync("alive", lease=1)
+    store.heartbeat("alive", "{}")
     assert store.recover("other", 60_000) == [[], 0]
-    assert store.client.zcard(store.keys.leases("alive")) == 1
+    assert leases_of(store, "alive") == 1
 
 
 def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
     # parked for a minute: no slow machine gets from one sync to the next in that time
-    _, _, parked, *_ = store.sync("n1", children=[child("r", delay=60_000, dont_filter=True)])
-    assert parked == 1
-    out = store.sync("n1", lease=5)[4]
-    assert out == []
+    r = store.sync("n1", children=[child("r", delay=60_000, dont_filter=True)])
+    assert r.parked == 1
+    r = store.sync("n1", lease=5)
+    assert r.leased == []
+    assert 0 <= r.next_due_ms <= 60_000
     # the minute passes: its due time (server clock, ms) is now in the past
-    delayed = store.keys.delayed
-    store.client.zadd(delayed, {rid: 0 for rid in store.client.zrange(delayed, 0, -1)})
-    out = store.sync("n1", lease=5)[4]
-    assert leased_urls(out) == ["r"]
+    for shard in store.keys.all_shards():
+        for rid in store.client.zrange(shard.delayed, 0, -1):
+            store.client.zadd(shard.delayed, {rid: 0})
+    store.views.poke()
+    assert leased_urls(store.sync("n1", lease=5)) == ["r"]
 
 
 def test_seeds_move_through_a_per_node_list_and_return_on_release(store: FrontierStore) -> None:
@@ -130,7 +153,7 @@ def test_seeds_move_through_a_per_node_list_and_return_on_release(store: Frontie
     store.release("n1")
     assert store.client.lrange(store.keys.start_urls, 0, -1) == [b"s3", b"s2", b"s1"]
     assert store.take_seeds("n2", 3) == [b"s1", b"s2", b"s3"]
-    store.sync("n2", children=[child("s1")], seeds_done=True)
+    store.sync("n2", children=[child("s1")], seeds_done=True)  # the seeds' requests are in
     assert store.drained() == [1, 0, 0, 0, 0]
 
 
@@ -138,31 +161,33 @@ def test_dead_letters_and_requeue(store: FrontierStore) -> None:
     record = json.dumps(
         {"request": json.dumps({"url": "http://x.test/"}), "priority": 100, "reason": "http_500"}
     )
-    store.sync("n1", dead=[("fp1", record)])
-    assert store.client.hlen(store.keys.dead) == 1
+    store.sync("n1", dead=[DeadLetter("fp1", record, "x.test")])
+    dead = store.keys.site_keys("x.test").dead
+    assert store.client.hlen(dead) == 1
     assert store.requeue_dead() == 1
-    out = store.sync("n1", lease=1)[4]
-    assert leased_urls(out) == ["http://x.test/"]
-    assert store.client.hlen(store.keys.dead) == 0
+    assert leased_urls(store.sync("n1", lease=1)) == ["http://x.test/"]
+    assert store.client.hlen(dead) == 0
+    assert store.client.hget(store.keys.counters, "requeued_dead_letters") == b"1"
 
 
 def test_paused_cluster_hands_out_nothing(store: FrontierStore) -> None:
-    store.sync("n1", children=[child("a")])
-    store.client.set(store.keys.paused, "1")
-    assert store.sync("n1", lease=5)[4] == []
-    store.client.delete(store.keys.paused)
-    assert leased_urls(store.sync("n1", lease=5)[4]) == ["a"]
+    store.sync("n1", children=[child("a", site="a.test")])
+    store.set_paused("1")
+    assert store.sync("n1", lease=5).leased == []
+    store.set_paused(None)
+    assert leased_urls(store.sync("n1", lease=5)) == ["a"]
 
 
 def test_a_shallow_queue_is_shared_among_the_live_nodes(store: FrontierStore) -> None:
-    store.sync("n2")  # a second live node (its heartbeat)
+    store.heartbeat("n2", "{}")  # a second live node
+    store.heartbeat("n1", "{}")
     store.sync("n1", children=[child(f"u{i}") for i in range(10)])
     # n1 found the ten links and may hold 32, but takes its half; then n2 its half of the rest
-    assert len(leased_urls(store.sync("n1", lease=32)[4])) == 5
-    assert len(leased_urls(store.sync("n2", lease=32)[4])) == 3
+    assert len(leased_urls(store.sync("n1", lease=32))) == 5
+    assert len(leased_urls(store.sync("n2", lease=32))) == 3
     # a deep queue is not cut: the share is above what a node asks for
     store.sync("n1", children=[child(f"v{i}") for i in range(100)])
-    assert len(leased_urls(store.sync("n1", lease=32)[4])) == 32
+    assert len(leased_urls(store.sync("n1", lease=32))) == 32
 
 
 def _next_message(pubsub: redis.client.PubSub, timeout: float) -> dict | None:
@@ -178,45 +203,56 @@ def _next_message(pubsub: redis.client.PubSub, timeout: float) -> dict | None:
 def test_idle_nodes_are_woken_when_links_arrive(store: FrontierStore) -> None:
     pubsub = store.client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(store.keys.wake)
-    assert store.sync("idle", lease=16)[4] == []  # nothing to do: it sleeps
+    assert store.sync("idle", lease=16).leased == []  # nothing to do: it sleeps
     assert store.client.smembers(store.keys.idle) == {b"idle"}
-    store.sync("busy", children=[child("a"), child("b")])
+    busy = FrontierStore(store.client, store.keys, refresh=0.0)
+    busy.heartbeat("busy", "{}")  # learns that a node sleeps
+    busy.sync("busy", children=[child("a", site="a.test"), child("b", site="a.test")])
     message = _next_message(pubsub, 2.0)
-    assert message is not None and message["data"] == b"2"
-    assert not store.client.exists(store.keys.idle)  # woken once, until it idles again
-    store.sync("busy", children=[child("c")])
-    assert _next_message(pubsub, 0.2) is None  # nobody sleeps: nothing published
-    # leases returned by a stopping node wake the idle ones too
-    assert len(leased_urls(store.sync("busy", lease=16)[4])) == 2  # its share of three
-    assert len(leased_urls(store.sync("idle", lease=16)[4])) == 1
-    assert store.sync("idle", lease=16)[4] == []
-    store.release("busy")
+    shard = str(store.keys.shard_of("a.test")).encode()
+    assert message is not None and message["data"] == shard  # the shard that got work
+    store.heartbeat("idle", "{}")  # learns that two nodes are live
+    assert len(leased_urls(store.sync("idle", lease=16))) == 1  # its share of two
+    assert not store.client.exists(store.keys.idle)  # it works again
+    assert len(leased_urls(busy.sync("busy", lease=16))) == 1
+    # leases returned by a stopping node wake the others too
+    busy.release("busy")
     message = _next_message(pubsub, 2.0)
-    assert message is not None and message["data"] == b"2"
-    assert len(leased_urls(store.sync("idle", lease=16)[4])) == 2
+    assert message is not None and message["data"] == shard
+    assert len(leased_urls(store.sync("idle", lease=16))) == 1
     pubsub.close()
+
+
+def test_leases_follow_priority_across_shards(store: FrontierStore) -> None:
+    sites = [f"s{i}.test" for i in range(40)]
+    kids = [child(f"{site}/p{j}", 100, site=site) for site in sites for j in range(3)]
+    kids += [child(f"{site}/c", 300, site=site) for site in sites]
+    store.sync("n1", children=kids)
+    first = store.sync("n1", lease=40)
+    # every category page before any product page, whichever shard it is in
+    assert sorted(leased.priority for leased in first.leased) == [300] * 40
+    second = store.sync("n1", lease=200)
+    assert {leased.priority for leased in second.leased} == {100}
+    assert len(second.leased) == 120
+    assert first.priority_inversions == 0
 
 
 def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
     from redis.crc import key_slot
 
     keys = store.keys
-    names = [
-        keys.queue,
-        keys.requests,
-        keys.dupefilter,
-        keys.nodes,
-        keys.delayed,
-        keys.dead,
-        keys.rejected,
-        keys.paused,
-        keys.idle,
-        keys.wake,
-        keys.leases("n"),
-        keys.seeding("n"),
-        keys.node("n"),
-    ]
-    assert len({key_slot(k.encode()) for k in names}) == 1
+    control = [keys.nodes, keys.rejected, keys.paused, keys.idle, keys.wake, keys.counters]
+    control += [keys.recovering, keys.seeding("n"), keys.node("n")]
+    assert len({key_slot(k.encode()) for k in control}) == 1
+    slots = set()
+    for shard in keys.all_shards():
+        names = [shard.queue, shard.requests, shard.seq, shard.seen_bucket(7), shard.bloom]
+        names += [shard.seen_info]
+        names += [shard.delayed, shard.delayed_score, shard.dead, shard.paused, shard.waiting]
+        names += [shard.leases("n"), shard.site("a.test"), shard.wait("a.test")]
+        assert len({key_slot(k.encode()) for k in names}) == 1
+        slots.add(key_slot(shard.queue.encode()))
+    assert len(slots) == keys.shards  # each shard a slot of its own
 
 
 def test_site_budget_rate_limits_one_site_without_blocking_another(store: FrontierStore) -> None:
@@ -224,37 +260,100 @@ def test_site_budget_rate_limits_one_site_without_blocking_another(store: Fronti
     kids += [child(f"b{i}", 100, site="b.test") for i in range(10)]
     store.sync("n1", children=kids)
     store.set_site_limits("a.test", rate=5, concurrency=None)
-    out = store.sync("n1", lease=20)[4]
-    urls = leased_urls(out)
+    urls = leased_urls(store.sync("n1", lease=20))
     # one token for a.test (burst 1), every b.test request: a.test waits aside, unpolled
     assert [u for u in urls if u.startswith("a")] == ["a0"]
     assert sorted(u for u in urls if u.startswith("b")) == sorted(f"b{i}" for i in range(10))
-    assert store.client.zcard(store.keys.wait("a.test")) == 9
+    assert store.client.zcard(store.keys.site_keys("a.test").wait("a.test")) == 9
     assert store.drained()[0] == 9  # waiting requests still count as queued
     time.sleep(0.25)  # 5/s: one more token after 200 ms
-    assert leased_urls(store.sync("n1", lease=20)[4]) == ["a1"]
+    assert leased_urls(store.sync("n1", lease=20)) == ["a1"]
 
 
 def test_site_concurrency_is_cluster_wide_and_acks_free_slots(store: FrontierStore) -> None:
     store.sync("n1", children=[child(f"a{i}", site="a.test") for i in range(5)])
     budget = SiteBudget(concurrency=2)
-    first = store.sync("n1", lease=5, budget=budget)[4]
+    first = store.sync("n1", lease=5, budget=budget)
     assert len(leased_urls(first)) == 2
-    assert leased_urls(store.sync("n2", lease=5, budget=budget)[4]) == []
-    store.sync("n1", acks=[first[0].decode()], budget=budget)
-    assert len(leased_urls(store.sync("n2", lease=5, budget=budget)[4])) == 1
+    assert leased_urls(store.sync("n2", lease=5, budget=budget)) == []
+    store.sync("n1", acks=[first.leased[0].lease], budget=budget)
+    assert len(leased_urls(store.sync("n2", lease=5, budget=budget))) == 1
     store.release("n1")  # returned leases free their slots too
-    assert len(leased_urls(store.sync("n2", lease=5, budget=budget)[4])) == 1
+    assert len(leased_urls(store.sync("n2", lease=5, budget=budget))) == 1
 
 
 def test_throttled_site_slows_down_for_everyone_then_recovers(store: FrontierStore) -> None:
     key = store.keys.site("a.test")
-    store.sync("n1", feedback=[("a.test", 0, 3, 0)])
+    store.sync("n1", feedback=[Feedback("a.test", 0, 3, 0)])
     assert float(store.client.hget(key, "factor")) == 0.5
-    store.sync("n2", feedback=[("a.test", 0, 1, 0)])  # within a second: one cut per second
+    store.sync("n2", feedback=[Feedback("a.test", 0, 1, 0)])  # one cut per second at most
     assert float(store.client.hget(key, "factor")) == 0.5
-    store.sync("n2", feedback=[("a.test", 20, 0, 0)])
+    store.sync("n2", feedback=[Feedback("a.test", 20, 0, 0)])
     assert float(store.client.hget(key, "factor")) == pytest.approx(0.7, abs=0.01)  # + wear-off
+
+
+def _fp(i: int) -> bytes:
+    import hashlib
+
+    return hashlib.sha1(f"http://s.test/{i}".encode()).digest()[:16]
+
+
+def test_exact_dupefilter_costs_at_most_40_bytes_per_url(store: FrontierStore) -> None:
+    n = 60_000
+    for start in range(0, n, 3000):
+        kids = [
+            Child(_fp(i), 0, False, 0, f"s{i % 50}.test", "{}") for i in range(start, start + 3000)
+        ]
+        assert store.sync("n1", children=kids).added == 3000
+        # at every size, also right after the buckets grew
+        assert store.dupefilter_bytes() / (start + 3000) <= 40
+    assert store.seen() == n
+    again = store.sync(
+        "n1", children=[Child(_fp(i), 0, False, 0, f"s{i % 50}.test", "{}") for i in range(0, n, 7)]
+    )
+    assert again.added == 0 and again.filtered == len(range(0, n, 7))  # exact: none is new
+
+
+def test_bloom_dupefilter_filters_seen_urls_within_its_error_rate(redis_url: str) -> None:
+    from distcrawl.frontier.store import Dupefilter
+
+    client = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys("bloomtest", "bloomtest:start_urls", shards=4)
+    for pattern in keys.patterns():
+        for key in client.scan_iter(pattern):
+            client.delete(key)
+    n = 20_000
+    # sized for n URLs per shard; every URL here is of one site, so of one shard
+    bloom_n = Dupefilter("bloom", 4 * n, 0.001)
+    store = FrontierStore(client, keys, dupefilter=bloom_n, refresh=0.0)
+    site = "s.test"
+    added = 0
+    for start in range(0, n, 2000):
+        kids = [Child(_fp(i), 0, False, 0, site, "{}") for i in range(start, start + 2000)]
+        kids.append(kids[0])  # a duplicate in the same batch
+        r = store.sync("n1", children=kids)
+        added += r.added
+    false_positives = n - added
+    assert false_positives <= n * 0.003
+    again = store.sync("n1", children=[Child(_fp(i), 0, False, 0, site, "{}") for i in range(500)])
+    assert (again.added, again.filtered) == (0, 500)  # every seen URL is filtered
+    bloom = keys.site_keys(site).bloom
+    assert client.memory_usage(bloom, samples=0) / n <= 2.0
+
+
+def test_a_payload_that_names_its_site_is_stored_without_it(store: FrontierStore) -> None:
+    cases = {
+        '{"u":"http://User@A.Test:8080/x"}': "a.test",
+        '{"u":"https://[::1]:8443/y"}': "::1",
+        '{"u":"http://b.test/z"}': "other.test",  # a site of its own: kept next to it
+    }
+    kids = [Child(p, 0, False, 0, site, p) for p, site in cases.items()]
+    store.sync("n1", children=kids)
+    got = store.sync("n1", lease=10).leased
+    assert sorted((x.payload.decode(), x.lease.site) for x in got) == sorted(cases.items())
+    stored = {v for s in store.keys.all_shards() for v in store.client.hvals(s.requests)}
+    assert b'{"u":"http://b.test/z"}' not in stored  # prefixed with its site
+    assert b'{"u":"http://User@A.Test:8080/x"}' in stored
 
 
 def test_a_cut_wears_off_with_time_as_a_function_of_server_time() -> None:
@@ -272,8 +371,8 @@ def test_an_idle_sites_cut_recovers_and_is_reported_cut_then_recovered(
 ) -> None:
     budget = SiteBudget(recovery=0.5)  # a cut to 0 wears off within half a second
     key = store.keys.site("a.test")
-    events = store.sync("n1", feedback=[("a.test", 0, 1, 0)], budget=budget)[8]
-    assert [e.decode() for e in events] == ["a.test", "cut", "1", "0.5", "throttled"]
+    events = store.sync("n1", feedback=[("a.test", 0, 1, 0)], budget=budget).site_events
+    assert [tuple(e) for e in events] == [("a.test", "cut", 1.0, 0.5, "throttled")]
     assert float(store.client.hget(key, "factor")) == 0.5
     # nothing of the site comes by: the cut wears off all the same (status sees it)
     deadline = time.monotonic() + 60
@@ -285,9 +384,9 @@ def test_an_idle_sites_cut_recovers_and_is_reported_cut_then_recovered(
         time.sleep(0.05)
     # the next call that looks at the site forgets the cut and reports it as recovered
     store.sync("n1", children=[child("a1", site="a.test")], budget=budget)
-    events = [e.decode() for e in store.sync("n1", lease=1, budget=budget)[8]]
-    assert events[:4] == ["a.test", "recovered", "0.5", "1"]
-    assert int(events[4]) >= 250  # ms since the cut: at least half of the factor to make up
+    (event,) = store.sync("n1", lease=1, budget=budget).site_events
+    assert tuple(event)[:4] == ("a.test", "recovered", 0.5, 1.0)
+    assert int(event.detail) >= 250  # ms since the cut: at least half of the factor to make up
     assert store.client.hget(key, "factor") is None
 
 
@@ -313,6 +412,6 @@ def test_a_cut_stored_before_cuts_wore_off_wears_off_from_its_cut_at(
     store.client.hset(key, mapping={"factor": "0.107", "cut_at": long_ago})
     assert effective_factor({"factor": "0.107", "cut_at": str(long_ago)}, long_ago + 1000) < 0.2
     store.sync("n1", children=[child("o1", site="old.test")])
-    events = [e.decode() for e in store.sync("n1", lease=1)[8]]
-    assert events[:2] == ["old.test", "recovered"]
+    events = store.sync("n1", lease=1).site_events
+    assert [(e.site, e.kind) for e in events] == [("old.test", "recovered")]
     assert store.client.hget(key, "factor") is None

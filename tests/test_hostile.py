@@ -26,6 +26,7 @@ import pytest
 import redis
 import scrapy
 from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls
+from frontier_state import KEYS, dead_records
 
 from distcrawl import settings as project_settings
 from distcrawl.demo.pages import HOSTILE_LINKS
@@ -238,12 +239,13 @@ def redirector() -> Iterator[Redirector]:
 
 def inject(r: redis.Redis, rid: str, payload: bytes | str, score: float = -1e15) -> None:
     """Write an entry straight into the queue, as anyone with access to Redis could."""
-    r.hset("{catalog}:req", rid, payload)
-    r.zadd("{catalog}:queue", {rid: score})
+    shard = KEYS.shard(0)  # an entry of no site: the first shard's
+    r.hset(shard.requests, rid, payload)
+    r.zadd(shard.queue, {rid: score})
 
 
 def rejected(r: redis.Redis) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in r.lrange("{catalog}:rejected", 0, -1)]
+    return [json.loads(x) for x in r.lrange(KEYS.rejected, 0, -1)]
 
 
 # -- slow: real nodes -------------------------------------------------------------------------
@@ -303,7 +305,8 @@ def test_hostile_queue_entries_are_moved_aside_and_the_node_keeps_going(
     shop = shop_factory(products=40)
     marker = tmp_path / "pickle-was-loaded"
     r = redis.Redis.from_url(redis_url)
-    good = codec.encode(scrapy.Request(shop.url + "c/", callback=SPIDER.parse), SPIDER)
+    # the long form names its callback (the compact one leaves parse out)
+    good = json.dumps({"url": shop.url + "c/", "callback": "parse"})
     entries: dict[str, tuple[bytes | str, str]] = {
         f"evil-pickle-{p}": (pickle.dumps(Marker(marker), protocol=p), "pickle_refused")
         for p in range(pickle.HIGHEST_PROTOCOL + 1)
@@ -339,7 +342,7 @@ def test_hostile_queue_entries_are_moved_aside_and_the_node_keeps_going(
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
     moved = {x["reason"] for x in rejected(r) if x["kind"] == "queue"}
     assert moved == {reason for _, reason in entries.values()}
-    assert not [k for k in r.hkeys("{catalog}:req") if k.startswith(b"evil")], "not acked"
+    assert not [k for k in r.hkeys(KEYS.shard(0).requests) if k.startswith(b"evil")], "not acked"
     log = node.log()
     assert log.count("Refused queue entry") == len(entries)
     stats = stats_of(log)
@@ -402,7 +405,7 @@ def test_redirects_and_names_cannot_reach_inside(
     assert stats["downloader/response_status_count/302"] == 1 + len(inside)
     assert f"Refused http://localhost:{canary.port}/: private_address" in log
     assert stats["safety/unresolved"] == 2
-    dead = [json.loads(v) for v in r.hvals("{catalog}:dead")]
+    dead = dead_records(r)
     assert [d["url"] for d in dead] == ["http://nowhere.invalid/"]
     # Scrapy logs the last failure of a dead-lettered download with its traceback; no other
     assert log.count("Traceback") == log.count("Error downloading <GET http://nowhere.invalid/>")

@@ -6,6 +6,7 @@ import random
 import time
 from collections import Counter
 
+import frontier_state
 import pytest
 import redis
 from crawl_nodes import (
@@ -17,23 +18,26 @@ from crawl_nodes import (
     stored_urls,
     wait_for,
 )
+from frontier_state import dead_records, delayed, leases_left, payloads, queued
+
+from distcrawl.frontier.keys import FrontierKeys
 
 pytestmark = pytest.mark.slow
 
 
 def frontier_left(r: redis.Redis, spider: str = "catalog") -> dict[str, int]:
-    p = "{" + spider + "}"
+    keys = FrontierKeys(spider, f"{spider}:start_urls")
     return {
-        "queued": r.zcard(f"{p}:queue"),
-        "delayed": r.zcard(f"{p}:delayed"),
-        "leased": sum(r.zcard(k) for k in r.keys(f"{p}:leases:*")),
-        "payloads": r.hlen(f"{p}:req"),  # every accepted request's payload lives until its ack
-        "seeding": sum(r.llen(k) for k in r.keys(f"{p}:seeding:*")),
+        "queued": queued(r, keys),
+        "delayed": delayed(r, keys),
+        "leased": sum(r.zcard(k) for k in leases_left(r, keys)),
+        "payloads": payloads(r, keys),  # every accepted request's payload lives until its ack
+        "seeding": sum(r.llen(k) for k in r.keys(keys.seeding("*"))),
     }
 
 
 def leased(r: redis.Redis, node: str) -> int:
-    return r.zcard(f"{{catalog}}:leases:{node}")
+    return frontier_state.leased(r, node)
 
 
 def test_kill_9_three_times_loses_nothing(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
@@ -122,7 +126,7 @@ def test_every_terminal_path_acks_its_lease(redis_url, mongo_uri, shop_factory, 
     log = node.log()
     assert "probe: callback raised" in log
     assert "robotstxt/forbidden" in log  # the stats dump: a request dropped by robots.txt
-    assert r.hlen("{catalog_raising}:dead") >= 3
+    assert len(dead_records(r, FrontierKeys("catalog_raising", "catalog_raising:start_urls"))) >= 3
     assert frontier_left(r, "catalog_raising") == {
         "queued": 0,
         "delayed": 0,
@@ -149,7 +153,7 @@ def test_redis_restart_mid_crawl(redis_server, mongo_uri, shop_factory, tmp_path
         for i in (1, 2)
     ]
     try:
-        assert wait_for(lambda: r.zcard("{catalog}:queue") > 20, 60)
+        assert wait_for(lambda: queued(r) > 20, 60)
         redis_server.stop()
         time.sleep(3)
         redis_server.start()

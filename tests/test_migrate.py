@@ -16,9 +16,11 @@ import pytest
 import redis
 import scrapy
 from crawl_nodes import TESTS, Node, stop_all, wait_for
+from frontier_state import queued as queued_in
 
 from distcrawl.commands.migrate import MigrationRefused, entry_request, load_entry
 from distcrawl.frontier import codec
+from distcrawl.frontier.keys import FrontierKeys
 
 
 def _migrate(redis_url: str, *args: str) -> tuple[int, dict[str, Any], str]:
@@ -47,7 +49,7 @@ def test_pickled_entries_are_refused_unless_trusted() -> None:
     assert exc.value.reason == "pickle_refused"
     back, payload = entry_request(load_entry(raw, trust_pickle=True))
     assert (back.url, back.priority) == (request.url, 3)
-    assert json.loads(payload)["callback"] == "@rule"
+    assert json.loads(payload)["cb"] == "@rule"
 
 
 class _Marker:
@@ -124,15 +126,17 @@ def test_half_done_scrapy_redis_crawl_finishes_on_the_frontier(
     code, summary, err = _migrate(redis_url, "mycrawler_redis", "--dry-run")
     assert code == 0, err
     assert summary["entries"] == queued and summary["refused"] == 0
-    assert r.zcard("{mycrawler_redis}:queue") == 0  # a dry run writes nothing
+    keys = FrontierKeys("mycrawler_redis", "mycrawler_redis:start_urls")
+    assert queued_in(r, keys) == 0  # a dry run writes nothing
 
     code, summary, err = _migrate(redis_url, "mycrawler_redis")
     assert code == 0, err
     assert "queue entries read" in err  # progress
     assert summary["migrated"] == queued
     assert summary["fingerprints"] == summary["fingerprints_copied"] == seen
-    assert r.scard("{mycrawler_redis}:dupefilter") == seen
-    assert r.zcard("{mycrawler_redis}:queue") == queued
+    # a bare fingerprint names no site: every shard's dupefilter has them all
+    assert {int(r.hget(s.seen_info, "n") or 0) for s in keys.all_shards()} == {seen}
+    assert queued_in(r, keys) == queued
     # the old keys are untouched
     assert (r.zcard("mycrawler_redis:requests"), r.scard("mycrawler_redis:dupefilter")) == (
         queued,
@@ -170,12 +174,15 @@ def test_a_pickled_queue_moves_only_with_the_trust_flag(redis_url: str) -> None:
     assert code == 1
     assert summary["refused_by_reason"] == {"pickle_refused": 2}
     assert "--trust-pickle" in err
-    assert r.zcard("{pickled}:queue") == 0
+    shards = FrontierKeys("pickled", "pickled:start_urls").all_shards()
+    assert sum(r.zcard(s.queue) for s in shards) == 0
     code, summary, _ = _migrate(redis_url, "pickled", "--trust-pickle")
     assert code == 1  # the bad fingerprint
     assert (summary["migrated"], summary["fingerprints_refused"]) == (2, 1)
-    payloads = [json.loads(p) for p in r.hvals("{pickled}:req")]
-    assert sorted(p["url"] for p in payloads) == [
+    # a stored payload is "<site>\n<payload>" unless its URL names its site
+    values = [v.decode().rpartition("\n")[2] for s in shards for v in r.hvals(s.requests)]
+    payloads = [json.loads(v) for v in values]
+    assert sorted(p.get("u") or p["url"] for p in payloads) == [
         "http://shop.test/p/0.html",
         "http://shop.test/p/1.html",
     ]

@@ -20,7 +20,8 @@ def child(url: str) -> tuple:
 
 
 def leased(r: redis.Redis, node: str, spider: str = "catalog") -> int:
-    return r.zcard(f"{{{spider}}}:leases:{node}")
+    keys = FrontierKeys(spider, f"{spider}:start_urls")
+    return sum(int(r.zcard(shard.leases(node))) for shard in keys.all_shards())
 
 
 def uptime(r: redis.Redis) -> int:
@@ -33,10 +34,12 @@ def test_after_a_restart_silence_counts_from_the_server_start(redis_server: Redi
     r = redis_server.client()
     r.flushall()
     store = FrontierStore(r, FrontierKeys("o", "o:start_urls"))
+    store.heartbeat("a", "{}")
     store.sync("a", children=[child(f"a{i}") for i in range(3)])
     store.sync("a", lease=3)
+    store.heartbeat("b", "{}")
     store.sync("b", children=[child(f"b{i}") for i in range(3)])
-    while store.sync("b", lease=3)[4]:  # a node takes its share of a shallow queue at a time
+    while store.sync("b", lease=3).leased:  # a node takes its share of a shallow queue
         pass
     timeout_ms = 2_000
     redis_server.stop()  # a clean stop: the append-only file keeps everything
@@ -47,14 +50,14 @@ def test_after_a_restart_silence_counts_from_the_server_start(redis_server: Redi
     assert leased(r, "a", "o") == 3 and leased(r, "b", "o") == 3  # same data
     # "a" is back first: every other heartbeat is older than the timeout, yet nobody is dead
     assert store.recover("a", timeout_ms) == [[], 0]
-    store.sync("a")  # a heartbeat
+    store.heartbeat("a", "{}")
     assert store.recover("a", timeout_ms) == [[], 0]
     assert leased(r, "b", "o") == 3
     # "b" never comes back: once the server has been up for the timeout, it is dead
     assert wait_for(lambda: uptime(r) * 1000 >= timeout_ms, 60)
-    store.sync("a")
+    store.heartbeat("a", "{}")
     nodes, reqs = store.recover("a", timeout_ms)
-    assert ([n.decode() for n in nodes], reqs) == (["b"], 3)
+    assert (nodes, reqs) == (["b"], 3)
     assert leased(r, "a", "o") == 3
     assert int(r.hget("{o}:counters", "recovered_nodes")) == 1
     r.close()

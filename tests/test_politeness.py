@@ -33,6 +33,7 @@ from crawl_nodes import (
     stored_urls,
     wait_for,
 )
+from frontier_state import KEYS, dead_records, queued, site_shard
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +75,7 @@ def start_nodes(
     ]
     client = redis.Redis.from_url(redis_url)
     try:
-        if not wait_for(lambda: client.zcard("{catalog}:nodes") >= NODES, 60):
+        if not wait_for(lambda: client.zcard(KEYS.nodes) >= NODES, 60):
             stop_all(nodes)
             raise AssertionError("the nodes did not all start")
     finally:
@@ -126,9 +127,10 @@ def test_rate_limited_site_stays_within_its_budget_while_the_other_is_crawled(
     assert max_in_window(pages_b) > rate + burst + 1
 
     # nothing left behind in the budget: no request in flight, none waiting for its site
-    assert int(r.hget(f"{{catalog}}:site:{SITE_A}", "active") or 0) == 0
-    assert r.zcard("{catalog}:waiting") == 0
-    assert not r.keys("{catalog}:wait:*")
+    shard = site_shard(SITE_A)
+    assert int(r.hget(shard.site(SITE_A), "active") or 0) == 0
+    assert r.zcard(shard.waiting) == 0
+    assert not r.keys(shard.wait("*"))
     for node in nodes:
         assert_clean_log(node.log())
 
@@ -150,7 +152,7 @@ def test_site_answering_429_is_slowed_down_for_every_node(
         "RETRY_BACKOFF_BASE": 0.3,
         "RETRY_BACKOFF_MAX": 2,
     }
-    site_key = f"{{catalog}}:site:{SITE_A}"
+    site_key = site_shard(SITE_A).site(SITE_A)
     nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings)
     try:
         r.lpush("catalog:start_urls", shop.url)
@@ -168,7 +170,7 @@ def test_site_answering_429_is_slowed_down_for_every_node(
         assert wait_for(lambda: len(shop.request_log()) >= cut_at + 15, 120)
         t_after = time.time()
         factor_low = float(r.hget(site_key, "factor"))
-        ready = r.zcard("{catalog}:queue") + r.zcard(f"{{catalog}}:wait:{SITE_A}")
+        ready = queued(r) + r.zcard(site_shard(SITE_A).wait(SITE_A))
         shop.set_faults(rate_limit_429=0)
         assert [n.wait() for n in nodes] == [0] * NODES
     finally:
@@ -190,6 +192,6 @@ def test_site_answering_429_is_slowed_down_for_every_node(
     urls = stored_urls(mongo_uri)
     assert_each_product_once(mongo_uri, shop)  # by SKU: _id (the URL) cannot show it
     assert set(urls) == shop.expected_product_urls()
-    assert r.hlen("{catalog}:dead") == 0
+    assert not dead_records(r)
     for node in nodes:
         assert_clean_log(node.log())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from itertools import pairwise
@@ -18,6 +17,7 @@ from crawl_nodes import (
     stored_urls,
     wait_for,
 )
+from frontier_state import dead_records, delayed, leases_left, queued
 
 from distcrawl.demo.checks import attempts_by_path, retry_gap_violations
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
@@ -113,15 +113,15 @@ def test_always_failing_urls_become_dead_letters_and_requeue_after_healing(
     finally:
         node.kill()
     failing = shop.failing_product_urls()
-    dead = [json.loads(v) for v in r.hvals("{catalog}:dead")]
+    dead = dead_records(r)
     assert {d["url"] for d in dead} == failing
     for d in dead:
         assert d["reason"] == "http_500" and d["attempts"] == 3 and d["node"] == "d1"
         assert d["last_attempt"] > d["first_attempt"]
     assert set(stored_urls(mongo_uri)) == shop.recoverable_product_urls()
     # nowhere else: not queued, parked or leased
-    assert r.zcard("{catalog}:queue") == r.zcard("{catalog}:delayed") == 0
-    assert not r.keys("{catalog}:leases:*")
+    assert queued(r) == delayed(r) == 0
+    assert not leases_left(r)
 
     shop.set_faults(fail_products=0)
     store = FrontierStore(r, FrontierKeys("catalog", "catalog:start_urls"))
@@ -134,7 +134,7 @@ def test_always_failing_urls_become_dead_letters_and_requeue_after_healing(
     finally:
         node.kill()
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
-    assert r.hlen("{catalog}:dead") == 0
+    assert not dead_records(r)
     assert f"'frontier/requeued_dead_letters': {len(failing)}," in node.log()
 
 
@@ -155,9 +155,9 @@ def test_kill_9_while_retries_are_parked_loses_nothing(
     )
     nodes = [first]
     try:
-        assert wait_for(lambda: r.zcard("{catalog}:delayed") >= 3, 60)
+        assert wait_for(lambda: delayed(r) >= 3, 60)
         first.kill()
-        parked = r.zcard("{catalog}:delayed")
+        parked = delayed(r)
         assert parked >= 3
         time.sleep(0.5)
         nodes.append(

@@ -16,7 +16,7 @@ import pytest
 import redis
 from crawl_nodes import Node, stop_all, stored_urls, wait_for
 
-from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 from distcrawl.services import RedisServer
 
 Snapshot = list[tuple[bytes, int, bytes]]
@@ -55,8 +55,8 @@ def restart_from(server: RedisServer, snap: Snapshot, scratch: Path) -> None:
     server.start()
 
 
-def child(url: str) -> tuple:
-    return (url, 100, False, 0, "", json.dumps({"url": url}))
+def child(url: str) -> Child:
+    return Child(url, 100, False, 0, "w.test", json.dumps({"url": url}))
 
 
 def test_a_node_sees_its_last_write_gone_and_rids_stay_unique(
@@ -66,46 +66,60 @@ def test_a_node_sees_its_last_write_gone_and_rids_stay_unique(
         redis_server.start()
     r = redis_server.client()
     r.flushall()
-    store = FrontierStore(r, FrontierKeys("w", "w:start_urls"))
-    reply = store.sync("n1", children=[child("a")], mark=("", "t1:1"), tag="t1")
-    assert reply[0] == 1
+    keys = FrontierKeys("w", "w:start_urls")
+    req = keys.site_keys("w.test").requests  # every request here is of one site, one shard
+    store = FrontierStore(r, keys)
+    reply = store.sync("n1", children=[child("a")], tag="t1")
+    assert reply.added == 1 and reply.rewound is None
     snap = snapshot(r)
-    reply = store.sync("n1", children=[child("b"), child("c")], mark=("t1:1", "t1:2"), tag="t1")
-    assert reply[0] == 2
-    before = {k.decode() for k in r.hkeys("{w}:req")}
+    reply = store.sync("n1", children=[child("b"), child("c")], tag="t1")
+    assert reply.added == 2
+    before = {k.decode() for k in r.hkeys(req)}
     r.close()
     restart_from(redis_server, snap, tmp_path)
     r = redis_server.client()
-    store = FrontierStore(r, FrontierKeys("w", "w:start_urls"))
-    kept = {k.decode() for k in r.hkeys("{w}:req")}
+    store.client = r
+    kept = {k.decode() for k in r.hkeys(req)}
     assert len(kept) == 1  # b and c are gone with the lost write
     lost = before - kept
     # the node's next sync finds its last mark missing: nothing is done, it is told
-    reply = store.sync("n1", children=[child("d")], mark=("t1:2", "t1:3"), tag="t1")
-    assert reply == [b"rewound", b"t1:1"]
-    assert r.hlen("{w}:req") == 1
+    reply = store.sync("n1", children=[child("d")], tag="t1")
+    assert reply.rewound == b"t1:1"
+    assert [b.children for b in reply.unsent] == [[child("d")]]
+    assert r.hlen(req) == 1
     # with a new tag (and no mark expected) it goes on; its rids repeat no lost one
-    reply = store.sync("n1", children=[child("b"), child("c")], mark=("", "t2:1"), tag="t2")
-    assert reply[0] == 2
-    new = {k.decode() for k in r.hkeys("{w}:req")} - kept
+    reply = store.sync("n1", children=[child("b"), child("c")], tag="t2")
+    assert reply.added == 2 and reply.rewound is None
+    new = {k.decode() for k in r.hkeys(req)} - kept
     assert len(new) == 2
     assert not new & lost  # an old holder's ack of a lost rid cannot hit a new request
-    # P:seq went back: the new requests have the lost ones' seqs, told apart by the tag
+    # the seq went back: the new requests have the lost ones' seqs, told apart by the tag
     assert {rid.split(".")[0] for rid in new} == {rid.split(".")[0] for rid in lost}
     # a sync that already ran (its reply lost) may come again with the same marks
-    assert store.sync("n1", mark=("", "t2:2"), tag="t2")[0] == 0
-    assert store.sync("n1", mark=("t2:1", "t2:2"), tag="t2")[0] == 0
-    assert store.sync("n1", mark=("t2:2", "t2:3"), tag="t2")[0] == 0
+    shard = keys.shard_of("w.test")
+    mark = r.hget(keys.shard(shard).prefix + ":marks", "n1").decode()
+    fenced = store._fences["n1"]
+    fenced.pending[shard] = f"t2:{fenced.count + 1}"
+    fenced.count += 1
+    assert store.sync("n1", children=[child("e")], tag="t2").added == 1  # it ran: mark written
+    fenced.last[shard] = mark  # as if its reply was lost: the same mark goes again
+    fenced.pending[shard] = r.hget(keys.shard(shard).prefix + ":marks", "n1").decode()
+    again = store.sync("n1", children=[child("e")], tag="t2")
+    assert again.rewound is None and again.filtered == 1
+    assert store.sync("n1", children=[child("f")], tag="t2").added == 1
     r.close()
 
 
 def frontier_left(r: redis.Redis) -> dict[str, int]:
+    shards = FrontierKeys("catalog", "catalog:start_urls").all_shards()
     return {
-        "queued": r.zcard("{catalog}:queue"),
-        "delayed": r.zcard("{catalog}:delayed"),
-        "leased": sum(r.zcard(k) for k in r.keys("{catalog}:leases:*")),
-        "payloads": r.hlen("{catalog}:req"),
-        "site_active": sum(int(r.hget(k, "active") or 0) for k in r.keys("{catalog}:site:*")),
+        "queued": sum(r.zcard(s.queue) for s in shards),
+        "delayed": sum(r.zcard(s.delayed) for s in shards),
+        "leased": sum(r.zcard(k) for s in shards for k in r.keys(s.prefix + ":leases:*")),
+        "payloads": sum(r.hlen(s.requests) for s in shards),
+        "site_active": sum(
+            int(r.hget(k, "active") or 0) for s in shards for k in r.keys(s.prefix + ":site:*")
+        ),
     }
 
 

@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 import redis
 from crawl_nodes import Node, stop_all, stored_urls, wait_for
+from frontier_state import leased
+
+from distcrawl.frontier.keys import FrontierKeys
 
 pytestmark = pytest.mark.slow
 
@@ -179,10 +182,10 @@ def test_redis_crawl_spider_on_two_nodes_with_one_killed(
     victim, survivor = mk("victim"), mk("survivor")
     nodes = [victim, survivor]
     try:
-        leases = "{mycrawler_redis}:leases:victim"
-        assert wait_for(lambda: r.zcard(leases) > 0 and len(shop.request_log()) > 20, 120), (
-            victim.log()[-2000:]
-        )
+        keys = FrontierKeys("mycrawler_redis", "mycrawler_redis:start_urls")
+        assert wait_for(
+            lambda: leased(r, "victim", keys) > 0 and len(shop.request_log()) > 20, 120
+        ), victim.log()[-2000:]
         victim.kill()  # SIGKILL
         assert survivor.wait() == 0, survivor.log()[-3000:]
     finally:

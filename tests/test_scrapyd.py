@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import redis
 from crawl_nodes import assert_each_product_once, stored_urls, wait_for
+from frontier_state import leased
 
 from distcrawl.services import free_port
 
@@ -238,13 +239,12 @@ def test_cancel_json_returns_the_leases_of_the_cancelled_job_at_once(
     ]
     r = redis.Redis.from_url(redis_url)
     r.lpush("catalog:start_urls", shop.url)
-    leases = "{catalog}:leases:job-2"
-    assert wait_for(lambda: r.zcard(leases) > 0 and len(stored_urls(mongo_uri)) >= 5, 60, 0.1)
+    assert wait_for(lambda: leased(r, "job-2") > 0 and len(stored_urls(mongo_uri)) >= 5, 60, 0.1)
     t0 = time.monotonic()
     assert cancel.post("cancel.json", [("project", PROJECT), ("job", cancel_job)])["prevstate"] == (
         "running"
     )
-    assert wait_for(lambda: not r.exists(leases), 15, 0.1), r.zrange(leases, 0, -1)
+    assert wait_for(lambda: leased(r, "job-2") == 0, 15, 0.1)
     returned_in = time.monotonic() - t0
     wait_finished(cancel, cancel_job, 60)
     wait_finished(keep, keep_job)

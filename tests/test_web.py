@@ -155,10 +155,11 @@ def test_binding_beyond_loopback_without_a_token_is_refused(redis_url: str) -> N
 
 
 def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.Redis) -> None:
-    r.zadd(KEYS.queue, {"1": -100 * SCORE_SCALE + 1, "2": -300 * SCORE_SCALE + 2})
+    r.zadd(KEYS.shard(0).queue, {"1": -100 * SCORE_SCALE + 1, "2": -300 * SCORE_SCALE + 2})
     stats = {"catalog/pages/product": 12, "item_scraped_count": 9}
     FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"pid": 1, "host": "h", "stats": stats}))
-    r.hset(KEYS.dead, "d1", json.dumps({"url": "http://127.0.0.1/x", "reason": "http_503"}))
+    dead = {"url": "http://127.0.0.1/x", "reason": "http_503"}
+    r.hset(KEYS.shard(0).dead, "d1", json.dumps(dead))
 
     status, page, headers = get(web.url)
     assert status == 200
@@ -213,7 +214,8 @@ def test_metrics_label_only_the_top_sites_and_reasons(web: DashboardServer, r: r
         pipe.hset(KEYS.site(site), mapping={"active": 1 + i % 5, "factor": 1})
         pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
-        pipe.hset(KEYS.dead, f"d{i}", json.dumps({"url": f"http://s{i}/", "reason": f"r{i}"}))
+        dead = {"url": f"http://s{i}/", "reason": f"r{i}"}
+        pipe.hset(KEYS.shard(0).dead, f"d{i}", json.dumps(dead))
     pipe.execute()
 
     def metrics() -> Any:
@@ -339,10 +341,10 @@ def test_seed_and_requeue_from_the_dashboard(web: DashboardServer, r: redis.Redi
     request = json.dumps({"url": "http://127.0.0.1:1/p", "priority": 100})
     for dead_id, reason in (("a", "http_503"), ("b", "http_503"), ("c", "timeout")):
         record = {"url": "http://127.0.0.1:1/p", "reason": reason, "request": request}
-        r.hset(KEYS.dead, f"{dead_id}", json.dumps(record))
+        r.hset(KEYS.shard(0).dead, f"{dead_id}", json.dumps(record))
     status, body = post(web, "/api/deadletters/requeue", {"reason": "http_503"})
     assert status == 200 and body["requeued"] == 2
-    assert r.hkeys(KEYS.dead) == [b"c"]
+    assert r.hkeys(KEYS.shard(0).dead) == [b"c"]
     status, body = post(web, "/api/deadletters/requeue", {"ids": ["c"]})
     assert status == 200 and body["requeued"] == 1
     assert int(store.drained()[0]) == 3
@@ -390,33 +392,19 @@ def _fill(client: redis.Redis, sites: int) -> None:
         pipe.hset(KEYS.site(site), mapping={"active": 2, "factor": 0.5, "limit_rate": 4})
         pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
-        pipe.sadd(KEYS.dupefilter, f"fp{i}")
-        pipe.zadd(KEYS.queue, {f"q{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.sadd(KEYS.shard(0).dupefilter, f"fp{i}")
+        pipe.zadd(KEYS.shard(0).queue, {f"q{i}": -100 * SCORE_SCALE + i + 1})
         if len(pipe) > 5000:
             pipe.execute()
     for i in range(50):
         record = {"url": f"http://shop{i}.example/", "reason": "http_503"}
-        pipe.hset(KEYS.dead, f"d{i}", json.dumps(record))
+        pipe.hset(KEYS.shard(0).dead, f"d{i}", json.dumps(record))
     pipe.execute()
     store = FrontierStore(client, KEYS)
     for node in ("n1", "n2", "n3"):
         store.heartbeat(node, json.dumps({"pid": 1, "host": "h", "stats": {}}))
 
 
-def _status_read_scans_the_keyspace() -> bool:
-    """The status reader of before the cluster's bounded read (issue 15) SCANs every key."""
-    import inspect
-
-    from distcrawl import cluster
-
-    return '("scan",' in inspect.getsource(cluster)
-
-
-@pytest.mark.xfail(
-    _status_read_scans_the_keyspace(),
-    reason="distcrawl.cluster still SCANs the keyspace: the bounded status read is on its way",
-    strict=True,
-)
 def test_a_refresh_costs_a_bounded_number_of_redis_commands(redis_url: str) -> None:
     """With 10, 1,000 and 10,000 sites: a refresh of the dashboard (the status read) costs the
     same past the top sites, the pages and /metrics cost nothing, a page of a list a page."""

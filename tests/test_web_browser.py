@@ -274,7 +274,7 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
             assert not r.exists(PAUSED_KEY)
             r.lpush("catalog:start_urls", HOSTILE_SEED)  # as redis-cli lpush would
             dead = {"url": HOSTILE_URL, "reason": "http_503", "attempts": 3, "status": 503}
-            r.hset(KEYS.dead, "hostile-dead", json.dumps(dead))
+            r.hset(KEYS.shard(0).dead, "hostile-dead", json.dumps(dead))
             page.fill("#seeds", HOSTILE_SEED)
             page.click("#seed")
             wait_for(lambda: "refused" in page.inner_text("#action-msg"), "the seed refusal")

@@ -11,16 +11,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import TYPE_CHECKING
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
-from scrapy.settings import Settings
+from scrapy.settings import SETTINGS_PRIORITIES, Settings
 from scrapy.utils.conf import arglist_to_dict
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
+from distcrawl import connection
 from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
 from distcrawl.frontier.redis_seeds import SeedSource
 from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
@@ -135,7 +136,12 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
     with ``-s`` overrides applied as Scrapy applies them."""
     settings = get_project_settings()
     if settings.get("COMMANDS_MODULE") != "distcrawl.commands":
-        settings.setmodule("distcrawl.settings", priority="project")
+        # distcrawl's settings under another project's: what that project set itself wins
+        ours = import_module("distcrawl.settings")
+        project = SETTINGS_PRIORITIES["project"]
+        for name in dir(ours):
+            if name.isupper() and (settings.getpriority(name) or 0) < project:
+                settings.set(name, getattr(ours, name), priority="project")
     if overrides:
         try:
             settings.setdict(arglist_to_dict(overrides), priority="cmdline")
@@ -150,9 +156,8 @@ def redis_url(settings: BaseSettings) -> str:
     An operator command never starts a server: an empty Redis started here would only show an
     empty crawl. With neither, it exits (status 1) naming the home it looked in.
     """
-    url: str = settings.get("REDIS_URL") or ""
-    if url or not settings.getbool("DISTCRAWL_EMBEDDED", True):
-        return url or "redis://127.0.0.1:6379/0"
+    if settings.get("REDIS_URL") or not settings.getbool("DISTCRAWL_EMBEDDED", True):
+        return connection.settings_url(settings)
     home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
     embedded = services_status(home)["redis"]
     if not embedded["running"]:
@@ -164,15 +169,16 @@ def redis_url(settings: BaseSettings) -> str:
     return str(embedded["url"])
 
 
-def warn_if_no_crawl(client: redis.Redis, keys: FrontierKeys, url: str) -> bool:
+def warn_if_no_crawl(client: Any, keys: FrontierKeys, url: str) -> bool:
     """Warn on stderr when Redis holds none of the crawl's keys (a misspelt spider name, or
-    another Redis than the nodes'); True when it holds some. A few EXISTS, never a SCAN."""
-    # one hash slot per EXISTS: the seed list has no hash tag (Redis Cluster)
-    tagged = [keys.nodes, keys.queue, keys.dupefilter, keys.dead, keys.delayed, keys.paused]
-    if client.exists(*tagged, keys.rejected, f"{keys.prefix}:seq") or client.exists(
-        keys.start_urls
-    ):
+    another Redis than the nodes'); True when it holds some. A few EXISTS (one per hash slot:
+    the control slot, the seed list, each shard), never a SCAN."""
+    control = [keys.nodes, keys.rejected, keys.paused, keys.counters, keys.recovering]
+    if client.exists(*control) or client.exists(keys.start_urls):
         return True
+    for shard in keys.all_shards():
+        if client.exists(shard.seq, shard.queue, shard.dead, shard.delayed, shard.seen_info):
+            return True
     print(
         f"warning: {mask_url(url)} holds no crawl {keys.spider!r} (no nodes, queue, seen URLs, "
         f"dead letters or seeds under {keys.prefix}); check the spider name and REDIS_URL",
@@ -181,8 +187,9 @@ def warn_if_no_crawl(client: redis.Redis, keys: FrontierKeys, url: str) -> bool:
     return False
 
 
-def redis_client(settings: BaseSettings) -> redis.Redis:
-    return redis.Redis.from_url(redis_url(settings), socket_timeout=30, socket_connect_timeout=10)
+def redis_client(settings: BaseSettings) -> Any:
+    """A blocking client of the crawl's Redis (a ``RedisCluster`` on a cluster)."""
+    return connection.client(redis_url(settings), socket_timeout=30, socket_connect_timeout=10)
 
 
 def redis_error(url: str, exc: BaseException, doing: str = "") -> int:

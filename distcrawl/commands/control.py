@@ -33,11 +33,12 @@ from distcrawl.commands._common import (
     redis_url,
     warn_if_no_crawl,
 )
+from distcrawl.frontier.store import FrontierStore
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-    from distcrawl.frontier.store import FrontierKeys
+    from distcrawl.frontier.keys import FrontierKeys, ShardKeys
 
 __all__ = ["Command", "add_arguments", "execute", "pause", "reset", "resume", "run"]
 
@@ -69,13 +70,14 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
 def pause(client: redis.Redis, keys: FrontierKeys) -> dict[str, Any]:
     """Set the pause flag; the value says who paused and when (read by nobody but people)."""
     who = {"at": time.time(), "by": f"{getpass.getuser()}@{socket.gethostname()}"}
-    client.set(keys.paused, json.dumps(who))
+    FrontierStore(client, keys).set_paused(json.dumps(who))  # every shard's flag too
     return {"paused": True, **who}
 
 
 def resume(client: redis.Redis, keys: FrontierKeys) -> dict[str, Any]:
-    was_paused = bool(client.delete(keys.paused))
-    client.publish(keys.wake, "resumed")  # idle nodes lease at once, not at their next poll
+    was_paused = bool(client.exists(keys.paused))
+    # idle nodes hear it on the wake channel and lease at once, not at their next poll
+    FrontierStore(client, keys).set_paused(None)
     return {"paused": False, "was_paused": was_paused}
 
 
@@ -91,64 +93,122 @@ def reset(
     force: bool = False,
     keep_seeds: bool = False,
 ) -> dict[str, Any]:
-    """Delete the crawl's state in one MULTI/EXEC; see the module docstring for what stays.
+    """Delete the crawl's state, one MULTI/EXEC per shard and one for the control slot; see
+    the module docstring for what stays.
 
-    The leases of live nodes are WATCHed: if one changes between the read and the EXEC, the
-    reset is done again from a fresh read, so a kept lease always keeps its payload.
+    The leases of live nodes are WATCHed: if one changes between the read and the EXEC, that
+    shard is reset again from a fresh read, so a kept lease always keeps its payload.
     """
+    found: set[str] = set()
+    for pattern in keys.patterns():
+        found |= {_text(k) for k in client.scan_iter(pattern, count=1000)}
+    seconds, micros = client.time()
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    since = now_ms - int(heartbeat_timeout * 1000)
+    live = [] if force else [_text(n) for n in client.zrangebyscore(keys.nodes, since, "+inf")]
+    counts = _counts(client, keys)
+    kept_leases = 0
+    deleted = 0
+    control_prefix = keys.prefix + ":"
+    shards = keys.all_shards()
+    for shard in shards:
+        mine = [k for k in found if k.startswith(shard.prefix + ":")]
+        if shard.prefix == keys.prefix:
+            mine = [k for k in found if k.startswith(control_prefix)]
+        kept = {shard.seq, shard.paused, keys.paused, keys.nodes}
+        kept |= {shard.leases(n) for n in live} | {keys.seeding(n) for n in live}
+        kept_leases_here, deleted_here = _reset_slot(
+            client,
+            shard,
+            live,
+            [k for k in mine if k not in kept],
+            force=force,
+            since=since,
+            control=keys if shard.prefix == keys.prefix else None,
+        )
+        kept_leases += kept_leases_here
+        deleted += deleted_here
+    if keys.shards > 1:
+        kept = {keys.paused, keys.nodes} | {keys.seeding(n) for n in live}
+        doomed = [k for k in found if k.startswith(control_prefix) and k not in kept]
+        pipe: Any = client.pipeline(transaction=True)
+        if doomed:
+            pipe.unlink(*doomed)
+        pipe.zremrangebyscore(keys.nodes, "-inf", f"({since}")
+        if force:
+            pipe.unlink(keys.nodes)
+        pipe.execute()
+        deleted += len(doomed)
+    if not keep_seeds:
+        client.unlink(keys.start_urls)
+    return {
+        "reset": True,
+        "deleted_keys": deleted + (0 if keep_seeds else 1),
+        "before": counts,
+        "kept_leases": kept_leases,
+        "live_nodes": live,
+        "seeds_kept": keep_seeds,
+    }
+
+
+def _reset_slot(
+    client: redis.Redis,
+    shard: ShardKeys,
+    live: list[str],
+    doomed: list[str],
+    *,
+    force: bool,
+    since: int,
+    control: FrontierKeys | None,
+) -> tuple[int, int]:
+    """Reset one shard, keeping the live nodes' leases and their payloads."""
     for _ in range(_RESET_ATTEMPTS):
-        found = sorted({_text(k) for k in client.scan_iter(keys.all_keys_pattern(), count=1000)})
-        seconds, micros = client.time()
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
-        since = now_ms - int(heartbeat_timeout * 1000)
-        live = [] if force else [_text(n) for n in client.zrangebyscore(keys.nodes, since, "+inf")]
-        kept = {f"{keys.prefix}:seq", keys.paused}
-        kept |= {keys.leases(n) for n in live} | {keys.seeding(n) for n in live}
-        kept.add(keys.nodes)
-        doomed = [k for k in found if k not in kept]
         pipe: Any = client.pipeline(transaction=True)
         with pipe:
             try:
                 reader: Any = client
                 if live:
-                    pipe.watch(*[keys.leases(n) for n in live])
+                    pipe.watch(*[shard.leases(n) for n in live])
                     reader = pipe  # a watching pipeline answers at once
-                rids = [_text(r) for n in live for r in reader.zrange(keys.leases(n), 0, -1)]
-                payloads = reader.hmget(keys.requests, rids) if rids else []
-                counts = _counts(reader, keys)
+                held = {n: [_text(r) for r in reader.zrange(shard.leases(n), 0, -1)] for n in live}
+                rids = [rid for n in live for rid in held[n]]
+                payloads = reader.hmget(shard.requests, rids) if rids else []
                 pipe.multi()
                 if doomed:
                     pipe.unlink(*doomed)
-                # dead nodes leave the heartbeat set with their leases; live ones stay in it
-                pipe.zremrangebyscore(keys.nodes, "-inf", f"({since}")
-                if force:
-                    pipe.unlink(keys.nodes)
-                kept_payloads = {r: p for r, p in zip(rids, payloads, strict=True) if p is not None}
-                if kept_payloads:
-                    pipe.hset(keys.requests, mapping=kept_payloads)
-                if not keep_seeds:
-                    pipe.unlink(keys.start_urls)
+                if control is not None:
+                    # dead nodes leave the heartbeat set with their leases; live ones stay
+                    pipe.zremrangebyscore(control.nodes, "-inf", f"({since}")
+                    if force:
+                        pipe.unlink(control.nodes)
+                kept = {r: p for r, p in zip(rids, payloads, strict=True) if p is not None}
+                if kept:
+                    pipe.hset(shard.requests, mapping=kept)
+                # the status registry counts the leases kept (its hash was deleted with the rest)
+                counts = {f"leases:{n}": len(held[n]) for n in live if held[n]}
+                if counts:
+                    pipe.hset(f"{shard.prefix}:status", mapping=counts)
                 pipe.execute()
             except redis.WatchError:
                 continue
-        return {
-            "reset": True,
-            "deleted_keys": len(doomed) + (0 if keep_seeds else 1),
-            "before": counts,
-            "kept_leases": len(kept_payloads),
-            "live_nodes": live,
-            "seeds_kept": keep_seeds,
-        }
+        return len(kept), len(doomed)
     raise RuntimeError("the live nodes' leases kept changing: pause the crawl, then reset")
 
 
 def _counts(reader: Any, keys: FrontierKeys) -> dict[str, int]:
     """What a reset is about to drop, for the operator's record."""
+    pipe = reader.pipeline(transaction=False)
+    for shard in keys.all_shards():
+        pipe.zcard(shard.queue)
+        pipe.scard(shard.dupefilter)
+        pipe.zcard(shard.delayed)
+        pipe.hlen(shard.dead)
+    values = [int(v) for v in pipe.execute()]
     return {
-        "queued": int(reader.zcard(keys.queue)),
-        "seen": int(reader.scard(keys.dupefilter)),
-        "parked": int(reader.zcard(keys.delayed)),
-        "dead_letters": int(reader.hlen(keys.dead)),
+        "queued": sum(values[0::4]),
+        "seen": sum(values[1::4]),
+        "parked": sum(values[2::4]),
+        "dead_letters": sum(values[3::4]),
         "seeds": int(reader.llen(keys.start_urls)),
     }
 
@@ -163,7 +223,9 @@ def reset_plan(
     return {
         "would_delete": _counts(client, keys),
         "keeps_leases_of": live,
-        "kept_leases": sum(int(client.zcard(keys.leases(n))) for n in live),
+        "kept_leases": sum(
+            int(client.zcard(shard.leases(n))) for shard in keys.all_shards() for n in live
+        ),
     }
 
 

@@ -91,13 +91,18 @@ def matching(
     """``(id, record)`` of every dead letter that matches the filters (empty = any)."""
     wanted_sites = {s.lower() for s in sites}
     wanted_reasons = set(reasons)
-    for dead_id, raw in client.hscan_iter(keys.dead, count=1000):
+    for dead_id, raw in _all_dead(client, keys):
         record = _record(raw)
         if wanted_sites and record_site(record).lower() not in wanted_sites:
             continue
         if wanted_reasons and str(record.get("reason")) not in wanted_reasons:
             continue
         yield _text(dead_id), record
+
+
+def _all_dead(client: redis.Redis, keys: FrontierKeys) -> Iterator[tuple[Any, Any]]:
+    for shard in keys.all_shards():
+        yield from client.hscan_iter(shard.dead, count=1000)
 
 
 def count(records: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -127,7 +132,8 @@ def requeue(client: redis.Redis, keys: FrontierKeys, ids: list[str]) -> int:
 def purge(client: redis.Redis, keys: FrontierKeys, ids: list[str]) -> int:
     deleted = 0
     for i in range(0, len(ids), _BATCH):
-        deleted += int(client.hdel(keys.dead, *ids[i : i + _BATCH]))
+        for shard in keys.all_shards():
+            deleted += int(client.hdel(shard.dead, *ids[i : i + _BATCH]))
     return deleted
 
 

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import redis
 from scrapy import Request
 
+from distcrawl import connection
 from distcrawl.commands._common import add_spider_argument, crawl_keys, entry_points, redis_error
 from distcrawl.compat import redis_url_from_settings, scrapy_redis_fingerprint
 from distcrawl.frontier import callbacks, classes, codec
@@ -42,6 +43,8 @@ from distcrawl.frontier.store import Child, FrontierStore
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
+
+    from distcrawl.frontier.keys import FrontierKeys
 
 __all__ = ["Command", "MigrationRefused", "add_arguments", "entry_request", "run"]
 
@@ -150,10 +153,10 @@ def entry_request(data: dict[str, Any]) -> tuple[Request, str]:
         raise
     except (TypeError, ValueError, LookupError, UnicodeError) as exc:
         raise MigrationRefused("unqueueable", str(exc)[:160]) from None
-    for role in ("callback", "errback"):
+    for role, field in (("callback", "cb"), ("errback", "eb")):
         name = _callback(data.get(role), meta, role)
         if name:
-            payload[role] = name
+            payload[field] = name
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     try:
         codec.decode(text, None, allow_private=True)  # what a node will accept
@@ -207,6 +210,15 @@ def _key(
     return str(key) % {"spider": spider}
 
 
+def _in_shards(keys: FrontierKeys, name: str) -> str:
+    """Where the frontier keeps ``name`` (``queue``, ``dupefilter``): its key with one shard,
+    the pattern of the shards' keys with several."""
+    key: str = getattr(keys.shard(0), name)
+    if keys.shards == 1:
+        return key
+    return key.replace(keys.shard(0).prefix, "{" + f"{keys.spider}:0..{keys.shards - 1}" + "}", 1)
+
+
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     spider = opts.spider
     url = settings.get("REDIS_URL") or redis_url_from_settings(settings)[0]
@@ -218,14 +230,14 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     classes.allow_request_classes(settings.getlist("DISTCRAWL_REQUEST_CLASSES"))
     keys = crawl_keys(settings, spider)
     node = f"migrate-{os.getpid()}"
-    client = redis.Redis.from_url(url, socket_timeout=60, socket_connect_timeout=10)
+    client = connection.client(url, socket_timeout=60, socket_connect_timeout=10)
     store = FrontierStore(client, keys)
     batch = max(1, opts.batch)
     summary: dict[str, Any] = {
         "queue_key": queue_key,
         "dupefilter_key": df_key,
-        "frontier_queue": keys.queue,
-        "frontier_dupefilter": keys.dupefilter,
+        "frontier_queue": _in_shards(keys, "queue"),
+        "frontier_dupefilter": _in_shards(keys, "dupefilter"),
         "entries": 0,
         "migrated": 0,
         "already_in_frontier": 0,
@@ -255,11 +267,11 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
                 # dont_filter requests neither check nor mark the dupefilter (Scrapy's rule)
                 fp = "" if request.dont_filter else scrapy_redis_fingerprint(request)
                 site = urlsplit(request.url).hostname or ""
-                children.append((fp, request.priority, request.dont_filter, 0, site, payload))
+                children.append(Child(fp, request.priority, request.dont_filter, 0, site, payload))
             if children and not opts.dry_run:
-                added, filtered, *_ = store.sync(node, children=children)
-                summary["migrated"] += int(added)
-                summary["already_in_frontier"] += int(filtered)
+                result = store.sync(node, children=children)
+                summary["migrated"] += result.added
+                summary["already_in_frontier"] += result.filtered
             elif children:
                 summary["migrated"] += len(children)
             print(
@@ -274,7 +286,8 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             summary["fingerprints_refused"] += len(fps) - len(good)
             summary["fingerprints_copied"] += len(good)
             if good and not opts.dry_run:
-                summary["fingerprints_new"] += int(client.sadd(keys.dupefilter, *good))
+                # a bare fingerprint names no site, so no shard: every shard records it
+                summary["fingerprints_new"] += int(store.mark_seen(good))
         if summary["fingerprints"]:
             print(f"migrate: {summary['fingerprints']} fingerprints read", file=sys.stderr)
         if not opts.dry_run:
@@ -291,9 +304,11 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
         verb = "would move" if opts.dry_run else "moved"
         print(
             f"{verb} {summary['migrated']} of {summary['entries']} requests from {queue_key} to "
-            f"{keys.queue} ({summary['already_in_frontier']} already there, {summary['refused']} "
+            f"{summary['frontier_queue']} ({summary['already_in_frontier']} already there, "
+            f"{summary['refused']} "
             f"refused: {dict(reasons) or 'none'}); {summary['fingerprints_copied']} of "
-            f"{summary['fingerprints']} fingerprints from {df_key} to {keys.dupefilter}; "
+            f"{summary['fingerprints']} fingerprints from {df_key} to "
+            f"{summary['frontier_dupefilter']}; "
             "old keys left untouched"
         )
     return 1 if summary["refused"] or summary["fingerprints_refused"] else 0

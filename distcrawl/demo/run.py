@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pymongo
-import redis
 from scrapy.settings import Settings
 
+from distcrawl import connection
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
 from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.localcluster import LocalRedisCluster
 from distcrawl.services import (
     ensure_mongo,
     ensure_redis,
@@ -32,6 +33,8 @@ from distcrawl.services import (
     stop_services,
 )
 
+#: the seed list on a Redis Cluster: inside the crawl's hash tag
+CLUSTER_START_KEY = "{catalog}:start_urls"
 #: seconds a demo crawl may take before the nodes are stopped and the run reported as failed
 DEFAULT_TIMEOUT = 600.0
 
@@ -75,6 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--replace",
         action="store_true",
         help="with --home: delete the crawl that home already holds (products and frontier)",
+    )
+    parser.add_argument(
+        "--redis-cluster",
+        type=int,
+        default=0,
+        metavar="MASTERS",
+        help="run the frontier on a fresh local Redis Cluster of this many masters",
     )
     parser.add_argument(
         "--timeout",
@@ -148,8 +158,15 @@ def run(args: argparse.Namespace) -> int:
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     was_running = {name for name, info in services_status(home).items() if info["running"]}
     started_services = not args.home
+    cluster: LocalRedisCluster | None = None
     try:
-        redis_url = ensure_redis(home)
+        if args.redis_cluster:
+            cluster = LocalRedisCluster(home / "redis-cluster", masters=args.redis_cluster)
+            redis_url = cluster.start().url
+            # the seed list shares the crawl's hash tag, so seed scripts stay in one slot
+            args.set = [f"DISTCRAWL_START_URLS_KEY={CLUSTER_START_KEY}", *args.set]
+        else:
+            redis_url = ensure_redis(home)
         mongo_uri = ensure_mongo(home)
         if args.home and not args.replace:
             held = crawl_in_home(redis_url, mongo_uri)
@@ -186,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
         finally:
             shop.stop()
     finally:
+        if cluster is not None:
+            cluster.stop()
         if started_services:
             stop_services(home)
     if args.json:
@@ -216,19 +235,19 @@ def run(args: argparse.Namespace) -> int:
 
 def crawl_in_home(redis_url: str, mongo_uri: str) -> list[str]:
     """What of a crawl the embedded servers of a home hold (empty: nothing a demo would delete)."""
-    r = redis.Redis.from_url(redis_url)
+    r = connection.client(redis_url)
     keys = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
     held = []
     try:
-        for label, count in (
-            ("seen URLs", r.scard(keys.dupefilter)),
-            ("queued", r.zcard(keys.queue)),
-            ("parked retries", r.zcard(keys.delayed)),
-            ("dead letters", r.hlen(keys.dead)),
-            ("seeds", r.llen(keys.start_urls)),
-        ):
-            if count:
-                held.append(f"{label} {count}")
+        shards = keys.all_shards()
+        counts = {
+            "seen URLs": sum(int(r.hget(s.seen_info, "n") or 0) for s in shards),
+            "queued": sum(r.zcard(s.queue) for s in shards),
+            "parked retries": sum(r.zcard(s.delayed) for s in shards),
+            "dead letters": sum(r.hlen(s.dead) for s in shards),
+            "seeds": r.llen(keys.start_urls),
+        }
+        held += [f"{label} {count}" for label, count in counts.items() if count]
     finally:
         r.close()
     mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
@@ -258,10 +277,14 @@ def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, sa
 def crawl(
     args: argparse.Namespace, shop: DemoShop, home: Path, redis_url: str, mongo_uri: str, say: Any
 ) -> dict[str, Any]:
-    r = redis.Redis.from_url(redis_url)
-    keys = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
-    for key in r.scan_iter(match=keys.all_keys_pattern(), count=1000):
-        r.delete(key)
+    r = connection.client(redis_url)
+    cluster = connection.is_cluster_url(redis_url)
+    keys = FrontierKeys(
+        spider="catalog", start_urls=CLUSTER_START_KEY if cluster else "catalog:start_urls"
+    )
+    for pattern in keys.patterns():
+        for key in r.scan_iter(match=pattern, count=1000):
+            r.delete(key)
     r.delete(keys.start_urls)
     mongo: pymongo.MongoClient[Any] = pymongo.MongoClient(mongo_uri)
     collection = mongo.get_default_database("catalog")["products"]
@@ -300,7 +323,8 @@ def crawl(
     summary = check_store(collection, expected)
     summary.update(check_fields(collection, shop.catalog, shop.url))
     stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
-    summary.update(account_dead_letters(expected - stored, r.hvals(keys.dead), expected))
+    letters = [v for shard in keys.all_shards() for v in r.hvals(shard.dead)]
+    summary.update(account_dead_letters(expected - stored, letters, expected))
     summary.update(
         pages=pages,
         seconds=round(seconds, 2),

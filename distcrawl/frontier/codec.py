@@ -197,50 +197,77 @@ def _json_values(
     return out
 
 
-def encode(request: Request, spider: Spider | None = None, *, strict: bool = True) -> str:
-    """The JSON payload of ``request``. A meta or cb_kwargs value that JSON cannot carry
-    raises ValueError naming its key (``strict=False`` leaves it out instead)."""
+def encode(
+    request: Request, spider: Spider | None = None, *, strict: bool = True, priority: bool = True
+) -> str:
+    """The compact JSON payload of ``request`` (see :data:`SHORT_NAMES`). A meta or cb_kwargs
+    value that JSON cannot carry raises ValueError naming its key (``strict=False`` leaves it
+    out instead). Left out too is what decoding rebuilds: defaults, the callback ``parse``
+    (no callback is written ``"cb": null``), a same-site Referer's origin, and with
+    ``priority=False`` the priority, for a queue entry whose order score carries it."""
     meta = _json_values("meta", request.meta, strict=strict, skip=UNSAFE_META_KEYS)
     cb_kwargs = _json_values("cb_kwargs", request.cb_kwargs, strict=strict)
-    data: dict[str, Any] = {"url": request.url}
+    data: dict[str, Any] = {"u": request.url}
     kind = classes.class_name(request)
     if kind is not None:
-        data["class"] = kind
+        data["cl"] = kind
     if request.method != "GET":
-        data["method"] = request.method
+        data["m"] = request.method
     headers = {
         k.decode("latin-1"): [v.decode("latin-1") for v in vs]
         for k, vs in request.headers.items()
         if k.lower() not in CREDENTIAL_HEADERS
     }
+    referer = headers.get("Referer")
+    if referer is not None and len(referer) == 1:
+        origin = _origin(request.url)
+        if origin and referer[0].startswith(origin + "/"):
+            data["r"] = referer[0][len(origin) :]
+            del headers["Referer"]
     if headers:
-        data["headers"] = headers
+        data["h"] = headers
     if request.body:
-        data["body"] = base64.b64encode(request.body).decode("ascii")
+        data["b"] = base64.b64encode(request.body).decode("ascii")
     if request.cookies:
         cookies = request.cookies
         # written only in the shape decode accepts: anything else would be refused later
         if _valid_cookies(cookies):
-            data["cookies"] = cookies
+            data["c"] = cookies
+    meta = {_META_SHORT.get(k) or ("~" + k if k.startswith("~") else k): v for k, v in meta.items()}
     if meta:
-        data["meta"] = meta
-    if request.priority:
-        data["priority"] = request.priority
+        data["mt"] = meta
+    if request.priority and priority:
+        data["p"] = request.priority
     if request.dont_filter:
-        data["dont_filter"] = True
+        data["f"] = True
     callback = _callback_name(spider, request.callback, "callback", request.meta)
-    if callback:
-        data["callback"] = callback
+    if callback is None:
+        data["cb"] = None
+    elif callback != DEFAULT_CALLBACK:
+        data["cb"] = callback
     errback = _callback_name(spider, request.errback, "errback", request.meta)
     if errback:
-        data["errback"] = errback
+        data["eb"] = errback
     if cb_kwargs:
-        data["cb_kwargs"] = cb_kwargs
+        data["kw"] = cb_kwargs
     if request.flags:
-        data["flags"] = [str(f) for f in request.flags]
+        data["fl"] = [str(f) for f in request.flags]
     if request.encoding != "utf-8":
-        data["encoding"] = request.encoding
+        data["e"] = request.encoding
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def _origin(url: str) -> str:
+    """``scheme://netloc`` of ``url`` ("" if it has none)."""
+    cut = url.find("://")
+    if cut <= 0:
+        return ""
+    end = len(url)
+    for sep in "/?#":
+        at = url.find(sep, cut + 3)
+        if at != -1:
+            end = min(end, at)
+    return url[:end] if end > cut + 3 else ""
 
 
 def _spider_method(
@@ -316,8 +343,10 @@ def decode(
     *,
     max_payload: int = DEFAULT_MAX_PAYLOAD,
     allow_private: bool | frozenset[str] = True,
+    priority: int | None = None,
 ) -> Request:
-    """Rebuild a request from a payload written by :func:`encode`, or raise :class:`BadEntry`."""
+    """Rebuild a request from a payload written by :func:`encode`, or raise :class:`BadEntry`.
+    ``priority`` (from the entry's order score) is the request's priority when given."""
     _expect(len(payload) <= max_payload, "too_large", f"{len(payload)} bytes")
     if isinstance(payload, bytes):
         if _looks_like_pickle(payload):
@@ -335,27 +364,46 @@ def decode(
             raise BadEntry("pickle_refused", "payload looks like a pickle") from None
         raise BadEntry("not_json", payload[:60]) from None
     _expect(isinstance(data, dict), "not_an_object", type(data).__name__)
-    unknown = set(data) - _FIELDS
+    unknown = set(data) - _FIELDS - _LONG_NAMES.keys()
     _expect(not unknown, "unknown_fields", ",".join(sorted(unknown))[:80])
-    url = data.get("url")
+    compact = "u" in data
+    if _LONG_NAMES.keys() & data.keys():  # a payload of the long form (older nodes)
+        short = {_LONG_NAMES.get(k, k): v for k, v in data.items()}
+        _expect(len(short) == len(data), "duplicate_fields")
+        data = short
+    if compact and "cb" not in data:
+        # the compact form leaves out the callback parse (no callback is written as null)
+        data["cb"] = DEFAULT_CALLBACK
+    url = data.get("u")
     _expect(isinstance(url, str), "missing_url")
     try:
         check_url(url, allow_private=allow_private)
     except UrlRefused as exc:
         raise BadEntry(exc.reason, url[:120]) from None
-    method = data.get("method", "GET")
+    method = data.get("m", "GET")
     _expect(isinstance(method, str) and method in ALLOWED_METHODS, "bad_method", str(method)[:20])
-    headers = data.get("headers", {})
+    headers = data.get("h", {})
     _expect(_valid_headers(headers), "bad_headers")
+    if "r" in data:
+        referer = data["r"]
+        _expect(
+            isinstance(referer, str)
+            and referer.startswith("/")
+            and not _HEADER_VALUE_FORBIDDEN.search(referer),
+            "bad_referer",
+        )
+        headers = {**headers, "Referer": [_origin(url) + referer]}
     body = b""
-    if "body" in data:
-        _expect(isinstance(data["body"], str), "bad_body")
+    if "b" in data:
+        _expect(isinstance(data["b"], str), "bad_body")
         try:
-            body = base64.b64decode(data["body"], validate=True)
+            body = base64.b64decode(data["b"], validate=True)
         except (binascii.Error, ValueError):
             raise BadEntry("bad_body") from None
-    meta = data.get("meta", {})
+    meta = data.get("mt", {})
     _expect(isinstance(meta, dict), "bad_meta")
+    if any(k.startswith("~") for k in meta):
+        meta = {_meta_key(k): v for k, v in meta.items()}
     unsafe = UNSAFE_META_KEYS.intersection(meta)
     _expect(not unsafe, "unsafe_meta", ",".join(sorted(unsafe)))
     depth = meta.get("depth", 0)
@@ -364,29 +412,29 @@ def decode(
         "bad_depth",
         repr(depth)[:20],
     )
-    priority = data.get("priority", 0)
+    priority = data.get("p", 0) if priority is None else priority
     _expect(
         isinstance(priority, int) and not isinstance(priority, bool),
         "bad_priority",
         repr(priority)[:20],
     )
     _expect(abs(priority) <= MAX_PRIORITY, "bad_priority", str(priority))
-    cookies = data.get("cookies", {})
+    cookies = data.get("c", {})
     _expect(_valid_cookies(cookies), "bad_cookies")
-    cb_kwargs = data.get("cb_kwargs", {})
+    cb_kwargs = data.get("kw", {})
     _expect(isinstance(cb_kwargs, dict), "bad_cb_kwargs")
-    flags = data.get("flags", [])
+    flags = data.get("fl", [])
     _expect(isinstance(flags, list) and all(isinstance(f, str) for f in flags), "bad_flags")
-    encoding = data.get("encoding", "utf-8")
+    encoding = data.get("e", "utf-8")
     _expect(isinstance(encoding, str) and len(encoding) < 40, "bad_encoding")
     _expect(_ascii_compatible(encoding), "bad_encoding", encoding)
-    dont_filter = data.get("dont_filter", False)
+    dont_filter = data.get("f", False)
     _expect(isinstance(dont_filter, bool), "bad_dont_filter")
-    callback = _spider_method(spider, data.get("callback"), "callback", cb_kwargs, meta)
-    errback = _spider_method(spider, data.get("errback"), "errback", {}, meta)
+    callback = _spider_method(spider, data.get("cb"), "callback", cb_kwargs, meta)
+    errback = _spider_method(spider, data.get("eb"), "errback", {}, meta)
     request_cls: type[Request] = Request
-    if "class" in data:
-        kind = data["class"]
+    if "cl" in data:
+        kind = data["cl"]
         _expect(isinstance(kind, str), "bad_class")
         found = classes.request_class(kind)
         _expect(found is not None, "unknown_request_class", str(kind)[:80])
@@ -421,21 +469,48 @@ def decode(
     return request
 
 
-_FIELDS = frozenset(
-    {
-        "url",
-        "class",
-        "method",
-        "headers",
-        "body",
-        "cookies",
-        "meta",
-        "priority",
-        "dont_filter",
-        "callback",
-        "errback",
-        "cb_kwargs",
-        "flags",
-        "encoding",
-    }
-)
+#: the payload's field names (short: a queued request's bytes are the frontier's memory)
+SHORT_NAMES = {
+    "url": "u",
+    "class": "cl",
+    "method": "m",
+    "headers": "h",
+    "body": "b",
+    "cookies": "c",
+    "meta": "mt",
+    "priority": "p",
+    "dont_filter": "f",
+    "callback": "cb",
+    "errback": "eb",
+    "cb_kwargs": "kw",
+    "flags": "fl",
+    "encoding": "e",
+}
+#: meta keys every catalog request carries, written short ("~" marks them; a key of the
+#: spider's own that starts with "~" is written with one more)
+META_SHORT_NAMES = {
+    "page_kind": "~k",
+    "depth": "~d",
+    "site": "~s",
+    "seed_meta": "~m",
+    "retry_times": "~r",
+    "download_slot": "~l",
+}
+_META_SHORT = META_SHORT_NAMES
+_META_LONG = {v: k for k, v in META_SHORT_NAMES.items()}
+
+
+def _meta_key(key: str) -> str:
+    if key.startswith("~~"):
+        return key[1:]
+    if key.startswith("~"):
+        long = _META_LONG.get(key)
+        _expect(long is not None, "bad_meta", key[:40])
+        return str(long)
+    return key
+
+
+#: the callback a request without one gets (Scrapy's default, ``Spider.parse``)
+DEFAULT_CALLBACK = "parse"
+_LONG_NAMES = dict(SHORT_NAMES)
+_FIELDS = frozenset({*SHORT_NAMES.values(), "r"})  # r: a same-site Referer without its origin

@@ -1,231 +1,261 @@
 --[[
 distcrawl frontier: the whole Redis protocol of the crawl in one script.
 
-Every key of a crawl shares the hash tag {S} (S = spider name), so all of them live in one
-hash slot and every command below is atomic, also on Redis Cluster. P below is "{S}".
+A crawl (S = spider name) is split into N shards (DISTCRAWL_SHARDS). A request belongs to the
+shard of its site (crc32 of the host, modulo N), so everything about a site (its queue entries,
+seen URLs, leases, parked retries, dead letters and politeness budget) shares one hash tag and
+every command below stays atomic, also on Redis Cluster, where the shards spread over the
+masters by their tags. Crawl-wide state lives in one control slot.
 
-  P:queue            ZSET  rid -> order score. Lowest score leaves first. The score is
-                           -priority * 1e10 + seq, so higher priority first and, within one
-                           priority, first in first out (seq grows with every accepted request).
-  P:req              HASH  rid -> request JSON (the payload; never pickle). A rid is
-                           "<seq>.<tag>": seq from P:seq, tag chosen by the node that pushed the
-                           request (new after every rewind it sees), so a rid stays unique when
-                           Redis comes back with older state and P:seq goes back
-  P:seq              STRING counter for rids and FIFO order
-  P:marks            HASH  node -> the mark its last sync wrote; a node that does not find its
-                           last mark knows Redis lost its writes (restarted from older data, a
-                           failover to a lagging replica, a reset). Cleared on clean stop and
-                           on recovery
-  P:dupefilter       SET   request fingerprints: recorded when a request is first accepted
-  P:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
-                           A request lives in exactly one of queue / delayed / some leases set.
-  P:nodes            ZSET  node -> last heartbeat (ms, Redis server clock)
-  P:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats,
+  C = "{S}"      the control slot
+  Q = "{S:k}"    shard k (0 <= k < N); with N = 1 the one shard is "{S}" itself
+
+Control slot
+  C:nodes            ZSET  node -> last heartbeat (ms, Redis server clock)
+  C:node:<node>      HASH  node info and its latest stats snapshot (JSON), written by heartbeats,
                            and `owner`, the process that claimed the node id (see `claim`);
                            `dead_since` once recovered, `stopped_at` after a clean stop (both
                            then expire after a day)
-  P:delayed          ZSET  rid -> due time (ms, server clock): parked retries
-  P:delayed:score    HASH  rid -> the order score the request takes when it falls due
-  P:dead             HASH  dead-letter id -> JSON record (request, reason, attempts, times, node)
-  P:seeding:<node>   LIST  raw seeds taken from the start list by <node>, not yet in the frontier
-  P:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
-  P:pages:<site>     STRING pages the site has cost the cluster (the page budget, counted by
-                           the nodes' PageLimitsMiddleware in reservations of a few pages)
-  P:counters         HASH  crawl-wide counters kept by the script itself: requeued_dead_letters,
-                           stale_acks (acks and dead letters for leases the node did not hold),
-                           recovered_nodes (nodes declared dead by `recover`)
-  P:paused           STRING present while the cluster is paused: no new leases are handed out
-  P:req:site         HASH  rid -> site (host) of the request, for the per-site budget. A lease
-                           of a request with a site took one slot (`active`) of that site, and
-                           every way out of the lease (ack, release, recover, a grant without
-                           payload) frees exactly that one slot; dead letters requeued get theirs
-  P:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
+  C:recovering       ZSET  node -> ms: dead nodes claimed by a live node that is returning their
+                           leases shard by shard; claimed again by anyone after a timeout
+  C:seeding:<node>   LIST  raw seeds taken from the start list by <node>, not yet in the frontier
+  C:rejected         LIST  refused seeds and queue entries, JSON {raw, reason, at, node}; bounded
+  C:counters         HASH  crawl-wide counters: requeued_dead_letters, recovered_nodes (nodes
+                           declared dead by `recover`)
+  C:gone             ZSET  node -> ms it stopped cleanly or was claimed as dead, kept a day
+                           [status registry]: the status finds their last stats without SCAN
+  C:paused           STRING present while the cluster is paused (copied into every Q:paused)
+  C:idle             SET   nodes whose last lease request got nothing in any shard they read
+  C:wake             channel: "<shard>" published when work arrives in a shard that was empty
+                           or while nodes are idle (links pushed, leases returned, resumed)
+  C:pages:<site>     STRING pages the site has cost the cluster (PageLimitsMiddleware)
+  C:robots:<netloc>  STRING robots.txt shared by the nodes (SharedRobotsTxt)
+  START              LIST  the user-facing seed list (e.g. catalog:start_urls; LPUSH to add).
+                           On Redis Cluster name it inside the control slot ({S}:start_urls).
+
+Shard slot (per shard)
+  Q:queue            ZSET  rid -> order score. Lowest score leaves first. The score is
+                           -priority * 1e10 + seq: higher priority first and, within one
+                           priority and one shard, first in first out
+  Q:req              HASH  rid -> payload (compact request JSON, never pickle; codec.py), or
+                           "<site>\n<payload>" when the payload's URL does not name its site.
+                           A rid is "<seq>.<tag>": seq from Q:seq, tag chosen by the node that
+                           pushed the request (new after every rewind it sees), so a rid stays
+                           unique when Redis comes back with older state and Q:seq goes back
+  Q:marks            HASH  node -> the mark its last sync of this shard wrote; a node that does
+                           not find its last mark knows Redis lost its writes (restarted from
+                           older data, a failover to a lagging replica, a reset). Cleared when
+                           the node's leases are all released (clean stop, recovery). With
+                           N = 1 this is {S}:marks
+  Q:seq              STRING counter for rids and FIFO order (one INCRBY per batch)
+  Q:seen:<b>         SET   the exact dupefilter (the default): 64-bit request fingerprints as
+                           integers (compact intsets), bucket b by linear hashing (see seen_add)
+  Q:seen:info        HASH  L, split (the buckets' linear-hashing state), n (fingerprints seen)
+  Q:bloom            STRING Bloom filter bits (DISTCRAWL_DUPEFILTER=bloom): k bits per URL at
+                           (h1 + j * h2) mod m, h1 and h2 the first 8 bytes of the fingerprint
+  Q:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
+                           A request lives in exactly one of queue / wait / delayed / a leases set
+  Q:delayed          ZSET  rid -> due time (ms, server clock): parked retries
+  Q:delayed:score    HASH  rid -> the order score the request takes when it falls due
+  Q:dead             HASH  dead-letter id -> JSON record (request, reason, attempts, times, node)
+  Q:counters         HASH  the shard's counters: stale_acks (acks and dead letters for leases
+                           the node did not hold)
+  Q:paused           STRING copy of C:paused (written by `control pause` in every shard)
+  Q:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
                            (requests in flight on all nodes), factor (adaptive slow-down, 0-1],
                            cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits
                            written by nodes from their settings and site profiles); while a
                            cut lasts also fts (ms the factor was set), recover_ms (a cut wears
                            off linearly: from 0 to 1 in recover_ms, idle or not) and base_rate
                            (the requests/s the factor applies to, for status)
-  P:wait:<site>      ZSET  rid -> order score: requests taken off the queue while their site was
+  Q:wait:<site>      ZSET  rid -> order score: requests taken off the queue while their site was
                            out of budget; they wait here, in priority order, without blocking
                            other sites and without being polled
-  P:waiting          ZSET  site -> ms when the site may admit its next waiting request
-  P:idle             SET   nodes whose last lease request got nothing: they sleep until a
-                           message on the channel P:wake (or their poll backs off to 1 s)
-  P:wake             channel: published when work arrives for idle nodes (links pushed,
-                           leases returned or recovered, the cluster resumed)
-  START              LIST  the user-facing seed list (e.g. catalog:start_urls; LPUSH to add)
+  Q:waiting          ZSET  site -> ms when the site may admit its next waiting request
+  Q:cuts             ZSET  site -> ms of its last adaptive cut, while the cut lasts (status
+                           reads the latest cuts without a SCAN; a cut that wore off leaves
+                           when a call next looks at the site)
+  Q:status           HASH  [status registry] `waiting`: requests in the shard's waiting rooms;
+                           `leases:<node>`: requests the node holds in this shard. The status
+                           reads one hash per shard instead of a key per node or per site
 
-Call: EVALSHA sha 1 P <command> <args...>. Node-specific keys are derived from P inside the
-script (same hash tag, same slot). Times come from the server clock (TIME), so nodes with
-skewed clocks still agree on heartbeats and due times.
+Call: EVALSHA sha 1 Q|C <command> <args...> (control commands: EVALSHA sha 2 C START ...).
+Node-specific keys are derived from the prefix inside the script. Times come from the server
+clock (TIME), so nodes with skewed clocks still agree on heartbeats and due times.
 
-Commands
-  sync node mark_prev mark_new tag n_children [fp, prio, dont_filter, delay_ms, site, payload]*n
-       n_acks [rid]*n  n_dead [id, record, rid]*n  n_rejected [record]*n
-       seeds_done(0|1) lease_n rate conc burst adaptive_rate recover_ms
-       n_feedback [site, ok, throttled, slow]*n
-       First, unless mark_new is '': P:marks[node] must be mark_prev (or mark_new: a call
-       that ran but whose reply was lost) or mark_prev '' (the node's first sync); else
-       nothing is done and the reply is {'rewound', found}: the node forgets what it pushed,
-       takes a new tag and reconciles its leases. Then mark_new is written, and
-       one round trip per flush: pushes children (dupefilter checked and recorded here),
-       parks delayed ones, acks finished leases, writes dead letters and rejected entries,
-       clears the node's seeding list, promotes due retries, heart-beats, applies the
-       nodes' per-site feedback (429/503 or slow answers halve a site's shared rate, answers
-       that are fine raise it again gradually), and leases up to lease_n requests (none
-       while paused). A request whose site is out of budget (token bucket of `rate` per
-       second and `burst` tokens, at most `conc` in flight cluster-wide; 0 = no limit;
-       per-site limit_rate / limit_conc override) moves to P:wait:<site> instead; sites
-       whose wait is over are served first. From the queue a node takes at most its share,
-       queued / live nodes (rounded up), so a shallow queue is spread over the nodes. A node
-       that asked for leases and got none joins P:idle; pushed links and due retries then
-       wake the idle nodes through P:wake.
-       Acks and dead letters are fenced: they count only for a lease <node> still holds (a
-       dead letter with rid '' is written as is); any other is ignored but counted (stale,
-       P:counters stale_acks), so a node presumed dead that was not changes nothing with its
-       late reports, and the request's new holder finds its payload and site slot intact.
-       Returns {added, filtered, parked, acked, {rid, payload, ...}, next_due_ms, paced,
-       stale, site_events}:
-       next_due_ms is how soon a parked retry or a waiting site falls due (-1: none); paced
-       lists the leased rids that spent a rate token: the node sends them first, since their
-       token is for now; site_events lists the adaptive cuts this call made and the cuts it
-       found worn off, flat: site, 'cut'|'recovered', factor before, factor after, reason
-       ('throttled'|'slow', or the ms since the cut), for the node's log.
+Shard commands (KEYS[1] = Q)
+  sync node header [child]* [ack]* [dead]* [feedback]*
+       One call per shard and flush; a node pipelines the calls of all shards it has work for
+       into one round trip. `header` is JSON: c, a, d, f (how many children, acks, dead letters
+       and feedback records follow, in that order), lease (how many to lease, 0 = none), live
+       (live nodes, for the fair share), idle (1: some node sleeps, publish new work), wake
+       (the wake channel), paused (1: the control slot says so), rate, conc, burst,
+       adaptive (the site budget defaults), recover (ms a cut takes to wear off), bloom
+       ([m, k] when the Bloom dupefilter is on), and for a fenced node mp, mn (the mark it
+       wrote last to this shard, its next one) and tag (into the rids of its children).
+       First, unless mn is '': Q:marks[node] must be mp (or mn: a call that ran but whose
+       reply was lost) or mp '' (the node's first sync of the shard); else nothing is done
+       and the reply is {'rewound', found}: the node forgets what it pushed, takes a new tag
+       and reconciles its leases. Records:
+         child    fp h prio flags delay_ms site payload   (site "=": the payload's URL names
+                  it; flags "d" = dont_filter; fp "" =
+                  none; exact: fp the fingerprint's first 8 bytes as a signed decimal and h
+                  its low 32 bits; bloom: fp the binary fingerprint, h "")
+         ack      rid site
+         dead     id record site rid   (rid: the lease it ends, "" = none)
+         feedback site ok throttled slow
+       Pushes children (dupefilter checked and recorded here), parks delayed ones, acks
+       finished leases and writes dead letters, fenced: only for leases the node still holds (a
+       late report from a node presumed dead changes nothing and counts as stale, in the
+       shard's Q:counters stale_acks), applies the per-site
+       feedback (429/503 or slow answers cut a site's shared rate, fine answers raise it),
+       promotes due retries and leases up to `lease` requests (none while paused). A request
+       whose site is out of budget (token bucket of `rate` per second and `burst` tokens, at
+       most `conc` in flight cluster-wide; 0 = no limit; per-site limit_rate / limit_conc
+       override) moves to Q:wait:<site>; sites whose wait is over are served first. A node
+       takes at most its share of the shard, queued / live (rounded up).
+       Returns {added, filtered, parked, acked, stale, {rid, payload, score, site, ...}, next_due_ms,
+       paced, queued, head, at_head, site_events}: site_events lists the adaptive cuts this
+       call made and the cuts it found worn off, flat: site, 'cut'|'recovered', factor before,
+       factor after, reason ('throttled'|'slow', or the ms since the cut); next_due_ms is how soon a parked retry or a waiting site
+       falls due (-1: none), paced lists the leased rids that spent a rate token, queued, head
+       and at_head are the queue's length, best order score ("" when empty) and how many
+       queued requests share the best priority, after the call.
+  mark_seen options [fp h]*
+       Records fingerprints in the shard's dupefilter (options: JSON, bloom as in sync).
+       Returns how many were new.
   take_token site rate burst adaptive_rate
        Spends one of the site's tokens, at once and into debt if need be, for a request that
        never was in the queue (robots.txt fetched by a node's middleware).
-  take_seeds node n start_key
-       Moves up to n raw seeds from START to P:seeding:<node> (first pushed, first taken).
-  release node start_key [rid]*
+  release node wake [rid]*
        Returns the given leases of <node> (all of them when none are named) to the queue with
-       their order score, and its seeding list to the front of START. Clean stops and restarts.
-  recover node timeout_ms start_key
-       For every node (other than <node>) whose heartbeat is older than timeout_ms: returns its
-       leases and seeds as `release` does and forgets the node. Atomic, so two live nodes
-       racing to recover the same dead node recover each request once. Recovers nobody while
-       the Redis server has been up for less than timeout_ms (INFO uptime): after a restart
-       every heartbeat is old, so silence is measured from the server's start only (and each
-       node waits timeout_ms after an outage it saw before it recovers anyone). Counts
-       recovered_nodes in P:counters. Returns {nodes, reqs}.
+       their order score. Clean stops, restarts, recovery of dead nodes.
+  drained node*
+       Returns {queued (incl. waiting for their site), delayed, leased by the named nodes}.
+  requeue_dead max tag [id]*
+       Moves dead letters (the named ones, or up to max) back to the queue (fresh order score,
+       priority from the record) through their site's budget. Returns the number moved.
+
+Control commands (KEYS[1] = C, KEYS[2] = START)
+  heartbeat node info_json idle(-1|0|1)
+       Heart-beats, stores the node's info, and joins (1) or leaves (0) C:idle.
+       Returns {now_ms, live nodes, idle nodes, paused(0|1)}.
+  take_seeds node n
+       Moves up to n raw seeds from START to C:seeding:<node> (first pushed, first taken).
+  seeded node [rejected]*
+       The node's seeds are in the shards: clears C:seeding:<node>; records rejected entries.
+  stop node
+       A clean stop: the seeding list back to the front of START, the node out of C:nodes.
+  recover node timeout_ms
+       Claims nobody while the Redis server has been up for less than timeout_ms (after a
+       restart every heartbeat is old). Else claims every node (other than <node>) whose
+       heartbeat is older than timeout_ms, and
+       every claim older than timeout_ms: their seeds go back to START, they leave C:nodes and
+       enter C:recovering. Atomic, so two live nodes never claim the same dead node. The caller
+       then `release`s the claimed nodes' leases in every shard (each request once: `release`
+       is atomic per shard) and calls `recovered`. Returns {nodes, seeds}.
   claim node owner_json timeout_ms force(0|1)
        At a node's open: makes owner_json (host, pid, run of the process) the owner of the
-       node id in P:node:<node> `owner` and heart-beats, unless (without force) another owner
+       node id in C:node:<node> `owner` and heart-beats, unless (without force) another owner
        heart-beat within timeout_ms: then returns {0, that owner, ms since its heartbeat} and
        the process refuses to start (or forces the claim once it knows the other is dead).
        Returns {1, previous owner or '', 0}.
-  heartbeat node info_json
-  drained start_key
-       Returns {queued (incl. waiting for their site), delayed, leased, seeding, start}:
-       all zero means nothing is left.
-  requeue_dead max tag [id]*
-       Moves dead letters (the named ones, or up to max) back to the queue (fresh order score,
-       priority from the record) with their site in P:req:site (the record's `site`, else the
-       host of its `url`), so they go through the site's budget like any request. Returns the
-       number moved.
+  recovered node*
+       Ends the claims.
+  census
+       Returns {seeding, start, {node*}}: seeds held by nodes, seeds waiting, the nodes.
 ]]
 
 local P = KEYS[1]
 local cmd = ARGV[1]
+local BATCH = 1000 -- most arguments handed to one command (Lua's unpack has a stack limit)
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function order_score(prio)
-  local seq = redis.call('INCR', P .. ':seq')
-  return -prio * 1e10 + seq, seq
-end
-
--- seq alone repeats when Redis comes back with older state; the writer's tag (changed by a
--- node whenever it sees its own writes gone) keeps every rid unique anyway
-local function make_rid(seq, tag)
-  if tag == nil or tag == '' then return tostring(seq) end
-  return tostring(seq) .. '.' .. tag
-end
-
--- a request leaves a node (acked or returned): its site has one request fewer in flight
-local function site_done(rid, requeued)
-  local site = redis.call('HGET', P .. ':req:site', rid)
-  if not site then return end
-  local k = P .. ':site:' .. site
-  if tonumber(redis.call('HINCRBY', k, 'active', -1)) < 0 then redis.call('HSET', k, 'active', 0) end
-  if not requeued then redis.call('HDEL', P .. ':req:site', rid) end
-  if redis.call('EXISTS', P .. ':wait:' .. site) == 1 then
-    redis.call('ZADD', P .. ':waiting', 'LT', 0, site)  -- a slot is free: serve it now
-  end
-end
-
--- the site (host) of a dead-letter record: written by the node, else taken from its URL
-local function record_site(decoded)
-  if type(decoded['site']) == 'string' and decoded['site'] ~= '' then return decoded['site'] end
-  if type(decoded['url']) ~= 'string' then return nil end
-  local host = string.match(decoded['url'], '^%a[%w+.-]*://([^/?#]*)')
-  if not host then return nil end
-  host = string.gsub(host, '^.*@', '')
-  local v6 = string.match(host, '^%[([^%]]*)%]')
-  if v6 then host = v6 else host = string.gsub(host, ':%d*$', '') end
-  host = string.lower(host)
-  if host == '' then return nil end
-  return host
-end
-
--- work arrived: wake the nodes sleeping for lack of it (one message, however many sleep;
--- they register again when their next lease still finds nothing)
-local function wake_idle(n)
-  if n > 0 and redis.call('SCARD', P .. ':idle') > 0 then
-    redis.call('DEL', P .. ':idle')
-    redis.call('PUBLISH', P .. ':wake', n)
-  end
-end
-
-local function release(node, start_key, rids)
-  local leases = P .. ':leases:' .. node
-  local moved = 0
-  if #rids == 0 then
-    local all = redis.call('ZRANGE', leases, 0, -1, 'WITHSCORES')
-    for i = 1, #all, 2 do
-      redis.call('ZADD', P .. ':queue', all[i + 1], all[i])
-      site_done(all[i], true)
-      moved = moved + 1
+-- redis.call(verb, key, unpack(items)) in chunks of BATCH items (width items per record)
+local function call_chunked(verb, key, items, width, extra)
+  local n = #items
+  local out = 0
+  local i = 1
+  while i <= n do
+    local last = math.min(n, i + BATCH * width - 1)
+    if extra then
+      out = out + redis.call(verb, key, extra, unpack(items, i, last))
+    else
+      out = out + redis.call(verb, key, unpack(items, i, last))
     end
-    redis.call('DEL', leases)
-  else
-    for _, rid in ipairs(rids) do
-      local score = redis.call('ZSCORE', leases, rid)
-      if score then
-        redis.call('ZREM', leases, rid)
-        redis.call('ZADD', P .. ':queue', score, rid)
-        site_done(rid, true)
-        moved = moved + 1
+    i = last + 1
+  end
+  return out
+end
+
+-- the host of a payload's URL as the node names a site (lower case, no user, no port)
+local function site_of_payload(payload)
+  local netloc = string.match(payload, '^{"u":"[%a][%w+.-]*://([^/?#"\\]*)')
+  if not netloc then return nil end
+  netloc = string.match(netloc, '([^@]*)$')
+  local v6 = string.match(netloc, '^%[([^%]]*)%]')
+  if v6 then return string.lower(v6) end
+  return string.lower((string.gsub(netloc, ':%d*$', '')))
+end
+
+-- what Q:req holds for a request: the payload alone when its URL names its site, else
+-- "<site>\n<payload>" (a payload starts with "{", a site never does)
+local function req_value(site, payload)
+  if string.byte(payload, 1) == 123 and site_of_payload(payload) == site then return payload end
+  return site .. '\n' .. payload
+end
+
+local function split_req(value)
+  if string.byte(value, 1) == 123 then return site_of_payload(value) or '', value end
+  local cut = string.find(value, '\n', 1, true)
+  -- anything else (a hostile entry written by hand) is handed over whole, to be refused
+  if not cut or string.byte(value, cut + 1) ~= 123 then return '', value end
+  return string.sub(value, 1, cut - 1), string.sub(value, cut + 1)
+end
+
+-- the site budgets touched by this call, read once and written back once
+local budgets = {}
+
+local function budget(site)
+  local b = budgets[site]
+  if not b then
+    local st = redis.call('HMGET', P .. ':site:' .. site,
+      'tokens', 'ts', 'active', 'factor', 'limit_rate', 'limit_conc', 'fts', 'recover_ms',
+      'cut_at')
+    b = {tokens = tonumber(st[1]), ts = tonumber(st[2]), active = tonumber(st[3]) or 0,
+      cut = st[4], limit_rate = tonumber(st[5]), limit_conc = tonumber(st[6]), fts = st[7],
+      recover_ms = st[8], cut_at = st[9], dirty = false}
+    budgets[site] = b
+  end
+  return b
+end
+
+local function save_budgets()
+  for site, b in pairs(budgets) do
+    if b.dirty then
+      if b.tokens then
+        redis.call('HSET', P .. ':site:' .. site, 'tokens', tostring(b.tokens), 'ts', b.ts,
+          'active', b.active)
+      else
+        redis.call('HSET', P .. ':site:' .. site, 'active', b.active)
       end
     end
   end
-  local seeding = P .. ':seeding:' .. node
-  if #rids == 0 then
-    -- seeds were taken oldest first; push them back so the oldest is taken first again
-    local seeds = redis.call('LRANGE', seeding, 0, -1)
-    for i = #seeds, 1, -1 do
-      redis.call('RPUSH', start_key, seeds[i])
-    end
-    redis.call('DEL', seeding)
-    moved = moved + #seeds
-    redis.call('SREM', P .. ':idle', node)
-  end
-  wake_idle(moved)
-  return moved
 end
 
-local function promote_due(now, limit)
-  local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', now, 'LIMIT', 0, limit)
-  for _, rid in ipairs(due) do
-    local score = redis.call('HGET', P .. ':delayed:score', rid)
-    redis.call('ZREM', P .. ':delayed', rid)
-    redis.call('HDEL', P .. ':delayed:score', rid)
-    redis.call('ZADD', P .. ':queue', score or 0, rid)
+-- `count` requests of `site` left the nodes (acked or returned): slots free up
+local function site_done(site, count)
+  if site == '' then return end
+  local b = budget(site)
+  b.active = math.max(0, b.active - count)
+  b.dirty = true
+  if redis.call('EXISTS', P .. ':wait:' .. site) == 1 then
+    redis.call('ZADD', P .. ':waiting', 'LT', 0, site) -- a slot is free: serve it now
   end
-  return #due
 end
 
 -- adaptive cuts made or worn off during this call (see `sync`'s return)
@@ -245,35 +275,43 @@ local function site_factor(site, factor, fts, recover_ms, cut_at, now)
   if rec > 0 then recovered = f + since_ms / rec end
   if recovered < 1 then return recovered end
   redis.call('HDEL', P .. ':site:' .. site, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+  redis.call('ZREM', P .. ':cuts', site) -- [status registry]
   local since = now - (tonumber(cut_at) or now)
   site_events[#site_events + 1] = {site, 'recovered', factor, '1', tostring(since)}
   return 1
 end
 
+-- the cached budget's factor now (a cut worn off is forgotten once, here)
+local function budget_factor(site, b, now)
+  local f = site_factor(site, b.cut, b.fts, b.recover_ms, b.cut_at, now)
+  if f >= 1 then b.cut = nil end
+  return f
+end
+
 -- may `site` start one more request now? Returns true, or false and when to look again (ms)
 local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
-  local k = P .. ':site:' .. site
-  local st = redis.call('HMGET', k, 'tokens', 'ts', 'active', 'factor', 'limit_rate', 'limit_conc',
-    'fts', 'recover_ms', 'cut_at')
-  local rate = tonumber(st[5]) or def_rate
-  local conc = tonumber(st[6]) or def_conc
-  local factor = site_factor(site, st[4], st[7], st[8], st[9], now)
-  local active = tonumber(st[3]) or 0
-  if conc > 0 and active >= conc then return false, now + 1000 end
+  local b = budget(site)
+  local rate = b.limit_rate or def_rate
+  local conc = b.limit_conc or def_conc
+  if conc > 0 and b.active >= conc then return false, now + 1000 end
+  local factor = budget_factor(site, b, now)
   if rate <= 0 and factor < 1 then rate = adaptive_rate end
   if rate > 0 then
     rate = rate * factor
-    local tokens = tonumber(st[1]) or burst
-    local ts = tonumber(st[2]) or now
-    tokens = math.min(burst, tokens + (now - ts) * rate / 1000)
+    local tokens = b.tokens or burst
+    tokens = math.min(burst, tokens + (now - (b.ts or now)) * rate / 1000)
+    b.ts = now
+    b.dirty = true
     if tokens < 1 then
-      redis.call('HSET', k, 'tokens', tostring(tokens), 'ts', now)
+      b.tokens = tokens
       return false, now + math.ceil((1 - tokens) * 1000 / rate)
     end
-    redis.call('HSET', k, 'tokens', tostring(tokens - 1), 'ts', now, 'active', active + 1)
+    b.tokens = tokens - 1
+    b.active = b.active + 1
     return true, now, true
   end
-  redis.call('HSET', k, 'active', active + 1)
+  b.active = b.active + 1
+  b.dirty = true
   return true, now, false
 end
 
@@ -291,12 +329,14 @@ local function feedback(site, ok, throttled, slow, now, def_rate, adaptive_rate,
       local new = tostring(math.max(0.05, factor * cut))
       redis.call('HSET', k, 'factor', new, 'fts', now, 'cut_at', now, 'recover_ms', recover_ms,
         'base_rate', tostring(rate))
+      redis.call('ZADD', P .. ':cuts', now, site) -- [status registry]
       site_events[#site_events + 1] = {site, 'cut', tostring(factor), new, why}
     end
   elseif ok > 0 and factor < 1 then
     local new = factor + 0.01 * ok
     if new >= 1 then
       redis.call('HDEL', k, 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+      redis.call('ZREM', P .. ':cuts', site) -- [status registry]
       site_events[#site_events + 1] = {site, 'recovered', tostring(factor), '1',
         tostring(now - cut_at)}
     else
@@ -305,116 +345,390 @@ local function feedback(site, ok, throttled, slow, now, def_rate, adaptive_rate,
   end
 end
 
+-- seq alone repeats when Redis comes back with older state; the writer's tag (changed by a
+-- node whenever it sees its own writes gone) keeps every rid unique anyway
+local function make_rid(seq, tag)
+  if tag == nil or tag == '' then return tostring(seq) end
+  return tostring(seq) .. '.' .. tag
+end
+
+-- new rids for n requests: one INCRBY per batch; seq also orders them within a priority
+local function new_seqs(n)
+  return redis.call('INCRBY', P .. ':seq', n) - n
+end
+
+local function publish_wake(channel, n)
+  if n > 0 and channel and channel ~= '' then
+    redis.call('PUBLISH', channel, string.match(P, ':(%d+)}$') or '0')
+  end
+end
+
+-- the Bloom filter's bit offsets of a fingerprint (first 8 bytes: h1, h2)
+local function bloom_offsets(fp, m, k)
+  local a, b, c, d, e, f, g, h = string.byte(fp, 1, 8)
+  local h1 = ((a * 256 + b) * 256 + c) * 256 + d
+  local h2 = ((e * 256 + f) * 256 + g) * 256 + h
+  if h2 % 2 == 0 then h2 = h2 + 1 end
+  local offs = {}
+  for j = 0, k - 1 do offs[j + 1] = (h1 + j * h2) % m end
+  return offs
+end
+
+-- The exact dupefilter: fingerprints as 64-bit integers (decimal strings, so Redis keeps
+-- them in compact intsets of 8 bytes each) in buckets Q:seen:<b>, grown by linear hashing
+-- so a bucket holds SEEN_SPLIT fingerprints on average (intsets stay compact up to 512).
+-- The bucket of a fingerprint comes from its low 32 bits (h): b = h mod 2^L, or
+-- h mod 2^(L+1) for buckets already split (b < split). Q:seen:info holds L, split, count.
+local SEEN_SPLIT = 200
+
+local function low32(dec)
+  local neg = string.byte(dec, 1) == 45
+  local acc = 0
+  local first = 1
+  if neg then first = 2 end
+  for i = first, #dec do acc = (acc * 10 + string.byte(dec, i) - 48) % 4294967296 end
+  if neg and acc ~= 0 then acc = 4294967296 - acc end
+  return acc
+end
+
+local function seen_add(fps, hs)
+  local fresh = {}
+  local info = P .. ':seen:info'
+  local st = redis.call('HMGET', info, 'L', 'split', 'n')
+  local level, split, count = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0
+  local size = 2 ^ level
+  local added = 0
+  for idx, fp in ipairs(fps) do
+    if fp ~= '' then
+      local h = tonumber(hs[idx]) or low32(fp)
+      local b = h % size
+      if b < split then b = h % (2 * size) end
+      if redis.call('SADD', P .. ':seen:' .. b, fp) == 1 then
+        fresh[idx] = true
+        added = added + 1
+      end
+    end
+  end
+  if added == 0 then return fresh end
+  count = count + added
+  while count > SEEN_SPLIT * (size + split) do
+    -- split bucket `split` into itself and split + 2^L by the next bit of h
+    local src = P .. ':seen:' .. split
+    local move = {}
+    for _, m in ipairs(redis.call('SMEMBERS', src)) do
+      if low32(m) % (2 * size) ~= split then move[#move + 1] = m end
+    end
+    if #move > 0 then
+      call_chunked('SREM', src, move, 1)
+      call_chunked('SADD', P .. ':seen:' .. (split + size), move, 1)
+    end
+    split = split + 1
+    if split == size then
+      level, split, size = level + 1, 0, size * 2
+    end
+  end
+  redis.call('HSET', info, 'L', level, 'split', split, 'n', count)
+  return fresh
+end
+
+-- which of the fingerprints are new; records them. Returns a table i -> true for fresh ones
+local function dupefilter(fps, hs, bloom)
+  local fresh = {}
+  if #fps == 0 then return fresh end
+  local in_batch = {}
+  if bloom then
+    local m, k = tonumber(bloom[1]), tonumber(bloom[2])
+    local key = P .. ':bloom'
+    local gets, sets, offsets = {}, {}, {}
+    for i, fp in ipairs(fps) do
+      if #fp >= 8 then
+        offsets[i] = bloom_offsets(fp, m, k)
+        for _, o in ipairs(offsets[i]) do
+          gets[#gets + 1] = 'GET'; gets[#gets + 1] = 'u1'; gets[#gets + 1] = o
+        end
+      end
+    end
+    local bits = {}
+    local i = 1
+    while i <= #gets do
+      local last = math.min(#gets, i + 3 * BATCH - 1)
+      local got = redis.call('BITFIELD', key, unpack(gets, i, last))
+      for _, v in ipairs(got) do bits[#bits + 1] = v end
+      i = last + 1
+    end
+    local pos = 0
+    for idx, fp in ipairs(fps) do
+      if offsets[idx] then
+        local all = true
+        for _ = 1, k do
+          pos = pos + 1
+          if bits[pos] == 0 then all = false end
+        end
+        if not all and not in_batch[fp] then
+          fresh[idx] = true
+          for _, o in ipairs(offsets[idx]) do
+            sets[#sets + 1] = 'SET'; sets[#sets + 1] = 'u1'; sets[#sets + 1] = o
+            sets[#sets + 1] = 1
+          end
+        end
+        in_batch[fp] = true
+      elseif fp ~= '' then
+        fresh[idx] = true
+      end
+    end
+    i = 1
+    while i <= #sets do
+      local last = math.min(#sets, i + 4 * BATCH - 1)
+      redis.call('BITFIELD', key, unpack(sets, i, last))
+      i = last + 1
+    end
+    return fresh
+  end
+  return seen_add(fps, hs)
+end
+
+-- [status registries] kept for `scrapy status` and the progress line, which read
+-- O(shards + nodes + top sites) keys and never SCAN. Per batch, never per request.
+local function status_add(field, n)
+  if n == 0 then return end
+  if redis.call('HINCRBY', P .. ':status', field, n) <= 0 then
+    redis.call('HDEL', P .. ':status', field)
+  end
+end
+
+local function mark_gone(node, now)
+  redis.call('ZADD', P .. ':gone', now, node)
+  redis.call('ZREMRANGEBYSCORE', P .. ':gone', '-inf', now - 86400000)
+end
+-- [/status registries]
+
+local function release(node, rids)
+  local leases = P .. ':leases:' .. node
+  local entries = {}
+  if #rids == 0 then
+    local all = redis.call('ZRANGE', leases, 0, -1, 'WITHSCORES')
+    for i = 1, #all, 2 do entries[#entries + 1] = {all[i], all[i + 1]} end
+  else
+    for _, rid in ipairs(rids) do
+      local score = redis.call('ZSCORE', leases, rid)
+      if score then entries[#entries + 1] = {rid, score} end
+    end
+  end
+  if #entries == 0 then return 0 end
+  local zadd, rem, ids, per_site = {}, {}, {}, {}
+  for _, e in ipairs(entries) do
+    zadd[#zadd + 1] = e[2]; zadd[#zadd + 1] = e[1]
+    rem[#rem + 1] = e[1]
+  end
+  local values = {}
+  local i = 1
+  while i <= #rem do
+    local last = math.min(#rem, i + BATCH - 1)
+    local got = redis.call('HMGET', P .. ':req', unpack(rem, i, last))
+    for _, v in ipairs(got) do values[#values + 1] = v end
+    i = last + 1
+  end
+  for j, v in ipairs(values) do
+    if v then
+      local site = split_req(v)
+      per_site[site] = (per_site[site] or 0) + 1
+    end
+  end
+  call_chunked('ZREM', leases, rem, 1)
+  call_chunked('ZADD', P .. ':queue', zadd, 2)
+  for site, n in pairs(per_site) do site_done(site, n) end
+  save_budgets()
+  if #rids == 0 then
+    redis.call('HDEL', P .. ':status', 'leases:' .. node) -- [status registry]
+  else
+    status_add('leases:' .. node, -#entries) -- [status registry]
+  end
+  return #entries
+end
+
+-- the site (host) of a dead-letter record: written by the node, else taken from its URL
+local function record_site(decoded)
+  if type(decoded['site']) == 'string' and decoded['site'] ~= '' then return decoded['site'] end
+  if type(decoded['url']) ~= 'string' then return '' end
+  return site_of_payload('{"u":"' .. decoded['url']) or ''
+end
+
+local function promote_due(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', now, 'LIMIT', 0, limit)
+  if #due == 0 then return 0 end
+  local scores = redis.call('HMGET', P .. ':delayed:score', unpack(due))
+  local zadd = {}
+  for j, rid in ipairs(due) do
+    zadd[#zadd + 1] = scores[j] or 0; zadd[#zadd + 1] = rid
+  end
+  redis.call('ZREM', P .. ':delayed', unpack(due))
+  redis.call('HDEL', P .. ':delayed:score', unpack(due))
+  redis.call('ZADD', P .. ':queue', unpack(zadd))
+  return #due
+end
+
+local function head_score(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first == 2 then return tonumber(first[2]) end
+  return nil
+end
+
 if cmd == 'sync' then
   local node = ARGV[2]
-  local mark_prev, mark_new, tag = ARGV[3], ARGV[4], ARGV[5]
+  local h = cjson.decode(ARGV[3])
+  local mark_prev, mark_new = h['mp'] or '', h['mn'] or ''
   if mark_new ~= '' then
-    -- this node's last write must be here; if not, Redis came back with older state
+    -- this node's last write to this shard must be here; if not, Redis came back with older
+    -- state: nothing is done
     local cur = redis.call('HGET', P .. ':marks', node)
     if mark_prev ~= '' and cur ~= mark_prev and cur ~= mark_new then
       return {'rewound', cur or ''}
     end
     redis.call('HSET', P .. ':marks', node, mark_new)
   end
+  local tag = h['tag'] or ''
   local now = now_ms()
-  local i = 6
-  local added, filtered, parked, acked = 0, 0, 0, 0
-  local n = tonumber(ARGV[i]); i = i + 1
-  for _ = 1, n do
-    local fp, prio, dont_filter, delay, site, payload =
-      ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4], ARGV[i + 5]
-    i = i + 6
-    local fresh = 1
-    if fp ~= '' then fresh = redis.call('SADD', P .. ':dupefilter', fp) end
-    if fresh == 0 and dont_filter ~= '1' then
-      filtered = filtered + 1
-    else
-      local score, seq = order_score(prio)
-      local rid = make_rid(seq, tag)
-      redis.call('HSET', P .. ':req', rid, payload)
-      if site ~= '' then redis.call('HSET', P .. ':req:site', rid, site) end
-      if delay > 0 then
-        redis.call('ZADD', P .. ':delayed', now + delay, rid)
-        redis.call('HSET', P .. ':delayed:score', rid, score)
-        parked = parked + 1
+  local i = 4
+  local added, filtered, parked, acked, stale = 0, 0, 0, 0, 0
+  local queue = P .. ':queue'
+  local queued_before = -1
+
+  -- children: one dupefilter check for the batch, one write per key
+  local nc = tonumber(h['c']) or 0
+  if nc > 0 then
+    queued_before = redis.call('ZCARD', queue)
+    local fps, hs = {}, {}
+    for j = 1, nc do
+      fps[j] = ARGV[i + (j - 1) * 7]
+      hs[j] = ARGV[i + (j - 1) * 7 + 1]
+    end
+    local bloom = h['bloom']
+    if type(bloom) ~= 'table' then bloom = nil end
+    local fresh = dupefilter(fps, hs, bloom)
+    local take = {}
+    for j = 1, nc do
+      local base = i + (j - 1) * 7 + 1
+      if fresh[j] or ARGV[base + 2] == 'd' then
+        take[#take + 1] = base
       else
-        redis.call('ZADD', P .. ':queue', score, rid)
-        added = added + 1
+        filtered = filtered + 1
       end
     end
+    if #take > 0 then
+      local seq0 = new_seqs(#take)
+      local reqs, zq, zd, ds = {}, {}, {}, {}
+      for j, base in ipairs(take) do
+        local seq = seq0 + j
+        local rid = make_rid(seq, tag)
+        local score = -tonumber(ARGV[base + 1]) * 1e10 + seq
+        reqs[#reqs + 1] = rid
+        local site = ARGV[base + 4]
+        if site == '=' then
+          reqs[#reqs + 1] = ARGV[base + 5] -- the node checked: its URL names its site
+        else
+          reqs[#reqs + 1] = req_value(site, ARGV[base + 5])
+        end
+        local delay = tonumber(ARGV[base + 3]) or 0
+        if delay > 0 then
+          zd[#zd + 1] = now + delay; zd[#zd + 1] = rid
+          ds[#ds + 1] = rid; ds[#ds + 1] = score
+          parked = parked + 1
+        else
+          zq[#zq + 1] = score; zq[#zq + 1] = rid
+          added = added + 1
+        end
+      end
+      call_chunked('HSET', P .. ':req', reqs, 2)
+      if #zq > 0 then call_chunked('ZADD', queue, zq, 2) end
+      if #zd > 0 then
+        call_chunked('ZADD', P .. ':delayed', zd, 2)
+        call_chunked('HSET', P .. ':delayed:score', ds, 2)
+      end
+    end
+    i = i + nc * 7
   end
+
+  -- feedback first: it changes site budgets outside the cache the acks and leases share
+  local na, nd, nf = tonumber(h['a']) or 0, tonumber(h['d']) or 0, tonumber(h['f']) or 0
+  local fb = i + na * 2 + nd * 4
+  for j = 1, nf do
+    local base = fb + (j - 1) * 4
+    feedback(ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
+      tonumber(ARGV[base + 3]), now, tonumber(h['rate']) or 0, tonumber(h['adaptive']) or 8,
+      tonumber(h['recover']) or 120000)
+  end
+
   local leases = P .. ':leases:' .. node
-  -- fenced: an ack or a dead letter counts only for a lease this node still holds. A node
-  -- presumed dead whose leases went to another node (or back to the queue) changes nothing
-  -- with its late reports but the stale counter: the new holder's ack frees the site slot.
-  local stale = 0
-  local n_acks, acks_at = tonumber(ARGV[i]), i + 1
-  i = acks_at + n_acks
-  n = tonumber(ARGV[i]); i = i + 1
-  for _ = 1, n do
-    -- dead letters first: the ack of the same request may travel in this very call
-    local rid = ARGV[i + 2]
-    if rid == '' or redis.call('ZSCORE', leases, rid) then
-      redis.call('HSET', P .. ':dead', ARGV[i], ARGV[i + 1])
-    else
-      stale = stale + 1
+  -- dead letters first (the ack of the same request may travel in this very call), fenced
+  -- like acks: one that ends a lease (rid ~= '') is written only while the node holds it
+  if nd > 0 then
+    local at = i + na * 2
+    local dead = {}
+    for j = 1, nd do
+      local base = at + (j - 1) * 4
+      local rid = ARGV[base + 3]
+      if rid == '' or redis.call('ZSCORE', leases, rid) then
+        dead[#dead + 1] = ARGV[base]; dead[#dead + 1] = ARGV[base + 1]
+      else
+        stale = stale + 1
+      end
     end
-    i = i + 3
+    if #dead > 0 then call_chunked('HSET', P .. ':dead', dead, 2) end
   end
-  for j = acks_at, acks_at + n_acks - 1 do
-    local rid = ARGV[j]
-    if redis.call('ZREM', leases, rid) == 1 then
-      acked = acked + 1
-      site_done(rid, false)
-      redis.call('HDEL', P .. ':req', rid)
-    else
-      stale = stale + 1
+  -- acks: only leases this node still holds count; the rest changes nothing
+  if na > 0 then
+    local rids = {}
+    for j = 1, na do rids[j] = ARGV[i + (j - 1) * 2] end
+    local held, per_site = {}, {}
+    local k = 1
+    while k <= na do
+      local last = math.min(na, k + BATCH - 1)
+      local scores = redis.call('ZMSCORE', leases, unpack(rids, k, last))
+      for j = k, last do
+        if scores[j - k + 1] then
+          held[#held + 1] = rids[j]
+          local site = ARGV[i + (j - 1) * 2 + 1]
+          per_site[site] = (per_site[site] or 0) + 1
+        end
+      end
+      k = last + 1
     end
+    if #held > 0 then
+      call_chunked('ZREM', leases, held, 1)
+      call_chunked('HDEL', P .. ':req', held, 1)
+      for site, n in pairs(per_site) do site_done(site, n) end
+    end
+    acked = #held
+    stale = stale + na - acked
+    status_add('leases:' .. node, -acked) -- [status registry]
+    i = i + na * 2
   end
   if stale > 0 then redis.call('HINCRBY', P .. ':counters', 'stale_acks', stale) end
-  n = tonumber(ARGV[i]); i = i + 1
-  for _ = 1, n do
-    redis.call('LPUSH', P .. ':rejected', ARGV[i])
-    i = i + 1
-  end
-  if n > 0 then redis.call('LTRIM', P .. ':rejected', 0, 9999) end
-  if ARGV[i] == '1' then redis.call('DEL', P .. ':seeding:' .. node) end
-  local lease_n = tonumber(ARGV[i + 1])
-  local def_rate, def_conc = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local burst, adaptive_rate = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  local recover_ms = tonumber(ARGV[i + 6])
-  i = i + 7
-  n = tonumber(ARGV[i]); i = i + 1
-  for _ = 1, n do
-    feedback(ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), now,
-      def_rate, adaptive_rate, recover_ms)
-    i = i + 4
-  end
-  redis.call('ZADD', P .. ':nodes', now, node)
+
+  i = i + nd * 4
+
+
   local promoted = promote_due(now, 500)
-  local out, paced = {}, {}
-  local function grant(rid, score, spent_token)
-    local payload = redis.call('HGET', P .. ':req', rid)
-    if payload then
-      if spent_token then paced[#paced + 1] = rid end
-      redis.call('ZADD', leases, score, rid)
-      out[#out + 1] = rid
-      out[#out + 1] = payload
-    else
-      -- a request without its payload (a reset dropped it): undo exactly what admit took
-      local site = redis.call('HGET', P .. ':req:site', rid)
-      if site and spent_token then
-        redis.call('HINCRBYFLOAT', P .. ':site:' .. site, 'tokens', 1)
-      end
-      site_done(rid, false)
-    end
+  local lease_n = tonumber(h['lease']) or 0
+  local def_rate, def_conc = tonumber(h['rate']) or 0, tonumber(h['conc']) or 0
+  local burst, adaptive_rate = tonumber(h['burst']) or 1, tonumber(h['adaptive']) or 8
+  local out, paced, held_new = {}, {}, {}
+  local into_wait = 0 -- [status registry]: requests into (+) and out of (-) waiting rooms
+  local function grant(rid, score, site, payload, spent_token)
+    if spent_token then paced[#paced + 1] = rid end
+    held_new[#held_new + 1] = score; held_new[#held_new + 1] = rid
+    out[#out + 1] = rid
+    out[#out + 1] = payload
+    out[#out + 1] = score
+    out[#out + 1] = site
   end
-  if lease_n > 0 and redis.call('EXISTS', P .. ':paused') == 0 then
+  if lease_n > 0 and h['paused'] ~= 1 and redis.call('EXISTS', P .. ':paused') == 0 then
     -- first the sites whose wait is over, oldest wait first
     local due = redis.call('ZRANGEBYSCORE', P .. ':waiting', '-inf', now, 'LIMIT', 0, 64)
     for _, site in ipairs(due) do
-      while #out < 2 * lease_n do
-        local head = redis.call('ZRANGE', P .. ':wait:' .. site, 0, 0, 'WITHSCORES')
+      local wait = P .. ':wait:' .. site
+      while #out < 4 * lease_n do
+        local head = redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES')
         if #head == 0 then
           redis.call('ZREM', P .. ':waiting', site)
           break
@@ -424,58 +738,98 @@ if cmd == 'sync' then
           redis.call('ZADD', P .. ':waiting', again, site)
           break
         end
-        redis.call('ZREM', P .. ':wait:' .. site, head[1])
-        grant(head[1], head[2], spent)
+        redis.call('ZREM', wait, head[1])
+        into_wait = into_wait - 1
+        local value = redis.call('HGET', P .. ':req', head[1])
+        if value then
+          local _, payload = split_req(value)
+          grant(head[1], head[2], site, payload, spent)
+        else
+          -- a request without its payload (a reset dropped it): undo exactly what admit took
+          if spent then
+            local b = budget(site)
+            b.tokens = (b.tokens or 0) + 1
+          end
+          site_done(site, 1)
+        end
       end
     end
     -- then the queue; requests of sites out of budget step aside into their site's wait.
     -- While the queue is shallow (a crawl widening from one seed, or draining) a node takes
     -- its fair share only: the node that found the links would otherwise lease them all
     -- and hold half in its prefetch buffer while the other nodes idle.
-    local live = math.max(1, redis.call('ZCARD', P .. ':nodes'))
-    local share = math.max(1, math.ceil(redis.call('ZCARD', P .. ':queue') / live))
-    local want = math.min(lease_n, #out / 2 + share)
+    local live = math.max(1, tonumber(h['live']) or 1)
+    local share = math.max(1, math.ceil(redis.call('ZCARD', queue) / live))
+    local want = math.min(lease_n, #out / 4 + share)
     local looked = 0
-    while #out < 2 * want and looked < 4 * lease_n do
-      local popped = redis.call('ZPOPMIN', P .. ':queue', want - #out / 2)
+    while #out < 4 * want and looked < 4 * lease_n do
+      local popped = redis.call('ZPOPMIN', queue, want - #out / 4)
       if #popped == 0 then break end
-      for j = 1, #popped, 2 do
-        local rid, score = popped[j], popped[j + 1]
+      local rids = {}
+      for j = 1, #popped, 2 do rids[#rids + 1] = popped[j] end
+      local values = redis.call('HMGET', P .. ':req', unpack(rids))
+      local gone = {}
+      for j, rid in ipairs(rids) do
+        local score = popped[2 * j]
         looked = looked + 1
-        local site = redis.call('HGET', P .. ':req:site', rid)
-        local ok, again, spent = true, now, false
-        if site then ok, again, spent = admit(site, now, def_rate, def_conc, burst, adaptive_rate) end
-        if ok then
-          grant(rid, score, spent)
-        else
-          redis.call('ZADD', P .. ':wait:' .. site, score, rid)
-          redis.call('ZADD', P .. ':waiting', 'NX', again, site)
+        local value = values[j]
+        if value then
+          local site, payload = split_req(value)
+          local ok, again, spent = true, now, false
+          if site ~= '' then
+            ok, again, spent = admit(site, now, def_rate, def_conc, burst, adaptive_rate)
+          end
+          if ok then
+            grant(rid, score, site, payload, spent)
+          else
+            redis.call('ZADD', P .. ':wait:' .. site, score, rid)
+            into_wait = into_wait + 1
+            redis.call('ZADD', P .. ':waiting', 'NX', again, site)
+          end
         end
       end
     end
   end
-  if lease_n > 0 then
-    if #out == 0 then
-      redis.call('SADD', P .. ':idle', node)
-    else
-      redis.call('SREM', P .. ':idle', node)
-    end
-  end
-  wake_idle(added + promoted)
+  if #held_new > 0 then call_chunked('ZADD', leases, held_new, 2) end
+  save_budgets()
+  status_add('leases:' .. node, #held_new / 2) -- [status registry]
+  status_add('waiting', into_wait) -- [status registry]
+  if h['idle'] == 1 or queued_before == 0 then publish_wake(h['wake'], added + promoted) end
   -- when the next parked retry or waiting site falls due, so an idle node sleeps just that long
   local next_due = -1
   for _, key in ipairs({P .. ':waiting', P .. ':delayed'}) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if #first == 2 then
-      local ms = math.max(0, tonumber(first[2]) - now)
+    local first = head_score(key)
+    if first then
+      local ms = math.max(0, first - now)
       if next_due < 0 or ms < next_due then next_due = ms end
     end
+  end
+  local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+  local at_head = 0
+  if #head == 2 then
+    -- how many share the head's priority: a node's next lease takes those before lower ones
+    local prio = -math.floor(tonumber(head[2]) / 1e10)
+    at_head = redis.call('ZCOUNT', queue, '-inf', '(' .. string.format('%.17g', -prio * 1e10 + 1e10))
   end
   local events = {}
   for _, e in ipairs(site_events) do
     for _, v in ipairs(e) do events[#events + 1] = v end
   end
-  return {added, filtered, parked, acked, out, next_due, paced, stale, events}
+  return {added, filtered, parked, acked, stale, out, next_due, paced,
+    redis.call('ZCARD', queue), head[2] or '', at_head, events}
+
+elseif cmd == 'mark_seen' then
+  local h = cjson.decode(ARGV[2])
+  local fps, hs = {}, {}
+  for j = 3, #ARGV, 2 do
+    fps[#fps + 1] = ARGV[j]
+    hs[#hs + 1] = ARGV[j + 1]
+  end
+  local bloom = h['bloom']
+  if type(bloom) ~= 'table' then bloom = nil end
+  local added = 0
+  for _ in pairs(dupefilter(fps, hs, bloom)) do added = added + 1 end
+  return added
 
 elseif cmd == 'take_token' then
   -- A request that never was in the queue (robots.txt) spends a token at once, going into
@@ -493,97 +847,24 @@ elseif cmd == 'take_token' then
   redis.call('HSET', k, 'tokens', tostring(tokens - 1), 'ts', now)
   return 0
 
-elseif cmd == 'take_seeds' then
-  local node, n, start_key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-  -- heart-beat too: seeds held by a node that is not in P:nodes would escape recovery
-  redis.call('ZADD', P .. ':nodes', now_ms(), node)
-  local taken = {}
-  for _ = 1, n do
-    local raw = redis.call('RPOP', start_key)
-    if not raw then break end
-    redis.call('RPUSH', P .. ':seeding:' .. node, raw)
-    taken[#taken + 1] = raw
-  end
-  return taken
-
 elseif cmd == 'release' then
-  local node, start_key = ARGV[2], ARGV[3]
+  local node, channel = ARGV[2], ARGV[3]
   local rids = {}
   for j = 4, #ARGV do rids[#rids + 1] = ARGV[j] end
-  local moved = release(node, start_key, rids)
-  if #rids == 0 then
-    -- the node's last stats stay readable for a day (cluster totals), marked as stopped
-    redis.call('ZREM', P .. ':nodes', node)
-    redis.call('HDEL', P .. ':marks', node)
-    if redis.call('EXISTS', P .. ':node:' .. node) == 1 then
-      redis.call('HSET', P .. ':node:' .. node, 'stopped_at', now_ms())
-      redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
-    end
-  end
+  local moved = release(node, rids)
+  -- all of them: a clean stop or a recovery; a node alive after all re-reconciles
+  if #rids == 0 then redis.call('HDEL', P .. ':marks', node) end
+  publish_wake(channel, moved)
   return moved
 
-elseif cmd == 'recover' then
-  local me, timeout, start_key = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-  local now = now_ms()
-  -- Silence counts only from this server's start: after a restart (an outage, a failover)
-  -- every heartbeat is old, and the nodes that are alive need time to beat again.
-  -- (pcall: where INFO is not allowed in scripts, the nodes' own wait after an outage remains)
-  local info = redis.pcall('INFO', 'server')
-  if type(info) == 'string' then
-    local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-    if uptime and uptime * 1000 < timeout then return {{}, 0} end
-  end
-  local dead = redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)
-  local nodes, reqs = {}, 0
-  for _, node in ipairs(dead) do
-    if node ~= me then
-      reqs = reqs + release(node, start_key, {})
-      redis.call('ZREM', P .. ':nodes', node)
-      redis.call('HDEL', P .. ':marks', node)  -- if it was alive after all, it re-reconciles
-      redis.call('HSET', P .. ':node:' .. node, 'dead_since', now)
-      redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
-      nodes[#nodes + 1] = node
-    end
-  end
-  if #nodes > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #nodes) end
-  return {nodes, reqs}
-
-elseif cmd == 'claim' then
-  -- one process per node id: claimed atomically, so of two started at once one wins
-  local node, owner, timeout, force = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-  local now = now_ms()
-  local k = P .. ':node:' .. node
-  local beat = tonumber(redis.call('ZSCORE', P .. ':nodes', node))
-  local cur = redis.call('HGET', k, 'owner')
-  if force ~= '1' and beat and now - beat < timeout and cur and cur ~= owner then
-    return {0, cur, now - beat}
-  end
-  redis.call('HSET', k, 'owner', owner)
-  redis.call('PERSIST', k)
-  redis.call('ZADD', P .. ':nodes', now, node)
-  return {1, cur or '', 0}
-
-elseif cmd == 'heartbeat' then
-  local node, info = ARGV[2], ARGV[3]
-  local now = now_ms()
-  redis.call('ZADD', P .. ':nodes', now, node)
-  redis.call('HSET', P .. ':node:' .. node, 'info', info, 'heartbeat', now)
-  redis.call('HDEL', P .. ':node:' .. node, 'dead_since', 'stopped_at')
-  return now
-
 elseif cmd == 'drained' then
-  local start_key = ARGV[2]
-  local leased, seeding = 0, 0
-  local nodes = redis.call('ZRANGE', P .. ':nodes', 0, -1)
-  for _, node in ipairs(nodes) do
-    leased = leased + redis.call('ZCARD', P .. ':leases:' .. node)
-    seeding = seeding + redis.call('LLEN', P .. ':seeding:' .. node)
-  end
+  local leased = 0
+  for j = 2, #ARGV do leased = leased + redis.call('ZCARD', P .. ':leases:' .. ARGV[j]) end
   local queued = redis.call('ZCARD', P .. ':queue')
   for _, site in ipairs(redis.call('ZRANGE', P .. ':waiting', 0, -1)) do
     queued = queued + redis.call('ZCARD', P .. ':wait:' .. site)
   end
-  return {queued, redis.call('ZCARD', P .. ':delayed'), leased, seeding, redis.call('LLEN', start_key)}
+  return {queued, redis.call('ZCARD', P .. ':delayed'), leased}
 
 elseif cmd == 'requeue_dead' then
   local max, tag = tonumber(ARGV[2]), ARGV[3]
@@ -600,20 +881,137 @@ elseif cmd == 'requeue_dead' then
       local ok, decoded = pcall(cjson.decode, record)
       if ok and type(decoded) == 'table' and type(decoded['request']) == 'string' then
         local prio = tonumber(decoded['priority']) or 0
-        local score, seq = order_score(prio)
-        local rid = make_rid(seq, tag)
-        redis.call('HSET', P .. ':req', rid, decoded['request'])
         -- back through the site's budget like any request (a site that failed is not flooded)
         local site = record_site(decoded)
-        if site then redis.call('HSET', P .. ':req:site', rid, site) end
-        redis.call('ZADD', P .. ':queue', score, rid)
+        local seq = new_seqs(1) + 1
+        local rid = make_rid(seq, tag)
+        redis.call('HSET', P .. ':req', rid, req_value(site, decoded['request']))
+        redis.call('ZADD', P .. ':queue', -prio * 1e10 + seq, rid)
         redis.call('HDEL', P .. ':dead', id)
-        redis.call('HINCRBY', P .. ':counters', 'requeued_dead_letters', 1)
         moved = moved + 1
       end
     end
   end
   return moved
+
+-- control commands ------------------------------------------------------------------------------
+
+elseif cmd == 'heartbeat' then
+  local node, info, idle = ARGV[2], ARGV[3], ARGV[4]
+  local now = now_ms()
+  redis.call('ZADD', P .. ':nodes', now, node)
+  if info ~= '' then
+    redis.call('HSET', P .. ':node:' .. node, 'info', info, 'heartbeat', now)
+    redis.call('HDEL', P .. ':node:' .. node, 'dead_since', 'stopped_at')
+    redis.call('ZREM', P .. ':gone', node) -- [status registry]
+  end
+  if idle == '1' then
+    redis.call('SADD', P .. ':idle', node)
+  elseif idle == '0' then
+    redis.call('SREM', P .. ':idle', node)
+  end
+  return {now, redis.call('ZCARD', P .. ':nodes'), redis.call('SCARD', P .. ':idle'),
+    redis.call('EXISTS', P .. ':paused')}
+
+elseif cmd == 'take_seeds' then
+  local node, n, start_key = ARGV[2], tonumber(ARGV[3]), KEYS[2]
+  -- heart-beat too: seeds held by a node that is not in C:nodes would escape recovery
+  redis.call('ZADD', P .. ':nodes', now_ms(), node)
+  local taken = {}
+  for _ = 1, n do
+    local raw = redis.call('RPOP', start_key)
+    if not raw then break end
+    redis.call('RPUSH', P .. ':seeding:' .. node, raw)
+    taken[#taken + 1] = raw
+  end
+  return taken
+
+elseif cmd == 'seeded' then
+  local node = ARGV[2]
+  if node ~= '' then redis.call('DEL', P .. ':seeding:' .. node) end
+  if #ARGV > 2 then
+    for j = 3, #ARGV do redis.call('LPUSH', P .. ':rejected', ARGV[j]) end
+    redis.call('LTRIM', P .. ':rejected', 0, 9999)
+  end
+  return 0
+
+elseif cmd == 'stop' or cmd == 'recover' then
+  local start_key = KEYS[2]
+  local now = now_ms()
+  local function return_seeds(node)
+    -- seeds were taken oldest first; push them back so the oldest is taken first again
+    local seeding = P .. ':seeding:' .. node
+    local seeds = redis.call('LRANGE', seeding, 0, -1)
+    for i = #seeds, 1, -1 do redis.call('RPUSH', start_key, seeds[i]) end
+    redis.call('DEL', seeding)
+    redis.call('SREM', P .. ':idle', node)
+    return #seeds
+  end
+  if cmd == 'stop' then
+    local node = ARGV[2]
+    local moved = return_seeds(node)
+    -- the node's last stats stay readable for a day (cluster totals), marked as stopped
+    redis.call('ZREM', P .. ':nodes', node)
+    if redis.call('EXISTS', P .. ':node:' .. node) == 1 then
+      redis.call('HSET', P .. ':node:' .. node, 'stopped_at', now)
+      redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
+      mark_gone(node, now) -- [status registry]
+    end
+    return moved
+  end
+  local me, timeout = ARGV[2], tonumber(ARGV[3])
+  -- Silence counts only from this server's start: after a restart (an outage, a failover)
+  -- every heartbeat is old, and the nodes that are alive need time to beat again.
+  -- (pcall: where INFO is not allowed in scripts, the nodes' own wait after an outage remains)
+  local info = redis.pcall('INFO', 'server')
+  if type(info) == 'string' then
+    local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+    if uptime and uptime * 1000 < timeout then return {{}, 0} end
+  end
+  local claimed, seeds = {}, 0
+  for _, node in ipairs(redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)) do
+    if node ~= me then
+      seeds = seeds + return_seeds(node)
+      redis.call('ZREM', P .. ':nodes', node)
+      redis.call('HSET', P .. ':node:' .. node, 'dead_since', now)
+      redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
+      mark_gone(node, now) -- [status registry]
+      claimed[#claimed + 1] = node
+    end
+  end
+  if #claimed > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #claimed) end
+  -- claims whose claimer did not finish (it died too) are taken over
+  local stuck = redis.call('ZRANGEBYSCORE', P .. ':recovering', '-inf', now - timeout)
+  for _, node in ipairs(stuck) do
+    if node ~= me then claimed[#claimed + 1] = node end
+  end
+  for _, node in ipairs(claimed) do redis.call('ZADD', P .. ':recovering', now, node) end
+  return {claimed, seeds}
+
+elseif cmd == 'claim' then
+  -- one process per node id: claimed atomically, so of two started at once one wins
+  local node, owner, timeout, force = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  local now = now_ms()
+  local k = P .. ':node:' .. node
+  local beat = tonumber(redis.call('ZSCORE', P .. ':nodes', node))
+  local cur = redis.call('HGET', k, 'owner')
+  if force ~= '1' and beat and now - beat < timeout and cur and cur ~= owner then
+    return {0, cur, now - beat}
+  end
+  redis.call('HSET', k, 'owner', owner)
+  redis.call('PERSIST', k)
+  redis.call('ZADD', P .. ':nodes', now, node)
+  return {1, cur or '', 0}
+
+elseif cmd == 'recovered' then
+  for j = 2, #ARGV do redis.call('ZREM', P .. ':recovering', ARGV[j]) end
+  return 0
+
+elseif cmd == 'census' then
+  local nodes = redis.call('ZRANGE', P .. ':nodes', 0, -1)
+  local seeding = 0
+  for _, node in ipairs(nodes) do seeding = seeding + redis.call('LLEN', P .. ':seeding:' .. node) end
+  return {seeding, redis.call('LLEN', KEYS[2]), nodes}
 end
 
 return redis.error_reply('distcrawl frontier: unknown command ' .. tostring(cmd))

@@ -14,11 +14,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl import connection
 from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class SharedRobotsTxt:
         s = crawler.settings
         return cls(
             crawler=crawler,
-            redis_url=s.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            redis_url=connection.settings_url(s),
             budget=SiteBudget.from_settings(s),
             ttl=s.getint("DISTCRAWL_ROBOTS_TTL", DEFAULT_ROBOTS_TTL),
         )
@@ -69,7 +69,7 @@ class SharedRobotsTxt:
         if self._store is None:
             spider = self.crawler.spider
             assert spider is not None
-            self._client = aioredis.from_url(self.redis_url, socket_timeout=10)
+            self._client = connection.async_client(self.redis_url, socket_timeout=10)
             keys = FrontierKeys.for_spider(spider.name, self.crawler.settings)
             self._store = FrontierStore(self._client, keys)
         return self._store

@@ -26,7 +26,6 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -36,14 +35,21 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
-from distcrawl import compat
+from distcrawl import compat, connection
 from distcrawl import signals as dc_signals
-from distcrawl.cluster import OwnRates
 from distcrawl.frontier import codec
+from distcrawl.frontier.batch import Child, DeadLetter, Lease, Leased, SiteBudget, SiteEvent
+from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.membership import Membership
 from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
 from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
-from distcrawl.frontier.store import Child, DeadLetter, FrontierKeys, FrontierStore, SiteBudget
-from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
+from distcrawl.frontier.store import Dupefilter, FrontierStore
+from distcrawl.frontier.tracking import (
+    DEFAULT_KNOWN_FINGERPRINTS,
+    PUBLISHED_SITES,
+    InProgress,
+    SiteFeedback,
+)
 from distcrawl.internals import check_engine
 from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url, pid_alive
@@ -80,14 +86,6 @@ DEFAULT_IDLE_MAX_WAIT = 1.0
 
 
 _RETRY_META = frozenset({"retry_times", "retry_first_attempt", "distcrawl_delay"})
-
-
-class RedisRewound(Exception):
-    """Redis lacks this node's last write: it came back with older state."""
-
-    def __init__(self, found: bytes | str) -> None:
-        text = found.decode() if isinstance(found, bytes) else found
-        super().__init__(f"its last mark is gone, found {text or 'none'!r}")
 
 
 class NodeIdInUse(RuntimeError):
@@ -138,6 +136,7 @@ class FrontierScheduler(BaseScheduler):
         site_limits: dict[str, dict[str, Any]] | None = None,
         latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
         flush_delay: float = DEFAULT_FLUSH_DELAY,
+        dupefilter: Dupefilter | None = None,
         record_dont_filter: bool = True,
     ) -> None:
         self.crawler = crawler
@@ -153,6 +152,7 @@ class FrontierScheduler(BaseScheduler):
         self.allow_private = allow_private
         self.concurrency = max(1, concurrency)
         self.budget = budget or SiteBudget()
+        self.dupefilter = dupefilter or Dupefilter()
         self.flush_delay = flush_delay
         self.record_dont_filter = record_dont_filter
         self.site_limits = dict(site_limits or {})
@@ -162,12 +162,13 @@ class FrontierScheduler(BaseScheduler):
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None
+        self.membership: Membership | None = None
         self._client: Any = None
         self._ready: deque[Request] = deque()  # leased, not yet handed to the engine
-        self._leased: dict[Request, str] = {}  # request object -> rid, until acked
+        self._leased: dict[Request, Lease] = {}  # request object -> its lease, until acked
         self._started = 0  # leased requests the engine is working on
         self._children: list[Child] = []
-        self._acks: list[str] = []
+        self._acks: list[Lease] = []
         self._dead: list[DeadLetter] = []
         self._rejected: list[str] = []
         self._seeds_pending = False
@@ -177,22 +178,12 @@ class FrontierScheduler(BaseScheduler):
         self._seed_source = SeedSource(key="")
         self._closing = False
         self._redis_down_since: float | None = None
-        self._drained_since: float | None = None
-        #: whether the frontier ever held a request (CLOSE_WHEN_DRAINED waits until it did)
-        self._crawl_begun = False
-        self._waiting_logged = False
-        self._last_heartbeat = 0.0
-        #: this node's rates, published with its heartbeat (one set of figures for all readers)
-        self._own_rates = OwnRates()
-        self._last_recovery = 0.0
-        self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         self._refused = False  # another live process has this node id: this one never ran
         self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
-        # Redis rewind detection: every sync writes a new mark and expects to find the last
-        # one; the tag goes into the rids this node creates and changes after a rewind
+        # Redis rewind detection: every sync writes a new mark in each shard it calls and
+        # expects to find the last one there; the tag goes into the rids this node creates and
+        # changes after a rewind
         self._tag = secrets.token_hex(3)
-        self._mark = ""  # the mark this node wrote last ("" = none yet: anything goes)
-        self._mark_count = 0
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
 
@@ -202,9 +193,7 @@ class FrontierScheduler(BaseScheduler):
         allow_private = parse_allow_private(s.get("DISTCRAWL_ALLOW_PRIVATE", False))
         return cls(
             crawler=crawler,
-            redis_url=s.get("REDIS_URL")
-            or compat.redis_url_from_settings(s)[0]
-            or "redis://127.0.0.1:6379/0",
+            redis_url=connection.settings_url(s),
             node_id=s.get("DISTCRAWL_NODE_ID") or f"{socket.gethostname()}-{os.getpid()}",
             prefetch=s.getint("DISTCRAWL_PREFETCH", DEFAULT_PREFETCH),
             seed_batch=s.getint("DISTCRAWL_SEED_BATCH", DEFAULT_SEED_BATCH),
@@ -220,6 +209,7 @@ class FrontierScheduler(BaseScheduler):
             site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
             flush_delay=s.getfloat("DISTCRAWL_FLUSH_DELAY", DEFAULT_FLUSH_DELAY),
             latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
+            dupefilter=Dupefilter.from_settings(s),
             record_dont_filter=s.getbool("DISTCRAWL_RECORD_DONT_FILTER", True),
         )
 
@@ -239,18 +229,20 @@ class FrontierScheduler(BaseScheduler):
         delay = request.meta.pop("distcrawl_delay", 0)
         # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
         # the URL when a page links back to it
-        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
+        fp = self.crawler.request_fingerprinter.fingerprint(request)[:16]
         if not request.dont_filter:
-            if fp in self._known:
+            known = fp.hex()
+            if known in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
                 self.stats.inc_value("frontier/filtered_locally")
                 self.stats.inc_value("dupefilter/filtered")
                 return False
-            self._known.add(fp)
+            self._known.add(known)
         elif not self.record_dont_filter:
-            fp = ""  # as Scrapy's own dupefilter: neither checked nor recorded
+            fp = b""  # as Scrapy's own dupefilter: neither checked nor recorded
         try:
-            payload = codec.encode(request, self.spider)
+            # the order score carries the priority; the lease hands it back
+            payload = codec.encode(request, self.spider, priority=False)
         except ValueError as exc:
             logger.error("Cannot queue %s: %s", request.url, exc)
             self.stats.inc_value("frontier/unqueueable")
@@ -260,7 +252,7 @@ class FrontierScheduler(BaseScheduler):
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
         self._children.append(
-            (fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
+            Child(fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
         )
         self._wake.set()
         return True
@@ -290,10 +282,18 @@ class FrontierScheduler(BaseScheduler):
         self._seed_source = SeedSource.for_spider(spider, self.crawler.settings, keys.start_urls)
         keys = dataclasses.replace(keys, start_urls=self._seed_source.list_key)
         compat.adopt_spider(self.crawler, spider)
-        self._client = aioredis.from_url(
+        self._client = connection.async_client(
             self.redis_url, socket_timeout=30, socket_connect_timeout=10, health_check_interval=30
         )
-        self.store = FrontierStore(self._client, keys)
+        self.store = FrontierStore(self._client, keys, dupefilter=self.dupefilter)
+        self.membership = Membership(
+            self.store,
+            self.node_id,
+            self.stats,
+            heartbeat_interval=self.heartbeat_interval,
+            heartbeat_timeout=self.heartbeat_timeout,
+            drain_grace=self.drain_grace,
+        )
         engine = self.crawler.engine
         check_engine(engine)  # the private hooks below, or a clear error instead of silence
         slot = engine._slot
@@ -305,10 +305,11 @@ class FrontierScheduler(BaseScheduler):
         # into a retry (response_received would only see the last one)
         self.crawler.signals.connect(self._response_received, signal=signals.response_downloaded)
         logger.info(
-            "Frontier node %s on %s (queue %s, seeds from %s)",
+            "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
             self.node_id,
             mask_url(self.redis_url),
-            keys.queue,
+            keys.shards,
+            keys.prefix,
             self._seed_source.key,
         )
         await self._with_retry(self._claim_node_id)
@@ -401,14 +402,15 @@ class FrontierScheduler(BaseScheduler):
         try:
             # what the engine finished is acked here; the rest (never started, or cut short by
             # an unclean stop) goes back to the queue at once for the other nodes
-            try:
-                await self._flush(lease=0)
-            except RedisRewound as exc:
-                self._after_rewind(exc)
-                await self._flush(lease=0)
+            await self._flush(lease=0)
+            if self._pending_writes():
+                await self._flush(lease=0)  # what a rewound shard did not take
             # the last stats (the pipeline's close, e.g. products left in its journal) stay
             # readable in `status` once the node is gone
-            await self._heartbeat()
+            assert self.membership is not None
+            await self.membership.heartbeat(
+                {"started": self._started, "prefetched": len(self._ready)}
+            )
             moved = await self.store.release(self.node_id)
             logger.info(
                 "Node %s closing (%s): returned %d requests to the frontier (%d prefetched, "
@@ -455,8 +457,11 @@ class FrontierScheduler(BaseScheduler):
             **{k: v for k, v in details.items() if codec.json_safe(v)},
         }
         fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
-        rid = self._leased.get(request, "")
-        self._dead.append((fp, json.dumps(record, separators=(",", ":")), rid))
+        lease = self._leased.get(request)
+        # ends that lease (fenced: written only while this node holds it); else written as is
+        self._dead.append(
+            DeadLetter(fp, json.dumps(record, separators=(",", ":")), record["site"], lease)
+        )
         self.stats.inc_value("frontier/dead_lettered")
         self._wake.set()
 
@@ -507,12 +512,9 @@ class FrontierScheduler(BaseScheduler):
                     self._redis_down_since = None
                     # every heartbeat went stale while Redis was away, ours as well as the
                     # live nodes': silence counts again only from now
-                    self._recover_after = time.monotonic() + self.heartbeat_timeout
+                    if self.membership is not None:
+                        self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
                 wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
-            except RedisRewound as exc:
-                self._after_rewind(exc)
-                wait = 0.02
-                continue
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._needs_reconcile = True
                 self.stats.inc_value("frontier/redis_errors")
@@ -547,25 +549,6 @@ class FrontierScheduler(BaseScheduler):
             except TimeoutError:
                 pass
 
-    def _after_rewind(self, exc: RedisRewound) -> None:
-        """Redis came back without this node's last writes (restarted from older data, a
-        failover to a lagging replica, a reset): what the node remembers having pushed may be
-        gone, so it forgets it, takes a new rid tag, and reconciles its leases."""
-        self.stats.inc_value("frontier/redis_rewinds")
-        logger.warning(
-            "Redis lost this node's last writes (%s; or the node was presumed dead and "
-            "recovered): node %s forgets %d pushed fingerprints and the spider's known links, "
-            "and reconciles its leases",
-            exc,
-            self.node_id,
-            len(self._known),
-        )
-        self._known.clear()
-        self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
-        self._tag = secrets.token_hex(3)
-        self._mark, self._mark_count = "", 0
-        self._needs_reconcile = True
-
     async def _listen_for_work(self, channel: str) -> None:
         """Wake the idle I/O loop as soon as the frontier says work arrived (links pushed by
         another node, leases returned, the cluster resumed), instead of at its next poll."""
@@ -577,7 +560,12 @@ class FrontierScheduler(BaseScheduler):
                 delay = 0.5
                 while not self._closing:
                     message = await pubsub.get_message(timeout=1.0)
-                    if message is not None and not self._ready:
+                    if message is None or self.store is None:
+                        continue
+                    data = message.get("data")
+                    shard = data.decode() if isinstance(data, bytes) else str(data)
+                    self.store.views.poke(int(shard) if shard.isdigit() else None)
+                    if not self._ready:
                         self.stats.inc_value("frontier/woken")
                         self._wake.set()
             except (RedisError, OSError):
@@ -597,17 +585,27 @@ class FrontierScheduler(BaseScheduler):
         prefetched, awaiting their ack) stay.
         """
         assert self.store is not None
-        raw = await self._client.zrange(self.store.keys.leases(self.node_id), 0, -1)
-        held = {rid.decode() for rid in raw}
-        known = set(self._leased.values()) | set(self._acks)
-        unknown = [rid for rid in held if rid not in known]
+        held = await self.store.held_leases(self.node_id)
+        known = {(lease.shard, lease.rid) for lease in (*self._leased.values(), *self._acks)}
+        unknown = [
+            Lease(shard, rid, "")
+            for shard, rids in held.items()
+            for rid in rids
+            if (shard, rid) not in known
+        ]
         if unknown:
             await self.store.release(self.node_id, unknown)
             logger.warning("Returned %d leases whose grant was lost with Redis", len(unknown))
         # prefetched requests whose lease this node lost (it was presumed dead, or Redis lost
         # the grant): they are back in the frontier for another node; not sending them here
         # saves a second fetch (started ones finish, their acks are fenced off as stale)
-        gone = [r for r in self._ready if self._leased.get(r) not in held]
+        holding = {(shard, rid) for shard, rids in held.items() for rid in rids}
+
+        def lost(request: Request) -> bool:
+            lease = self._leased.get(request)
+            return lease is None or (lease.shard, lease.rid) not in holding
+
+        gone = [r for r in self._ready if lost(r)]
         if gone:
             dropped = set(gone)
             self._ready = deque(r for r in self._ready if r not in dropped)
@@ -633,15 +631,17 @@ class FrontierScheduler(BaseScheduler):
         progressed = leased > 0
         if leased == 0 and lease > 0:
             progressed |= await self._take_seeds()
-        if now - self._last_heartbeat >= self.heartbeat_interval:
-            await self._heartbeat()
-        if (
-            now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4)
-            and now >= self._recover_after
-        ):
-            await self._recover()
+        assert self.membership is not None
+        info = {
+            "started": self._started,
+            "prefetched": len(self._ready),
+            "sites": self._feedback.activity.top(PUBLISHED_SITES),
+        }
+        if await self.membership.tick(info):
+            self._wake.set()
         if self.close_when_drained and not progressed:
             await self._check_drained()
+        del now
         return progressed
 
     async def _flush(self, *, lease: int) -> int:
@@ -654,9 +654,8 @@ class FrontierScheduler(BaseScheduler):
         self._children, self._acks, self._dead, self._rejected = [], [], [], []
         self._seeds_pending = False
         feedback = self._feedback.take()
-        mark = f"{self._tag}:{self._mark_count + 1}"
         try:
-            reply = await self.store.sync(
+            result = await self.store.sync(
                 self.node_id,
                 children=children,
                 acks=acks,
@@ -666,11 +665,8 @@ class FrontierScheduler(BaseScheduler):
                 lease=lease,
                 budget=self.budget,
                 feedback=feedback,
-                mark=(self._mark, mark),
                 tag=self._tag,
             )
-            if reply and reply[0] == b"rewound":
-                raise RedisRewound(reply[1])
         except BaseException:
             # nothing was written (a script is all or nothing): keep it all for the next try
             self._children[:0] = children
@@ -680,40 +676,66 @@ class FrontierScheduler(BaseScheduler):
             self._seeds_pending = self._seeds_pending or seeds_done
             self._feedback.restore(feedback)
             raise
-        self._mark, self._mark_count = mark, self._mark_count + 1
-        added, filtered, parked, acked, out, next_due, paced, stale = reply[:8]
-        if len(reply) > 8 and reply[8]:
-            self._log_site_events(reply[8])
-        due = int(next_due)
+        if result.rewound is not None:
+            # the shards that lacked this node's last mark wrote nothing: their part goes
+            # again with the next flush, after the node forgot what it pushed
+            for batch in result.unsent:
+                self._children[:0] = batch.children
+                self._acks[:0] = batch.acks
+                self._dead[:0] = batch.dead
+                self._feedback.restore(batch.feedback)
+            self._after_rewind(result.rewound)
+        if result.site_events:
+            self._log_site_events(result.site_events)
+        due = result.next_due_ms
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         stats = self.stats
         stats.inc_value("frontier/roundtrips")
-        if added:
-            stats.inc_value("frontier/enqueued", added)
-            stats.inc_value("scheduler/enqueued", added)
-            stats.inc_value("scheduler/enqueued/redis", added)
-        if filtered:
-            stats.inc_value("frontier/filtered", filtered)
-            stats.inc_value("dupefilter/filtered", filtered)
-        if parked:
-            stats.inc_value("frontier/parked", parked)
-        if acked:
-            stats.inc_value("frontier/acked", acked)
-        if stale:
+        for key, value in (
+            ("enqueued", result.added),
+            ("filtered", result.filtered),
+            ("parked", result.parked),
+            ("acked", result.acked),
+            ("acks/stale", result.stale_acks),
+            ("priority_inversions", result.priority_inversions),
+        ):
+            if value:
+                stats.inc_value(f"frontier/{key}", value)
+        if result.added:
+            stats.inc_value("scheduler/enqueued", result.added)
+            stats.inc_value("scheduler/enqueued/redis", result.added)
+        if result.filtered:
+            stats.inc_value("dupefilter/filtered", result.filtered)
+        if result.stale_acks:
             # reports for leases this node no longer holds (it was presumed dead): fenced off
-            stats.inc_value("frontier/acks/stale", stale)
             logger.warning(
                 "Node %s: %d acks or dead letters for leases it no longer holds were ignored",
                 self.node_id,
-                stale,
+                result.stale_acks,
             )
-        return self._accept_leases(out, {p.decode() if isinstance(p, bytes) else p for p in paced})
+        return self._accept_leases(result.leased)
 
-    def _log_site_events(self, events: list[Any]) -> None:
+    def _after_rewind(self, found: bytes) -> None:
+        """Redis came back without this node's last writes (restarted from older data, a
+        failover to a lagging replica, a reset): what the node remembers having pushed may be
+        gone, so it forgets it, takes a new rid tag, and reconciles its leases."""
+        self.stats.inc_value("frontier/redis_rewinds")
+        logger.warning(
+            "Redis lost this node's last writes (its last mark is gone, found %r; or the node "
+            "was presumed dead and recovered): node %s forgets %d pushed fingerprints and the "
+            "spider's known links, and reconciles its leases",
+            found.decode("utf-8", "backslashreplace") or "none",
+            self.node_id,
+            len(self._known),
+        )
+        self._known.clear()
+        self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
+        self._tag = secrets.token_hex(3)
+        self._needs_reconcile = True
+
+    def _log_site_events(self, events: list[SiteEvent]) -> None:
         """One line per adaptive cut of a site's shared rate, and per cut worn off."""
-        text = [e.decode() if isinstance(e, bytes) else str(e) for e in events]
-        for i in range(0, len(text) - 4, 5):
-            site, kind, before, after, detail = text[i : i + 5]
+        for site, kind, before, after, detail in events:
             if kind == "cut":
                 why = "answered 429/503" if detail == "throttled" else "answered slowly"
                 logger.warning(
@@ -721,38 +743,38 @@ class FrontierScheduler(BaseScheduler):
                     "(wears off within %.0fs)",
                     site,
                     why,
-                    float(before),
-                    float(after),
-                    (1 - float(after)) * self.budget.recovery,
+                    before,
+                    after,
+                    (1 - after) * self.budget.recovery,
                 )
                 self.stats.inc_value(f"frontier/site_cuts/{detail}")
             else:
                 logger.info(
                     "Site %s is back at its full shared rate (factor was %.3f, cut %.0fs ago)",
                     site,
-                    float(before),
+                    before,
                     float(detail) / 1000,
                 )
                 self.stats.inc_value("frontier/site_recoveries")
 
-    def _accept_leases(self, out: list[Any], paced: set[str]) -> int:
+    def _accept_leases(self, leased: list[Leased]) -> int:
         n = 0
-        bad: list[str] = []
-        for i in range(0, len(out), 2):
-            rid = out[i].decode() if isinstance(out[i], bytes) else str(out[i])
-            payload = out[i + 1]
+        bad: list[Lease] = []
+        for lease, payload, priority, paced in leased:
+            rid = lease.rid
             try:
-                request = codec.decode(payload, self.spider, allow_private=True)
+                request = codec.decode(payload, self.spider, allow_private=True, priority=priority)
             except codec.BadEntry as exc:
-                logger.warning("Refused queue entry %s: %s", printable(rid), printable(str(exc)))
+                shown = rid if isinstance(rid, str) else rid.decode("utf-8", "backslashreplace")
+                logger.warning("Refused queue entry %s: %s", printable(shown), printable(str(exc)))
                 self.stats.inc_value(f"frontier/refused/{exc.reason}")
                 self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
-                bad.append(rid)
+                bad.append(lease)
                 continue
             if request.meta.pop("distcrawl_dead_letter", None) is not None:
                 self.stats.inc_value("frontier/requeued_dead_letters")
-            self._leased[request] = rid
-            if rid in paced:
+            self._leased[request] = lease
+            if paced:
                 # its site's token was spent for now: it goes before what is already waiting
                 self._ready.appendleft(request)
             else:
@@ -791,7 +813,8 @@ class FrontierScheduler(BaseScheduler):
         raws = await self.store.take_seeds(self.node_id, self.seed_batch)
         if not raws:
             return False
-        self._crawl_begun = True
+        assert self.membership is not None
+        self.membership.crawl_begun()
         make = getattr(self.spider, "make_request_from_seed", None)
         for raw in raws:
             try:
@@ -828,66 +851,12 @@ class FrontierScheduler(BaseScheduler):
         logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
         self.enqueue_request(request)
 
-    async def _heartbeat(self) -> None:
-        assert self.store is not None
-        stats = {
-            k: v
-            for k, v in self.stats.get_stats().items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)
-        }
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": self._started,
-            "prefetched": len(self._ready),
-            "stats": stats,
-            "rates": self._own_rates.update(int(time.monotonic() * 1000), stats),
-        }
-        await self.store.heartbeat(self.node_id, json.dumps(info, default=str))
-        self._last_heartbeat = time.monotonic()
-
-    async def _recover(self) -> None:
-        assert self.store is not None
-        self._last_recovery = time.monotonic()
-        nodes, reqs = await self.store.recover(self.node_id, int(self.heartbeat_timeout * 1000))
-        if nodes:
-            names = ", ".join(n.decode() if isinstance(n, bytes) else str(n) for n in nodes)
-            logger.warning(
-                "Recovered %d requests from dead node(s) %s (no heartbeat for %.0fs)",
-                reqs,
-                names,
-                self.heartbeat_timeout,
-            )
-            self.stats.inc_value("frontier/recovered", int(reqs))
-            self._wake.set()
-
     async def _check_drained(self) -> None:
-        assert self.store is not None
+        assert self.membership is not None
         if self._ready or self._started or self._pending_writes():
-            self._drained_since = None
+            self.membership.not_drained()
             return
-        counts = await self.store.drained()
-        if any(int(c) for c in counts):
-            self._drained_since = None
-            return
-        if not self._crawl_begun:
-            # Nodes may start before the first seed: an empty frontier that never held a
-            # request is a crawl not begun yet, not a drained one. Wait for work.
-            keys = self.store.keys
-            self._crawl_begun = bool(await self._client.exists(keys.dupefilter, keys.rejected))
-            if not self._crawl_begun:
-                if not self._waiting_logged:
-                    logger.info(
-                        "Frontier empty and never seeded: node %s waits for the first seed (%s)",
-                        self.node_id,
-                        self.store.keys.start_urls,
-                    )
-                    self._waiting_logged = True
-                return
-        now = time.monotonic()
-        if self._drained_since is None:
-            self._drained_since = now
-        elif now - self._drained_since >= self.drain_grace:
+        if await self.membership.drained():
             logger.info(
                 "Frontier drained on every node for %.1fs: node %s closes",
                 self.drain_grace,

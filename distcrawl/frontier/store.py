@@ -1,153 +1,135 @@
-"""The frontier's Redis protocol from Python: key names and calls into ``frontier.lua``.
+"""The frontier's Redis protocol from Python: calls into ``frontier.lua`` across the shards.
 
-Works with a synchronous redis-py client (commands, tools) and with ``redis.asyncio``
+Works with a synchronous redis-py client (commands, tools, benches) and with ``redis.asyncio``
 (the node's scheduler): each method returns what the client returns, a value or an awaitable.
+Every method makes one pipelined round trip per step (most make one step).
+
+The API a node (or a bench that simulates nodes without Scrapy) drives, for one node id:
+
+    store = FrontierStore(redis.Redis.from_url(url), FrontierKeys("catalog", "catalog:start_urls"))
+    store.heartbeat(node, "{}")                        # join; learns live nodes, idle, pause
+    reply = store.sync(node, children=[Child(fp, priority, False, 0, site, payload)], lease=32)
+    # reply.leased: [Leased(lease, payload, priority, paced)]; ack them in a later sync:
+    store.sync(node, acks=[leased.lease for leased in reply.leased], lease=32)
+    store.release(node)                                # clean stop: leases and seeds go back
+
+A child's fingerprint is a digest (16, 20 or 32 bytes, or its hex); anything else is hashed
+first. Memory and counts without SCAN: ``seen()`` (URLs in the exact dupefilter, O(shards)),
+``dupefilter_bytes()`` (MEMORY USAGE of every dupefilter bucket or Bloom filter), ``drained()``
+(queued, delayed, leased, seeding, start). Per-shard keys: ``keys.shard(i)`` /
+``keys.site_keys(site)`` (see :mod:`distcrawl.frontier.keys`).
+
+``sync`` pushes, acks and leases in one round trip: one script call per shard that has work
+(children and acks go to the shard of their site; leases come from the shards whose queue head
+has the best priority this node knows of, see :class:`~distcrawl.frontier.views.ShardViews`).
+Its :class:`SyncResult` counts ``priority_inversions``: leased requests of lower priority than
+the best one still queued in another shard read in the same round trip.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
+import math
 import secrets
-from dataclasses import dataclass
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
+
+from redis.exceptions import NoScriptError
+
+from distcrawl.frontier.batch import (
+    DEFAULT_SITE_RECOVERY,
+    Child,
+    DeadLetter,
+    Feedback,
+    Lease,
+    Leased,
+    ShardBatch,
+    ShardReply,
+    SiteBudget,
+    SiteEvent,
+    fingerprint_args,
+    raw_text,
+    text,
+)
+from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.views import ShardViews
 
 __all__ = [
+    "DEFAULT_SITE_RECOVERY",
     "Child",
     "DeadLetter",
+    "Dupefilter",
     "Feedback",
     "FrontierKeys",
     "FrontierStore",
+    "Lease",
+    "Leased",
+    "ShardKeys",
     "SiteBudget",
+    "SiteEvent",
+    "SyncResult",
     "effective_factor",
 ]
 
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
+_SHA = hashlib.sha1(_LUA.encode()).hexdigest()
+
+#: seconds after which a node reads a shard it has no news of again (work arriving in an empty
+#: shard is announced on the wake channel at once)
+DEFAULT_REFRESH = 5.0
+#: URLs the Bloom dupefilter is sized for, crawl-wide (DISTCRAWL_BLOOM_CAPACITY)
+DEFAULT_BLOOM_CAPACITY = 10_000_000
+#: the Bloom dupefilter's false-positive rate at capacity (DISTCRAWL_BLOOM_ERROR_RATE)
+DEFAULT_BLOOM_ERROR_RATE = 0.001
+_MAX_BLOOM_BITS = 2**32 - 1  # a Redis string holds at most 512 MB
+
+# one call of a step: ("script", keys, args) or ("cmd", name, args)
+_Call = tuple[str, Any, list[Any]]
+_Step = Generator[list[_Call], list[Any], Any]
 
 
 @dataclass(frozen=True)
-class FrontierKeys:
-    """Every key of one crawl. All but ``start_urls`` share the hash tag ``{spider}``."""
+class Dupefilter:
+    """Which dupefilter the shards keep: exact (a set of 16-byte fingerprints, the default) or
+    a Bloom filter sized for ``capacity`` URLs at ``error_rate`` false positives."""
 
-    spider: str
-    start_urls: str
-
-    @classmethod
-    def for_spider(cls, spider: str, settings: Any) -> FrontierKeys:
-        """The keys of ``spider``'s crawl; the seed list is ``DISTCRAWL_START_URLS_KEY`` or
-        scrapy-redis' ``REDIS_START_URLS_KEY`` (``%(name)s`` is the spider's name), by default
-        ``<spider>:start_urls``."""
-        start = settings.get("DISTCRAWL_START_URLS_KEY") or settings.get("REDIS_START_URLS_KEY")
-        start = start.replace("%(name)s", spider) if start else f"{spider}:start_urls"
-        return cls(spider=spider, start_urls=start)
-
-    @property
-    def prefix(self) -> str:
-        return "{" + self.spider + "}"
-
-    def _key(self, name: str) -> str:
-        return f"{self.prefix}:{name}"
-
-    @property
-    def queue(self) -> str:
-        return self._key("queue")
-
-    @property
-    def requests(self) -> str:
-        return self._key("req")
-
-    @property
-    def dupefilter(self) -> str:
-        return self._key("dupefilter")
-
-    @property
-    def nodes(self) -> str:
-        return self._key("nodes")
-
-    @property
-    def delayed(self) -> str:
-        return self._key("delayed")
-
-    @property
-    def dead(self) -> str:
-        return self._key("dead")
-
-    @property
-    def rejected(self) -> str:
-        return self._key("rejected")
-
-    @property
-    def paused(self) -> str:
-        return self._key("paused")
-
-    @property
-    def idle(self) -> str:
-        return self._key("idle")
-
-    @property
-    def wake(self) -> str:
-        """The pub/sub channel on which idle nodes hear that work arrived."""
-        return self._key("wake")
-
-    def leases(self, node: str) -> str:
-        return f"{self.prefix}:leases:{node}"
-
-    def seeding(self, node: str) -> str:
-        return f"{self.prefix}:seeding:{node}"
-
-    def site(self, site: str) -> str:
-        return f"{self.prefix}:site:{site}"
-
-    def wait(self, site: str) -> str:
-        return f"{self.prefix}:wait:{site}"
-
-    @property
-    def waiting(self) -> str:
-        return self._key("waiting")
-
-    def node(self, node: str) -> str:
-        return f"{self.prefix}:node:{node}"
-
-    def all_keys_pattern(self) -> str:
-        return f"{self.prefix}:*"
-
-
-#: one child request for ``sync``: fingerprint ("" = unfiltered), priority, dont_filter,
-#: delay in ms (0 = queue now, > 0 = park as a delayed retry), site ("" = none), JSON payload
-Child = tuple[str, int, bool, int, str, str]
-
-
-#: seconds a cut of a site's rate takes to wear off completely (``DISTCRAWL_SITE_RECOVERY``)
-DEFAULT_SITE_RECOVERY = 120.0
-
-
-@dataclass(frozen=True)
-class SiteBudget:
-    """The cluster-wide per-site budget defaults (0 = no limit); see ``admit`` in the script."""
-
-    rate: float = 0.0
-    concurrency: int = 0
-    burst: float = 1.0
-    adaptive_rate: float = 8.0
-    #: seconds an adaptive cut takes to wear off from factor 0 to 1 (linearly, idle or not)
-    recovery: float = DEFAULT_SITE_RECOVERY
+    kind: str = "exact"
+    capacity: int = DEFAULT_BLOOM_CAPACITY
+    error_rate: float = DEFAULT_BLOOM_ERROR_RATE
 
     @classmethod
-    def from_settings(cls, settings: Any) -> SiteBudget:
-        """``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``, ``DISTCRAWL_SITE_BURST``,
-        ``DISTCRAWL_ADAPTIVE_RATE``, ``DISTCRAWL_SITE_RECOVERY``."""
+    def from_settings(cls, settings: Any) -> Dupefilter:
+        """``DISTCRAWL_DUPEFILTER`` (exact | bloom), ``DISTCRAWL_BLOOM_CAPACITY``,
+        ``DISTCRAWL_BLOOM_ERROR_RATE``."""
+        kind = (settings.get("DISTCRAWL_DUPEFILTER") or "exact").strip().lower()
+        if kind not in ("exact", "bloom"):
+            raise ValueError(f"DISTCRAWL_DUPEFILTER must be exact or bloom, not {kind!r}")
         return cls(
-            rate=settings.getfloat("DISTCRAWL_SITE_RATE", 0.0),
-            concurrency=settings.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
-            burst=max(1.0, settings.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
-            adaptive_rate=settings.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
-            recovery=max(
-                0.001, settings.getfloat("DISTCRAWL_SITE_RECOVERY", DEFAULT_SITE_RECOVERY)
-            ),
+            kind=kind,
+            capacity=settings.getint("DISTCRAWL_BLOOM_CAPACITY", DEFAULT_BLOOM_CAPACITY),
+            error_rate=settings.getfloat("DISTCRAWL_BLOOM_ERROR_RATE", DEFAULT_BLOOM_ERROR_RATE),
         )
+
+    def bloom_shape(self, shards: int) -> list[int] | None:
+        """``[m, k]`` of each shard's Bloom filter (bits, hash functions), None when exact."""
+        if self.kind != "bloom":
+            return None
+        if not (0 < self.error_rate < 1) or self.capacity <= 0:
+            raise ValueError("the Bloom filter needs a capacity > 0 and an error rate in (0, 1)")
+        per_shard = max(1, math.ceil(self.capacity / shards))
+        bits = math.ceil(-per_shard * math.log(self.error_rate) / math.log(2) ** 2)
+        bits = min(_MAX_BLOOM_BITS, bits)
+        k = max(1, round(bits / per_shard * math.log(2)))
+        return [bits, k]
 
 
 def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
-    """A site's adaptive factor at server time *now_ms*, from its ``{S}:site:<site>`` hash
+    """A site's adaptive factor at server time *now_ms*, from its ``site:<site>`` hash
     (decoded): the stored cut, worn off linearly since it was set (``site_factor`` in the
     script)."""
     if not fields.get("factor"):
@@ -160,98 +142,516 @@ def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
     return min(1.0, factor)
 
 
-_NO_BUDGET = SiteBudget()
+@dataclass
+class _Fence:
+    """A fenced node's marks, per shard: the last one the shard confirmed, and the one sent
+    in a call whose reply never came (sent again, so that call counts if it ran)."""
 
-#: a dead letter for ``sync``: id, JSON record, and the rid of the lease it ends ("" or left
-#: out = unknown); with a rid it is written only while the node still holds that lease
-DeadLetter = tuple[str, str] | tuple[str, str, str]
+    last: dict[int, str] = field(default_factory=dict)
+    pending: dict[int, str] = field(default_factory=dict)
+    count: int = 0
 
-#: per-site feedback from one node since its last flush: site, ok, throttled, slow answers
-Feedback = tuple[str, int, int, int]
+
+@dataclass
+class SyncResult:
+    """What one ``sync`` did, summed over the shards it called."""
+
+    added: int = 0
+    filtered: int = 0
+    parked: int = 0
+    acked: int = 0
+    stale_acks: int = 0
+    leased: list[Leased] = field(default_factory=list)
+    #: ms until the next parked retry or waiting site falls due in any shard (-1: none known)
+    next_due_ms: int = -1
+    priority_inversions: int = 0
+    shards_called: int = 0
+    #: adaptive cuts of site rates made, and cuts found worn off, in this call
+    site_events: list[SiteEvent] = field(default_factory=list)
+    #: a fenced call: what a shard held as the node's mark where its last one was gone (Redis
+    #: came back with older state); those shards did nothing, and their batches are in unsent
+    rewound: bytes | None = None
+    unsent: list[ShardBatch] = field(default_factory=list)
 
 
 class FrontierStore:
-    """Thin wrapper over the frontier script; see the header of ``frontier.lua``."""
+    """The frontier of one crawl; see the header of ``frontier.lua`` for every key."""
 
-    def __init__(self, client: Any, keys: FrontierKeys) -> None:
+    def __init__(
+        self,
+        client: Any,
+        keys: FrontierKeys,
+        *,
+        dupefilter: Dupefilter | None = None,
+        refresh: float = DEFAULT_REFRESH,
+    ) -> None:
         self.client = client
         self.keys = keys
-        self._script = client.register_script(_LUA)
+        self.dupefilter = dupefilter or Dupefilter()
+        self._bloom = self.dupefilter.bloom_shape(keys.shards)
+        self._async = inspect.iscoroutinefunction(getattr(client, "execute_command", None))
+        #: what this process knows of each shard (queue length, best priority, when seen)
+        self.views = ShardViews(keys.shards, refresh=refresh)
+        self.live_nodes = 1
+        self.idle_nodes = 0
+        #: the control slot's pause flag as the last heartbeat saw it (each shard has its own
+        #: copy, set by `control pause`; this covers a flag set by hand in the control slot)
+        self.paused = False
+        self._idle: set[str] = set()
+        self._fences: dict[str, _Fence] = {}
 
-    def _call(self, *args: Any) -> Any:
-        return self._script(keys=[self.keys.prefix], args=list(args))
+    # -- running steps ------------------------------------------------------------------------
+
+    def _shard_call(self, shard: int, *args: Any) -> _Call:
+        return ("script", [self.keys.shard(shard).prefix], list(args))
+
+    def _control_call(self, *args: Any) -> _Call:
+        return ("script", [self.keys.prefix, self.keys.start_urls], list(args))
+
+    def _pipe(self, calls: list[_Call]) -> Any:
+        pipe = self.client.pipeline(transaction=False)
+        for kind, keys, args in calls:
+            if kind == "script":
+                # by name: redis-py blocks the evalsha method in cluster pipelines, not the command
+                pipe.execute_command("EVALSHA", _SHA, len(keys), *keys, *args)
+            else:
+                pipe.execute_command(keys, *args)
+        return pipe
+
+    @staticmethod
+    def _failed(results: list[Any]) -> list[int]:
+        return [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+
+    @staticmethod
+    def _raise_first(results: list[Any]) -> list[Any]:
+        for r in results:
+            if isinstance(r, Exception):
+                raise r
+        return results
+
+    def _execute(self, calls: list[_Call]) -> list[Any]:
+        if not calls:
+            return []
+        results = list(self._pipe(calls).execute(raise_on_error=False))
+        missing = self._failed(results)
+        if missing:  # a fresh server (restart, failover): load the script, run those again
+            self.client.script_load(_LUA)
+            again = self._pipe([calls[i] for i in missing]).execute(raise_on_error=False)
+            for i, r in zip(missing, again, strict=True):
+                results[i] = r
+        return self._raise_first(results)
+
+    async def _execute_async(self, calls: list[_Call]) -> list[Any]:
+        if not calls:
+            return []
+        results = list(await self._pipe(calls).execute(raise_on_error=False))
+        missing = self._failed(results)
+        if missing:
+            await self.client.script_load(_LUA)
+            again = await self._pipe([calls[i] for i in missing]).execute(raise_on_error=False)
+            for i, r in zip(missing, again, strict=True):
+                results[i] = r
+        return self._raise_first(results)
+
+    def _drive(self, step: _Step) -> Any:
+        """Run a step (a generator of pipelined batches) on the sync or the async client."""
+        if self._async:
+            return self._drive_async(step)
+        try:
+            calls = next(step)
+            while True:
+                calls = step.send(self._execute(calls))
+        except StopIteration as stop:
+            return stop.value
+
+    async def _drive_async(self, step: _Step) -> Any:
+        try:
+            calls = next(step)
+            while True:
+                calls = step.send(await self._execute_async(calls))
+        except StopIteration as stop:
+            return stop.value
+
+    # -- the node's round trip -------------------------------------------------------------------
 
     def sync(
         self,
         node: str,
         *,
-        children: list[Child] = (),  # type: ignore[assignment]
-        acks: list[str] = (),  # type: ignore[assignment]
-        dead: list[DeadLetter] = (),  # type: ignore[assignment]
-        rejected: list[str] = (),  # type: ignore[assignment]
+        children: Iterable[Child] = (),
+        acks: Iterable[Lease] = (),
+        dead: Iterable[DeadLetter] = (),
+        rejected: Sequence[str] = (),
         seeds_done: bool = False,
         lease: int = 0,
-        budget: SiteBudget = _NO_BUDGET,
-        feedback: list[Feedback] = (),  # type: ignore[assignment]
-        mark: tuple[str, str] = ("", ""),
-        tag: str = "",
+        budget: SiteBudget | None = None,
+        feedback: Iterable[Feedback] = (),
+        tag: str | None = None,
     ) -> Any:
-        """One round trip; ``mark`` is (the mark this node wrote last, its next one): the
-        reply is ``[b"rewound", found]`` (and nothing is done) when Redis lacks the last one.
-        ``tag`` goes into the rids of the children (unique across rewinds)."""
-        args: list[Any] = ["sync", node, mark[0], mark[1], tag, len(children)]
-        for fp, prio, dont_filter, delay_ms, site, payload in children:
-            args += [fp, prio, "1" if dont_filter else "0", delay_ms, site, payload]
-        args.append(len(acks))
-        args += acks
-        args.append(len(dead))
-        for dead_id, record, *rid in dead:
-            args += [dead_id, record, rid[0] if rid else ""]
-        args.append(len(rejected))
-        args += rejected
-        args += ["1" if seeds_done else "0", lease]
-        args += [budget.rate, budget.concurrency, budget.burst, budget.adaptive_rate]
-        args.append(int(budget.recovery * 1000))
-        args.append(len(feedback))
-        for site, ok, throttled, slow in feedback:
-            args += [site, ok, throttled, slow]
-        return self._call(*args)
+        """Push ``children``, ack ``acks``, write ``dead`` letters and ``rejected`` entries,
+        apply site ``feedback`` and lease up to ``lease`` requests, in one round trip. With
+        ``seeds_done`` the node's seeding list is cleared after its seeds are pushed.
 
-    def set_site_limits(self, site: str, *, rate: float | None, concurrency: int | None) -> Any:
-        """Per-site limits that override the defaults for every node (None = remove)."""
-        key = self.keys.site(site)
-        pipe = self.client.pipeline(transaction=True)
-        for field, value in (("limit_rate", rate), ("limit_conc", concurrency)):
-            if value is None:
-                pipe.hdel(key, field)
-            else:
-                pipe.hset(key, field, value)
-        return pipe.execute()
+        With a ``tag`` the call is fenced: the rids of the children end in ``.<tag>``, and each
+        shard called checks the mark this node wrote there last (see ``sync`` in the script);
+        a shard that lacks it does nothing and ``rewound`` says so (``unsent``: its batch)."""
+        return self._drive(
+            self._sync(
+                node,
+                [c if isinstance(c, Child) else Child(*c) for c in children],
+                list(acks),
+                [d if isinstance(d, DeadLetter) else DeadLetter(*d) for d in dead],
+                list(rejected),
+                seeds_done,
+                lease,
+                budget or SiteBudget(),
+                [f if isinstance(f, Feedback) else Feedback(*f) for f in feedback],
+                tag,
+            )
+        )
 
-    def take_token(self, site: str, budget: SiteBudget) -> Any:
-        return self._call("take_token", site, budget.rate, budget.burst, budget.adaptive_rate)
+    def forget_marks(self, node: str) -> None:
+        """After a rewind: the node's next calls expect no mark (anything goes once)."""
+        self._fences.pop(node, None)
 
-    def take_seeds(self, node: str, n: int) -> Any:
-        return self._call("take_seeds", node, n, self.keys.start_urls)
+    def _sync(
+        self,
+        node: str,
+        children: list[Child],
+        acks: list[Lease],
+        dead: list[DeadLetter],
+        rejected: list[str],
+        seeds_done: bool,
+        lease: int,
+        budget: SiteBudget,
+        feedback: list[Feedback],
+        tag: str | None = None,
+    ) -> _Step:
+        keys = self.keys
+        batches: dict[int, ShardBatch] = {}
 
-    def release(self, node: str, rids: list[str] = ()) -> Any:  # type: ignore[assignment]
-        return self._call("release", node, self.keys.start_urls, *rids)
+        def batch(shard: int) -> ShardBatch:
+            b = batches.get(shard)
+            if b is None:
+                b = batches[shard] = ShardBatch()
+            return b
 
-    def recover(self, node: str, timeout_ms: int) -> Any:
-        return self._call("recover", node, timeout_ms, self.keys.start_urls)
+        for c in children:
+            batch(keys.shard_of(c.site)).children.append(c)
+        for a in acks:
+            batch(a.shard).acks.append(a)
+        for d in dead:
+            site = d.site or _record_site(d.record)
+            batch(keys.shard_of(site)).dead.append(d._replace(site=site))
+        for f in feedback:
+            batch(keys.shard_of(f.site)).feedback.append(f)
+        if lease > 0:
+            for shard, n in self.views.plan(lease, set(batches)).items():
+                b = batch(shard)
+                b.lease, b.read = n, True
+        options: dict[str, Any] = {
+            "live": self.live_nodes,
+            "idle": 1 if self.idle_nodes > 0 else 0,
+            "wake": keys.wake,
+            "paused": 1 if self.paused else 0,
+            "rate": budget.rate,
+            "conc": budget.concurrency,
+            "burst": budget.burst,
+            "adaptive": budget.adaptive_rate,
+            "recover": int(budget.recovery * 1000),
+        }
+        if self._bloom:
+            options["bloom"] = self._bloom
+        order = sorted(s for s, b in batches.items() if b)
+        bloom = self._bloom is not None
+        fence = self._fences.setdefault(node, _Fence()) if tag is not None else None
+        calls = []
+        for s in order:
+            opts = options
+            if fence is not None:
+                mark = fence.pending.get(s)
+                if mark is None:
+                    fence.count += 1
+                    mark = fence.pending[s] = f"{tag}:{fence.count}"
+                opts = {**options, "mp": fence.last.get(s, ""), "mn": mark, "tag": tag}
+            calls.append(self._shard_call(s, *batches[s].args(node, opts, bloom=bloom)))
+        if seeds_done or rejected:
+            calls.append(self._control_call("seeded", node if seeds_done else "", *rejected))
+        results = yield calls
+        result = SyncResult(shards_called=len(order))
+        replies = []
+        for s, raw in zip(order, results, strict=False):
+            if fence is not None:
+                mark = fence.pending.pop(s, "")
+                found = ShardReply.rewound(raw)
+                if found is not None:
+                    fence.last.pop(s, None)
+                    result.rewound = found
+                    result.unsent.append(batches[s])
+                    continue
+                fence.last[s] = mark
+            replies.append(ShardReply.parse(s, raw))
+        for r in replies:
+            self.views.update(r)
+            result.added += r.added
+            result.filtered += r.filtered
+            result.parked += r.parked
+            result.acked += r.acked
+            result.stale_acks += r.stale_acks
+            result.leased += r.leased
+            result.site_events += r.site_events
+        result.priority_inversions = _inversions(replies)
+        result.next_due_ms = self.views.next_due_ms()
+        if lease > 0:
+            idle = not result.leased
+            if idle != (node in self._idle):
+                # one control call per change, not per flush: nodes that sleep are woken
+                # by the shards that get work (the wake channel)
+                yield [self._control_call("heartbeat", node, "", "1" if idle else "0")]
+                (self._idle.add if idle else self._idle.discard)(node)
+        return result
+
+    # -- membership (control slot) ---------------------------------------------------------------
+
+    def heartbeat(self, node: str, info_json: str) -> Any:
+        """Heart-beat with the node's info; learns the live and idle nodes and the pause."""
+        return self._drive(self._heartbeat(node, info_json))
+
+    def _heartbeat(self, node: str, info_json: str) -> _Step:
+        idle = "1" if node in self._idle else "0"
+        [(now, live, idle_nodes, paused)] = yield [
+            self._control_call("heartbeat", node, info_json, idle)
+        ]
+        self.live_nodes = max(1, int(live))
+        self.idle_nodes = int(idle_nodes)
+        self.paused = bool(int(paused))
+        return int(now)
+
+    def ever_used(self) -> Any:
+        """Whether the frontier ever held a request or refused a seed (a shard's rid counter,
+        the rejected list): a crawl begun, as opposed to one waiting for its first seed."""
+        return self._drive(self._ever_used())
+
+    def _ever_used(self) -> _Step:
+        calls: list[_Call] = [("cmd", "EXISTS", [s.seq]) for s in self.keys.all_shards()]
+        calls.append(("cmd", "EXISTS", [self.keys.rejected]))
+        return any(int(n) for n in (yield calls))
 
     def claim(self, node: str, owner: str, timeout_ms: int, *, force: bool = False) -> Any:
         """Make ``owner`` (JSON: host, pid, run) the process of ``node``; unless ``force``,
-        only if no other owner heart-beat in the last ``timeout_ms``. Returns {claimed (1|0),
-        the owner found, ms since its heartbeat}."""
-        return self._call("claim", node, owner, timeout_ms, "1" if force else "0")
+        only if no other owner heart-beat in the last ``timeout_ms``. Returns [claimed (1|0),
+        the owner found, ms since its heartbeat]."""
+        call = self._control_call("claim", node, owner, timeout_ms, "1" if force else "0")
+        return self._drive(self._one(call))
 
-    def heartbeat(self, node: str, info_json: str) -> Any:
-        return self._call("heartbeat", node, info_json)
+    def take_seeds(self, node: str, n: int) -> Any:
+        return self._drive(self._one(self._control_call("take_seeds", node, n)))
+
+    def _one(self, call: _Call) -> _Step:
+        [value] = yield [call]
+        return value
+
+    def release(self, node: str, leases: Sequence[Lease] = ()) -> Any:
+        """Return ``leases`` of ``node`` to the queue; with none named, all of them and its
+        seeds, and the node leaves the cluster (a clean stop). Returns how many moved."""
+        return self._drive(self._release(node, list(leases)))
+
+    def _release(self, node: str, leases: list[Lease]) -> _Step:
+        wake = self.keys.wake
+        if leases:
+            by_shard: dict[int, list[str]] = {}
+            for lease in leases:
+                by_shard.setdefault(lease.shard, []).append(lease.rid)
+            order = list(by_shard)
+            calls = [self._shard_call(s, "release", node, wake, *by_shard[s]) for s in order]
+            moved = [int(n) for n in (yield calls)]
+            for shard, n in zip(order, moved, strict=True):
+                if n:
+                    self.views.poke(shard)
+            return sum(moved)
+        calls = [self._shard_call(s, "release", node, wake) for s in range(self.keys.shards)]
+        calls.append(self._control_call("stop", node))
+        self._idle.discard(node)
+        return sum(int(n) for n in (yield calls))
+
+    def recover(self, node: str, timeout_ms: int) -> Any:
+        """Return the leases and seeds of every node whose heartbeat is older than
+        ``timeout_ms``. Returns ``[nodes, requests]``."""
+        return self._drive(self._recover(node, timeout_ms))
+
+    def _recover(self, node: str, timeout_ms: int) -> _Step:
+        [(claimed, seeds)] = yield [self._control_call("recover", node, timeout_ms)]
+        names = [text(n) for n in claimed]
+        if not names:
+            return [[], 0]
+        wake = self.keys.wake
+        shards = range(self.keys.shards)
+        calls = [self._shard_call(s, "release", dead, wake) for dead in names for s in shards]
+        counts = [int(n) for n in (yield calls)]
+        for i, n in enumerate(counts):
+            if n:
+                self.views.poke(i % self.keys.shards)
+        moved = sum(counts)
+        yield [self._control_call("recovered", *names)]
+        return [names, moved + int(seeds)]
+
+    def held_leases(self, node: str) -> Any:
+        """Every lease ``node`` holds in Redis, as rids per shard: ``{shard: [rid]}``."""
+        return self._drive(self._held_leases(node))
+
+    def _held_leases(self, node: str) -> _Step:
+        shards = self.keys.all_shards()
+        replies = yield [("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards]
+        return {
+            s.index: [raw_text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)
+        }
+
+    def mark_seen(self, fingerprints: Sequence[bytes | str]) -> Any:
+        """Record fingerprints of no known site (a migrated dupefilter) in every shard, where
+        each shard's dupefilter finds them. Returns how many were new (in the first shard)."""
+        return self._drive(self._mark_seen(list(fingerprints)))
+
+    def _mark_seen(self, fingerprints: list[bytes | str]) -> _Step:
+        bloom = self._bloom is not None
+        args: list[Any] = []
+        for fp in fingerprints:
+            args += fingerprint_args(fp, bloom=bloom)
+        options = json.dumps({"bloom": self._bloom} if bloom else {})
+        calls = [self._shard_call(s, "mark_seen", options, *args) for s in range(self.keys.shards)]
+        added = yield calls
+        return int(added[0]) if added else 0
+
+    def seen(self) -> Any:
+        """URLs the exact dupefilter holds, over every shard (O(shards) reads)."""
+        return self._drive(self._seen())
+
+    def _seen(self) -> _Step:
+        shards = self.keys.all_shards()
+        counts = yield [("cmd", "HGET", [s.seen_info, "n"]) for s in shards]
+        return sum(int(c or 0) for c in counts)
+
+    def dupefilter_bytes(self) -> Any:
+        """Bytes the dupefilter takes (MEMORY USAGE of every bucket, or of the Bloom filters)."""
+        return self._drive(self._dupefilter_bytes())
+
+    def _dupefilter_bytes(self) -> _Step:
+        shards = self.keys.all_shards()
+        if self._bloom is not None:
+            sizes = yield [("cmd", "MEMORY", ["USAGE", s.bloom, "SAMPLES", "0"]) for s in shards]
+            return sum(int(n or 0) for n in sizes)
+        infos = yield [("cmd", "HMGET", [s.seen_info, "L", "split"]) for s in shards]
+        calls: list[_Call] = []
+        for s, (level, split) in zip(shards, infos, strict=True):
+            buckets = 2 ** int(level or 0) + int(split or 0)
+            calls.append(("cmd", "MEMORY", ["USAGE", s.seen_info, "SAMPLES", "0"]))
+            calls += [
+                ("cmd", "MEMORY", ["USAGE", s.seen_bucket(b), "SAMPLES", "0"])
+                for b in range(buckets)
+            ]
+        sizes = yield calls
+        return sum(int(n or 0) for n in sizes)
 
     def drained(self) -> Any:
-        return self._call("drained", self.keys.start_urls)
+        """``[queued (incl. waiting for their site), delayed, leased, seeding, start]`` over
+        every shard: all zero means nothing is left."""
+        return self._drive(self._drained())
 
-    def requeue_dead(self, ids: list[str] = (), max_count: int = 1_000_000) -> Any:  # type: ignore[assignment]
+    def _drained(self) -> _Step:
+        [(seeding, start, nodes)] = yield [self._control_call("census")]
+        names = [text(n) for n in nodes]
+        totals = [0, 0, 0]
+        replies = yield [self._shard_call(s, "drained", *names) for s in range(self.keys.shards)]
+        for reply in replies:
+            for i in range(3):
+                totals[i] += int(reply[i])
+        return [*totals, int(seeding), int(start)]
+
+    # -- sites and dead letters -------------------------------------------------------------------
+
+    def set_site_limits(self, site: str, *, rate: float | None, concurrency: int | None) -> Any:
+        """Per-site limits that override the defaults for every node (None = remove)."""
+        key = self.keys.site_keys(site).site(site)
+        pipe = self.client.pipeline(transaction=True)
+        for name, value in (("limit_rate", rate), ("limit_conc", concurrency)):
+            if value is None:
+                pipe.hdel(key, name)
+            else:
+                pipe.hset(key, name, value)
+        return pipe.execute()
+
+    def take_token(self, site: str, budget: SiteBudget) -> Any:
+        call = self._shard_call(
+            self.keys.shard_of(site),
+            "take_token",
+            site,
+            budget.rate,
+            budget.burst,
+            budget.adaptive_rate,
+        )
+        return self._drive(self._one(call))
+
+    def requeue_dead(self, ids: Sequence[str] = (), max_count: int = 1_000_000) -> Any:
+        """Move dead letters (the named ones, or up to ``max_count`` per shard) back to the
+        queue. Returns how many moved."""
+        return self._drive(self._requeue_dead(list(ids), max_count))
+
+    def _requeue_dead(self, ids: list[str], max_count: int) -> _Step:
         # a tag of its own per call: the new rids cannot meet older ones, whatever Redis lost
-        return self._call("requeue_dead", max_count, secrets.token_hex(3), *ids)
+        tag = secrets.token_hex(3)
+        calls = [
+            self._shard_call(s, "requeue_dead", max_count, tag, *ids)
+            for s in range(self.keys.shards)
+        ]
+        counts = [int(n) for n in (yield calls)]
+        moved = sum(counts)
+        if moved:
+            wake: list[_Call] = [
+                ("cmd", "PUBLISH", [self.keys.wake, shard]) for shard, n in enumerate(counts) if n
+            ]
+            for shard, n in enumerate(counts):
+                if n:
+                    self.views.poke(shard)
+            yield [("cmd", "HINCRBY", [self.keys.counters, "requeued_dead_letters", moved]), *wake]
+        return moved
+
+    def set_paused(self, paused: str | None) -> Any:
+        """Pause (``paused`` says who and when) or resume every shard and the control slot."""
+        names = [self.keys.paused] + [s.paused for s in self.keys.all_shards()]
+        calls: list[_Call] = [
+            ("cmd", "SET", [k, paused]) if paused is not None else ("cmd", "DEL", [k])
+            for k in dict.fromkeys(names)
+        ]
+        if paused is None:
+            calls.append(("cmd", "PUBLISH", [self.keys.wake, "resumed"]))
+        return self._drive(self._many(calls))
+
+    def _many(self, calls: list[_Call]) -> _Step:
+        results = yield calls
+        return results
+
+
+def _record_site(record: str) -> str:
+    """The site of a dead letter given none: the record's ``site``, else its URL's host
+    (as the script's ``record_site`` finds it when the letter is re-queued)."""
+    try:
+        decoded = json.loads(record)
+        site, url = decoded.get("site"), decoded.get("url")
+    except (ValueError, AttributeError):
+        return ""
+    if isinstance(site, str) and site:
+        return site
+    return (urlsplit(url).hostname or "") if isinstance(url, str) else ""
+
+
+def _inversions(replies: list[ShardReply]) -> int:
+    """Leased requests of lower priority than another read shard's best one still queued."""
+    heads = [(r.shard, r.head_priority) for r in replies if r.head_priority is not None]
+    if not heads:
+        return 0
+    count = 0
+    for r in replies:
+        best_elsewhere = max((p for s, p in heads if s != r.shard), default=None)
+        if best_elsewhere is None:
+            continue
+        count += sum(1 for leased in r.leased if leased.priority < best_elsewhere)
+    return count

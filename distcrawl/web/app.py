@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
-import importlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ from importlib import resources
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -27,6 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from distcrawl import connection
 from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES, record_site, site_status
 from distcrawl.commands import control, deadletters, seed
 from distcrawl.frontier.store import FrontierKeys
@@ -381,14 +380,7 @@ def create_app(config: WebConfig) -> Starlette:
 
 def _clients(url: str) -> tuple[Any, Any]:
     """An asyncio client (the sampler, the paged lists) and a blocking one (the actions, which
-    reuse the commands' functions): the project's own (Redis Cluster aware) where it has them."""
-    try:
-        connection: Any = importlib.import_module("distcrawl.connection")
-    except ImportError:
-        return (
-            aioredis.Redis.from_url(url, socket_timeout=30),
-            redis.Redis.from_url(url, socket_timeout=30),
-        )
+    reuse the commands' functions): the project's own, Redis Cluster aware."""
     return (
         connection.async_client(url, socket_timeout=30),
         connection.client(url, socket_timeout=30),

@@ -1,0 +1,572 @@
+"""The frontier's own capacity: no HTTP, no Scrapy engine, only the real store and script code.
+
+Simulated nodes (processes) drive the frontier exactly as a node's I/O loop does: one ``sync``
+per flush that acks the pages of the last lease, pushes their links and leases the next
+batch. Each leased page pushes ``--links`` links (default 20) of which ``--seen`` (default
+95 %) are already in the dupefilter, so about one new URL per page as in a steady crawl, over
+``--sites`` sites (default 1,000). Payloads are made by the real codec from the requests a
+catalog page yields (Referer header, page kind, depth), fingerprints as Scrapy's (40 hex).
+
+Measured against a fresh single Redis (valkey-server, append-only file on), and with
+``--cluster 3`` against a local 3-master Redis Cluster; the same load also runs through
+vanilla scrapy-redis 0.9.1's ``PriorityQueue`` and ``RFPDupeFilter`` as a baseline
+(``scrapy_redis_*`` keys). Memory per URL is measured at ``--urls N`` (default 1,000,000)
+URLs, bulk-loaded through the real push path in large batches.
+
+    .venv/bin/python bench/frontier.py --json
+    .venv/bin/python bench/frontier.py --cluster 3 --json
+    .venv/bin/python bench/frontier.py --urls 4000000 --seconds 0 --json   # memory only
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing as mp
+import random
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import scrapy
+from scrapy.http import Request
+from scrapy_redis.dupefilter import RFPDupeFilter
+from scrapy_redis.queue import PriorityQueue
+
+from distcrawl import connection
+from distcrawl.frontier import codec
+from distcrawl.frontier.keys import DEFAULT_SHARDS
+from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore
+from distcrawl.localcluster import LocalRedisCluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Services, print_report, redis_delta, redis_snapshot
+
+SPIDER = "catalog"
+#: the seed list inside the control slot, as on a Redis Cluster
+START_KEY = "{catalog}:start_urls"
+#: page kinds of the links a page yields, with their priority and share of new URLs
+KINDS = (("category", 300, 0.02), ("listing", 200, 0.18), ("product", 100, 0.80))
+#: URLs of each site in the frontier before the run: the pool the "already seen" links
+#: are drawn from, and the first pages to lease
+PRELOAD_PER_SITE = 20
+#: children per push when bulk-loading ``--urls``
+LOAD_BATCH = 5000
+HEADLINE = (
+    "pages_per_second",
+    "redis_cpu_us_per_page",
+    "commands_per_page",
+    "roundtrips_per_page",
+    "seen_bytes_per_url",
+    "queued_bytes_per_url",
+    "priority_inversions",
+    "scrapy_redis_pages_per_second",
+    "scrapy_redis_redis_cpu_us_per_page",
+)
+
+
+class _Spider(scrapy.Spider):
+    name = SPIDER
+
+    def parse(self, response: Any) -> Any:  # pragma: no cover - never called
+        return None
+
+
+_SPIDER = _Spider()
+
+
+def url_of(site: int, page: int) -> str:
+    """Every URL has the same length, so a payload made once can be reused for any URL."""
+    return f"http://s{site:05d}.test/p/{page:010d}"
+
+
+def fingerprint(url: str) -> bytes:
+    """As a node sends it: the first 16 bytes of a SHA-1 request fingerprint."""
+    return hashlib.sha1(url.encode()).digest()[:16]
+
+
+def hex_fingerprint(url: str) -> str:
+    """As scrapy-redis' dupefilter stores it: 40 hex digits."""
+    return hashlib.sha1(url.encode()).hexdigest()
+
+
+def request_of(url: str, kind: str, priority: int, referer: str) -> Request:
+    """What a catalog page yields once Scrapy's spider middlewares have seen it."""
+    return Request(
+        url,
+        callback=_SPIDER.parse,
+        priority=priority,
+        headers={"Referer": referer},
+        meta={"page_kind": kind, "depth": 3},
+    )
+
+
+class Payloads:
+    """Payloads by the real codec, made once per page kind and reused with the URL and the
+    Referer swapped in. URLs have one length, so the swap is exact in JSON and in pickle; the
+    Referer is the page's, of the same site, as the codec sees it (whole, or as its path)."""
+
+    def __init__(self, encode: Any) -> None:
+        self.encode = encode
+        self._templates: dict[str, Any] = {}
+        self._probe = url_of(99999, 9999999999)
+        self._ref = url_of(99999, 9999999998)
+
+    def make(self, url: str, kind: str, priority: int, referer: str) -> Any:
+        template = self._templates.get(kind)
+        if template is None:
+            template = self.encode(request_of(self._probe, kind, priority, self._ref))
+            self._templates[kind] = template
+        probe, ref = self._probe, self._ref
+        ref_path, referer_path = probe_path(ref), probe_path(referer)
+        if isinstance(template, bytes):
+            out = template.replace(probe.encode(), url.encode())
+            return out.replace(ref.encode(), referer.encode()).replace(
+                ref_path.encode(), referer_path.encode()
+            )
+        if probe not in template:
+            return self.encode(request_of(url, kind, priority, referer))
+        out = template.replace(probe, url)
+        return out.replace(ref, referer).replace(ref_path, referer_path)
+
+
+def probe_path(url: str) -> str:
+    return url[url.index("/", len("http://")) :]
+
+
+def pick_kind(rng: random.Random) -> tuple[str, int]:
+    x = rng.random()
+    for kind, prio, share in KINDS:
+        if x < share:
+            return kind, prio
+        x -= share
+    return KINDS[-1][0], KINDS[-1][1]
+
+
+def _site_of(url: str) -> int:
+    return int(url[8:13])
+
+
+# --------------------------------------------------------------------------- distcrawl
+
+
+def make_store(client: Any, args: dict[str, Any]) -> FrontierStore:
+    keys = FrontierKeys(SPIDER, START_KEY, shards=args["shards"])
+    dupefilter = Dupefilter(kind=args["dupefilter"], capacity=args["capacity"])
+    return FrontierStore(client, keys, dupefilter=dupefilter)
+
+
+def child(payloads: Payloads, u: str, kind: str, prio: int, referer: str) -> Child:
+    site = f"s{_site_of(u):05d}.test"
+    return Child(fingerprint(u), prio, False, 0, site, payloads.make(u, kind, prio, referer))
+
+
+def preload(url: str, sites: int, args: dict[str, Any]) -> None:
+    """``PRELOAD_PER_SITE`` URLs of every site queued (and so in the dupefilter)."""
+    client = connection.client(url)
+    store = make_store(client, args)
+    payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
+    rng = random.Random(1)
+    children = []
+    for page in range(PRELOAD_PER_SITE):
+        for site in range(sites):
+            kind, prio = pick_kind(rng)
+            children.append(child(payloads, url_of(site, page), kind, prio, url_of(site, 0)))
+    for at in range(0, len(children), LOAD_BATCH):
+        store.sync("loader", children=children[at : at + LOAD_BATCH])
+    client.close()
+
+
+def distcrawl_node(
+    url: str, name: str, args: dict[str, Any], start: Any, stop: Any, out: Any
+) -> None:
+    client = connection.client(url, socket_timeout=60)
+    store = make_store(client, args)
+    rng = random.Random(name)
+    payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
+    links, seen_share, lease_n = args["links"], args["seen"], args["lease"]
+    fresh = 0
+    children: list[Child] = []
+    acks: list[Any] = []
+    pages = roundtrips = inversions = shard_calls = 0
+    store.heartbeat(name, "{}")
+    start.wait()
+    t0 = last_beat = time.perf_counter()
+    while not stop.is_set():
+        reply = store.sync(name, children=children, acks=acks, lease=lease_n)
+        roundtrips += 1
+        shard_calls += reply.shards_called
+        inversions += reply.priority_inversions
+        children, acks = [], []
+        for leased in reply.leased:
+            acks.append(leased.lease)
+            data = json.loads(leased.payload)
+            page_url = data.get("u") or data["url"]  # compact or long form
+            site = _site_of(page_url)
+            for _ in range(links):
+                if rng.random() < seen_share:
+                    u = url_of(site, rng.randrange(PRELOAD_PER_SITE))
+                    kind, prio = "product", 100
+                else:
+                    fresh += 1
+                    u = url_of(site, 10**9 + args["index"] * 10**8 + fresh)
+                    kind, prio = pick_kind(rng)
+                children.append(child(payloads, u, kind, prio, page_url))
+        pages += len(reply.leased)
+        if time.perf_counter() - last_beat > 2.0:  # as a node does: learns the live nodes
+            store.heartbeat(name, "{}")
+            roundtrips += 1
+            last_beat = time.perf_counter()
+    if acks:
+        store.sync(name, children=children, acks=acks)
+        roundtrips += 1
+    out.put(
+        {
+            "pages": pages,
+            "roundtrips": roundtrips,
+            "seconds": time.perf_counter() - t0,
+            "inversions": inversions,
+            "shard_calls": shard_calls,
+        }
+    )
+    client.close()
+
+
+# --------------------------------------------------------------------------- scrapy-redis
+
+
+class _FpDupeFilter(RFPDupeFilter):  # type: ignore[misc]
+    """scrapy-redis' dupefilter with the same fingerprints as the distcrawl run."""
+
+    def request_fingerprint(self, request: Request) -> str:
+        return hex_fingerprint(request.url)
+
+
+SR_QUEUE, SR_DUPEFILTER = "catalog:requests", "catalog:dupefilter"
+
+
+def scrapy_redis_preload(url: str, sites: int) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    queue = PriorityQueue(client, _SPIDER, SR_QUEUE)
+    payloads = Payloads(queue._encode_request)
+    rng = random.Random(1)
+    pipe = client.pipeline(transaction=False)
+    for page in range(PRELOAD_PER_SITE):
+        for site in range(sites):
+            u = url_of(site, page)
+            kind, prio = pick_kind(rng)
+            pipe.sadd(SR_DUPEFILTER, hex_fingerprint(u))
+            pipe.execute_command(
+                "ZADD", SR_QUEUE, -prio, payloads.make(u, kind, prio, url_of(site, 0))
+            )
+        pipe.execute()
+    client.close()
+
+
+def scrapy_redis_node(
+    url: str, name: str, args: dict[str, Any], start: Any, stop: Any, out: Any
+) -> None:
+    """scrapy-redis' scheduler per page: one pop, then per link ``request_seen`` (SADD) and,
+    when new, ``push`` (ZADD) — each a blocking call, as its ``enqueue_request`` makes them."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=60)
+    queue = PriorityQueue(client, _SPIDER, SR_QUEUE)
+    dupefilter = _FpDupeFilter(client, SR_DUPEFILTER)
+    rng = random.Random(name)
+    links, seen_share = args["links"], args["seen"]
+    fresh = pages = roundtrips = 0
+    start.wait()
+    t0 = time.perf_counter()
+    while not stop.is_set():
+        request = queue.pop()
+        roundtrips += 1
+        if request is None:
+            continue
+        pages += 1
+        site = _site_of(request.url)
+        for _ in range(links):
+            if rng.random() < seen_share:
+                u, kind, prio = url_of(site, rng.randrange(PRELOAD_PER_SITE)), "product", 100
+            else:
+                fresh += 1
+                u = url_of(site, 10**9 + args["index"] * 10**8 + fresh)
+                kind, prio = pick_kind(rng)
+            child = request_of(u, kind, prio, request.url)
+            roundtrips += 1
+            if not dupefilter.request_seen(child):
+                queue.push(child)
+                roundtrips += 1
+    out.put({"pages": pages, "roundtrips": roundtrips, "seconds": time.perf_counter() - t0})
+    client.close()
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def _snapshots(target: Any) -> list[dict[str, Any]]:
+    out = []
+    for c in target["clients"]:
+        snap = redis_snapshot(c)
+        stats = c.info("stats")
+        snap["net_in"] = int(stats["total_net_input_bytes"])
+        snap["net_out"] = int(stats["total_net_output_bytes"])
+        out.append(snap)
+    return out
+
+
+def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """*args.nodes* node processes for *args.seconds*; what they did and what Redis spent."""
+    ctx = mp.get_context("fork")
+    start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = []
+    for i in range(args.nodes):
+        params = {**node_args(args), "index": i}
+        p = ctx.Process(
+            target=node_main, args=(target["url"], f"sim-{i}", params, start, stop, out)
+        )
+        p.start()
+        procs.append(p)
+    time.sleep(0.5)  # let the processes connect before the window opens
+    before = _snapshots(target)
+    t0 = time.perf_counter()
+    start.set()
+    time.sleep(args.seconds)
+    stop.set()
+    results = [out.get(timeout=60) for _ in procs]
+    wall = time.perf_counter() - t0
+    after = _snapshots(target)
+    for p in procs:
+        p.join(timeout=30)
+    deltas = [redis_delta(b, a) for b, a in zip(before, after, strict=True)]
+    pages = sum(r["pages"] for r in results) or 1
+    net_in = sum(a["net_in"] - b["net_in"] for b, a in zip(before, after, strict=True))
+    net_out = sum(a["net_out"] - b["net_out"] for b, a in zip(before, after, strict=True))
+    cpu = [d["cpu_s"] for d in deltas]
+    return {
+        "pages": pages,
+        "pages_per_second": round(pages / wall, 1),
+        "redis_cpu_us_per_page": round(sum(cpu) / pages * 1e6, 2),
+        "commands_per_page": round(sum(d["commands"] for d in deltas) / pages, 2),
+        "roundtrips_per_page": round(sum(r["roundtrips"] for r in results) / pages, 4),
+        "priority_inversions": sum(r.get("inversions", 0) for r in results),
+        "shard_calls_per_roundtrip": round(
+            sum(r.get("shard_calls", 0) for r in results)
+            / max(1, sum(r["roundtrips"] for r in results)),
+            2,
+        ),
+        "net_in_bytes_per_page": round(net_in / pages),
+        "net_out_bytes_per_page": round(net_out / pages),
+        "cpu_per_master": cpu,
+    }
+
+
+def _memory(client: Any) -> int:
+    return int(client.info("memory")["used_memory"])
+
+
+def _usage(client: Any, key: str) -> int:
+    return int(client.memory_usage(key, samples=0) or 0)
+
+
+def _load(store: FrontierStore, payloads: Payloads, first: int, n: int, sites: int) -> int:
+    """Push URLs ``first .. first + n - 1`` through ``sync``; returns how many were filtered."""
+    rng = random.Random(first)
+    filtered = 0
+    batch: list[Child] = []
+    for i in range(first, first + n):
+        site = i % sites
+        kind, prio = pick_kind(rng)
+        batch.append(child(payloads, url_of(site, i), kind, prio, url_of(site, 0)))
+        if len(batch) == LOAD_BATCH:
+            filtered += store.sync("loader", children=batch).filtered
+            batch = []
+    if batch:
+        filtered += store.sync("loader", children=batch).filtered
+    return filtered
+
+
+def distcrawl_memory(url: str, n: int, args: dict[str, Any]) -> dict[str, Any]:
+    """Bytes per URL seen and per URL queued, with *n* URLs pushed through ``sync``; with the
+    Bloom dupefilter (sized for *n*), its bytes per URL and the false positives measured on
+    fresh URLs pushed after it."""
+    client = connection.client(url, socket_timeout=600)
+    client.execute_command("FLUSHALL", "SYNC")  # memory freed before the baseline
+    base = _memory(client)
+    store = make_store(client, {**args, "capacity": n})
+    payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
+    t0 = time.perf_counter()
+    _load(store, payloads, 0, n, args["sites"])
+    load_s = time.perf_counter() - t0
+    total = _memory(client) - base
+    shards = store.keys.all_shards()
+    # what a queued request costs: its queue entry and payload (the two keys of each shard
+    # that grow with the queue); the rest of what the load added is the dupefilter
+    queued = sum(_usage(client, s.queue) + _usage(client, s.requests) for s in shards)
+    bloom = sum(_usage(client, s.bloom) for s in shards)
+    seen = total - queued - bloom
+    out: dict[str, Any] = {
+        "urls": n,
+        "shards": store.keys.shards,
+        "load_seconds": round(load_s, 1),
+        "queued_bytes_per_url": round(queued / n, 1),
+        "used_memory_bytes": total,
+    }
+    if args["dupefilter"] == "bloom":
+        probes = max(10_000, n // 20)
+        false_positives = _load(store, payloads, 10**9, probes, args["sites"])
+        out["bloom_bytes_per_url"] = round(bloom / n, 2)
+        out["bloom_false_positive_rate"] = round(false_positives / probes, 5)
+        out["bloom_probes"] = probes
+    else:
+        out["seen_bytes_per_url"] = round(seen / n, 1)
+    client.close()
+    return out
+
+
+def scrapy_redis_memory(url: str, n: int, sites: int) -> dict[str, Any]:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=600)
+    client.execute_command("FLUSHALL", "SYNC")  # memory freed before the baseline
+    base = _memory(client)
+    queue = PriorityQueue(client, _SPIDER, SR_QUEUE)
+    payloads = Payloads(queue._encode_request)
+    rng = random.Random(2)
+    pipe = client.pipeline(transaction=False)
+    for i in range(n):
+        site = i % sites
+        u = url_of(site, i)
+        kind, prio = pick_kind(rng)
+        pipe.sadd(SR_DUPEFILTER, hex_fingerprint(u))
+        pipe.execute_command("ZADD", SR_QUEUE, -prio, payloads.make(u, kind, prio, url_of(site, 0)))
+        if (i + 1) % LOAD_BATCH == 0:
+            pipe.execute()
+    pipe.execute()
+    total = _memory(client) - base
+    seen = _usage(client, SR_DUPEFILTER)
+    client.close()
+    return {
+        "seen_bytes_per_url": round(seen / n, 1),
+        "queued_bytes_per_url": round((total - seen) / n, 1),
+    }
+
+
+def single_target(services: Services) -> dict[str, Any]:
+    import redis
+
+    return {"url": services.redis_url, "clients": [redis.Redis.from_url(services.redis_url)]}
+
+
+def cluster_target(cluster: LocalRedisCluster) -> dict[str, Any]:
+    return {"url": cluster.url, "clients": [m.client() for m in cluster.masters]}
+
+
+def node_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "links": args.links,
+        "seen": args.seen,
+        "lease": args.lease,
+        "shards": args.shards,
+        "dupefilter": args.dupefilter,
+        # the Bloom filter of a load run is sized for what the run pushes
+        "capacity": max(1_000_000, args.urls),
+        "sites": args.sites,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--nodes", type=int, default=2, help="simulated node processes")
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each load run")
+    parser.add_argument("--sites", type=int, default=1000)
+    parser.add_argument("--links", type=int, default=20, help="links pushed per page")
+    parser.add_argument("--seen", type=float, default=0.95, help="share of links already seen")
+    parser.add_argument("--lease", type=int, default=32, help="leases per flush (prefetch)")
+    parser.add_argument("--urls", type=int, default=1_000_000, help="URLs loaded for memory")
+    parser.add_argument("--cluster", type=int, default=0, help="masters of a Redis Cluster run")
+    parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="frontier shards")
+    parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
+    parser.add_argument("--no-baseline", action="store_true", help="skip scrapy-redis")
+    args = parser.parse_args(argv)
+    # a SIGTERM unwinds like Ctrl-C, so every server this run started is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    report: dict[str, Any] = {
+        "nodes": args.nodes,
+        "seconds": args.seconds,
+        "sites": args.sites,
+        "links_per_page": args.links,
+        "seen_share": args.seen,
+        "lease": args.lease,
+        "shards": args.shards,
+        "dupefilter": args.dupefilter,
+    }
+    params = node_args(args)
+    with Services() as services:
+        single = single_target(services)
+        if args.seconds > 0:
+            preload(services.redis_url, args.sites, params)
+            run = run_load(single, distcrawl_node, args)
+            run.pop("cpu_per_master")
+            report.update(run)
+        if args.urls > 0:
+            report.update(distcrawl_memory(services.redis_url, args.urls, params))
+        if not args.no_baseline:
+            single["clients"][0].flushall()
+            if args.seconds > 0:
+                scrapy_redis_preload(services.redis_url, args.sites)
+                base = run_load(single, scrapy_redis_node, args)
+                for key in (
+                    "pages_per_second",
+                    "redis_cpu_us_per_page",
+                    "commands_per_page",
+                    "roundtrips_per_page",
+                ):
+                    report[f"scrapy_redis_{key}"] = base[key]
+            if args.urls > 0:
+                sr = scrapy_redis_memory(services.redis_url, args.urls, args.sites)
+                report.update({f"scrapy_redis_{k}": v for k, v in sr.items()})
+        single["clients"][0].flushall()
+    if args.cluster and args.seconds > 0:
+        cluster = LocalRedisCluster(
+            Path(tempfile.mkdtemp(prefix="distcrawl-bench-cluster-")), masters=args.cluster
+        )
+        cluster.start()
+        try:
+            target = cluster_target(cluster)
+            preload(cluster.url, args.sites, params)
+            run = run_load(target, distcrawl_node, args)
+        finally:
+            cluster.stop()
+        cpu = run["cpu_per_master"]
+        total = sum(cpu) or 1e-9
+        shares = [c / total for c in cpu]
+        overhead = run["redis_cpu_us_per_page"] / report["redis_cpu_us_per_page"]
+        report.update(
+            {
+                "cluster_masters": args.cluster,
+                "cluster_pages_per_second": run["pages_per_second"],
+                "cluster_redis_cpu_us_per_page": run["redis_cpu_us_per_page"],
+                "cluster_commands_per_page": run["commands_per_page"],
+                "cluster_roundtrips_per_page": run["roundtrips_per_page"],
+                "share_per_master": [round(s, 3) for s in shares],
+                "balance_max_over_mean": round(max(shares) / (1 / len(shares)), 3),
+                "cluster_cpu_overhead": round(overhead, 3),
+                "projected_speedup": round(1 / (max(shares) * overhead), 2),
+            }
+        )
+    print_report(report, HEADLINE, as_json=args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""The one place a Redis client is made from ``REDIS_URL``: a single server or a Redis Cluster.
+
+``redis://host:port/0`` (or ``rediss://`` for TLS) names one server. A Redis Cluster is named
+by ``redis+cluster://host:port`` (``rediss+cluster://`` for TLS), with more seed nodes as
+``redis+cluster://h1:p1,h2:p2``, or by a plain ``redis://`` URL together with the setting
+``DISTCRAWL_REDIS_CLUSTER = True`` (env ``DISTCRAWL_REDIS_CLUSTER=1``). A cluster has one
+database only: a path other than ``/`` or ``/0`` is refused with a clear error.
+
+The clients are redis-py's: :class:`redis.Redis` / :class:`redis.cluster.RedisCluster` for
+commands and tools, :mod:`redis.asyncio` ones for a node's I/O on the reactor. On a cluster the
+frontier's script runs with EVALSHA routed by the slot of its key (one slot per call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.cluster import ClusterNode, RedisCluster
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "DEFAULT_REDIS_URL",
+    "RedisTarget",
+    "RedisURLError",
+    "async_client",
+    "client",
+    "is_cluster_client",
+    "is_cluster_url",
+    "parse_redis_url",
+    "settings_url",
+]
+
+#: URL schemes naming a Redis Cluster -> the scheme of one of its nodes
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+#: the URL used when ``REDIS_URL`` is empty and nothing embedded is wanted
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class RedisURLError(ValueError):
+    """``REDIS_URL`` cannot be used as given."""
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """What a ``REDIS_URL`` names: a node URL redis-py understands and, for a cluster, the
+    seed nodes (host, port)."""
+
+    url: str
+    cluster: bool
+    seeds: tuple[tuple[str, int], ...] = ()
+
+
+def parse_redis_url(url: str, *, cluster: bool = False) -> RedisTarget:
+    """Read *url*; *cluster* (the ``DISTCRAWL_REDIS_CLUSTER`` setting) makes a plain URL a
+    cluster's seed node."""
+    url = url or DEFAULT_REDIS_URL
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise RedisURLError(f"REDIS_URL is not a URL: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme in CLUSTER_SCHEMES:
+        scheme, cluster = CLUSTER_SCHEMES[scheme], True
+    elif scheme == "unix" and cluster:
+        raise RedisURLError("a Redis Cluster is reached over TCP, not a unix socket")
+    if not cluster:
+        return RedisTarget(url=url, cluster=False)
+    if parts.path not in ("", "/", "/0"):
+        raise RedisURLError(
+            f"a Redis Cluster has database 0 only, REDIS_URL names {parts.path.lstrip('/')!r}"
+        )
+    userinfo, at, hostlist = parts.netloc.rpartition("@")
+    seeds: list[tuple[str, int]] = []
+    for hostport in hostlist.split(","):
+        host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "")
+        host = host.strip("[]") or "127.0.0.1"
+        try:
+            seeds.append((host, int(port or 6379)))
+        except ValueError:
+            raise RedisURLError(f"bad port in REDIS_URL: {hostport!r}") from None
+    first = f"{seeds[0][0]}:{seeds[0][1]}"
+    node_url = urlunsplit((scheme, f"{userinfo}{at}{first}", "/0", parts.query, ""))
+    return RedisTarget(url=node_url, cluster=True, seeds=tuple(seeds))
+
+
+def settings_url(settings: BaseSettings) -> str:
+    """``REDIS_URL`` as every component should read it: with ``DISTCRAWL_REDIS_CLUSTER`` on, a
+    plain ``redis://`` / ``rediss://`` URL becomes the ``+cluster`` form, so the URL alone says
+    which client to make."""
+    from distcrawl.compat import redis_url_from_settings  # scrapy-redis' REDIS_HOST, ...
+
+    url: str = redis_url_from_settings(settings)[0] or DEFAULT_REDIS_URL
+    if settings.getbool("DISTCRAWL_REDIS_CLUSTER", False):
+        scheme, sep, rest = url.partition("://")
+        if sep and scheme.lower() in ("redis", "rediss"):
+            return f"{scheme}+cluster://{rest}"
+        if sep and scheme.lower() not in CLUSTER_SCHEMES:
+            raise RedisURLError(f"DISTCRAWL_REDIS_CLUSTER is on, REDIS_URL is {scheme}://")
+    return url
+
+
+def client(url: str, **kwargs: Any) -> Any:
+    """A blocking client: :class:`redis.Redis`, or :class:`redis.cluster.RedisCluster`."""
+    target = parse_redis_url(url)
+    if not target.cluster:
+        return redis.Redis.from_url(target.url, **kwargs)
+    kwargs.pop("health_check_interval", None)
+    if len(target.seeds) > 1:
+        kwargs["startup_nodes"] = [
+            ClusterNode(host, port)  # type: ignore[no-untyped-call]
+            for host, port in target.seeds
+        ]
+    return RedisCluster.from_url(target.url, **kwargs)
+
+
+def async_client(url: str, **kwargs: Any) -> Any:
+    """An asyncio client: :class:`redis.asyncio.Redis`, or its ``RedisCluster``."""
+    target = parse_redis_url(url)
+    if not target.cluster:
+        return aioredis.from_url(target.url, **kwargs)
+    kwargs.pop("health_check_interval", None)
+    if len(target.seeds) > 1:
+        kwargs["startup_nodes"] = [AsyncClusterNode(host, port) for host, port in target.seeds]
+    return AsyncRedisCluster.from_url(target.url, **kwargs)
+
+
+def is_cluster_url(url: str) -> bool:
+    return parse_redis_url(url).cluster
+
+
+def is_cluster_client(redis_client: Any) -> bool:
+    return isinstance(redis_client, (RedisCluster, AsyncRedisCluster))

@@ -1,0 +1,305 @@
+"""The records a node exchanges with the frontier script, and the batch format of ``sync``.
+
+A ``sync`` call carries a small JSON header (counts and options, by name) and then flat
+sections of fixed-width records in the header's order; :class:`ShardBatch` writes it and
+``sync`` in ``frontier.lua`` reads it, so neither side counts argument positions by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+__all__ = [
+    "Child",
+    "DeadLetter",
+    "Feedback",
+    "Lease",
+    "Leased",
+    "ShardBatch",
+    "ShardReply",
+    "SiteBudget",
+    "SiteEvent",
+    "priority_of",
+    "text",
+]
+
+_HEX = re.compile(rb"[0-9a-fA-F]+")
+
+#: order scores are -priority * SCORE_SPAN + seq (see the script's header)
+SCORE_SPAN = 1e10
+
+#: seconds a cut of a site's rate takes to wear off completely (``DISTCRAWL_SITE_RECOVERY``)
+DEFAULT_SITE_RECOVERY = 120.0
+
+
+class Child(NamedTuple):
+    """A request for the frontier: fingerprint (binary, b"" = unfiltered), priority,
+    dont_filter, delay in ms (0 = queue now, > 0 = park as a delayed retry), site (host,
+    "" = none), payload (see ``codec.encode``)."""
+
+    fp: bytes | str
+    priority: int
+    dont_filter: bool
+    delay_ms: int
+    site: str
+    payload: str
+
+
+class Lease(NamedTuple):
+    """A request leased to a node: what its ack names."""
+
+    shard: int
+    rid: str
+    site: str
+
+
+class Leased(NamedTuple):
+    """A lease as ``sync`` hands it out: the lease, the payload, its priority, and whether its
+    site's rate token was spent for it (the node sends those first)."""
+
+    lease: Lease
+    payload: bytes
+    priority: int
+    paced: bool
+
+
+class DeadLetter(NamedTuple):
+    """A request given up on: its id (the fingerprint, hex), JSON record, site, and the lease
+    it ends (None: written as is; else only while the node still holds that lease)."""
+
+    id: str
+    record: str
+    site: str = ""
+    lease: Lease | None = None
+
+
+class Feedback(NamedTuple):
+    """How a site answered one node since its last flush: ok, throttled and slow answers."""
+
+    site: str
+    ok: int
+    throttled: int
+    slow: int
+
+
+@dataclass(frozen=True)
+class SiteBudget:
+    """The cluster-wide per-site budget defaults (0 = no limit); see ``admit`` in the script."""
+
+    rate: float = 0.0
+    concurrency: int = 0
+    burst: float = 1.0
+    adaptive_rate: float = 8.0
+    #: seconds an adaptive cut takes to wear off from factor 0 to 1 (linearly, idle or not)
+    recovery: float = DEFAULT_SITE_RECOVERY
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> SiteBudget:
+        """``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``, ``DISTCRAWL_SITE_BURST``,
+        ``DISTCRAWL_ADAPTIVE_RATE``, ``DISTCRAWL_SITE_RECOVERY``."""
+        return cls(
+            rate=settings.getfloat("DISTCRAWL_SITE_RATE", 0.0),
+            concurrency=settings.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
+            burst=max(1.0, settings.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
+            adaptive_rate=settings.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
+            recovery=max(
+                0.001, settings.getfloat("DISTCRAWL_SITE_RECOVERY", DEFAULT_SITE_RECOVERY)
+            ),
+        )
+
+
+class SiteEvent(NamedTuple):
+    """An adaptive cut of a site's shared rate (``cut``: detail ``throttled`` or ``slow``), or
+    a cut worn off (``recovered``: detail the ms since the cut)."""
+
+    site: str
+    kind: str
+    before: float
+    after: float
+    detail: str
+
+
+def raw_text(value: Any) -> Any:
+    """A rid or site from Redis as text, or as the bytes themselves when they are not UTF-8
+    (a hostile entry's rid must still name it exactly when it is acked)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    return str(value)
+
+
+def text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def fingerprint_bytes(fp: bytes | str) -> bytes:
+    """A fingerprint as a digest of 16 bytes or more: a digest as given (binary or hex); any
+    other value (a test's URL, say) is hashed first. b"" stays b"" (unfiltered)."""
+    if isinstance(fp, bytes) and len(fp) in (32, 40, 64) and _HEX.fullmatch(fp):
+        fp = fp.decode("ascii")  # hex as Redis hands it back (a scrapy-redis dupefilter)
+    if isinstance(fp, str):
+        if len(fp) >= 32:
+            try:
+                return bytes.fromhex(fp)
+            except ValueError:
+                pass
+        fp = fp.encode("utf-8", "surrogateescape")
+    if not fp or len(fp) in (16, 20, 32):  # a digest (Scrapy's fingerprints are SHA-1)
+        return fp
+    return hashlib.sha1(fp).digest()
+
+
+def fingerprint_args(fp: bytes | str, *, bloom: bool) -> tuple[Any, Any]:
+    """The ``fp h`` fields of a child (see ``sync`` in the script); ``("", "")`` = unfiltered."""
+    raw = fingerprint_bytes(fp)
+    if not raw:
+        return "", ""
+    if bloom:
+        return raw, ""
+    member = int.from_bytes(raw[:8], "big", signed=True)
+    return str(member), member & 0xFFFFFFFF
+
+
+def payload_site(payload: str) -> str | None:
+    """The site a compact payload's URL names, as the script's ``site_of_payload`` reads it."""
+    if not payload.startswith('{"u":"'):
+        return None
+    end = payload.find('"', 6)
+    if end < 0 or "\\" in payload[6:end]:
+        return None
+    url = payload[6:end]
+    cut = url.find("://")
+    if cut <= 0:
+        return None
+    netloc = url[cut + 3 :]
+    for sep in "/?#":
+        at = netloc.find(sep)
+        if at >= 0:
+            netloc = netloc[:at]
+    netloc = netloc.rpartition("@")[2]
+    if netloc.startswith("["):
+        close = netloc.find("]")
+        return netloc[1:close].lower() if close > 0 else None
+    host, _, port = netloc.rpartition(":")
+    if (host and port.isdigit()) or (host and not port):
+        netloc = host
+    return netloc.lower()
+
+
+def priority_of(score: float) -> int:
+    """The priority an order score was made from."""
+    return -int(score // SCORE_SPAN)
+
+
+@dataclass
+class ShardBatch:
+    """Everything one flush sends to one shard."""
+
+    children: list[Child] = field(default_factory=list)
+    acks: list[Lease] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    feedback: list[Feedback] = field(default_factory=list)
+    lease: int = 0
+    #: call the shard even with nothing to send or lease, to learn its queue
+    read: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.children or self.acks or self.dead or self.feedback or self.lease or self.read
+        )
+
+    def args(self, node: str, options: dict[str, Any], *, bloom: bool = False) -> list[Any]:
+        header = {
+            "c": len(self.children),
+            "a": len(self.acks),
+            "d": len(self.dead),
+            "f": len(self.feedback),
+            "lease": self.lease,
+            **options,
+        }
+        args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
+        for c in self.children:
+            fp, h = fingerprint_args(c.fp, bloom=bloom)
+            # "=": the payload's URL names the site, so the script stores the payload alone
+            site = "=" if c.site and payload_site(c.payload) == c.site else c.site
+            args += [fp, h, c.priority, "d" if c.dont_filter else "", c.delay_ms, site, c.payload]
+        for a in self.acks:
+            args += [a.rid, a.site]
+        for d in self.dead:
+            args += [d.id, d.record, d.site, d.lease.rid if d.lease else ""]
+        for f in self.feedback:
+            args += [f.site, f.ok, f.throttled, f.slow]
+        return args
+
+
+@dataclass(frozen=True)
+class ShardReply:
+    """What ``sync`` answered for one shard."""
+
+    shard: int
+    added: int
+    filtered: int
+    parked: int
+    acked: int
+    stale_acks: int
+    leased: list[Leased]
+    next_due_ms: int
+    queued: int
+    head_priority: int | None
+    at_head: int
+    site_events: list[SiteEvent] = field(default_factory=list)
+
+    @staticmethod
+    def rewound(raw: Any) -> bytes | None:
+        """What the shard holds as this node's mark when the call found its last mark gone
+        (and did nothing), else None."""
+        if isinstance(raw, list) and len(raw) == 2 and raw[0] in (b"rewound", "rewound"):
+            found = raw[1]
+            return found if isinstance(found, bytes) else str(found).encode()
+        return None
+
+    @classmethod
+    def parse(cls, shard: int, raw: list[Any]) -> ShardReply:
+        added, filtered, parked, acked, stale, out, next_due, paced, queued, head, at_head = raw[
+            :11
+        ]
+        flat = [text(v) for v in raw[11]] if len(raw) > 11 else []
+        events = [
+            SiteEvent(flat[i], flat[i + 1], float(flat[i + 2]), float(flat[i + 3]), flat[i + 4])
+            for i in range(0, len(flat) - 4, 5)
+        ]
+        paced_rids = {raw_text(p) for p in paced}
+        leased = []
+        for i in range(0, len(out), 4):
+            rid = raw_text(out[i])
+            payload = out[i + 1]
+            score = float(out[i + 2])
+            leased.append(
+                Leased(
+                    Lease(shard, rid, raw_text(out[i + 3])),
+                    payload if isinstance(payload, bytes) else str(payload).encode(),
+                    priority_of(score),
+                    rid in paced_rids,
+                )
+            )
+        head_text = text(head)
+        return cls(
+            shard=shard,
+            added=int(added),
+            filtered=int(filtered),
+            parked=int(parked),
+            acked=int(acked),
+            stale_acks=int(stale),
+            leased=leased,
+            next_due_ms=int(next_due),
+            queued=int(queued),
+            head_priority=priority_of(float(head_text)) if head_text else None,
+            at_head=int(at_head),
+            site_events=events,
+        )

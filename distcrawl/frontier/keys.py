@@ -1,0 +1,240 @@
+"""The frontier's key names: one control slot and N shards (layout: header of ``frontier.lua``)."""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DEFAULT_SHARDS", "FrontierKeys", "ShardKeys", "default_shards"]
+
+#: shards of a crawl: enough to spread over a Redis Cluster's masters (whole slots move when it
+#: rebalances), few enough that a single Redis needs no tuning and an idle node's refresh of
+#: every shard stays cheap
+DEFAULT_SHARDS = 16
+#: most shards a crawl may have
+MAX_SHARDS = 1024
+
+
+def default_shards() -> int:
+    """``DISTCRAWL_SHARDS`` from the environment, else :data:`DEFAULT_SHARDS`."""
+    raw = os.environ.get("DISTCRAWL_SHARDS", "")
+    return _checked(int(raw)) if raw.strip() else DEFAULT_SHARDS
+
+
+def _checked(n: int) -> int:
+    if not 1 <= n <= MAX_SHARDS:
+        raise ValueError(f"DISTCRAWL_SHARDS must be 1..{MAX_SHARDS}, not {n}")
+    return n
+
+
+@dataclass(frozen=True)
+class ShardKeys:
+    """The keys of one shard; all share the hash tag ``prefix``."""
+
+    index: int
+    prefix: str
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}:{name}"
+
+    @property
+    def queue(self) -> str:
+        return self._key("queue")
+
+    @property
+    def requests(self) -> str:
+        return self._key("req")
+
+    @property
+    def seq(self) -> str:
+        return self._key("seq")
+
+    @property
+    def seen_info(self) -> str:
+        """The exact dupefilter's state: L, split (linear hashing) and n (URLs seen)."""
+        return self._key("seen:info")
+
+    def seen_bucket(self, bucket: int) -> str:
+        """One bucket of the exact dupefilter (a SET of 64-bit integer fingerprints)."""
+        return f"{self.prefix}:seen:{bucket}"
+
+    @property
+    def dupefilter(self) -> str:
+        """The first bucket of the exact dupefilter (all of it while it is small)."""
+        return self.seen_bucket(0)
+
+    @property
+    def bloom(self) -> str:
+        return self._key("bloom")
+
+    @property
+    def delayed(self) -> str:
+        return self._key("delayed")
+
+    @property
+    def delayed_score(self) -> str:
+        return self._key("delayed:score")
+
+    @property
+    def dead(self) -> str:
+        return self._key("dead")
+
+    @property
+    def paused(self) -> str:
+        return self._key("paused")
+
+    @property
+    def waiting(self) -> str:
+        return self._key("waiting")
+
+    def leases(self, node: str) -> str:
+        return f"{self.prefix}:leases:{node}"
+
+    def site(self, site: str) -> str:
+        return f"{self.prefix}:site:{site}"
+
+    def wait(self, site: str) -> str:
+        return f"{self.prefix}:wait:{site}"
+
+
+@dataclass(frozen=True)
+class FrontierKeys:
+    """Every key of one crawl: the control slot ``{spider}`` and ``shards`` shard slots
+    ``{spider:k}`` (with one shard, the shard is the control slot itself)."""
+
+    spider: str
+    start_urls: str
+    shards: int = field(default_factory=default_shards)
+
+    def __post_init__(self) -> None:
+        _checked(self.shards)
+
+    @classmethod
+    def for_spider(cls, spider: str, settings: Any) -> FrontierKeys:
+        """The keys of ``spider``'s crawl; the seed list is ``DISTCRAWL_START_URLS_KEY`` or
+        scrapy-redis' ``REDIS_START_URLS_KEY`` (``%(name)s`` is the spider's name), by default
+        ``<spider>:start_urls``; the number of shards is ``DISTCRAWL_SHARDS``."""
+        start = settings.get("DISTCRAWL_START_URLS_KEY") or settings.get("REDIS_START_URLS_KEY")
+        start = start.replace("%(name)s", spider) if start else f"{spider}:start_urls"
+        shards = settings.getint("DISTCRAWL_SHARDS", 0) or default_shards()
+        return cls(spider=spider, start_urls=start, shards=_checked(shards))
+
+    # -- sharding ---------------------------------------------------------------------------
+
+    def shard_of(self, site: str) -> int:
+        """The shard of a site (host): a hash every node and tool computes alike."""
+        if self.shards == 1 or not site:
+            return 0
+        return zlib.crc32(site.encode("utf-8", "surrogateescape")) % self.shards
+
+    def shard(self, index: int) -> ShardKeys:
+        if self.shards == 1:
+            return ShardKeys(0, self.prefix)
+        return ShardKeys(index, "{" + f"{self.spider}:{index}" + "}")
+
+    def all_shards(self) -> list[ShardKeys]:
+        return [self.shard(i) for i in range(self.shards)]
+
+    def site_keys(self, site: str) -> ShardKeys:
+        return self.shard(self.shard_of(site))
+
+    # -- the control slot ---------------------------------------------------------------------
+
+    @property
+    def prefix(self) -> str:
+        """The control slot's hash tag."""
+        return "{" + self.spider + "}"
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}:{name}"
+
+    @property
+    def nodes(self) -> str:
+        return self._key("nodes")
+
+    @property
+    def rejected(self) -> str:
+        return self._key("rejected")
+
+    @property
+    def paused(self) -> str:
+        return self._key("paused")
+
+    @property
+    def idle(self) -> str:
+        return self._key("idle")
+
+    @property
+    def counters(self) -> str:
+        return self._key("counters")
+
+    @property
+    def recovering(self) -> str:
+        return self._key("recovering")
+
+    @property
+    def wake(self) -> str:
+        """The pub/sub channel on which idle nodes hear that work arrived (data: the shard)."""
+        return self._key("wake")
+
+    def seeding(self, node: str) -> str:
+        return f"{self.prefix}:seeding:{node}"
+
+    def node(self, node: str) -> str:
+        return f"{self.prefix}:node:{node}"
+
+    def patterns(self) -> list[str]:
+        """SCAN patterns matching every key of the crawl (operator tools only: reset, demo)."""
+        if self.shards == 1:
+            return [f"{self.prefix}:*"]
+        return [f"{self.prefix}:*", "{" + self.spider + ":[0-9]*}:*"]
+
+    # -- the one-slot layout's names (one shard only: with several, name the shard) ----------
+
+    def _only_shard(self, name: str) -> ShardKeys:
+        if self.shards != 1:
+            raise RuntimeError(
+                f"FrontierKeys.{name} names the one-slot layout; with {self.shards} shards use "
+                f"shard(k).{name} or all_shards()"
+            )
+        return self.shard(0)
+
+    @property
+    def queue(self) -> str:
+        return self._only_shard("queue").queue
+
+    @property
+    def requests(self) -> str:
+        return self._only_shard("requests").requests
+
+    @property
+    def dupefilter(self) -> str:
+        return self._only_shard("dupefilter").dupefilter
+
+    @property
+    def delayed(self) -> str:
+        return self._only_shard("delayed").delayed
+
+    @property
+    def dead(self) -> str:
+        return self._only_shard("dead").dead
+
+    @property
+    def waiting(self) -> str:
+        return self._only_shard("waiting").waiting
+
+    def leases(self, node: str) -> str:
+        return self._only_shard("leases").leases(node)
+
+    def site(self, site: str) -> str:
+        """The budget of ``site``, in the site's own shard."""
+        return self.site_keys(site).site(site)
+
+    def wait(self, site: str) -> str:
+        return self.site_keys(site).wait(site)
+
+    def all_keys_pattern(self) -> str:
+        """The control slot's keys (with one shard: every key of the crawl)."""
+        return f"{self.prefix}:*"

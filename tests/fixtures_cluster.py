@@ -1,0 +1,36 @@
+"""A real 3-master Redis Cluster on loopback (valkey-server, ``--cluster-enabled yes``), started
+once per test module by :class:`distcrawl.localcluster.LocalRedisCluster` and stopped after it.
+
+- ``redis_cluster``: the running :class:`~distcrawl.localcluster.LocalRedisCluster`
+  (``.masters``, ``.url``, ``.wait_ready()``, per node ``.kill()`` / ``.start()``).
+- ``redis_cluster_url``: its ``redis+cluster://`` URL, every master running and emptied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from distcrawl.localcluster import LocalRedisCluster
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisCluster]:
+    cluster = LocalRedisCluster(tmp_path_factory.mktemp("redis-cluster"), masters=3)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: LocalRedisCluster) -> str:
+    """The URL of the running, empty cluster (a test that stopped a master gets it back)."""
+    for node in redis_cluster.nodes:
+        if not node.running:
+            node.start()
+    redis_cluster.wait_ready()
+    redis_cluster.flushall()
+    return redis_cluster.url
