@@ -287,6 +287,9 @@ def test_bad_change_options_are_refused(shop_factory: ShopFactory) -> None:
         shop_factory(change_interval=1, change_rate=1.5)
     with pytest.raises(ValueError, match="404 or 410"):
         shop_factory(gone_status=500)
+    with pytest.raises(ValueError, match="change epochs ago"):
+        shop_factory(change_interval=1, change_start=0.0)
+    shop_factory(change_interval=1, change_start=0.0, change_cycles=3)  # bounded: fine
     proc = subprocess.run(
         [sys.executable, "-m", "distcrawl.cli", "shop", "--change-rate", "0.2"],
         capture_output=True, text=True, timeout=60, check=False,

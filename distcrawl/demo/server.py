@@ -60,6 +60,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 0
 #: status of the random faults drawn with ``error_rate``
 DEFAULT_ERROR_STATUS = 503
+#: a changing shop refuses to start this many change epochs after its change_start
+MAX_EPOCHS_BEHIND = 100_000
 #: status of a removed product's page (404 is the other choice)
 DEFAULT_GONE_STATUS = 410
 #: seconds announced in the Retry-After header of 429 and 503 answers
@@ -278,6 +280,12 @@ class DemoShop:
             self.catalog, self.config.change_plan(), start=clock() if start is None else start
         )
         self._changing = self.history.plan.active
+        behind = self.history.epoch_at(clock())
+        if behind > MAX_EPOCHS_BEHIND:
+            raise ValueError(
+                f"change_start is {behind} change epochs ago (at most {MAX_EPOCHS_BEHIND}): "
+                "every epoch since would be computed; start later or set change_cycles"
+            )
         self._validators = self.config.validators
         faults = _Faults.from_config(self.config)
         # Faults and the failing set they imply change together, as one tuple, so a request
@@ -978,9 +986,14 @@ def run(args: argparse.Namespace) -> int:
     def _on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
 
+    try:
+        shop = DemoShop(config)
+    except ValueError as exc:
+        print(f"distcrawl shop: {exc}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    shop = DemoShop(config).start()
+    shop.start()
     try:
         print(json.dumps({"url": shop.url, "pid": os.getpid()}), flush=True)
         while not stopping.wait(0.2):
