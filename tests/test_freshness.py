@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import pytest
 from bson.decimal128 import Decimal128
 from pymongo.write_concern import WriteConcern
 
+from distcrawl.demo.change_checks import check_changes
 from distcrawl.demo.server import DemoShop, ShopConfig
 from distcrawl.storage.documents import (
     InvalidItem,
@@ -311,15 +313,15 @@ def _outcome() -> Any:
 # -- end to end: the changing shop, crawled again -------------------------------------------
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
+class SkewedClock:
+    """The shop's clock: real time plus a skew the test sets to jump to a change epoch (the
+    crawl's timestamps stay real, so the check is told the skew)."""
+
+    def __init__(self, skew: float) -> None:
+        self.skew = skew
 
     def __call__(self) -> float:
-        return self.now
-
-
-START = 1_800_000_000.0
+        return time.time() + self.skew
 
 
 def crawl(
@@ -363,13 +365,15 @@ def etag_of(shop: DemoShop, path: str) -> str:
 def test_recrawl_of_a_changing_shop_stores_exactly_its_changes(
     mongo_uri: str, tmp_path: Path
 ) -> None:
-    clock = Clock(START + 1)
+    start = time.time()
+    clock = SkewedClock(-100.0)  # before the first change epoch
     config = ShopConfig(
         products=40,
         change_interval=10.0,
         change_rate=0.25,
         change_remove=3,
-        change_start=START,
+        change_cycles=1,  # one epoch of changes, then the shop stays as it is
+        change_start=start,
         tracking_params=False,
     )
     with DemoShop(config, clock=clock) as shop:
@@ -385,7 +389,7 @@ def test_recrawl_of_a_changing_shop_stores_exactly_its_changes(
         assert all(len(doc["price_history"]) == 1 for doc in docs.values())
         assert database.changes.count_documents({}) == 0
 
-        clock.now = START + 10.5  # epoch 1: a quarter of the products change, 3 are removed
+        clock.skew = start + 10.5 - time.time()  # epoch 1: a quarter change, 3 are removed
         truth = shop.changes()
         changed = {base + c["path"] for c in truth["changes"]}
         removed = {r["url"] for r in truth["removed"]}
@@ -424,6 +428,14 @@ def test_recrawl_of_a_changing_shop_stores_exactly_its_changes(
         assert logged == {
             (base + c["path"], c["field"], c["old"], c["new"]) for c in truth["changes"]
         }
+        checked = check_changes(
+            truth, database.changes.find(), database.products.find(), clock_offset=clock.skew
+        )
+        assert checked["changes_made"] == checked["changes_detected"] == len(truth["changes"])
+        assert (checked["changes_missed"], checked["false_changes"]) == (0, 0)
+        assert (checked["history_false"], checked["gone_false"]) == (0, 0)
+        assert checked["gone_made"] == checked["gone_detected"] == 3
+        assert checked["freshness_lag_s"]["p50"] > 0
 
         # the same pages fetched in full again: nothing changed, so nothing is logged
         third = crawl(tmp_path, "third", plain, mongo_uri)
@@ -496,3 +508,55 @@ def _crawl_main(spec_path: str) -> None:
 
 if __name__ == "__main__":
     _crawl_main(sys.argv[1])
+
+
+def test_check_changes_tells_detected_missed_false_and_gone_apart() -> None:
+    def moment(seconds: float) -> dt.datetime:
+        return dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+    def made(n: int, field: str, old: str, new: str, at: float) -> dict[str, Any]:
+        return {"url": f"http://s/p/{n}", "path": f"/p/{n}", "field": field, "old": old,
+                "new": new, "at": at}  # fmt: skip
+
+    def state(at: float, price: str, availability: str = "InStock") -> dict[str, Any]:
+        return {"at": at, "price": price, "currency": "EUR", "availability": availability}
+
+    def logged(n: int, price: str, seen: float) -> dict[str, Any]:
+        return {"url": f"http://other:1/p/{n}", "field": "price", "new": Decimal128(price),
+                "seen_at": moment(seen)}  # fmt: skip
+
+    def entry(price: str, seen: float) -> dict[str, Any]:
+        return {**state(0, price), "price": Decimal128(price), "seen_at": moment(seen)}
+
+    truth = {
+        "changes": [
+            made(1, "price", "1.00", "2.00", 100.0),
+            made(1, "price", "2.00", "1.00", 200.0),
+            made(2, "availability", "InStock", "OutOfStock", 100.0),
+        ],
+        "removed": [{"url": "http://s/p/3", "path": "/p/3", "at": 100.0}],
+        "products": {
+            "/p/1": {"timeline": [state(0, "1.00"), state(100, "2.00"), state(200, "1.00")]},
+            "/p/2": {"timeline": [state(0, "5.00"), state(100, "5.00", "OutOfStock")]},
+            "/p/3": {"timeline": [state(0, "7.00")]},
+            "/p/4": {"timeline": [state(0, "8.00")]},
+        },
+    }
+    changes = [logged(1, "2", 104), logged(1, "1.0", 210), logged(4, "9", 150)]
+    products = [
+        {"url": "http://other:1/p/1", "price_history": [entry("1.00", 50), entry("3.00", 150)]},
+        {"url": "http://other:1/p/3", "gone_at": moment(130)},
+        {"url": "http://other:1/p/4", "gone_at": moment(130)},
+    ]
+    checked = check_changes(truth, changes, products)
+    assert checked["changes_made"] == 3
+    assert checked["changes_detected"] == 2
+    assert checked["changes_missed"] == 1  # p/2's availability was never recorded
+    assert checked["missed_sample"][0]["url"] == "http://s/p/2"
+    assert checked["false_changes"] == 1  # p/4's price never changed
+    assert checked["history_false"] == 1  # p/1 never cost 3.00
+    assert checked["freshness_lag_s"] == {"p50": 4.0, "p95": 10.0, "max": 10.0}
+    assert (checked["gone_made"], checked["gone_detected"], checked["gone_false"]) == (1, 1, 1)
+    # a store whose clock runs 100 s behind the shop's: told so, the same answer
+    late = [{**c, "seen_at": moment(c["seen_at"].timestamp() - 100)} for c in changes]
+    assert check_changes(truth, late, [], clock_offset=100)["changes_detected"] == 2
