@@ -159,15 +159,15 @@ class RevisitPolicy:
     @property
     def forget_ms(self) -> int:
         """The forgetting dupefilter's generation (ms): a URL is new again 1 to 2 of them after
-        it was last recorded; by default the longest a revisit waits, so a URL is never
-        forgotten while its revisits come."""
+        it was last recorded; by default twice the longest a revisit waits, so a URL is not
+        forgotten while its revisits come, even when they run up to that long late."""
         if self.forget > 0:
             return int(self.forget * 1000)
         longest = max(
             [*self.intervals.values(), *(s for _, k in self.sites for s in k.values())],
             default=3600.0,
         )
-        return int(longest * self.max_backoff * 1000)
+        return int(2 * longest * self.max_backoff * 1000)
 
     def base_interval(self, url: str, kind: str) -> float | None:
         """Seconds between visits of a page of ``kind`` at ``url`` (None: not revisited)."""

@@ -252,7 +252,8 @@ class FrontierScheduler(BaseScheduler):
         # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
         # the URL when a page links back to it
         fp = self.crawler.request_fingerprinter.fingerprint(request)[:16]
-        if not request.dont_filter:
+        if not request.dont_filter and self.revisit is None:
+            # (in revisit mode the shared dupefilter forgets: only it can tell)
             known = fp.hex()
             if known in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
