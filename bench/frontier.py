@@ -16,6 +16,12 @@ URLs, bulk-loaded through the real push path in large batches.
     .venv/bin/python bench/frontier.py --json
     .venv/bin/python bench/frontier.py --cluster 3 --json
     .venv/bin/python bench/frontier.py --urls 4000000 --seconds 0 --json   # memory only
+
+With ``--revisit`` the frontier runs in revisit mode (DISTCRAWL_REVISIT): the dupefilter
+forgets (generations of ``--forget`` seconds), every ack schedules its page again after
+``--revisit-interval`` seconds with a payload carrying an ETag, a Last-Modified date and a
+content hash, and the memory run also leases every loaded URL once and schedules it again:
+``revisit_bytes_per_url`` is what a scheduled page costs (its due entry and its payload).
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from scrapy_redis.queue import PriorityQueue
 from distcrawl import connection
 from distcrawl.frontier import codec
 from distcrawl.frontier.keys import DEFAULT_SHARDS
-from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore
+from distcrawl.frontier.revisit import revisit_payload
+from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore, Revisit
 from distcrawl.localcluster import LocalRedisCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,6 +72,7 @@ HEADLINE = (
     "seen_bytes_per_url",
     "queued_bytes_per_url",
     "priority_inversions",
+    "revisit_bytes_per_url",
     "scrapy_redis_pages_per_second",
     "scrapy_redis_redis_cpu_us_per_page",
 )
@@ -158,7 +166,23 @@ def _site_of(url: str) -> int:
 def make_store(client: Any, args: dict[str, Any]) -> FrontierStore:
     keys = FrontierKeys(SPIDER, START_KEY, shards=args["shards"])
     dupefilter = Dupefilter(kind=args["dupefilter"], capacity=args["capacity"])
-    return FrontierStore(client, keys, dupefilter=dupefilter)
+    forget = args.get("forget_ms") if args.get("revisit_ms") else None
+    return FrontierStore(client, keys, dupefilter=dupefilter, forget_ms=forget)
+
+
+#: the revisit state a page's next visit carries (sizes as a real shop's validators)
+REVISIT_STATE = {
+    "e": '"5f3a9c1e27b4"',
+    "l": "Tue, 01 Dec 2026 10:00:00 GMT",
+    "h": "9c1e27b45f3a0d11",
+}
+
+
+def revisit_of(leased: Any, interval_ms: int, url: str) -> Revisit:
+    """The ack of a leased page as revisit mode sends it."""
+    return Revisit(
+        leased.lease, interval_ms, revisit_payload(leased.payload, REVISIT_STATE), fingerprint(url)
+    )
 
 
 def child(payloads: Payloads, u: str, kind: str, prio: int, referer: str) -> Child:
@@ -193,20 +217,25 @@ def distcrawl_node(
     fresh = 0
     children: list[Child] = []
     acks: list[Any] = []
+    revisits: list[Revisit] = []
+    revisit_ms = int(args.get("revisit_ms") or 0)
     pages = roundtrips = inversions = shard_calls = 0
     store.heartbeat(name, "{}")
     start.wait()
     t0 = last_beat = time.perf_counter()
     while not stop.is_set():
-        reply = store.sync(name, children=children, acks=acks, lease=lease_n)
+        reply = store.sync(name, children=children, acks=acks, lease=lease_n, revisits=revisits)
         roundtrips += 1
         shard_calls += reply.shards_called
         inversions += reply.priority_inversions
-        children, acks = [], []
+        children, acks, revisits = [], [], []
         for leased in reply.leased:
-            acks.append(leased.lease)
             data = json.loads(leased.payload)
             page_url = data.get("u") or data["url"]  # compact or long form
+            if revisit_ms:
+                revisits.append(revisit_of(leased, revisit_ms, page_url))
+            else:
+                acks.append(leased.lease)
             site = _site_of(page_url)
             for _ in range(links):
                 if rng.random() < seen_share:
@@ -222,8 +251,8 @@ def distcrawl_node(
             store.heartbeat(name, "{}")
             roundtrips += 1
             last_beat = time.perf_counter()
-    if acks:
-        store.sync(name, children=children, acks=acks)
+    if acks or revisits:
+        store.sync(name, children=children, acks=acks, revisits=revisits)
         roundtrips += 1
     out.put(
         {
@@ -427,8 +456,32 @@ def distcrawl_memory(url: str, n: int, args: dict[str, Any]) -> dict[str, Any]:
         out["bloom_probes"] = probes
     else:
         out["seen_bytes_per_url"] = round(seen / n, 1)
+    if args.get("revisit_ms"):
+        out.update(_revisit_pass(client, store, n))
     client.close()
     return out
+
+
+def _revisit_pass(client: Any, store: FrontierStore, n: int) -> dict[str, Any]:
+    """Lease every queued URL once and schedule it again: what a scheduled page costs, and
+    the dupefilter after every URL was recorded again by its revisit."""
+    t0 = time.perf_counter()
+    scheduled = 0
+    pending: list[Revisit] = []
+    while True:
+        reply = store.sync("loader", revisits=pending, lease=LOAD_BATCH)
+        scheduled += reply.revisited
+        pending = [revisit_of(x, 6 * 3600 * 1000, json.loads(x.payload)["u"]) for x in reply.leased]
+        if not pending and not store.drained()[0]:
+            break
+    shards = store.keys.all_shards()
+    revisit = sum(_usage(client, s.revisit) + _usage(client, s.requests) for s in shards)
+    return {
+        "revisit_scheduled": scheduled,
+        "revisit_pass_seconds": round(time.perf_counter() - t0, 1),
+        "revisit_bytes_per_url": round(revisit / max(1, scheduled), 1),
+        "seen_bytes_per_url_after_revisits": round(int(store.dupefilter_bytes()) / n, 1),
+    }
 
 
 def scrapy_redis_memory(url: str, n: int, sites: int) -> dict[str, Any]:
@@ -479,6 +532,8 @@ def node_args(args: argparse.Namespace) -> dict[str, Any]:
         # the Bloom filter of a load run is sized for what the run pushes
         "capacity": max(1_000_000, args.urls),
         "sites": args.sites,
+        "revisit_ms": int(args.revisit_interval * 1000) if args.revisit else 0,
+        "forget_ms": int(args.forget * 1000),
     }
 
 
@@ -496,6 +551,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="frontier shards")
     parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
     parser.add_argument("--no-baseline", action="store_true", help="skip scrapy-redis")
+    parser.add_argument("--revisit", action="store_true", help="revisit mode (see above)")
+    parser.add_argument(
+        "--revisit-interval", type=float, default=5.0, help="seconds before a page comes back"
+    )
+    parser.add_argument(
+        "--forget", type=float, default=2 * 6 * 3600 * 4.0, help="dupefilter generation, s"
+    )
     args = parser.parse_args(argv)
     # a SIGTERM unwinds like Ctrl-C, so every server this run started is stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -509,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         "lease": args.lease,
         "shards": args.shards,
         "dupefilter": args.dupefilter,
+        "revisit": args.revisit,
     }
     params = node_args(args)
     with Services() as services:
