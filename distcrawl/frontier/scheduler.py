@@ -708,6 +708,7 @@ class FrontierScheduler(BaseScheduler):
             self._ready = deque(r for r in self._ready if r not in dropped)
             for request in gone:
                 self._leased.pop(request, None)
+                self._payloads.pop(request, None)  # [revisit]
             self.stats.inc_value("frontier/leases/lost", len(gone))
             logger.warning(
                 "Node %s dropped %d prefetched requests whose leases it no longer holds",
