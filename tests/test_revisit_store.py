@@ -232,3 +232,15 @@ def test_revisit_entry_is_compact(redis_url: str) -> None:
     [member] = store.client.zrange(keys.revisit, 0, -1)
     assert member == f"0:{a.lease.rid}".encode()
     assert Lease(0, a.lease.rid, "s.test") == a.lease
+
+
+def test_without_revisit_mode_no_revisit_key_is_written(redis_url: str) -> None:
+    store = make_store(redis_url, 1, forget_ms=None)
+    store.sync("n1", children=[child("a"), child("b")])
+    leased = store.sync("n1", lease=10).leased
+    store.sync("n1", acks=[x.lease for x in leased], children=[child("a"), child("c")])
+    keys = store.keys.shard(0)
+    names = {k.decode() for k in store.client.scan_iter(match=f"{keys.prefix}:*")}
+    assert not {n for n in names if ":revisit" in n or ":seen:g" in n}
+    assert keys.dupefilter in names and store.seen() == 3
+    assert store.revisit_status()["scheduled"] == 0
