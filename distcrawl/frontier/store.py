@@ -346,7 +346,13 @@ class FrontierStore:
         for f in feedback:
             batch(keys.shard_of(f.site)).feedback.append(f)
         if lease > 0:
-            for shard, n in self.views.plan(lease, set(batches)).items():
+            # the best priority each shard gets from this flush's children counts as its head
+            pushing: dict[int, tuple[int, int]] = {}
+            for shard, b in batches.items():
+                if b.children:
+                    best = max(c.priority for c in b.children)
+                    pushing[shard] = (best, sum(1 for c in b.children if c.priority == best))
+            for shard, n in self.views.plan(lease, set(batches), pushing).items():
                 b = batch(shard)
                 b.lease, b.read = n, True
         options: dict[str, Any] = {

@@ -1,14 +1,17 @@
 """What one node knows of each shard, and which shards its next lease reads.
 
 Each ``sync`` reply tells the length and best priority of the shard's queue after the call.
-A node leases from the shards whose best priority is the highest it knows (shared evenly
-among shards that tie), and looks again at every other shard at least once per ``refresh``
+A node leases from the shards whose best priority is the highest it knows, counting the
+children it is about to push there (among shards that tie, at least ``lease_chunk`` requests
+from each, the least recently leased from first: a script call has a fixed cost, so a flush
+should call a few shards rather than every one), and looks again at every other shard at least once per ``refresh``
 seconds, or at once when the wake channel says work arrived there.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -16,7 +19,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from distcrawl.frontier.batch import ShardReply
 
-__all__ = ["ShardView", "ShardViews"]
+__all__ = ["DEFAULT_LEASE_CHUNK", "ShardView", "ShardViews"]
+
+#: fewest requests one lease asks a shard for while the shards that tie hold that many
+DEFAULT_LEASE_CHUNK = 8
 
 
 @dataclass
@@ -27,13 +33,20 @@ class ShardView:
     due_at: float | None = None  # monotonic time a parked retry or a waiting site falls due
     seen_at: float | None = None  # monotonic time of the last reply; None = never read
     poked: bool = False  # the wake channel said work arrived
+    leased_round: int = 0  # the plan that last leased from this shard (0 = none yet)
+    salt: float = 0.0  # orders the shards never leased from differently on every node
 
 
 class ShardViews:
-    def __init__(self, shards: int, *, refresh: float = 5.0) -> None:
+    def __init__(
+        self, shards: int, *, refresh: float = 5.0, lease_chunk: int = DEFAULT_LEASE_CHUNK
+    ) -> None:
         self.shards = shards
         self.refresh = refresh
-        self._views = [ShardView() for _ in range(shards)]
+        self.lease_chunk = max(1, lease_chunk)
+        rng = random.Random()
+        self._views = [ShardView(salt=rng.random()) for _ in range(shards)]
+        self._round = 0
 
     def __getitem__(self, shard: int) -> ShardView:
         return self._views[shard]
@@ -60,22 +73,37 @@ class ShardViews:
             return -1
         return max(0, math.ceil((min(dues) - time.monotonic()) * 1000))
 
-    def plan(self, lease: int, writing: set[int]) -> dict[int, int]:
+    def plan(
+        self, lease: int, writing: set[int], pushing: dict[int, tuple[int, int]] | None = None
+    ) -> dict[int, int]:
         """How many requests to ask each shard for (0 = read it only, to refresh the view).
 
-        The whole ``lease`` goes to the shards of the best known priority; shards never read,
-        poked, or not read for ``refresh`` seconds are read too and share what is left.
+        The whole ``lease`` goes to the shards of the best known priority, ``pushing`` (shard:
+        best priority of the children this flush pushes there, how many have it) included;
+        shards never read, poked, or not read for ``refresh`` seconds are read too and share
+        what is left.
         """
         if self.shards == 1:
             return {0: lease}
+        self._round += 1
+        pushing = pushing or {}
         now = time.monotonic()
         working: list[tuple[int, int]] = []  # (priority, shard)
+        heads: dict[int, tuple[int, int, int]] = {}  # shard: (priority, at head, queued)
         unknown: list[tuple[bool, float, int]] = []  # (not poked, last seen, shard)
         for i, v in enumerate(self._views):
             due = v.due_at is not None and v.due_at <= now
-            if v.queued > 0 or due:
-                prio = v.head_priority if v.head_priority is not None else -(10**9)
-                working.append((prio, i))
+            prio, at_head, queued = v.head_priority, v.at_head, v.queued
+            if i in pushing:
+                p, n = pushing[i]
+                if prio is None or queued <= 0 or p > prio:
+                    prio, at_head = p, n
+                elif p == prio:
+                    at_head += n
+                queued += n
+            heads[i] = (prio if prio is not None else -(10**9), at_head, queued)
+            if queued > 0 or due:
+                working.append((heads[i][0], i))
             elif v.seen_at is None or v.poked or now - v.seen_at >= self.refresh or i in writing:
                 unknown.append((not v.poked, v.seen_at if v.seen_at is not None else -1.0, i))
         plan: dict[int, int] = {}
@@ -84,12 +112,10 @@ class ShardViews:
         # each shard (of lower priority than its head), in the order of their heads
         tiers: list[tuple[int, int, int]] = []  # (priority, shard, how many)
         for prio, shard in working:
-            v = self._views[shard]
-            head = min(v.at_head, v.queued) if v.queued > 0 else 0
+            _, at_head, queued = heads[shard]
+            head = min(at_head, queued) if queued > 0 else 0
             tiers.append((prio, shard, max(1, head)))
-        rest = [
-            (prio, s, self._views[s].queued - max(1, self._views[s].at_head)) for prio, s in working
-        ]
+        rest = [(prio, s, heads[s][2] - max(1, heads[s][1])) for prio, s in working]
         for group in (tiers, [t for t in rest if t[2] > 0]):
             group.sort(key=lambda t: -t[0])
             j = 0
@@ -97,13 +123,16 @@ class ShardViews:
                 prio = group[j][0]
                 tied = [t for t in group[j:] if t[0] == prio]
                 j += len(tied)
-                # shared evenly among the tied shards, none given more than it holds
-                tied.sort(key=lambda t: t[2])
+                # shared among the tied shards, the least recently leased from first, at
+                # least lease_chunk each, none given more than it holds
+                tied.sort(key=lambda t: (self._views[t[1]].leased_round, self._views[t[1]].salt))
                 for k, (_, s, n) in enumerate(tied):
-                    each = math.ceil(left / (len(tied) - k))
+                    each = max(self.lease_chunk, math.ceil(left / (len(tied) - k)))
                     take = min(left, each, n)
-                    plan[s] = plan.get(s, 0) + take
-                    left -= take
+                    if take > 0:
+                        plan[s] = plan.get(s, 0) + take
+                        self._views[s].leased_round = self._round
+                        left -= take
         unknown.sort()
         for k, (_, _, s) in enumerate(unknown):
             # what is left is shared among the shards to look at; the rest are read only
