@@ -782,6 +782,10 @@ if cmd == 'sync' then
     qlen = qlen + joined
   end
   local lease_n = tonumber(h['lease']) or 0
+  -- then up to `extra` more, only of a higher priority than `above` (the worst the node
+  -- leases elsewhere in this flush: a shard's second best is unknown to it until now)
+  local above, extra = tonumber(h['above']), tonumber(h['extra']) or 0
+  if not above or qlen == 0 then extra = 0 end
   local def_rate, def_conc = tonumber(h['rate']) or 0, tonumber(h['conc']) or 0
   local burst, adaptive_rate = tonumber(h['burst']) or 1, tonumber(h['adaptive']) or 8
   local out, paced, held_new = {}, {}, {}
@@ -794,10 +798,10 @@ if cmd == 'sync' then
     out[#out + 1] = score
     out[#out + 1] = site
   end
-  if lease_n > 0 and h['paused'] ~= 1 and not has_paused then
+  if (lease_n > 0 or extra > 0) and h['paused'] ~= 1 and not has_paused then
     -- first the sites whose wait is over, oldest wait first
     local due = {}
-    if has_waiting then
+    if has_waiting and lease_n > 0 then
       due = redis.call('ZRANGEBYSCORE', P .. ':waiting', '-inf', now, 'LIMIT', 0, 64)
     end
     for _, site in ipairs(due) do
@@ -836,18 +840,13 @@ if cmd == 'sync' then
     local live = math.max(1, tonumber(h['live']) or 1)
     local share = math.max(1, math.ceil(qlen / live))
     local want = math.min(lease_n, #out / 4 + share)
-    local looked = 0
-    while #out < 4 * want and looked < 4 * lease_n do
-      local popped = redis.call('ZPOPMIN', queue, want - #out / 4)
-      if #popped == 0 then break end
+    local function take(popped)
       qlen = qlen - #popped / 2
       local rids = {}
       for j = 1, #popped, 2 do rids[#rids + 1] = popped[j] end
       local values = redis.call('HMGET', P .. ':req', unpack(rids))
-      local gone = {}
       for j, rid in ipairs(rids) do
         local score = popped[2 * j]
-        looked = looked + 1
         local value = values[j]
         if value then
           local site, payload = split_req(value)
@@ -863,6 +862,28 @@ if cmd == 'sync' then
             redis.call('ZADD', P .. ':waiting', 'NX', again, site)
           end
         end
+      end
+      return #rids
+    end
+    local looked = 0
+    while #out < 4 * want and looked < 4 * lease_n do
+      local popped = redis.call('ZPOPMIN', queue, want - #out / 4)
+      if #popped == 0 then break end
+      looked = looked + take(popped)
+    end
+    if extra > 0 then
+      -- priority > above: an order score below -above * 1e10 (seq < 1e10)
+      local bound = '(' .. string.format('%.17g', -above * 1e10)
+      local goal = #out / 4 + math.min(extra, share)
+      looked = 0
+      while #out < 4 * goal and looked < 4 * extra do
+        local popped = redis.call('ZRANGE', queue, '-inf', bound, 'BYSCORE', 'LIMIT', 0,
+          goal - #out / 4, 'WITHSCORES')
+        if #popped == 0 then break end
+        local gone = {}
+        for j = 1, #popped, 2 do gone[#gone + 1] = popped[j] end
+        redis.call('ZREM', queue, unpack(gone))
+        looked = looked + take(popped)
       end
     end
   end

@@ -67,6 +67,15 @@ class ShardViews:
             if shard is None or i == shard:
                 view.poked = True
 
+    def head(self, shard: int, pushing: dict[int, tuple[int, int]] | None = None) -> int | None:
+        """The best priority ``shard`` holds as far as this node knows, with what it pushes."""
+        v = self._views[shard]
+        prio = v.head_priority if v.queued > 0 else None
+        pushed = (pushing or {}).get(shard)
+        if pushed is not None and (prio is None or pushed[0] > prio):
+            return pushed[0]
+        return prio
+
     def next_due_ms(self) -> int:
         dues = [v.due_at for v in self._views if v.due_at is not None]
         if not dues:
@@ -123,16 +132,27 @@ class ShardViews:
                 prio = group[j][0]
                 tied = [t for t in group[j:] if t[0] == prio]
                 j += len(tied)
-                # shared among the tied shards, the least recently leased from first, at
-                # least lease_chunk each, none given more than it holds
+                # shared among the tied shards, at least lease_chunk each, none given more
+                # than it holds: first the one least recently leased from among those this
+                # flush does not call anyway (so every shard gets its turn), then those it
+                # calls anyway (no extra call), then the others in turn
                 tied.sort(key=lambda t: (self._views[t[1]].leased_round, self._views[t[1]].salt))
-                for k, (_, s, n) in enumerate(tied):
-                    each = max(self.lease_chunk, math.ceil(left / (len(tied) - k)))
-                    take = min(left, each, n)
-                    if take > 0:
-                        plan[s] = plan.get(s, 0) + take
-                        self._views[s].leased_round = self._round
-                        left -= take
+                others = [t for t in tied if t[1] not in writing]
+                tied = others[:1] + [t for t in tied if t[1] in writing] + others[1:]
+                room = {s: n for _, s, n in tied}
+                while left > 0:
+                    # again while some hold more: what one could not give goes to the others
+                    active = [s for _, s, _ in tied if room[s] > 0]
+                    if not active:
+                        break
+                    for k, s in enumerate(active):
+                        each = max(self.lease_chunk, math.ceil(left / (len(active) - k)))
+                        take = min(left, each, room[s])
+                        if take > 0:
+                            plan[s] = plan.get(s, 0) + take
+                            room[s] -= take
+                            left -= take
+                            self._views[s].leased_round = self._round
         unknown.sort()
         for k, (_, _, s) in enumerate(unknown):
             # what is left is shared among the shards to look at; the rest are read only
