@@ -52,7 +52,8 @@ Shard slot (per shard)
                            integers (compact intsets), bucket b by linear hashing (see seen_add)
   Q:seen:info        HASH  L, split (the buckets' linear-hashing state), n (fingerprints seen)
   Q:bloom            STRING Bloom filter bits (DISTCRAWL_DUPEFILTER=bloom): k bits per URL at
-                           (h1 + j * h2) mod m, h1 and h2 the first 8 bytes of the fingerprint
+                           (h1 + j * h2) mod m, h1 and h2 the first 8 bytes of the fingerprint;
+                           created at its full size (m / 8 bytes) by its first write
   Q:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
                            A request lives in exactly one of queue / wait / delayed / a leases set
   Q:delayed          ZSET  rid -> due time (ms, server clock): parked retries
@@ -528,6 +529,11 @@ local function dupefilter(fps, hs, bloom)
       elseif fp ~= '' then
         fresh[idx] = true
       end
+    end
+    if #sets > 0 and redis.call('EXISTS', key) == 0 then
+      -- created at its full size once: a string grown by BITFIELD at rising offsets is
+      -- over-allocated (up to twice its length)
+      redis.call('SETRANGE', key, math.ceil(m / 8) - 1, '\0')
     end
     i = 1
     while i <= #sets do
