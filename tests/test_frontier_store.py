@@ -470,7 +470,7 @@ def test_a_flush_leases_from_a_few_shards_and_every_shard_gets_its_turn(
         r = store.sync("n1", acks=acks, lease=32)
         assert len(r.leased) >= 32
         shards = {leased.lease.shard for leased in r.leased}
-        # at least 8 from each shard while the shards hold that many: a few calls, not 16
+        # a chunk from each shard while the shards hold that many: a few calls, not 16
         assert len(shards) <= 5
         assert r.priority_inversions == 0
         touched |= shards

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_LEASE_CHUNK", "ShardView", "ShardViews"]
 
 #: fewest requests one lease asks a shard for while the shards that tie hold that many
-DEFAULT_LEASE_CHUNK = 8
+DEFAULT_LEASE_CHUNK = 16
 
 
 @dataclass
