@@ -427,7 +427,8 @@ def test_exact_dupefilter_checks_a_batch_by_bucket_and_keeps_duplicates_out(
 ) -> None:
     # enough URLs that the buckets split, then a batch of seen, new and repeated ones
     n = 3000
-    first = store.sync("n1", children=[Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(n)])
+    kids = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(n)]
+    first = store.sync("n1", children=kids)
     assert first.added == n
     mixed = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(n - 50, n + 50)]
     mixed += mixed[-10:]  # new ones twice in the same batch
@@ -487,7 +488,8 @@ def test_a_shard_called_for_other_work_hands_out_what_beats_the_worst_leased(
     store.sync("n1", lease=1)  # every shard read: all hold priority 100 at their heads
     # another node pushes a category page into a shard where this node knows only products
     other = names[0]
-    FrontierStore(store.client, store.keys).sync("n2", children=[child(f"{other}/c", 300, site=other)])
+    helper = FrontierStore(store.client, store.keys)
+    helper.sync("n2", children=[child(f"{other}/c", 300, site=other)])
     # this node's next flush pushes a product there (so calls that shard anyway) and leases 8,
     # all from another shard (one shard takes its turn with at least 8)
     r = store.sync("n1", children=[child(f"{other}/p-new", 100, site=other)], lease=8)
@@ -516,7 +518,8 @@ def test_the_bloom_filter_is_made_at_its_full_size_and_keeps_its_error_rate(
     assert client.strlen(bloom) == (m + 7) // 8
     size = client.memory_usage(bloom, samples=0)
     for start in range(1, n, 2000):
-        kids = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(start, min(n, start + 2000))]
+        ids = range(start, min(n, start + 2000))
+        kids = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in ids]
         store.sync("n1", children=kids)
     assert client.memory_usage(bloom, samples=0) == size
     assert size / n <= 1.2 * (-math.log(rate) / math.log(2) ** 2 / 8)  # ~the theoretical bytes

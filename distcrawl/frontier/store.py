@@ -362,8 +362,8 @@ class FrontierStore:
             # than the worst this flush leases (what lies behind a shard's head, or what other
             # nodes pushed since this node looked, is unknown here): no call is added for it
             heads = {s: self.views.head(s, pushing) for s in batches}
-            worst = min((heads[s] for s, n in plan.items() if n > 0 and heads[s] is not None),
-                        default=None)
+            known = [heads[s] for s, n in plan.items() if n > 0]
+            worst = min((p for p in known if p is not None), default=None)
             if worst is not None:
                 for shard, b in batches.items():
                     head = heads[shard]

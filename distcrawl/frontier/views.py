@@ -2,10 +2,11 @@
 
 Each ``sync`` reply tells the length and best priority of the shard's queue after the call.
 A node leases from the shards whose best priority is the highest it knows, counting the
-children it is about to push there (among shards that tie, at least ``lease_chunk`` requests
-from each, the least recently leased from first: a script call has a fixed cost, so a flush
-should call a few shards rather than every one), and looks again at every other shard at least once per ``refresh``
-seconds, or at once when the wake channel says work arrived there.
+children it is about to push there. Among shards that tie it takes at least ``lease_chunk``
+requests from each, from the shards the flush calls anyway first and one other in turn (a
+script call has a fixed cost, so a flush should call a few shards, not every one). It looks
+again at every other shard at least once per ``refresh`` seconds, or at once when the wake
+channel says work arrived there.
 """
 
 from __future__ import annotations
