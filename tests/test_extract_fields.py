@@ -141,3 +141,27 @@ def test_an_amount_after_a_currency_sign_in_the_text_before_it_is_a_price() -> N
         "<a class='buy-btn' href='javascript:buy()'>Buy</a>"
     )
     assert product["price"] == Decimal("99")
+
+
+def test_an_itemprop_name_in_the_head_is_not_the_heading() -> None:
+    analysis = analyze(
+        url=URL,
+        body=(
+            b"<html><head><meta itemprop='name' content='Best goose floss in town, since 1950'>"
+            b"</head><body><h1>Goose floss, 250 g</h1><span class='price'>$294</span>"
+            b"<button class='add-to-cart'>Add to cart</button></body></html>"
+        ),
+    )
+    assert analysis.product is not None
+    assert analysis.product["name"] == "Goose floss, 250 g"
+
+
+def test_a_bracketed_label_and_code_in_a_table_cell_give_the_sku() -> None:
+    product = _product(
+        "<table><tr><td><img src='/goose.jpg'></td></tr>"
+        "<tr><td>\u3008\u5546\u54c1\u7de8\u865f\uff1aM67296549\u3009</td></tr></table>"
+        "<h1>Goose floss</h1><span class='price'>$294</span>"
+        "<button class='add-to-cart'>Add to cart</button>",
+        url="https://shop.example/goods/M67296549.htm",
+    )
+    assert product["sku"] == "M67296549"

@@ -197,7 +197,12 @@ def heuristic_product(
     fields = result.fields
     heading = None
     if signals or "name" in wanted:
-        prop = _first(root, "//@itemprop[.='name']/parent::*[not(ancestor::*[@itemscope])]", cards)
+        # an itemprop=name in the <head> is the page's text for sharing, not its heading
+        prop = _first(
+            root,
+            "//@itemprop[.='name']/parent::*[not(ancestor::*[@itemscope] or ancestor::head)]",
+            cards,
+        )
         heading = prop if prop is not None else _main_heading(root, cards)
         if heading is not None:
             name = _value(heading)
