@@ -228,3 +228,20 @@ def test_every_field_analyze_fills_is_a_product_field() -> None:
     from distcrawl.items import Product
 
     assert set(PRODUCT_FIELDS) <= set(Product.fields)
+
+
+def test_offer_links_in_one_row_of_a_layout_table_do_not_make_a_listing() -> None:
+    offers = "".join(
+        f"<div><a href='https://promo.shop.example.com/event{i}/index.htm'>Offer {i}</a></div>"
+        for i in range(4)
+    )
+    body = (
+        "<table><tr><td><h1>Goose floss, 250 g</h1></td></tr>"
+        "<tr><td>Special price <span>294</span> 元</td></tr></table>"
+        "<table><tr><td>Offers</td>"
+        f"<td>Spend $590 and get a gift {offers}</td></tr></table>"
+    )
+    analysis = analyze(url=URL, body=body.encode())
+    assert analysis.kind == "product"
+    assert analysis.product is not None
+    assert str(analysis.product["price"]) == "294"
