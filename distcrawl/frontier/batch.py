@@ -219,6 +219,10 @@ class ShardBatch:
     feedback: list[Feedback] = field(default_factory=list)
     revisits: list[Revisit] = field(default_factory=list)
     lease: int = 0
+    #: then up to ``extra`` more, only of a priority higher than ``above`` (the worst this
+    #: flush leases elsewhere)
+    above: int | None = None
+    extra: int = 0
     #: call the shard even with nothing to send or lease, to learn its queue
     read: bool = False
 
@@ -244,6 +248,8 @@ class ShardBatch:
         }
         if self.revisits:
             header["r"] = len(self.revisits)
+        if self.above is not None and self.extra > 0:
+            header["above"], header["extra"] = self.above, self.extra
         args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
         for c in self.children:
             fp, h = fingerprint_args(c.fp, bloom=bloom)
