@@ -225,9 +225,8 @@ def distcrawl_node(
     # as the scheduler: fenced calls (a rid tag, a mark per shard) and the fingerprints the
     # node already sent, whose links it drops without asking Redis (None: every link is sent)
     tag = secrets.token_hex(3)
-    # (a node in revisit mode has no local filter: the shared dupefilter forgets)
-    on = args["known"] > 0 and not args.get("revisit_ms")
-    known = RecentKeys(args["known"]) if on else None
+    # (a node in revisit mode wipes it once a dupefilter generation: never within a run)
+    known = RecentKeys(args["known"]) if args["known"] > 0 else None
     fresh = sent = 0
     children: list[Child] = []
     acks: list[Any] = []

@@ -208,6 +208,7 @@ class FrontierScheduler(BaseScheduler):
         self._payloads: dict[Request, bytes] = {}  # leased request -> the payload it came with
         self._outcomes: dict[Request, Outcome] = {}  # request -> its final answer
         self._no_revisit: set[Request] = set()  # dead-lettered: not scheduled again
+        self._known_until = 0.0  # monotonic time this node's known fingerprints are wiped
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -252,8 +253,12 @@ class FrontierScheduler(BaseScheduler):
         # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
         # the URL when a page links back to it
         fp = self.crawler.request_fingerprinter.fingerprint(request)[:16]
-        if not request.dont_filter and self.revisit is None:
-            # (in revisit mode the shared dupefilter forgets: only it can tell)
+        if not request.dont_filter:
+            if self.revisit is not None and time.monotonic() >= self._known_until:
+                # [revisit] the shared dupefilter forgets: this node's memory of what it sent
+                # is wiped once a generation, so a forgotten URL is new again here too
+                self._known.clear()
+                self._known_until = time.monotonic() + self.revisit.forget_ms / 1000
             known = fp.hex()
             if known in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
