@@ -84,7 +84,7 @@ def test_gone_pages_come_back_slowly_and_other_kinds_not_at_all() -> None:
 
 
 def test_the_forget_horizon_covers_the_longest_wait() -> None:
-    assert policy(DISTCRAWL_REVISIT="product:10s,listing:1m").forget_ms == 480_000
+    assert policy(DISTCRAWL_REVISIT="product:10s,listing:1m").forget_ms == 1_080_000
     assert policy(DISTCRAWL_REVISIT_FORGET="1h").forget_ms == 3_600_000
 
 

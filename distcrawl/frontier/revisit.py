@@ -44,6 +44,10 @@ DEFAULT_REVISIT_BACKOFF = 1.5
 DEFAULT_REVISIT_MAX_BACKOFF = 4.0
 #: in revisit mode the crawl is drained when nothing falls due within this many seconds
 DEFAULT_REVISIT_GRACE = 60.0
+#: seconds the default dupefilter generation adds to twice the longest wait: room for a dead
+#: node's leases to come back (DISTCRAWL_HEARTBEAT_TIMEOUT) and for an outage, during which a
+#: scheduled page is not recorded again
+DEFAULT_FORGET_MARGIN = 600.0
 #: the request meta key of a page's revisit state
 META_KEY = "distcrawl_revisit"
 #: the kind an interval for every other page kind is given under
@@ -159,15 +163,17 @@ class RevisitPolicy:
     @property
     def forget_ms(self) -> int:
         """The forgetting dupefilter's generation (ms): a URL is new again 1 to 2 of them after
-        it was last recorded; by default twice the longest a revisit waits, so a URL is not
-        forgotten while its revisits come, even when they run up to that long late."""
+        it was last recorded; by default twice the longest a revisit waits plus
+        :data:`DEFAULT_FORGET_MARGIN`, so a URL is not forgotten while its revisits come, even
+        when they run up to that long late. (A revisit acked later than that after the previous
+        one may meet a link to its page pushed as new: a second entry.)"""
         if self.forget > 0:
             return int(self.forget * 1000)
         longest = max(
             [*self.intervals.values(), *(s for _, k in self.sites for s in k.values())],
             default=3600.0,
         )
-        return int(2 * longest * self.max_backoff * 1000)
+        return int((2 * longest * self.max_backoff + DEFAULT_FORGET_MARGIN) * 1000)
 
     def base_interval(self, url: str, kind: str) -> float | None:
         """Seconds between visits of a page of ``kind`` at ``url`` (None: not revisited)."""
