@@ -322,8 +322,11 @@ def _snapshots(target: Any) -> list[dict[str, Any]]:
     return out
 
 
-def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """*args.nodes* node processes for *args.seconds*; what they did and what Redis spent."""
+def run_window(
+    target: dict[str, Any], node_main: Any, args: argparse.Namespace, seconds: float
+) -> dict[str, Any]:
+    """*args.nodes* node processes for *seconds*: what they did and what Redis spent (raw
+    sums, see :func:`summarize`)."""
     ctx = mp.get_context("fork")
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     procs = []
@@ -338,7 +341,7 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
     before = _snapshots(target)
     t0 = time.perf_counter()
     start.set()
-    time.sleep(args.seconds)
+    time.sleep(seconds)
     stop.set()
     results = [out.get(timeout=60) for _ in procs]
     wall = time.perf_counter() - t0
@@ -346,26 +349,63 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
     for p in procs:
         p.join(timeout=30)
     deltas = [redis_delta(b, a) for b, a in zip(before, after, strict=True)]
-    pages = sum(r["pages"] for r in results) or 1
-    net_in = sum(a["net_in"] - b["net_in"] for b, a in zip(before, after, strict=True))
-    net_out = sum(a["net_out"] - b["net_out"] for b, a in zip(before, after, strict=True))
-    cpu = [d["cpu_s"] for d in deltas]
     return {
-        "pages": pages,
-        "pages_per_second": round(pages / wall, 1),
-        "redis_cpu_us_per_page": round(sum(cpu) / pages * 1e6, 2),
-        "commands_per_page": round(sum(d["commands"] for d in deltas) / pages, 2),
-        "roundtrips_per_page": round(sum(r["roundtrips"] for r in results) / pages, 4),
-        "priority_inversions": sum(r.get("inversions", 0) for r in results),
-        "shard_calls_per_roundtrip": round(
-            sum(r.get("shard_calls", 0) for r in results)
-            / max(1, sum(r["roundtrips"] for r in results)),
-            2,
-        ),
-        "net_in_bytes_per_page": round(net_in / pages),
-        "net_out_bytes_per_page": round(net_out / pages),
-        "cpu_per_master": cpu,
+        "pages": sum(r["pages"] for r in results),
+        "wall": wall,
+        "cpu": [d["cpu_s"] for d in deltas],
+        "commands": sum(d["commands"] for d in deltas),
+        "roundtrips": sum(r["roundtrips"] for r in results),
+        "inversions": sum(r.get("inversions", 0) for r in results),
+        "shard_calls": sum(r.get("shard_calls", 0) for r in results),
+        "net_in": sum(a["net_in"] - b["net_in"] for b, a in zip(before, after, strict=True)),
+        "net_out": sum(a["net_out"] - b["net_out"] for b, a in zip(before, after, strict=True)),
     }
+
+
+def merge(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The raw sums of several windows on one target."""
+    out = dict(windows[0])
+    for w in windows[1:]:
+        for key, value in w.items():
+            if key == "cpu":
+                out["cpu"] = [a + b for a, b in zip(out["cpu"], value, strict=True)]
+            else:
+                out[key] += value
+    return out
+
+
+def summarize(raw: dict[str, Any]) -> dict[str, Any]:
+    pages = raw["pages"] or 1
+    return {
+        "pages": raw["pages"],
+        "pages_per_second": round(raw["pages"] / raw["wall"], 1),
+        "redis_cpu_us_per_page": round(sum(raw["cpu"]) / pages * 1e6, 2),
+        "commands_per_page": round(raw["commands"] / pages, 2),
+        "roundtrips_per_page": round(raw["roundtrips"] / pages, 4),
+        "priority_inversions": raw["inversions"],
+        "shard_calls_per_roundtrip": round(raw["shard_calls"] / max(1, raw["roundtrips"]), 2),
+        "net_in_bytes_per_page": round(raw["net_in"] / pages),
+        "net_out_bytes_per_page": round(raw["net_out"] / pages),
+        "cpu_per_master": raw["cpu"],
+    }
+
+
+def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -> dict[str, Any]:
+    return summarize(run_window(target, node_main, args, args.seconds))
+
+
+def run_alternating(
+    single: dict[str, Any], cluster: dict[str, Any], args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The distcrawl load on the single Redis and on the cluster in ``--rounds`` alternating
+    windows of ``--seconds / --rounds`` each: both see the same machine load, however the
+    other engineers' work on the shared cores comes and goes. Returns both summaries."""
+    seconds = args.seconds / args.rounds
+    on_single, on_cluster = [], []
+    for _ in range(args.rounds):
+        on_single.append(run_window(single, distcrawl_node, args, seconds))
+        on_cluster.append(run_window(cluster, distcrawl_node, args, seconds))
+    return summarize(merge(on_single)), summarize(merge(on_cluster))
 
 
 def _memory(client: Any) -> int:
@@ -482,6 +522,27 @@ def node_args(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def cluster_report(
+    single: dict[str, Any], run: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    cpu = run["cpu_per_master"]
+    total = sum(cpu) or 1e-9
+    shares = [c / total for c in cpu]
+    overhead = run["redis_cpu_us_per_page"] / single["redis_cpu_us_per_page"]
+    return {
+        "cluster_masters": args.cluster,
+        "rounds": args.rounds,
+        "cluster_pages_per_second": run["pages_per_second"],
+        "cluster_redis_cpu_us_per_page": run["redis_cpu_us_per_page"],
+        "cluster_commands_per_page": run["commands_per_page"],
+        "cluster_roundtrips_per_page": run["roundtrips_per_page"],
+        "share_per_master": [round(s, 3) for s in shares],
+        "balance_max_over_mean": round(max(shares) / (1 / len(shares)), 3),
+        "cluster_cpu_overhead": round(overhead, 3),
+        "projected_speedup": round(1 / (max(shares) * overhead), 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
@@ -496,7 +557,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="frontier shards")
     parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
     parser.add_argument("--no-baseline", action="store_true", help="skip scrapy-redis")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="with --cluster: windows the single-Redis and the cluster load alternate in",
+    )
     args = parser.parse_args(argv)
+    args.rounds = max(1, args.rounds)
     # a SIGTERM unwinds like Ctrl-C, so every server this run started is stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -511,59 +579,44 @@ def main(argv: list[str] | None = None) -> int:
         "dupefilter": args.dupefilter,
     }
     params = node_args(args)
-    with Services() as services:
-        single = single_target(services)
-        if args.seconds > 0:
-            preload(services.redis_url, args.sites, params)
-            run = run_load(single, distcrawl_node, args)
-            run.pop("cpu_per_master")
-            report.update(run)
-        if args.urls > 0:
-            report.update(distcrawl_memory(services.redis_url, args.urls, params))
-        if not args.no_baseline:
-            single["clients"][0].flushall()
-            if args.seconds > 0:
-                scrapy_redis_preload(services.redis_url, args.sites)
-                base = run_load(single, scrapy_redis_node, args)
-                for key in (
-                    "pages_per_second",
-                    "redis_cpu_us_per_page",
-                    "commands_per_page",
-                    "roundtrips_per_page",
-                ):
-                    report[f"scrapy_redis_{key}"] = base[key]
-            if args.urls > 0:
-                sr = scrapy_redis_memory(services.redis_url, args.urls, args.sites)
-                report.update({f"scrapy_redis_{k}": v for k, v in sr.items()})
-        single["clients"][0].flushall()
+    cluster: LocalRedisCluster | None = None
     if args.cluster and args.seconds > 0:
-        cluster = LocalRedisCluster(
-            Path(tempfile.mkdtemp(prefix="distcrawl-bench-cluster-")), masters=args.cluster
-        )
-        cluster.start()
-        try:
-            target = cluster_target(cluster)
-            preload(cluster.url, args.sites, params)
-            run = run_load(target, distcrawl_node, args)
-        finally:
+        home = Path(tempfile.mkdtemp(prefix="distcrawl-bench-cluster-"))
+        cluster = LocalRedisCluster(home, masters=args.cluster).start()
+    try:
+        with Services() as services:
+            single = single_target(services)
+            if args.seconds > 0:
+                preload(services.redis_url, args.sites, params)
+                if cluster is not None:
+                    preload(cluster.url, args.sites, params)
+                    run, on_cluster = run_alternating(single, cluster_target(cluster), args)
+                    report.update(cluster_report(run, on_cluster, args))
+                else:
+                    run = run_load(single, distcrawl_node, args)
+                run.pop("cpu_per_master")
+                report.update(run)
+            if args.urls > 0:
+                report.update(distcrawl_memory(services.redis_url, args.urls, params))
+            if not args.no_baseline:
+                single["clients"][0].flushall()
+                if args.seconds > 0:
+                    scrapy_redis_preload(services.redis_url, args.sites)
+                    base = run_load(single, scrapy_redis_node, args)
+                    for key in (
+                        "pages_per_second",
+                        "redis_cpu_us_per_page",
+                        "commands_per_page",
+                        "roundtrips_per_page",
+                    ):
+                        report[f"scrapy_redis_{key}"] = base[key]
+                if args.urls > 0:
+                    sr = scrapy_redis_memory(services.redis_url, args.urls, args.sites)
+                    report.update({f"scrapy_redis_{k}": v for k, v in sr.items()})
+            single["clients"][0].flushall()
+    finally:
+        if cluster is not None:
             cluster.stop()
-        cpu = run["cpu_per_master"]
-        total = sum(cpu) or 1e-9
-        shares = [c / total for c in cpu]
-        overhead = run["redis_cpu_us_per_page"] / report["redis_cpu_us_per_page"]
-        report.update(
-            {
-                "cluster_masters": args.cluster,
-                "cluster_pages_per_second": run["pages_per_second"],
-                "cluster_redis_cpu_us_per_page": run["redis_cpu_us_per_page"],
-                "cluster_commands_per_page": run["commands_per_page"],
-                "cluster_roundtrips_per_page": run["roundtrips_per_page"],
-                "share_per_master": [round(s, 3) for s in shares],
-                "balance_max_over_mean": round(max(shares) / (1 / len(shares)), 3),
-                "cluster_cpu_overhead": round(overhead, 3),
-                "projected_speedup": round(1 / (max(shares) * overhead), 2),
-            }
-        )
     print_report(report, HEADLINE, as_json=args.json)
     return 0
 

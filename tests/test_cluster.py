@@ -152,7 +152,8 @@ def test_dead_letters_by_reason_and_by_site(r) -> None:
     for i, (reason, url) in enumerate(
         [("http_503", "http://a.test/1"), ("http_503", "http://b.test/2"), ("x", "http://a.test/3")]
     ):
-        r.hset(KEYS.shard(0).dead, f"id{i}", json.dumps({"url": url, "reason": reason, "request": "{}"}))
+        record = {"url": url, "reason": reason, "request": "{}"}
+        r.hset(KEYS.shard(0).dead, f"id{i}", json.dumps(record))
     r.hset(KEYS.shard(0).dead, "junk", b"\xff not json")
     dead = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)["dead_letters"]
     assert dead["total"] == 4

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls, wait_for
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 from scrapy.settings import Settings
 
 from distcrawl import connection
 from distcrawl.cluster import aread_snapshot, build_status, read_snapshot
+from distcrawl.frontier.keys import shard_tags
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.localcluster import SLOTS
 
@@ -72,6 +74,61 @@ def test_fixture_cluster_has_three_masters_sharing_every_slot(redis_cluster, red
             client.set(f"{{t{tag}}}:k", tag)
         per_master = [m.client().dbsize() for m in redis_cluster.masters]
         assert sum(per_master) == 30 and min(per_master) > 0
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("shards", [2, 3, 16, 64, 1024])
+def test_shard_tags_spread_evenly_over_equal_slot_ranges(shards: int) -> None:
+    tags = shard_tags("catalog", shards)
+    assert len(set(tags)) == shards and tags == shard_tags("catalog", shards)
+    slots = [key_slot(t.encode()) for t in tags]  # redis-py's CRC16, as the cluster's
+    assert slots == sorted(slots)  # shard k in the k-th range
+    for masters in (2, 3, 5, 7):
+        per_master = Counter(slot * masters // SLOTS for slot in slots)
+        counts = [per_master.get(m, 0) for m in range(masters)]
+        assert max(counts) - min(counts) <= 1, (masters, counts)
+    assert FrontierKeys("catalog", START_KEY, shards=1).shard(0).prefix == "{catalog}"
+
+
+def test_shards_spread_evenly_over_the_fixture_masters(redis_cluster, redis_cluster_url):
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
+    master = redis_cluster.masters[0].client()
+    client = connection.client(redis_cluster_url)
+    try:
+        for shard in keys.all_shards():  # the server hashes the tags as the client does
+            slot = master.execute_command("CLUSTER", "KEYSLOT", shard.queue)
+            assert slot == key_slot(shard.prefix.encode())
+        per_master = Counter(client.get_node_from_key(s.prefix).port for s in keys.all_shards())
+        assert sorted(per_master.values()) == [5, 5, 6]
+    finally:
+        client.close()
+        master.close()
+
+
+def _getkeys_calls(cluster: Any) -> int:
+    total = 0
+    for m in cluster.masters:
+        c = m.client()
+        total += c.info("commandstats").get("cmdstat_command|getkeys", {}).get("calls", 0)
+        c.close()
+    return total
+
+
+def test_pipelined_script_calls_are_routed_without_asking_the_server(
+    redis_cluster, redis_cluster_url
+):
+    """redis-py's blocking cluster pipelines would send COMMAND GETKEYS before every EVALSHA
+    (a round trip and Redis CPU per shard call); the client routes them by their key."""
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
+    client = connection.client(redis_cluster_url)
+    try:
+        store = FrontierStore(client, keys)
+        before = _getkeys_calls(redis_cluster)
+        kids = [_child(f"g{i}", f"g{i}.test") for i in range(40)]
+        assert store.sync("n1", children=kids).added == 40
+        assert len(_lease_all(store, "n1", 40)) == 40
+        assert _getkeys_calls(redis_cluster) == before
     finally:
         client.close()
 
