@@ -24,7 +24,7 @@ from distcrawl.localcluster import SLOTS
 #: the seed list inside the crawl's hash tag, so seed scripts stay in one slot on a cluster
 START_KEY = "{catalog}:start_urls"
 #: distinct loopback addresses: distinct sites, whose shards (of 16) sit on three masters
-SHOP_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.5")
+SHOP_HOSTS = ("127.0.0.2", "127.0.0.4", "127.0.0.6")
 ALLOW = ",".join(("127.0.0.1", *SHOP_HOSTS))
 
 
@@ -416,3 +416,45 @@ def test_a_master_restarted_mid_crawl_loses_nothing(
     for node in nodes:
         assert "Redis is back" in node.log()
         assert "Recovered" not in node.log()
+
+
+def _role(node: Any) -> str:
+    c = node.client()
+    try:
+        return str(c.info("replication")["role"])
+    finally:
+        c.close()
+
+
+@pytest.mark.slow
+def test_a_master_killed_mid_crawl_fails_over_to_its_replica_and_loses_nothing(
+    redis_cluster_with_replicas, mongo_uri, shop_factory, tmp_path
+) -> None:
+    cluster = redis_cluster_with_replicas
+    shops = _shops(shop_factory, 60, latency_ms=100)
+    _seed(cluster.url, shops)
+    client = connection.client(cluster.url)
+    try:  # the master of the first site's shard (not the control slot's)
+        port = client.get_node_from_key(CRAWL.site_keys(SHOP_HOSTS[0]).prefix).port
+        control = client.get_node_from_key(CRAWL.prefix).port
+    finally:
+        client.close()
+    assert port != control
+    master = next(m for m in cluster.masters if m.port == port)
+    replica = cluster.replica_of(master)
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "60", "CONCURRENT_REQUESTS": "4"}
+    nodes = [_node(cluster.url, mongo_uri, tmp_path, f"f{i}", **settings) for i in (1, 2)]
+    try:
+        assert wait_for(lambda: len(stored_urls(mongo_uri)) >= 20, 120)
+        master.kill()  # kill -9: whatever it had not replicated is gone
+        assert len(stored_urls(mongo_uri)) < 3 * 60  # mid-crawl
+        assert wait_for(lambda: _role(replica) == "master", 60), "no failover"
+        assert [n.wait() for n in nodes] == [0, 0]
+    finally:
+        stop_all(nodes)
+    assert not master.running
+    _assert_stored_once(mongo_uri, shops)
+    assert _frontier_left(cluster.url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    for node in nodes:
+        assert "Redis is back" in node.log()  # the nodes saw the master go, and its replica
+        assert "Recovered" not in node.log()  # no live node was declared dead
