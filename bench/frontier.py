@@ -8,7 +8,8 @@ batch. Each leased page pushes ``--links`` links (default 20) of which ``--seen`
 catalog page yields (Referer header, page kind, depth), fingerprints as Scrapy's (40 hex).
 
 Measured against a fresh single Redis (valkey-server, append-only file on), and with
-``--cluster 3`` against a local 3-master Redis Cluster; the same load also runs through
+``--cluster 3`` against a local 3-master Redis Cluster, the two loads alternating in
+``--rounds`` windows (default 3) so both see the same machine load; the same load also runs through
 vanilla scrapy-redis 0.9.1's ``PriorityQueue`` and ``RFPDupeFilter`` as a baseline
 (``scrapy_redis_*`` keys). Memory per URL is measured at ``--urls N`` (default 1,000,000)
 URLs, bulk-loaded through the real push path in large batches.
@@ -322,11 +323,14 @@ def _snapshots(target: Any) -> list[dict[str, Any]]:
     return out
 
 
-def run_window(
-    target: dict[str, Any], node_main: Any, args: argparse.Namespace, seconds: float
+def run_load(
+    target: dict[str, Any],
+    node_main: Any,
+    args: argparse.Namespace,
+    seconds: float | None = None,
 ) -> dict[str, Any]:
-    """*args.nodes* node processes for *seconds*: what they did and what Redis spent (raw
-    sums, see :func:`summarize`)."""
+    """*args.nodes* node processes for *seconds* (default ``--seconds``); what they did and
+    what Redis spent."""
     ctx = mp.get_context("fork")
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     procs = []
@@ -341,7 +345,7 @@ def run_window(
     before = _snapshots(target)
     t0 = time.perf_counter()
     start.set()
-    time.sleep(seconds)
+    time.sleep(args.seconds if seconds is None else seconds)
     stop.set()
     results = [out.get(timeout=60) for _ in procs]
     wall = time.perf_counter() - t0
@@ -349,63 +353,69 @@ def run_window(
     for p in procs:
         p.join(timeout=30)
     deltas = [redis_delta(b, a) for b, a in zip(before, after, strict=True)]
+    pages = sum(r["pages"] for r in results) or 1
+    net_in = sum(a["net_in"] - b["net_in"] for b, a in zip(before, after, strict=True))
+    net_out = sum(a["net_out"] - b["net_out"] for b, a in zip(before, after, strict=True))
+    cpu = [d["cpu_s"] for d in deltas]
     return {
-        "pages": sum(r["pages"] for r in results),
-        "wall": wall,
-        "cpu": [d["cpu_s"] for d in deltas],
-        "commands": sum(d["commands"] for d in deltas),
-        "roundtrips": sum(r["roundtrips"] for r in results),
-        "inversions": sum(r.get("inversions", 0) for r in results),
-        "shard_calls": sum(r.get("shard_calls", 0) for r in results),
-        "net_in": sum(a["net_in"] - b["net_in"] for b, a in zip(before, after, strict=True)),
-        "net_out": sum(a["net_out"] - b["net_out"] for b, a in zip(before, after, strict=True)),
+        "pages": pages,
+        "pages_per_second": round(pages / wall, 1),
+        "redis_cpu_us_per_page": round(sum(cpu) / pages * 1e6, 2),
+        "commands_per_page": round(sum(d["commands"] for d in deltas) / pages, 2),
+        "roundtrips_per_page": round(sum(r["roundtrips"] for r in results) / pages, 4),
+        "priority_inversions": sum(r.get("inversions", 0) for r in results),
+        "shard_calls_per_roundtrip": round(
+            sum(r.get("shard_calls", 0) for r in results)
+            / max(1, sum(r["roundtrips"] for r in results)),
+            2,
+        ),
+        "net_in_bytes_per_page": round(net_in / pages),
+        "net_out_bytes_per_page": round(net_out / pages),
+        "cpu_per_master": cpu,
     }
-
-
-def merge(windows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The raw sums of several windows on one target."""
-    out = dict(windows[0])
-    for w in windows[1:]:
-        for key, value in w.items():
-            if key == "cpu":
-                out["cpu"] = [a + b for a, b in zip(out["cpu"], value, strict=True)]
-            else:
-                out[key] += value
-    return out
-
-
-def summarize(raw: dict[str, Any]) -> dict[str, Any]:
-    pages = raw["pages"] or 1
-    return {
-        "pages": raw["pages"],
-        "pages_per_second": round(raw["pages"] / raw["wall"], 1),
-        "redis_cpu_us_per_page": round(sum(raw["cpu"]) / pages * 1e6, 2),
-        "commands_per_page": round(raw["commands"] / pages, 2),
-        "roundtrips_per_page": round(raw["roundtrips"] / pages, 4),
-        "priority_inversions": raw["inversions"],
-        "shard_calls_per_roundtrip": round(raw["shard_calls"] / max(1, raw["roundtrips"]), 2),
-        "net_in_bytes_per_page": round(raw["net_in"] / pages),
-        "net_out_bytes_per_page": round(raw["net_out"] / pages),
-        "cpu_per_master": raw["cpu"],
-    }
-
-
-def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -> dict[str, Any]:
-    return summarize(run_window(target, node_main, args, args.seconds))
 
 
 def run_alternating(
     single: dict[str, Any], cluster: dict[str, Any], args: argparse.Namespace
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The distcrawl load on the single Redis and on the cluster in ``--rounds`` alternating
-    windows of ``--seconds / --rounds`` each: both see the same machine load, however the
-    other engineers' work on the shared cores comes and goes. Returns both summaries."""
+    windows of ``--seconds / --rounds`` each, so that both see the same machine load however
+    the rest of the machine's work comes and goes. Returns both runs, windows combined."""
     seconds = args.seconds / args.rounds
     on_single, on_cluster = [], []
     for _ in range(args.rounds):
-        on_single.append(run_window(single, distcrawl_node, args, seconds))
-        on_cluster.append(run_window(cluster, distcrawl_node, args, seconds))
-    return summarize(merge(on_single)), summarize(merge(on_cluster))
+        on_single.append(run_load(single, distcrawl_node, args, seconds))
+        on_cluster.append(run_load(cluster, distcrawl_node, args, seconds))
+    return combine(on_single), combine(on_cluster)
+
+
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Windows of one target as one run: counts summed, per-page figures weighted by pages,
+    per-round-trip ones by round trips, CPU per master summed."""
+    if len(runs) == 1:
+        return runs[0]
+    pages = sum(r["pages"] for r in runs)
+    trips = [r["pages"] * r["roundtrips_per_page"] for r in runs]
+    out = dict(runs[0])
+    for key, value in runs[0].items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        values = [r[key] for r in runs]
+        if key.endswith("_per_page"):
+            digits = 4 if key.startswith("roundtrips") else 2
+            weighted = sum(v * r["pages"] for v, r in zip(values, runs, strict=True))
+            out[key] = round(weighted / pages, digits)
+        elif key.endswith("_per_roundtrip"):
+            out[key] = round(
+                sum(v * t for v, t in zip(values, trips, strict=True)) / max(1e-9, sum(trips)), 2
+            )
+        elif key == "pages_per_second":
+            wall = sum(r["pages"] / v for r, v in zip(runs, values, strict=True) if v)
+            out[key] = round(pages / wall, 1) if wall else 0.0
+        else:
+            out[key] = sum(values)
+    out["cpu_per_master"] = [sum(c) for c in zip(*(r["cpu_per_master"] for r in runs), strict=True)]
+    return out
 
 
 def _memory(client: Any) -> int:
