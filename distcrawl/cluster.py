@@ -235,11 +235,17 @@ def _plan(
     shown = {site for _, _, site in top}
     cut_sites = [(shard, site) for _, shard, site in sorted(cuts, key=lambda t: -t[0])]
     cut_sites = [(sh, site) for sh, site in cut_sites if site not in shown][:_TOP_SITES]
+    # and the busiest, from what the live nodes publish (a busy site may wait for nothing)
+    rates = published_site_rates(nodes)
+    shown |= {site for _, site in cut_sites}
+    busy = [site for site in sorted(rates, key=lambda s: -rates[s]) if site not in shown]
+    busy = busy[:_TOP_SITES]
     batch = []
     for _, shard, site in top:
         batch.append(("hgetall", (shard.site(site),)))
         batch += [("zcount", (shard.wait(site), *score_range(lo, hi))) for _, lo, hi in bands]
     batch += [("hgetall", (shard.site(site),)) for shard, site in cut_sites]
+    batch += [("hgetall", (keys.site_keys(site).site(site),)) for site in busy]
     replies = (yield batch) if batch else []
     site_budgets: dict[str, dict[str, str]] = {}
     waiting: dict[str, int] = {}
@@ -252,7 +258,7 @@ def _plan(
         for (kind, _, _), n in zip(bands, replies[at + 1 : at + 1 + len(bands)], strict=True):
             by_kind[kind] += int(n)
     after = len(top) * (1 + len(bands))
-    for (_, site), fields in zip(cut_sites, replies[after:], strict=True):
+    for site, fields in zip([site for _, site in cut_sites] + busy, replies[after:], strict=True):
         site_budgets[site] = {_text(k): _text(v) for k, v in (fields or {}).items()}
 
     dead_letters = {"total": dead, "by_reason": {}, "by_site": {}, "counted": 0}
@@ -287,6 +293,7 @@ def _plan(
         "waiting_total": max(waiting_total, sum(waiting.values())),
         "waiting_sites": waiting_sites,
         "site_budgets": site_budgets,
+        "site_rates": {site: rates[site] for site in site_budgets if site in rates},
         "parked": parked,
         "requests": requests,
         "seen": seen,
@@ -297,6 +304,24 @@ def _plan(
         "nodes": nodes,
         "dead_letters": dead_letters,
     }
+
+
+def published_site_rates(nodes: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """Pages per minute per site, summed over what the live nodes' heartbeats publish
+    (``info.sites``: their busiest sites as ``[site, pages per minute]``); a stopped node's
+    last figures are not current, and a malformed entry is skipped."""
+    rates: dict[str, float] = {}
+    for node in nodes.values():
+        if node.get("stopped_ms") is not None or node.get("heartbeat_ms") is None:
+            continue
+        published = node.get("info", {}).get("sites")
+        for entry in published if isinstance(published, list) else []:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+                continue
+            if not _is_number(entry[1]) or entry[1] <= 0:
+                continue
+            rates[entry[0]] = rates.get(entry[0], 0.0) + float(entry[1])
+    return rates
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -537,7 +562,8 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
             base = None  # no limit and no cut: as fast as the site answers
         in_flight = int(fields.get("active") or 0)
         waiting = int(snapshot["waiting"].get(site, 0))
-        if not (in_flight or waiting or factor < 1.0):
+        rate = float(snapshot.get("site_rates", {}).get(site, 0.0))
+        if not (in_flight or waiting or rate or factor < 1.0):
             continue  # not busy
         out.append(
             {
@@ -550,9 +576,10 @@ def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "allowed_rate": round(base * factor, 2) if base is not None else None,
                 "in_flight": in_flight,
                 "waiting": waiting,
+                "pages_per_min": round(rate, 1),
             }
         )
-    out.sort(key=lambda s: (-s["waiting"], -s["in_flight"]))
+    out.sort(key=lambda s: (-s["waiting"], -s["in_flight"], -s["pages_per_min"]))
     return out[:_TOP_SITES]
 
 

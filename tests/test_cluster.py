@@ -303,9 +303,47 @@ def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> No
             "allowed_rate": 1.0,
             "in_flight": 1,
             "waiting": 5,
+            "pages_per_min": 0.0,
         }
     ]
     assert status["frontier"]["waiting_for_site"] == 5
+
+
+def test_a_busy_site_with_nothing_waiting_shows_from_what_the_nodes_publish(r) -> None:
+    store = FrontierStore(r, KEYS)
+    kids = [
+        (f"fp{i}", 100, False, 0, "busy.test", json.dumps({"url": f"http://busy.test/{i}"}))
+        for i in range(3)
+    ]
+    store.sync("n1", children=kids)
+    store.sync("n1", lease=3)  # no limit: all three leased, nothing waits
+    sites = [["busy.test", 120.0], ["quiet.test", 6.0], ["bad"], [3, 4], ["neg.test", -1]]
+    store.heartbeat("n1", json.dumps({"pid": 1, "host": "h", "sites": sites}))
+    store.heartbeat("n2", json.dumps({"pid": 2, "host": "h", "sites": [["busy.test", 30]]}))
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    rows = {row["site"]: row for row in status["sites"]}
+    assert set(rows) == {"busy.test", "quiet.test"}
+    assert rows["busy.test"]["in_flight"] == 3 and rows["busy.test"]["waiting"] == 0
+    assert rows["busy.test"]["pages_per_min"] == 150.0  # both nodes' rates summed
+    assert [row["site"] for row in status["sites"]] == ["busy.test", "quiet.test"]
+
+
+def test_site_activity_counts_recent_pages_per_minute_and_forgets_old_ones() -> None:
+    from distcrawl.frontier.tracking import SiteActivity
+
+    now = [0.0]
+    activity = SiteActivity(window=30.0, clock=lambda: now[0])
+    for _ in range(30):
+        activity.record("a.test")
+    activity.record("b.test")
+    now[0] = 15.0
+    assert activity.top(1) == [["a.test", 120.0]]  # 30 pages in 15 s
+    now[0] = 45.0
+    activity.record("b.test")
+    # the previous window (30 s) and 15 s of the current one: 31 and 2 pages in 45 s
+    assert activity.top(5) == [["a.test", 40.0], ["b.test", 2.67]]
+    now[0] = 200.0
+    assert activity.top(5) == []
 
 
 def test_status_screen_shows_the_busy_sites(r) -> None:

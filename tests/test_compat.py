@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import import_module
 import logging
 
 import pytest
@@ -164,3 +165,29 @@ def test_commands_name_the_seed_list_as_the_nodes_do() -> None:
     assert crawl_keys(settings, "no_such_spider").start_urls == "no_such_spider:start_urls"
     settings.set("REDIS_START_URLS_AS_SET", True)
     assert crawl_keys(settings, "myspider_redis").start_urls == "{myspider_redis}:start_staged"
+
+
+def test_operator_commands_keep_a_foreign_projects_own_settings(tmp_path, monkeypatch) -> None:
+    """``distcrawl status`` and friends in a scrapy-redis project: the project's REDIS_URL and
+    keys win over distcrawl's defaults, which fill in only what the project leaves unset."""
+    from distcrawl.commands._common import load_settings
+
+    (tmp_path / "foreign_settings.py").write_text(
+        'REDIS_URL = "redis://project.test:6390/3"\n'
+        'SCHEDULER = "scrapy_redis.scheduler.Scheduler"\n'
+        "DISTCRAWL_SHARDS = 4\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # no scrapy.cfg here
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "foreign_settings")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    settings = load_settings(["DISTCRAWL_DRAIN_GRACE=7"])
+    assert settings["REDIS_URL"] == "redis://project.test:6390/3"
+    assert settings["SCHEDULER"] == "scrapy_redis.scheduler.Scheduler"
+    assert settings.getint("DISTCRAWL_SHARDS") == 4
+    assert settings.getfloat("DISTCRAWL_DRAIN_GRACE") == 7.0  # -s still wins
+    # what the project does not set comes from distcrawl's settings
+    assert (
+        settings.getint("DISTCRAWL_PREFETCH")
+        == import_module("distcrawl.settings").DISTCRAWL_PREFETCH
+    )

@@ -158,8 +158,8 @@ def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.R
     r.zadd(KEYS.shard(0).queue, {"1": -100 * SCORE_SCALE + 1, "2": -300 * SCORE_SCALE + 2})
     stats = {"catalog/pages/product": 12, "item_scraped_count": 9}
     FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"pid": 1, "host": "h", "stats": stats}))
-    record = {"url": "http://127.0.0.1/x", "reason": "http_503"}
-    r.hset(KEYS.shard(0).dead, "d1", json.dumps(record))
+    dead = {"url": "http://127.0.0.1/x", "reason": "http_503"}
+    r.hset(KEYS.shard(0).dead, "d1", json.dumps(dead))
 
     status, page, headers = get(web.url)
     assert status == 200
@@ -214,8 +214,8 @@ def test_metrics_label_only_the_top_sites_and_reasons(web: DashboardServer, r: r
         pipe.hset(KEYS.site(site), mapping={"active": 1 + i % 5, "factor": 1})
         pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
-        record = {"url": f"http://s{i}/", "reason": f"r{i}"}
-        pipe.hset(KEYS.shard(0).dead, f"d{i}", json.dumps(record))
+        dead = {"url": f"http://s{i}/", "reason": f"r{i}"}
+        pipe.hset(KEYS.shard(0).dead, f"d{i}", json.dumps(dead))
     pipe.execute()
 
     def metrics() -> Any:

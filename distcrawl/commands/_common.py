@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
-from scrapy.settings import Settings
+from scrapy.settings import SETTINGS_PRIORITIES, Settings
 from scrapy.utils.conf import arglist_to_dict
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
@@ -135,7 +136,12 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
     with ``-s`` overrides applied as Scrapy applies them."""
     settings = get_project_settings()
     if settings.get("COMMANDS_MODULE") != "distcrawl.commands":
-        settings.setmodule("distcrawl.settings", priority="project")
+        # distcrawl's settings under another project's: what that project set itself wins
+        ours = import_module("distcrawl.settings")
+        project = SETTINGS_PRIORITIES["project"]
+        for name in dir(ours):
+            if name.isupper() and (settings.getpriority(name) or 0) < project:
+                settings.set(name, getattr(ours, name), priority="project")
     if overrides:
         try:
             settings.setdict(arglist_to_dict(overrides), priority="cmdline")

@@ -321,11 +321,12 @@ def _sites(sites: list[dict[str, Any]]) -> Table:
     """Busy sites and their shared budget: the rate allowed now is the limit times the
     adaptive factor (below 1 after the site answered 429 or slowly)."""
     table = Table(title="Sites (shared budget)", title_justify="left", box=None)
-    for column in ("site", "limit/s", "allowed/s", "factor", "in flight", "waiting"):
+    for column in ("site", "pages/min", "limit/s", "allowed/s", "factor", "in flight", "waiting"):
         table.add_column(column, justify="left" if column == "site" else "right")
     for site in sites:
         table.add_row(
             site["site"],
+            _num(site.get("pages_per_min", 0)),
             "none" if site["limit_rate"] is None else _num(site["limit_rate"]),
             "-" if site["allowed_rate"] is None else _num(site["allowed_rate"]),
             f"{site['factor']:.2f}",

@@ -25,7 +25,12 @@ from scrapy import FormRequest, Request
 from scrapy_redis.spiders import RedisMixin
 
 from distcrawl.frontier.codec import ALLOWED_METHODS, json_safe
-from distcrawl.frontier.seeds import DEFAULT_MAX_SEED_BYTES, RESERVED_META_KEYS, BadSeed
+from distcrawl.frontier.seeds import (
+    DEFAULT_MAX_SEED_BYTES,
+    RESERVED_META_KEYS,
+    BadSeed,
+    json_seed_object,
+)
 from distcrawl.urls import UrlRefused, check_url
 
 if TYPE_CHECKING:
@@ -123,14 +128,7 @@ def _text(raw: bytes | str, max_bytes: int) -> str:
 
 def _check_json_seed(text: str) -> None:
     """scrapy-redis' seed: url, optional method and meta, every other key a form field."""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        raise BadSeed("bad_json", text[:60]) from None
-    if not isinstance(data, dict):
-        raise BadSeed("not_an_object", text[:60])
-    if not isinstance(data.get("url"), str):
-        raise BadSeed("missing_url", text[:60])
+    data = json_seed_object(text)
     method = data.get("method", "GET")
     if not isinstance(method, str) or method.upper() not in ALLOWED_METHODS:
         raise BadSeed("bad_method", repr(method)[:20])

@@ -44,7 +44,12 @@ from distcrawl.frontier.membership import Membership
 from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
 from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
 from distcrawl.frontier.store import Dupefilter, FrontierStore
-from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteFeedback
+from distcrawl.frontier.tracking import (
+    DEFAULT_KNOWN_FINGERPRINTS,
+    PUBLISHED_SITES,
+    InProgress,
+    SiteFeedback,
+)
 from distcrawl.internals import check_engine
 from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url, pid_alive
@@ -627,7 +632,11 @@ class FrontierScheduler(BaseScheduler):
         if leased == 0 and lease > 0:
             progressed |= await self._take_seeds()
         assert self.membership is not None
-        info = {"started": self._started, "prefetched": len(self._ready)}
+        info = {
+            "started": self._started,
+            "prefetched": len(self._ready),
+            "sites": self._feedback.activity.top(PUBLISHED_SITES),
+        }
         if await self.membership.tick(info):
             self._wake.set()
         if self.close_when_drained and not progressed:

@@ -23,6 +23,7 @@ __all__ = [
     "RESERVED_META_KEYS",
     "BadSeed",
     "Seed",
+    "json_seed_object",
     "parse_seed",
     "refusal_hint",
 ]
@@ -106,19 +107,25 @@ def parse_seed(
     return seed
 
 
-def _parse_json_seed(text: str) -> Seed:
+def json_seed_object(text: str) -> dict[str, Any]:
+    """The JSON object of a JSON seed, with a string ``url``; :class:`BadSeed` otherwise."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
         raise BadSeed("bad_json", text[:60]) from None
     if not isinstance(data, dict):
         raise BadSeed("not_an_object", text[:60])
+    if not isinstance(data.get("url"), str):
+        raise BadSeed("missing_url", text[:60])
+    return data
+
+
+def _parse_json_seed(text: str) -> Seed:
+    data = json_seed_object(text)
     unknown = set(data) - _SEED_KEYS
     if unknown:
         raise BadSeed("unknown_keys", ",".join(sorted(map(str, unknown)))[:80])
-    url = data.get("url")
-    if not isinstance(url, str):
-        raise BadSeed("missing_url", text[:60])
+    url: str = data["url"]
     priority = data.get("priority")
     if priority is not None and (
         not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > MAX_PRIORITY

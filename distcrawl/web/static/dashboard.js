@@ -177,6 +177,7 @@
     setText("sites-page", `${state.sitesPage + 1} / ${Math.max(1, Math.ceil(total / 10))} (${num(total)} sites)`);
     fill($("sites-body"), rows, (tr, s) => {
       td(tr, s.site);
+      td(tr, num(s.pages_per_min || 0), "num");
       td(tr, s.limit_rate === null ? "none" : num(s.limit_rate), "num");
       td(tr, s.allowed_rate === null ? "-" : num(s.allowed_rate), "num");
       td(tr, s.factor.toFixed(2), "num");
