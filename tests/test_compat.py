@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from importlib import import_module
 import logging
+from importlib import import_module
 
 import pytest
 import redis
