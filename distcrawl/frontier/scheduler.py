@@ -39,10 +39,11 @@ from distcrawl import compat, connection
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
 from distcrawl.frontier.batch import Child, DeadLetter, Lease, Leased, SiteBudget, SiteEvent
+from distcrawl.frontier.intake import SeedIntake, rejection_record
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.membership import Membership
-from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
-from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
+from distcrawl.frontier.reconcile import reconcile_leases
+from distcrawl.frontier.redis_seeds import SeedSource
 from distcrawl.frontier.store import Dupefilter, FrontierStore
 from distcrawl.frontier.tracking import (
     DEFAULT_KNOWN_FINGERPRINTS,
@@ -577,46 +578,17 @@ class FrontierScheduler(BaseScheduler):
                     await pubsub.aclose()
 
     async def _reconcile_leases(self) -> None:
-        """Return leases this node holds in Redis but does not know about.
-
-        A sync whose reply was lost with the connection (or that failed while its reply was
-        handled) may still have leased requests on the server; unknown to the node, they would
-        never be acked and would keep the crawl from draining. Known ones (started,
-        prefetched, awaiting their ack) stay.
-        """
+        """Leases Redis holds for this node and it does not know go back; prefetched requests
+        whose lease it lost are dropped (see :func:`reconcile_leases`)."""
         assert self.store is not None
-        held = await self.store.held_leases(self.node_id)
-        known = {(lease.shard, lease.rid) for lease in (*self._leased.values(), *self._acks)}
-        unknown = [
-            Lease(shard, rid, "")
-            for shard, rids in held.items()
-            for rid in rids
-            if (shard, rid) not in known
-        ]
-        if unknown:
-            await self.store.release(self.node_id, unknown)
-            logger.warning("Returned %d leases whose grant was lost with Redis", len(unknown))
-        # prefetched requests whose lease this node lost (it was presumed dead, or Redis lost
-        # the grant): they are back in the frontier for another node; not sending them here
-        # saves a second fetch (started ones finish, their acks are fenced off as stale)
-        holding = {(shard, rid) for shard, rids in held.items() for rid in rids}
-
-        def lost(request: Request) -> bool:
-            lease = self._leased.get(request)
-            return lease is None or (lease.shard, lease.rid) not in holding
-
-        gone = [r for r in self._ready if lost(r)]
-        if gone:
-            dropped = set(gone)
-            self._ready = deque(r for r in self._ready if r not in dropped)
-            for request in gone:
-                self._leased.pop(request, None)
-            self.stats.inc_value("frontier/leases/lost", len(gone))
-            logger.warning(
-                "Node %s dropped %d prefetched requests whose leases it no longer holds",
-                self.node_id,
-                len(gone),
-            )
+        self._ready = await reconcile_leases(
+            self.store,
+            self.node_id,
+            leased=self._leased,
+            acks=self._acks,
+            ready=self._ready,
+            stats=self.stats,
+        )
 
     def _pending_writes(self) -> bool:
         return bool(self._children or self._acks or self._dead or self._rejected)
@@ -788,16 +760,7 @@ class FrontierScheduler(BaseScheduler):
         return n + len(bad)
 
     def _rejection(self, raw: bytes | str, reason: str, *, kind: str) -> str:
-        text = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
-        return json.dumps(
-            {
-                "kind": kind,
-                "raw": text[:2048],
-                "reason": reason,
-                "node": self.node_id,
-                "at": time.time(),
-            }
-        )
+        return rejection_record(raw, reason, kind=kind, node=self.node_id)
 
     def _wake_engine(self) -> None:
         # The engine polls next_request() only when it is told to (or on a 5 s heartbeat);
@@ -815,31 +778,12 @@ class FrontierScheduler(BaseScheduler):
             return False
         assert self.membership is not None
         self.membership.crawl_begun()
-        make = getattr(self.spider, "make_request_from_seed", None)
-        for raw in raws:
-            try:
-                if make is None:
-                    # any other spider: scrapy-redis' seeds (make_request_from_data)
-                    made = seed_requests(self.spider, raw, allow_private=self.allow_private)
-                    for request in made:
-                        self._seed_accepted(request)
-                    continue
-                seed = parse_seed(raw, allow_private=self.allow_private)
-                try:
-                    request = make(seed)
-                except Exception as exc:
-                    logger.exception("The spider could not make a request from seed %s", seed.url)
-                    raise BadSeed("spider_refused", str(exc)[:100]) from None
-                if request is None:
-                    raise BadSeed("spider_refused")
-            except BadSeed as exc:
-                shown = (
-                    raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
-                )
-                logger.warning("Refused seed %r: %s%s", shown, exc, refusal_hint(exc.reason))
-                self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
-                self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
-                continue
+        intake = SeedIntake(
+            self.spider, node_id=self.node_id, allow_private=self.allow_private, stats=self.stats
+        )
+        requests, rejected = intake.read(raws)
+        self._rejected += rejected
+        for request in requests:
             self._seed_accepted(request)
         # the seeds leave this node's seeding list in the same flush that queues them
         self._seeds_pending = True
