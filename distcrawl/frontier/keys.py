@@ -80,10 +80,18 @@ def _nearest(table: dict[int, str], slot: int, shift: int) -> str:
 def _suffix_table() -> dict[int, str]:
     """The low 14 bits of the CRC16 of each five-digit suffix -> the least such suffix (covers
     98 % of the 16,384 values)."""
+    # CRC16 from register 0 is linear in the message: a suffix's CRC is the XOR of what each
+    # of its digits gives at its position with zero bytes elsewhere (100,000 XORs, not CRCs)
+    crcs = [0]
+    for position in range(_SUFFIX_DIGITS):
+        digits = [
+            binascii.crc_hqx(bytes(position) + d + bytes(_SUFFIX_DIGITS - position - 1), 0)
+            for d in (str(i).encode() for i in range(10))
+        ]
+        crcs = [c ^ d for c in crcs for d in digits]
     table: dict[int, str] = {}
-    for n in range(10**_SUFFIX_DIGITS):
-        suffix = f"{n:0{_SUFFIX_DIGITS}d}"
-        table.setdefault(binascii.crc_hqx(suffix.encode(), 0) % CLUSTER_SLOTS, suffix)
+    for n, crc in enumerate(crcs):
+        table.setdefault(crc % CLUSTER_SLOTS, f"{n:0{_SUFFIX_DIGITS}d}")
     return table
 
 
