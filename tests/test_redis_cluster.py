@@ -132,6 +132,18 @@ def test_pipelined_script_calls_are_routed_without_asking_the_server(
     finally:
         client.close()
 
+    async def on_the_reactor() -> int:  # a node's asyncio client, likewise
+        aclient = connection.async_client(redis_cluster_url)
+        try:
+            store = FrontierStore(aclient, keys)
+            kids = [_child(f"h{i}", f"h{i}.test") for i in range(40)]
+            return int((await store.sync("n2", children=kids, lease=10)).added)
+        finally:
+            await aclient.aclose()
+
+    assert asyncio.run(on_the_reactor()) == 40
+    assert _getkeys_calls(redis_cluster) == before
+
 
 def _child(fp: str, site: str = "s.test") -> tuple[str, int, bool, int, str, str]:
     return (fp, 100, False, 0, site, json.dumps({"url": f"http://{site}/{fp}"}))
