@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import scrapy
 
-__all__ = ["Product"]
+__all__ = ["Product", "Revisit"]
 
 
 class Product(scrapy.Item):
@@ -31,3 +31,15 @@ class Product(scrapy.Item):
     site = scrapy.Field()  # host of the shop, e.g. "shop.example.com"
     source_url = scrapy.Field()  # the URL actually fetched (before canonicalisation)
     crawled_at = scrapy.Field()
+
+
+class Revisit(scrapy.Item):
+    """A product page fetched again that answered ``304 Not Modified`` (the product is as
+    stored: it was seen again) or ``404`` / ``410`` (it is gone); made by
+    :class:`distcrawl.freshness.FreshnessMiddleware` without parsing the page, stored by the
+    MongoDB pipeline as an update of ``last_seen`` or ``gone_at``.
+    """
+
+    url = scrapy.Field()  # the page's canonical URL (the product's ``url``)
+    status = scrapy.Field()  # 304, 404 or 410
+    seen_at = scrapy.Field()  # a timezone-aware UTC datetime

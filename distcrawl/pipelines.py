@@ -22,11 +22,12 @@ from urllib.parse import unquote, urlsplit
 from pymongo.write_concern import WriteConcern
 from scrapy.exceptions import DropItem
 
+from distcrawl.items import Revisit
 from distcrawl.services import resolve_home
-from distcrawl.storage.documents import InvalidItem, make_record
+from distcrawl.storage.documents import InvalidItem, make_record, revisit_record
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.store import ProductStore, Rejected
-from distcrawl.storage.writer import MongoWriter
+from distcrawl.storage.writer import DEFAULT_CHANGES_COLLECTION, MongoWriter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -90,6 +91,8 @@ class MongoPipeline:
     - ``MONGO_WRITE_CONCERN``: ``{"w": "majority", "j": true}`` by default; a dict (or JSON
       object) of ``WriteConcern`` arguments, or just the ``w`` value. ``w=0`` is refused.
     - ``MONGO_PRICE_HISTORY``: price-history entries kept per product (default 20).
+    - ``MONGO_CHANGES_COLLECTION``: the change log, one document per price, currency or
+      availability change (default ``changes``; empty: none).
     - ``MONGO_TIMEOUT``: driver timeouts in seconds (default 5).
     - ``MONGO_BUFFER_MAX_ITEMS``: products held in memory during an outage before they spill
       to the journal (default 1000).
@@ -113,7 +116,14 @@ class MongoPipeline:
     ``pipeline/batches``, ``pipeline/retries``, ``pipeline/journaled``, ``pipeline/replayed``,
     ``pipeline/journal_damaged``, ``pipeline/journal_held`` (a gauge: products in the journal
     that no live node holds), ``pipeline/dropped/<reason>`` (``missing_url``,
-    ``missing_name``, ``unencodable``, ``too_large``, ``rejected``).
+    ``missing_name``, ``unencodable``, ``too_large``, ``rejected``, ``revisit_status``);
+    ``pipeline/changes`` (new documents in the change log), ``pipeline/not_modified`` and
+    ``pipeline/gone`` (revisits applied to a stored product) and ``pipeline/revisit_unknown``
+    (revisits of a page whose product is not stored).
+
+    A :class:`~distcrawl.items.Revisit` item (a 304, 404 or 410 answer of a product page,
+    from :class:`distcrawl.freshness.FreshnessMiddleware`) takes the same way as a product:
+    durable (written or journaled) before ``process_item`` returns.
     """
 
     def __init__(
@@ -128,6 +138,7 @@ class MongoPipeline:
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         write_concern: WriteConcern | None = None,
         price_history: int = DEFAULT_PRICE_HISTORY,
+        changes_collection: str = DEFAULT_CHANGES_COLLECTION,
         timeout: float = DEFAULT_TIMEOUT,
         buffer_max_items: int = DEFAULT_BUFFER_MAX_ITEMS,
         journal_after: float = DEFAULT_JOURNAL_AFTER,
@@ -156,6 +167,7 @@ class MongoPipeline:
         if not self.write_concern.acknowledged:
             raise ValueError("MONGO_WRITE_CONCERN w=0 cannot tell when a product is durable")
         self.price_history = max(0, price_history)
+        self.changes_collection = changes_collection
         self.timeout = timeout
         self.buffer_max_items = buffer_max_items
         self.journal_after = journal_after
@@ -189,6 +201,8 @@ class MongoPipeline:
             flush_interval=settings.getfloat("MONGO_FLUSH_INTERVAL", DEFAULT_FLUSH_INTERVAL),
             write_concern=_write_concern(settings.get("MONGO_WRITE_CONCERN")),
             price_history=settings.getint("MONGO_PRICE_HISTORY", DEFAULT_PRICE_HISTORY),
+            changes_collection=settings.get("MONGO_CHANGES_COLLECTION", DEFAULT_CHANGES_COLLECTION)
+            or "",
             timeout=settings.getfloat("MONGO_TIMEOUT", DEFAULT_TIMEOUT),
             buffer_max_items=settings.getint("MONGO_BUFFER_MAX_ITEMS", DEFAULT_BUFFER_MAX_ITEMS),
             journal_after=settings.getfloat("MONGO_JOURNAL_AFTER", DEFAULT_JOURNAL_AFTER),
@@ -213,6 +227,7 @@ class MongoPipeline:
             history=self.price_history,
             write_concern=self.write_concern,
             timeout=self.timeout,
+            changes=self.changes_collection or None,
         )
         journal = Journal(self.journal_path, database=self.database, collection=self.collection)
         self._store = ProductStore(
@@ -232,10 +247,17 @@ class MongoPipeline:
         await self._store.open()
 
     async def process_item(self, item: Any) -> Any:
+        now = dt.datetime.now(dt.UTC)
         try:
-            record = make_record(
-                item, self.unique_key, history=self.price_history, now=dt.datetime.now(dt.UTC)
-            )
+            if isinstance(item, Revisit):
+                record = revisit_record(
+                    str(item.get("url") or ""),
+                    int(item.get("status") or 0),
+                    self.unique_key,
+                    seen_at=item.get("seen_at") or now,
+                )
+            else:
+                record = make_record(item, self.unique_key, history=self.price_history, now=now)
         except InvalidItem as exc:
             self._count(f"dropped/{exc.reason}", 1)
             raise DropItem(str(exc)) from exc

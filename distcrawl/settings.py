@@ -70,6 +70,13 @@ DISTCRAWL_ROBOTS_TTL = 24 * 3600
 ADDONS = {"distcrawl.services.EmbeddedServices": 0}
 
 ITEM_PIPELINES = {"distcrawl.pipelines.MongoPipeline": 300}
+# a revisit's 304 and a product page's 404/410 become updates of last_seen / gone_at, before
+# Scrapy's HttpErrorMiddleware (50) would drop them
+SPIDER_MIDDLEWARES = {"distcrawl.freshness.FreshnessMiddleware": 45}
+#: statuses of a product page that mark its product gone (gone_at)
+DISTCRAWL_GONE_STATUSES = [404, 410]
+#: collection of the change log: one document per price/currency/availability change ("" = off)
+MONGO_CHANGES_COLLECTION = "changes"
 #: collection of the products, and the item fields forming their unique key (the ``_id``)
 MONGO_COLLECTION = "products"
 MONGO_UNIQUE_KEY = ["url"]

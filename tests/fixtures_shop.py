@@ -15,11 +15,12 @@ DEMO_SHOP_PRODUCTS = 300
 
 @pytest.fixture
 def shop_factory() -> Iterator[Callable[..., DemoShop]]:
-    """``shop_factory(**ShopConfig fields) -> DemoShop``, started; all stopped after the test."""
+    """``shop_factory(**ShopConfig fields) -> DemoShop``, started; all stopped after the test.
+    ``clock=`` (a callable returning unix time) drives a changing shop's epochs."""
     started: list[DemoShop] = []
 
-    def make(**config: Any) -> DemoShop:
-        shop = DemoShop(ShopConfig(**config)).start()
+    def make(clock: Callable[[], float] | None = None, **config: Any) -> DemoShop:
+        shop = DemoShop(ShopConfig(**config), **({"clock": clock} if clock else {})).start()
         started.append(shop)
         return shop
 

@@ -103,3 +103,65 @@ def test_a_structured_sku_of_two_words_is_kept() -> None:
         ' "offers": {"@type": "Offer", "price": "19", "priceCurrency": "EUR"}}</script>'
     )
     assert _product(f"{ld}<h1>Lamp</h1>")["sku"] == "AB 1234"
+
+
+def test_the_price_beside_the_heading_and_buy_button_beats_a_price_box_outside_them() -> None:
+    product = _product(
+        "<ul class='deal'><li><div class='title'>Jerky, any 10 packs</div>"
+        "<p class='info'>Lean pork, oven roasted.</p>"
+        "<p>Was <strike>1,390</strike></p>"
+        "<div class='pdeal'>Lowest price $<span>99</span> a pack</div>"
+        "<a id='buy_btn' href='javascript:;' onclick='buy()'>Buy</a></li></ul>"
+        "<p>A long description of the product.</p>"
+        "<div class='btn_price'>One set of ten: <span>990</span> (save $400)</div>"
+    )
+    assert product["price"] == Decimal("99")
+
+
+def test_a_price_box_inside_the_products_own_block_stays_the_price() -> None:
+    product = _product(
+        "<div class='summary'><h1>Jerky</h1><p>Ships from $5 a parcel.</p>"
+        "<span class='price'>$12.00</span>"
+        "<button class='add-to-cart'>Add to cart</button></div>"
+    )
+    assert product["price"] == Decimal("12.00")
+
+
+def test_a_price_box_outside_stays_the_price_when_the_own_block_prints_none() -> None:
+    product = _product(
+        "<div class='top'><h1>Jerky</h1><button class='add-to-cart'>Add to cart</button></div>"
+        "<div class='offer'><span class='price'>$12.00</span></div>"
+    )
+    assert product["price"] == Decimal("12.00")
+
+
+def test_an_amount_after_a_currency_sign_in_the_text_before_it_is_a_price() -> None:
+    product = _product(
+        "<h1>Jerky</h1><p>Lowest price $<b>99</b> a pack</p>"
+        "<a class='buy-btn' href='javascript:buy()'>Buy</a>"
+    )
+    assert product["price"] == Decimal("99")
+
+
+def test_an_itemprop_name_in_the_head_is_not_the_heading() -> None:
+    analysis = analyze(
+        url=URL,
+        body=(
+            b"<html><head><meta itemprop='name' content='Best goose floss in town, since 1950'>"
+            b"</head><body><h1>Goose floss, 250 g</h1><span class='price'>$294</span>"
+            b"<button class='add-to-cart'>Add to cart</button></body></html>"
+        ),
+    )
+    assert analysis.product is not None
+    assert analysis.product["name"] == "Goose floss, 250 g"
+
+
+def test_a_bracketed_label_and_code_in_a_table_cell_give_the_sku() -> None:
+    product = _product(
+        "<table><tr><td><img src='/goose.jpg'></td></tr>"
+        "<tr><td>\u3008\u5546\u54c1\u7de8\u865f\uff1aM67296549\u3009</td></tr></table>"
+        "<h1>Goose floss</h1><span class='price'>$294</span>"
+        "<button class='add-to-cart'>Add to cart</button>",
+        url="https://shop.example/goods/M67296549.htm",
+    )
+    assert product["sku"] == "M67296549"

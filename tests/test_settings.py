@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from distcrawl import middlewares, pipelines, safety, settings
+from distcrawl import freshness, middlewares, pipelines, safety, settings
 from distcrawl.frontier import robots, scheduler, store
 from distcrawl.spiders import catalog
+from distcrawl.storage import writer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
         ("MONGO_CLOSE_TIMEOUT", pipelines.DEFAULT_CLOSE_TIMEOUT),
         ("MONGO_RETRY_BACKOFF", pipelines.DEFAULT_RETRY_BACKOFF),
         ("MONGO_RETRY_BACKOFF_MAX", pipelines.DEFAULT_RETRY_BACKOFF_MAX),
+        ("MONGO_CHANGES_COLLECTION", writer.DEFAULT_CHANGES_COLLECTION),
+        ("DISTCRAWL_GONE_STATUSES", list(freshness.DEFAULT_GONE_STATUSES)),
     ],
 )
 def test_settings_py_holds_the_defaults_the_code_falls_back_to(name, code_default) -> None:
@@ -66,3 +69,12 @@ def test_scrapy_settings_get_shows_the_defaults() -> None:
             timeout=120,
         )
         assert done.stdout.strip() == shown, done.stderr
+
+
+def test_the_freshness_middleware_sees_answers_before_httperror_drops_them() -> None:
+    from scrapy.settings import default_settings
+
+    httperror = default_settings.SPIDER_MIDDLEWARES_BASE[
+        "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware"
+    ]
+    assert settings.SPIDER_MIDDLEWARES["distcrawl.freshness.FreshnessMiddleware"] < httperror

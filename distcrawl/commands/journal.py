@@ -32,7 +32,7 @@ from distcrawl.pipelines import (
 from distcrawl.services import ensure_mongo, mask_url, resolve_home
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.replay import ReplaySummary, replay_journal
-from distcrawl.storage.writer import MongoWriter
+from distcrawl.storage.writer import DEFAULT_CHANGES_COLLECTION, MongoWriter
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -119,6 +119,7 @@ def _replay(
         history=max(0, settings.getint("MONGO_PRICE_HISTORY", DEFAULT_PRICE_HISTORY)),
         write_concern=WriteConcern(**DEFAULT_WRITE_CONCERN),
         timeout=settings.getfloat("MONGO_TIMEOUT", DEFAULT_TIMEOUT),
+        changes=settings.get("MONGO_CHANGES_COLLECTION", DEFAULT_CHANGES_COLLECTION) or None,
     )
     last = [0.0]
 

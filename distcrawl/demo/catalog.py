@@ -12,12 +12,14 @@ import math
 import random
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 __all__ = [
     "AVAILABILITY_TEXT",
     "CURRENCY_SYMBOL",
     "Catalog",
     "Leaf",
+    "Listings",
     "Product",
     "TopCategory",
 ]
@@ -149,6 +151,17 @@ class TopCategory:
         return f"/c/{self.slug}/"
 
 
+class Listings(Protocol):
+    """What a listing page is rendered from: the catalog, or the catalog at one moment of a
+    shop that changes (:class:`distcrawl.demo.changes.CatalogAt`)."""
+
+    def page_count(self, leaf: Leaf) -> int: ...
+
+    def listing_page(self, leaf: Leaf, page: int) -> list[Product]: ...
+
+    def tracked_link(self, product_id: int) -> bool: ...
+
+
 class Catalog:
     """The whole shop as data: category tree, products and listing pages."""
 
@@ -217,6 +230,12 @@ class Catalog:
         # adds products to the failing set and lowering it heals the most recent ones.
         self._fail_order = list(range(1, products + 1))
         fail_rng.shuffle(self._fail_order)
+
+    def make_product(self, product_id: int, leaf: Leaf) -> Product:
+        """Product *product_id* as it would be in *leaf*: its attributes follow from
+        ``(seed, id)`` alone, so a product added later to a changing shop (an id past the
+        catalog's size) looks like any other."""
+        return self._make_product(product_id, leaf.top_slug, leaf.slug)
 
     def _make_product(self, product_id: int, top_slug: str, leaf_slug: str) -> Product:
         # One hash per product: attributes do not depend on the catalog's size or order.

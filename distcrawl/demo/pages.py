@@ -16,7 +16,7 @@ from distcrawl.demo import templates
 from distcrawl.demo.catalog import AVAILABILITY_TEXT, CURRENCY_SYMBOL
 
 if TYPE_CHECKING:
-    from distcrawl.demo.catalog import Catalog, Leaf, Product, TopCategory
+    from distcrawl.demo.catalog import Catalog, Leaf, Listings, Product, TopCategory
 
 __all__ = [
     "HOSTILE_LINKS",
@@ -80,12 +80,14 @@ def display_price(product: Product) -> str:
     return f"{CURRENCY_SYMBOL[product.currency]}{product.price}"
 
 
-def render_home(catalog: Catalog, *, hostile: bool = False) -> str:
+def render_home(catalog: Catalog, *, hostile: bool = False, products: int | None = None) -> str:
+    """The home page; *products* is the count it announces (default: the catalog's size)."""
+    count = len(catalog) if products is None else products
     links = "".join(f'<a href="{top.path}">{escape(top.name)}</a>' for top in catalog.tops)
     body = (
         "<h1>Welcome to the distcrawl demo shop</h1>\n"
         f'<nav class="categories">{links}</nav>'
-        f"<p>{len(catalog)} products in {len(catalog.leaves())} categories.</p>"
+        f"<p>{count} products in {len(catalog.leaves())} categories.</p>"
     )
     if hostile:
         body += _hostile_block()
@@ -118,7 +120,7 @@ def _page_numbers(page: int, pages: int) -> list[int | None]:
 
 
 def render_listing(
-    catalog: Catalog,
+    catalog: Listings,
     leaf: Leaf,
     page: int,
     *,

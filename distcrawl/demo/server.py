@@ -3,6 +3,9 @@
 It serves a deterministic catalog (``distcrawl.demo.catalog``), injects faults on demand
 (latency, random 503s, 429s with Retry-After, products that always fail, hostile pages) and
 keeps a log of every request, so tests and benchmarks can check a crawl against the truth.
+On demand the catalog changes with time (``distcrawl.demo.changes``: prices and stock move,
+products come and go) and pages answer ``ETag`` / ``Last-Modified`` and ``304 Not Modified``
+as a real shop does.
 The same controls are exposed over HTTP under ``/_shop/`` for a shop in another process, and
 ``distcrawl shop`` (or ``python -m distcrawl.demo.server``) serves one from the command line.
 """
@@ -13,9 +16,11 @@ import argparse
 import bisect
 import contextlib
 import enum
+import hashlib
 import ipaddress
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -24,8 +29,9 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from email.utils import formatdate, parsedate_to_datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,10 +39,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from distcrawl.demo import pages
 from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_SEED, Catalog
+from distcrawl.demo.changes import CatalogAt, CatalogHistory, ChangePlan
 from distcrawl.demo.templates import TEMPLATE_VARIANTS
 
 if TYPE_CHECKING:
     from types import FrameType
+
+    from distcrawl.demo.catalog import Listings, Product
 
 __all__ = ["DemoShop", "ShopConfig", "add_arguments", "main", "run"]
 
@@ -51,6 +60,10 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 0
 #: status of the random faults drawn with ``error_rate``
 DEFAULT_ERROR_STATUS = 503
+#: a changing shop refuses to start this many change epochs after its change_start
+MAX_EPOCHS_BEHIND = 100_000
+#: status of a removed product's page (404 is the other choice)
+DEFAULT_GONE_STATUS = 410
 #: seconds announced in the Retry-After header of 429 and 503 answers
 DEFAULT_RETRY_AFTER = 1
 #: an idle keep-alive connection is closed after this many seconds (frees its thread)
@@ -102,6 +115,15 @@ class ShopConfig:
     ``fail_products`` products, chosen deterministically from ``seed``, always answer 500.
     ``retry_after`` is the Retry-After of 429 and 503 answers (``None``: no header).
     Faults never apply to ``/robots.txt`` or ``/_shop/*``.
+
+    A shop that changes (:class:`~distcrawl.demo.changes.ChangePlan`): every
+    ``change_interval`` seconds from ``change_start`` (default: when the shop is created), a
+    ``change_rate`` share of the live products change price and/or availability,
+    ``change_add`` products are added and ``change_remove`` removed (their page then answers
+    ``gone_status``, 410 or 404), for ``change_cycles`` epochs (0: forever). ``conditional``
+    makes the home, category, listing and product pages answer ``ETag`` and
+    ``Last-Modified``, and ``304`` to a matching ``If-None-Match`` / ``If-Modified-Since``;
+    ``None`` (the default) turns it on exactly when the shop changes.
     """
 
     products: int = DEFAULT_PRODUCTS
@@ -119,14 +141,39 @@ class ShopConfig:
     retry_after: int | None = DEFAULT_RETRY_AFTER
     hostile: bool = False
     tracking_params: bool = True
+    change_interval: float = 0.0
+    change_rate: float = 0.0
+    change_add: int = 0
+    change_remove: int = 0
+    change_cycles: int = 0
+    change_start: float | None = None
+    gone_status: int = DEFAULT_GONE_STATUS
+    conditional: bool | None = None
 
     def __post_init__(self) -> None:
+        self.change_plan()  # validates the change fields
+        if self.gone_status not in (404, 410):
+            raise ValueError(f"gone_status must be 404 or 410, got {self.gone_status}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         # The control API under /_shop/ has no authentication: never expose it off-host.
         if self.host != "localhost" and not _is_loopback(self.host):
             raise ValueError(f"the demo shop binds loopback addresses only, got {self.host!r}")
         _Faults.from_config(self)  # validates the fault fields
+
+    def change_plan(self) -> ChangePlan:
+        return ChangePlan(
+            interval=self.change_interval,
+            rate=self.change_rate,
+            add=self.change_add,
+            remove=self.change_remove,
+            cycles=self.change_cycles,
+        )
+
+    @property
+    def validators(self) -> bool:
+        """Whether pages answer ETag / Last-Modified / 304 (``conditional``, else: changes)."""
+        return self.change_interval > 0 if self.conditional is None else self.conditional
 
 
 @dataclass(frozen=True)
@@ -184,10 +231,11 @@ class _Response:
     content_type: str = _CONTENT_HTML
     headers: tuple[tuple[str, str], ...] = ()
     repeat: int = 1  # the body is sent this many times back to back (the oversized page)
+    modified: float | None = None  # when the page last changed: it may answer 304
 
 
-def _html(text: str, status: int = 200) -> _Response:
-    return _Response(status, text.encode())
+def _html(text: str, status: int = 200, modified: float | None = None) -> _Response:
+    return _Response(status, text.encode(), modified=modified)
 
 
 def _json(data: object, status: int = 200) -> _Response:
@@ -213,14 +261,32 @@ class DemoShop:
     A shop in another process is checked and steered over HTTP, with no fault or log entry:
     ``GET /_shop/truth`` (what :meth:`truth` returns), ``GET /_shop/log?since=T`` (what
     :meth:`request_log` returns), ``GET /_shop/faults`` and ``POST /_shop/faults`` (a JSON
-    object with :meth:`set_faults` keyword arguments; answers the faults now in force).
+    object with :meth:`set_faults` keyword arguments; answers the faults now in force) and
+    ``GET /_shop/changes`` (what :meth:`changes` returns).
+
+    *clock* gives the time the change epochs are counted in (default ``time.time``).
     """
 
-    def __init__(self, config: ShopConfig | None = None) -> None:
+    def __init__(
+        self, config: ShopConfig | None = None, *, clock: Callable[[], float] = time.time
+    ) -> None:
         self.config = config or ShopConfig()
         self.catalog = Catalog(
             self.config.products, seed=self.config.seed, page_size=self.config.page_size
         )
+        self._clock = clock
+        start = self.config.change_start
+        self.history = CatalogHistory(
+            self.catalog, self.config.change_plan(), start=clock() if start is None else start
+        )
+        self._changing = self.history.plan.active
+        behind = self.history.epoch_at(clock())
+        if behind > MAX_EPOCHS_BEHIND:
+            raise ValueError(
+                f"change_start is {behind} change epochs ago (at most {MAX_EPOCHS_BEHIND}): "
+                "every epoch since would be computed; start later or set change_cycles"
+            )
+        self._validators = self.config.validators
         faults = _Faults.from_config(self.config)
         # Faults and the failing set they imply change together, as one tuple, so a request
         # reading them without the lock still sees a consistent pair.
@@ -229,8 +295,8 @@ class DemoShop:
         # Separate streams: turning latency jitter on does not change which requests fail.
         self._fault_rng = random.Random(f"distcrawl-demo-faults:{self.config.seed}")
         self._jitter_rng = random.Random(f"distcrawl-demo-jitter:{self.config.seed}")
-        # (t, method, path, status) tuples: a third of the memory of dicts on long benchmarks
-        self._log: list[tuple[float, str, str, int]] = []
+        # (t, method, path, status, bytes) tuples: a third of the memory of dicts
+        self._log: list[tuple[float, str, str, int, int]] = []
         self._server: _ShopHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._base = ""
@@ -290,16 +356,38 @@ class DemoShop:
 
     # -- ground truth ---------------------------------------------------------------------
 
+    def epoch(self) -> int:
+        """The change epoch now (always 0 for a shop that does not change)."""
+        epoch = self.history.epoch_at(self._clock())
+        self.history.advance(epoch)
+        return epoch
+
+    def _live_products(self) -> list[Product]:
+        if not self._changing:
+            return self.catalog.products()
+        epoch = self.epoch()
+        found = (self.history.product(p.id, epoch) for p in self.history.products_ever())
+        return [p for p in found if p is not None]
+
     def expected_product_urls(self) -> set[str]:
-        """Canonical URLs of every product a complete crawl must store."""
+        """Canonical URLs of every product a complete crawl must store (of a shop that
+        changes: the products live now)."""
         base = self.url.rstrip("/")
-        return {base + product.path for product in self.catalog.products()}
+        return {base + product.path for product in self._live_products()}
+
+    def gone_product_urls(self) -> set[str]:
+        """Products removed so far (their pages answer ``gone_status``)."""
+        if not self._changing:
+            return set()
+        base, epoch = self.url.rstrip("/"), self.epoch()
+        ever = self.history.products_ever()
+        return {base + p.path for p in ever if self.history.removed(p.id, epoch)}
 
     def failing_product_urls(self) -> set[str]:
         """Products that answer 500 on every request (``fail_products`` of them)."""
         base = self.url.rstrip("/")
         failing = self._state[1]
-        return {base + p.path for p in self.catalog.products() if p.id in failing}
+        return {base + p.path for p in self._live_products() if p.id in failing}
 
     def recoverable_product_urls(self) -> set[str]:
         """Expected minus always-failing: what a crawl can store despite the faults."""
@@ -313,37 +401,50 @@ class DemoShop:
         match = _PRODUCT_PATH.fullmatch(path)
         if match is None:
             return None
-        product = self.catalog.product(int(match[1]))
+        product = self.history.known(int(match[1]))
         return product.sku if product is not None and product.slug == match[2] else None
 
     def truth(self) -> dict[str, Any]:
         """The ground truth as served by ``GET /_shop/truth``; ``skus`` maps each product's
-        path to its SKU (a product's identity, whatever URL it was reached by)."""
+        path to its SKU (a product's identity, whatever URL it was reached by; of a shop that
+        changes: every product ever published), ``gone`` lists the removed products."""
+        ever = self.history.products_ever() if self._changing else self.catalog.products()
         return {
-            "skus": {p.path: p.sku for p in self.catalog.products()},
+            "skus": {p.path: p.sku for p in ever},
             "expected": sorted(self.expected_product_urls()),
             "recoverable": sorted(self.recoverable_product_urls()),
             "failing": sorted(self.failing_product_urls()),
+            "gone": sorted(self.gone_product_urls()),
             "products": self.config.products,
             "variant": self.config.variant,
             "seed": self.config.seed,
         }
+
+    def changes(self) -> dict[str, Any]:
+        """Every change made so far, as served by ``GET /_shop/changes``: for each product
+        (by path) its ``timeline`` of ``{at, price, currency, availability}`` states,
+        ``added_at`` and ``removed_at`` (unix times; ``None``: never removed), and the flat
+        lists ``changes`` (``{url, path, sku, field, old, new, at}``, in time order),
+        ``added`` and ``removed``; plus the plan (``start``, ``interval``, ``rate``, ``add``,
+        ``remove``, ``cycles``) and the current ``epoch``. See :mod:`distcrawl.demo.changes`."""
+        return self.history.ground_truth(self.epoch(), self.url.rstrip("/"))
 
     # -- request log and faults -----------------------------------------------------------
 
     def request_log(self, since: float | None = None) -> list[dict[str, Any]]:
         """Every request so far (``/_shop/*`` excluded), oldest first.
 
-        Entries are ``{"t", "path", "status", "method"}``; ``path`` includes the query
-        string and ``t`` is when the answer was decided, so entries are in ``t`` order and
-        ``since`` returns exactly those with ``t > since``.
+        Entries are ``{"t", "path", "status", "method", "bytes"}``; ``path`` includes the
+        query string, ``t`` is when the answer was decided, so entries are in ``t`` order and
+        ``since`` returns exactly those with ``t > since``, and ``bytes`` is the body size
+        sent (0 for HEAD and 304 answers).
         """
         with self._lock:
             start = 0 if since is None else bisect.bisect_right(self._log, since, key=_time_of)
             entries = self._log[start:]
         return [
-            {"t": t, "path": path, "status": status, "method": method}
-            for t, method, path, status in entries
+            {"t": t, "path": path, "status": status, "method": method, "bytes": size}
+            for t, method, path, status, size in entries
         ]
 
     def clear_request_log(self) -> None:
@@ -389,8 +490,16 @@ class DemoShop:
 
     # -- answering requests ---------------------------------------------------------------
 
-    def _respond(self, method: str, target: str, host: str | None, body: bytes = b"") -> _Response:
-        """The answer to one request (called from the connection's thread)."""
+    def _respond(
+        self,
+        method: str,
+        target: str,
+        host: str | None,
+        body: bytes = b"",
+        conditions: tuple[str | None, str | None] = (None, None),
+    ) -> _Response:
+        """The answer to one request (called from the connection's thread); *conditions* are
+        its ``If-None-Match`` and ``If-Modified-Since`` headers."""
         path, _, query = target.partition("?")
         if path.startswith("/_shop/"):
             return self._control(method, path, query, body)
@@ -400,12 +509,15 @@ class DemoShop:
             response = self._inject(faults)
         if response is None:
             try:
-                response = self._route(method, path, query, host, failing)
+                response = self._route(method, path, query, host, failing, self.epoch())
+                if self._validators and response.modified is not None:
+                    response = _validated(response, *conditions)
             except Exception:
                 logger.exception("demo shop failed to render %s", target)
                 response = _error(500)
+        size = 0 if method == "HEAD" else len(response.body) * response.repeat
         with self._lock:
-            self._log.append((time.time(), method, target, response.status))
+            self._log.append((time.time(), method, target, response.status, size))
         return response
 
     def _inject(self, faults: _Faults) -> _Response | None:
@@ -437,49 +549,67 @@ class DemoShop:
         return self._base
 
     def _route(
-        self, method: str, path: str, query: str, host: str | None, failing: frozenset[int]
+        self,
+        method: str,
+        path: str,
+        query: str,
+        host: str | None,
+        failing: frozenset[int],
+        epoch: int,
     ) -> _Response:
         if method not in ("GET", "HEAD"):
             return _error(405, (("Allow", "GET, HEAD"),))
-        catalog, config = self.catalog, self.config
+        catalog, config, history = self.catalog, self.config, self.history
         if path == "/":
-            return _html(pages.render_home(catalog, hostile=config.hostile))
+            home = pages.render_home(
+                catalog, hostile=config.hostile, products=history.live_count(epoch)
+            )
+            return _html(home, modified=history.time_of(history.catalog_modified(epoch)))
         if path == "/robots.txt":
             return _Response(200, pages.ROBOTS_TXT.encode(), "text/plain; charset=utf-8")
         if path.startswith("/c/") and path.endswith("/"):
             parts = path[3:-1].split("/")
             if len(parts) == 1 and (top := catalog.top(parts[0])) is not None:
-                return _html(pages.render_category(top))
+                return _html(pages.render_category(top), modified=history.start)
             if len(parts) == 2 and (leaf := catalog.leaf(parts[0], parts[1])) is not None:
+                listings: Listings = history.at(epoch) if self._changing else catalog
                 page = _page_number(query)
-                if page is None or page > catalog.page_count(leaf):
+                if page is None or page > listings.page_count(leaf):
                     return _error(404)
-                return _html(
-                    pages.render_listing(
-                        catalog,
-                        leaf,
-                        page,
-                        hostile=config.hostile,
-                        tracking_params=config.tracking_params,
-                        variant=config.variant,
-                    )
+                text = pages.render_listing(
+                    listings,
+                    leaf,
+                    page,
+                    hostile=config.hostile,
+                    tracking_params=config.tracking_params,
+                    variant=config.variant,
                 )
+                modified = 0
+                if isinstance(listings, CatalogAt):
+                    modified = listings.page_modified(leaf, page)
+                return _html(text, modified=history.time_of(modified))
             return _error(404)
         if match := _PRODUCT_PATH.fullmatch(path):
-            product = catalog.product(int(match[1]))
-            if product is None or product.slug != match[2]:
+            product_id = int(match[1])
+            known = history.known(product_id)
+            if known is None or known.slug != match[2]:
                 return _error(404)
+            if history.removed(product_id, epoch):
+                return _error(config.gone_status)
+            product = history.product(product_id, epoch)
+            if product is None:
+                return _error(404)  # not published yet
             if product.id in failing:
                 return _error(500)
             leaf = catalog.leaf(product.top_slug, product.leaf_slug)
             assert leaf is not None
-            return _html(
-                pages.render_product(
-                    product, leaf, base_url=self._base_for(host), variant=config.variant
-                )
+            text = pages.render_product(
+                product, leaf, base_url=self._base_for(host), variant=config.variant
             )
+            changed = history.product_modified(product_id, epoch)
+            return _html(text, modified=history.time_of(changed))
         if match := _IMAGE_PATH.fullmatch(path):
-            product = catalog.product(int(match[1]))
+            product = history.product(int(match[1]), epoch)
             if product is None or not 1 <= int(match[2]) <= product.images:
                 return _error(404)
             return _Response(200, _IMAGE_BODY, "image/jpeg")
@@ -519,6 +649,8 @@ class DemoShop:
             return _json(self.request_log(since))
         if path == "/_shop/faults" and method in ("GET", "HEAD"):
             return _json(self.faults())
+        if path == "/_shop/changes" and method in ("GET", "HEAD"):
+            return _json(self.changes())
         if path == "/_shop/faults" and method == "POST":
             try:
                 changes = json.loads(body or b"{}")
@@ -527,13 +659,48 @@ class DemoShop:
                 return _json(self.set_faults(**changes))
             except (TypeError, ValueError) as exc:
                 return _json({"error": str(exc)}, 400)
-        if path in ("/_shop/truth", "/_shop/log", "/_shop/faults"):
+        if path in ("/_shop/truth", "/_shop/log", "/_shop/faults", "/_shop/changes"):
             return _json({"error": "method not allowed"}, 405)
         return _json({"error": "not found"}, 404)
 
 
-def _time_of(entry: tuple[float, str, str, int]) -> float:
+def _time_of(entry: tuple[float, str, str, int, int]) -> float:
     return entry[0]
+
+
+def _validated(
+    response: _Response, if_none_match: str | None, if_modified_since: str | None
+) -> _Response:
+    """*response* with its ``ETag`` (a hash of the body: exact) and ``Last-Modified`` (when
+    the page last changed, to the second), or a ``304`` when the request's validators say
+    the client has this very page (RFC 9110: ``If-None-Match`` wins over
+    ``If-Modified-Since``)."""
+    assert response.modified is not None
+    etag = '"' + hashlib.blake2b(response.body, digest_size=12).hexdigest() + '"'
+    modified = math.floor(response.modified)
+    headers = (
+        *response.headers,
+        ("ETag", etag),
+        ("Last-Modified", formatdate(modified, usegmt=True)),
+    )
+    if _not_modified(etag, modified, if_none_match, if_modified_since):
+        return _Response(304, b"", headers=headers)
+    return replace(response, headers=headers)
+
+
+def _not_modified(
+    etag: str, modified: int, if_none_match: str | None, if_modified_since: str | None
+) -> bool:
+    if if_none_match is not None:
+        tags = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+        return "*" in tags or etag in tags  # the weak comparison GET uses
+    if if_modified_since:
+        try:
+            since = parsedate_to_datetime(if_modified_since).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return False  # an unreadable date is ignored, as the RFC says
+        return modified <= since
+    return False
 
 
 def _page_number(query: str) -> int | None:
@@ -624,12 +791,14 @@ class _ShopHandler(BaseHTTPRequestHandler):
         pass  # the shop keeps its own request log; stderr lines would cost throughput
 
     def _answer(self, method: str, body: bytes = b"") -> None:
-        response = self.server.shop._respond(method, self.path, self.headers.get("Host"), body)
-        lines = [
-            f"HTTP/1.1 {response.status} {_phrase(response.status)}",
-            f"Content-Type: {response.content_type}",
-            f"Content-Length: {len(response.body) * response.repeat}",
-        ]
+        conditions = (self.headers.get("If-None-Match"), self.headers.get("If-Modified-Since"))
+        response = self.server.shop._respond(
+            method, self.path, self.headers.get("Host"), body, conditions
+        )
+        lines = [f"HTTP/1.1 {response.status} {_phrase(response.status)}"]
+        if response.status != 304:  # a 304 has no body, so neither type nor length
+            lines.append(f"Content-Type: {response.content_type}")
+            lines.append(f"Content-Length: {len(response.body) * response.repeat}")
         lines.extend(f"{name}: {value}" for name, value in response.headers)
         if self.close_connection:
             lines.append("Connection: close")
@@ -717,6 +886,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="link every product without ?utm_source=..&ref=..",
     )
+    changes = parser.add_argument_group(
+        "a shop that changes",
+        "Every --change-interval seconds (a change epoch), prices and stock change, products "
+        "are added and removed, deterministically from --seed and the time; "
+        "GET /_shop/changes lists every change and when it was made.",
+    )
+    changes.add_argument(
+        "--change-interval",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="length of a change epoch (default 0: the catalog never changes)",
+    )
+    changes.add_argument(
+        "--change-rate",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="share of the live products whose price and/or stock change in each epoch",
+    )
+    changes.add_argument(
+        "--add-products",
+        type=int,
+        default=0,
+        metavar="COUNT",
+        help="products added in each epoch",
+    )
+    changes.add_argument(
+        "--remove-products",
+        type=int,
+        default=0,
+        metavar="COUNT",
+        help="products removed in each epoch (their pages answer --gone-status)",
+    )
+    changes.add_argument(
+        "--change-cycles",
+        type=int,
+        default=0,
+        metavar="EPOCHS",
+        help="stop changing after this many epochs (default 0: never stop)",
+    )
+    changes.add_argument(
+        "--change-start",
+        type=float,
+        default=None,
+        metavar="UNIX_TIME",
+        help="when epoch 0 began (default: when the shop starts); equal starts, equal shops",
+    )
+    changes.add_argument(
+        "--gone-status",
+        type=int,
+        choices=(404, 410),
+        default=DEFAULT_GONE_STATUS,
+        help=f"status of a removed product's page (default {DEFAULT_GONE_STATUS})",
+    )
+    changes.add_argument(
+        "--conditional",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="answer ETag / Last-Modified and 304 Not Modified on home, category, listing "
+        "and product pages (default: on when the shop changes)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -738,6 +969,14 @@ def run(args: argparse.Namespace) -> int:
             retry_after=args.retry_after,
             hostile=args.hostile,
             tracking_params=args.tracking_params,
+            change_interval=args.change_interval,
+            change_rate=args.change_rate,
+            change_add=args.add_products,
+            change_remove=args.remove_products,
+            change_cycles=args.change_cycles,
+            change_start=args.change_start,
+            gone_status=args.gone_status,
+            conditional=args.conditional,
         )
     except ValueError as exc:
         print(f"distcrawl shop: {exc}", file=sys.stderr)
@@ -747,9 +986,14 @@ def run(args: argparse.Namespace) -> int:
     def _on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
 
+    try:
+        shop = DemoShop(config)
+    except ValueError as exc:
+        print(f"distcrawl shop: {exc}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    shop = DemoShop(config).start()
+    shop.start()
     try:
         print(json.dumps({"url": shop.url, "pid": os.getpid()}), flush=True)
         while not stopping.wait(0.2):

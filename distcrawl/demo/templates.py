@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from distcrawl.demo.catalog import CURRENCY_SYMBOL
 
 if TYPE_CHECKING:
-    from distcrawl.demo.catalog import Catalog, Leaf, Product
+    from distcrawl.demo.catalog import Leaf, Listings, Product
 
 __all__ = ["TEMPLATE_VARIANTS", "render_listing", "render_product", "stock_count"]
 
@@ -150,7 +150,7 @@ def render_product(product: Product, leaf: Leaf, *, base_url: str, variant: str)
     return _page(product.name, body, head)
 
 
-def render_listing(catalog: Catalog, leaf: Leaf, page: int, *, variant: str) -> str:
+def render_listing(catalog: Listings, leaf: Leaf, page: int, *, variant: str) -> str:
     """Page ``page`` of a leaf's listing in the markup of *variant*."""
     pages = catalog.page_count(leaf)
     products = catalog.listing_page(leaf, page)

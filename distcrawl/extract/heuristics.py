@@ -63,6 +63,8 @@ _PRICE_NEAR = re.compile(
     r"[$€£¥₹₽]\s*\d|\d\s*(?:[$€£¥₹₽]|(?:EUR|USD|GBP|CHF|JPY|CAD|AUD|SEK|NOK|DKK|PLN|CZK"
     r"|RUB|INR|CNY|TWD|NT\$|zł|kr|Kč|lei|\u0440\u0443\u0431|\u5143)\b)|\b(?:EUR|USD|GBP|CHF|CAD|AUD)\s*\d"
 )
+#: a currency sign ending a text, its amount in the next element: "Lowest price $<b>99</b>"
+_SIGN_AT_END = re.compile(r"([$€£¥₹₽₩₺₪₫])\s*$")
 _BARE_AMOUNT = re.compile(r"\d{1,3}(?:[.,\s]?\d{3})*(?:[.,]\d{1,2})?")
 _NOT_A_PRICE = re.compile(
     r"save|saving|discount|per-?unit|unit-?price|shipping|range|filter|delivery|livraison"
@@ -195,7 +197,12 @@ def heuristic_product(
     fields = result.fields
     heading = None
     if signals or "name" in wanted:
-        prop = _first(root, "//@itemprop[.='name']/parent::*[not(ancestor::*[@itemscope])]", cards)
+        # an itemprop=name in the <head> is the page's text for sharing, not its heading
+        prop = _first(
+            root,
+            "//@itemprop[.='name']/parent::*[not(ancestor::*[@itemscope] or ancestor::head)]",
+            cards,
+        )
         heading = prop if prop is not None else _main_heading(root, cards)
         if heading is not None:
             name = _value(heading)
@@ -214,6 +221,8 @@ def heuristic_product(
     deep = not signals or few_links or result.strong
     if signals or "price" in wanted or "currency" in wanted:
         _read_price(root, cards, result)
+        if "price" in fields and heading is not None and deep:
+            _prefer_own_block_price(root, cards, heading, result)
         if "price" not in fields and deep and priced():
             _read_label_price(root, cards, result)
             if "price" not in fields and heading is not None:
@@ -420,12 +429,18 @@ _NO_PRICE_TAGS = frozenset({"script", "style", "del", "s", "strike", "noscript",
 
 
 def _read_price_near(
-    heading: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+    heading: HtmlElement,
+    cards: set[HtmlElement],
+    result: HeuristicProduct,
+    *,
+    within: HtmlElement | None = None,
 ) -> None:
     """The first price printed after the main heading: "$12.99", "Now €12,99", "12,99 EUR".
 
     Struck-through text is the list price ("Was $15.99"); an amount in one element and its
-    currency code in the next ("<span>12,99</span> <span>EUR</span>") read as one price.
+    currency code in the next ("<span>12,99</span> <span>EUR</span>"), or after a currency
+    sign ending the text before it ("$<span>99</span>"), read as one price. With *within*,
+    only text inside that element counts.
     """
     # a position-only predicate lets libxml2 stop early; the rest is filtered here
     found = [
@@ -433,13 +448,19 @@ def _read_price_near(
         for t in _xpath("(following::text())[position() <= 60]")(heading)
         if t.strip() and t.getparent() is not None and t.getparent().tag not in _NO_PRICE_TAGS
     ][:30]
+    if within is not None:
+        found = [t for t in found if _inside(_holder(t), within)]
     texts = [str(t).strip() for t in found]
     for i, text in enumerate(texts):
         if len(text) > 60 or not re.search(r"\d", text):
             continue
         candidate = text
-        joined = _BARE_AMOUNT.fullmatch(text) is not None and i + 1 < len(texts)
-        if joined:
+        bare = _BARE_AMOUNT.fullmatch(text) is not None
+        sign = _SIGN_AT_END.search(texts[i - 1]) if bare and i > 0 else None
+        joined = bare and sign is None and i + 1 < len(texts)
+        if sign is not None:
+            candidate = f"{sign.group(1)}{text}"
+        elif joined:
             candidate = f"{text} {texts[i + 1]}"
         if not _PRICE_NEAR.search(candidate) or _NOT_A_PRICE.search(candidate.lower()):
             continue
@@ -470,6 +491,49 @@ def _read_price_near(
         return
 
 
+def _prefer_own_block_price(
+    root: HtmlElement, cards: set[HtmlElement], heading: HtmlElement, result: HeuristicProduct
+) -> None:
+    """The price printed in the product's own block, over a price element outside it.
+
+    A product page prints its heading, its price and its buy button together; a block that
+    holds the heading and the page's own buy button is the product's. A price-classed element
+    outside that block (a "buy the bundle" box at the foot, a widget of other products)
+    gives way to a price printed after the heading inside it ("Lowest price $<b>99</b>").
+    """
+    price_el = result.found_in.get("price")
+    if price_el is None or isinstance(price_el, LabelValue):
+        return
+    button = _buy_button(root, cards)
+    if button is None:
+        return
+    above = set(heading.iterancestors())
+    block = next((p for p in button.iterancestors() if p in above), None)
+    if block is None or block.tag in ("body", "html") or _is_chrome(block, cards):
+        return
+    if _inside(price_el, block):
+        return
+    own = HeuristicProduct()
+    _read_price_near(heading, cards, own, within=block)
+    if "price" not in own.fields:
+        return
+    for name in ("price", "currency", "list_price"):
+        result.fields.pop(name, None)
+        result.found_in.pop(name, None)
+    result.fields.update(own.fields)
+    result.found_in.update(own.found_in)
+    result.where["price"] = f"{own.where['price']} (in the block of the heading and buy button)"
+    if "currency" in own.fields:
+        result.where["currency"] = "beside the price"
+    else:
+        result.where.pop("currency", None)
+
+
+def _inside(el: HtmlElement | None, block: HtmlElement) -> bool:
+    """*el* is *block* or one of its descendants."""
+    return el is not None and (el is block or any(p is block for p in el.iterancestors()))
+
+
 def _is_tax_class(classes: str) -> bool:
     """A class/id word naming a tax amount or the price before tax (OpenCart's "price-tax")."""
     return any(
@@ -485,15 +549,22 @@ def _holder(text: Any) -> HtmlElement | None:
     return parent.getparent() if parent is not None and text.is_tail else parent
 
 
+#: a link to another page: a script (``javascript:buy()``) or an anchor on this page is not
+_LINK_ELSEWHERE = (
+    ".//a[@href][not(starts-with(normalize-space(@href),'javascript:'))"
+    " and not(starts-with(normalize-space(@href),'#'))]"
+)
+
+
 def _in_linked_row(el: HtmlElement) -> bool:
     """In a list item or table row that links elsewhere: a listing's entry, not this page's."""
     if el.tag in ("li", "tr"):
-        return bool(_xpath(".//a[@href]")(el))
+        return bool(_xpath(_LINK_ELSEWHERE)(el))
     for depth, parent in enumerate(el.iterancestors(), start=1):
         if depth > 3:
             return False
         if parent.tag in ("li", "tr"):
-            return bool(_xpath(".//a[@href]")(parent))
+            return bool(_xpath(_LINK_ELSEWHERE)(parent))
     return False
 
 

@@ -67,7 +67,10 @@ _DATA_ATTRS = (
 )
 #: the elements that can hold a pair; a plain union is several times faster than one
 #: path with predicates, and the size checks are cheaper in Python on the few found
-_PAIR_XPATH = "//dt | //tr | //li | //p | //div | //span"
+_PAIR_XPATH = "//dt | //tr | //li | //p | //div | //span | //td"
+#: brackets a whole "Label: value" text may sit in: "〈商品編號\uff1aM67296549〉", "(SKU: 123)"
+_BRACKETS = {"(": ")", "[": "]", "\u3008": "\u3009", "\u300a": "\u300b", "\u3010": "\u3011",
+             "\uff08": "\uff09"}  # fmt: skip
 _DATA_ATTR_NAMES = frozenset(attr for _, attr in _DATA_ATTRS)
 
 
@@ -156,6 +159,8 @@ def label_pairs(root: HtmlElement, skip: set[HtmlElement] | None = None) -> list
         if not raw or len(raw) > 400 or not (":" in raw or "#" in raw or "\uff1a" in raw):
             continue
         text = _clean(raw)
+        if text and _BRACKETS.get(text[0]) == text[-1]:
+            text = text[1:-1].strip()
         if len(text) <= _MAX_LABEL + _MAX_VALUE and (match := _INLINE.match(text)):
             _add(found, match[1], match[2], "text", el)
     # data attributes come last: they often hold every variant's code, not the page's

@@ -194,6 +194,8 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
     other_pages: list[str] = []
     seen: dict[str, set[str]] = {k: set() for k in LINK_KINDS}
     card_price: dict[HtmlElement, bool] = {}
+    #: main product links that only their card made product links, with that card
+    counted_by_card: dict[str, HtmlElement] = {}
     repeats: dict[str, bool] = {}
     # links share their ancestors (a nav, a list): each one's part of a context is built once
     contexts: dict[tuple[HtmlElement, int], str] = {}
@@ -248,8 +250,9 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
         in_nav = context.nav
         card = None if in_nav else is_card_context(a)
         is_product = not in_nav and bool(_PRODUCT_PATH.search(split.path))
+        by_card = False
         if card is not None and not is_product:
-            is_product = (
+            is_product = by_card = (
                 has_price(card)
                 and not _EXCLUDED_PATH.search(split.path)
                 and _repeated(card, root, repeats)
@@ -261,6 +264,8 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
                 scan.cards.add(card)
             if not context.aside and url not in seen["product"]:
                 scan.main_product_links += 1
+                if by_card and card is not None:
+                    counted_by_card[url] = card
             add("product", url)
             continue
         if _EXCLUDED_PATH.search(split.path):
@@ -277,6 +282,9 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
             rows[card.getparent()] = rows.get(card.getparent(), 0) + 1
     if rows:
         scan.cards = {c for c in scan.cards if c.tag != "tr" or rows[c.getparent()] > 1}
+    # a link that only its card made a product's does not make the page a listing once that
+    # card is dropped (offers in a layout table's one row, links in the product's own block)
+    scan.main_product_links -= sum(1 for c in counted_by_card.values() if c not in scan.cards)
     return scan
 
 

@@ -1,5 +1,7 @@
 """Products as MongoDB documents: validation, BSON-ready values, and the insert / update that
-keep one document per product with ``first_seen``, ``last_seen`` and a bounded price history.
+keep one document per product with ``first_seen``, ``last_seen``, ``changed_at``, ``gone_at``
+and a bounded price history; and the ``changes`` log of every price, currency and
+availability change.
 
 A product's unique key is its document ``_id``: the canonical URL by default, or a
 sub-document such as ``{"site": ..., "sku": ...}`` when several key fields are configured.
@@ -10,19 +12,34 @@ SecantusDB a secondary unique index costs more than half of the insert throughpu
 Document shape::
 
     {_id: <key>, url, name, price: Decimal128, currency, availability, ...every item field,
-     first_seen, last_seen, price_history: [{price, currency, availability, seen_at}, ...]}
+     first_seen, last_seen, changed_at, [gone_at],
+     price_history: [{price, currency, availability, seen_at}, ...]}
 
 Prices are stored as BSON Decimal128: exact (no float rounding), compared numerically by
 queries and by the history rule (``9.9`` equals ``9.90``), and read back with
 ``.to_decimal()``. ``price_history`` gets an entry when a product is first stored and
 whenever a re-crawl finds a different price, currency or availability, keeping the newest
-``MONGO_PRICE_HISTORY`` entries.
+``MONGO_PRICE_HISTORY`` entries. ``changed_at`` is when the newest observation that changed
+one of those fields was made (the first one's, until something changes).
+
+Besides full observations a record may be a revisit of a product page (:data:`NOT_MODIFIED`:
+the page answered 304, so the product was seen as stored: ``last_seen`` moves, nothing else;
+:data:`GONE`: the page answered 404/410, so ``gone_at`` is set, once). A newer observation of
+the product, full or 304, removes ``gone_at``: the product came back.
+
+Each change of price, currency or availability found by a newer observation also becomes one
+document of the changes collection (:func:`change_documents`): ``{_id, url, field, old, new,
+seen_at}``. Its ``_id`` is derived from the product, the field, the new value and the stored
+``changed_at`` the change starts from, so writing it again (a retried bulk write, a journal
+replayed twice, a page crawled again after a node died between the two writes) finds it there
+and adds nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -39,14 +56,20 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
+    "GONE",
     "MAX_DOCUMENT_BYTES",
+    "NOT_MODIFIED",
+    "PRODUCT",
     "InvalidItem",
     "Record",
+    "change_documents",
     "insert_document",
     "key_token",
     "make_record",
     "record_from_json",
     "record_to_json",
+    "revisit_record",
+    "revisit_update",
     "update_pipeline",
 ]
 
@@ -57,7 +80,13 @@ REQUIRED_FIELDS = ("url", "name")
 #: fields whose change adds a price-history entry
 HISTORY_FIELDS = ("price", "currency", "availability")
 #: fields the pipeline owns; an item cannot overwrite them
-RESERVED_FIELDS = frozenset({"_id", "first_seen", "last_seen", "price_history"})
+RESERVED_FIELDS = frozenset(
+    {"_id", "first_seen", "last_seen", "changed_at", "gone_at", "price_history"}
+)
+#: record kinds: a full observation of a product, a 304 revisit, a 404/410 revisit
+PRODUCT, NOT_MODIFIED, GONE = "product", "not_modified", "gone"
+#: what a record of each revisit kind is made from: the HTTP status of the page
+REVISIT_STATUSES = {304: NOT_MODIFIED, 404: GONE, 410: GONE}
 #: extended JSON that keeps every BSON type (Decimal128, datetime) exactly, for the journal
 JOURNAL_JSON = json_util.JSONOptions(
     json_mode=json_util.JSONMode.CANONICAL, tz_aware=True, tzinfo=dt.UTC
@@ -77,13 +106,19 @@ class Record:
     """One product observation, ready to write: the ``_id`` key, the BSON-ready fields, when
     it was seen, ``token`` (the key as a string, to tell records of one product apart) and,
     when known, ``document``: the insert document already encoded, so a product is encoded
-    to BSON once, on the way in, where it is also validated and measured."""
+    to BSON once, on the way in, where it is also validated and measured.
+
+    ``kind`` is :data:`PRODUCT` (a full observation), or a revisit of the product's page,
+    :data:`NOT_MODIFIED` or :data:`GONE`, whose ``fields`` hold only the ``url`` and whose
+    ``key`` is None when the unique key is not the URL (the product is then found by ``url``).
+    """
 
     key: Any
     fields: dict[str, Any]
     seen_at: dt.datetime
     token: str
     document: RawBSONDocument | None = None
+    kind: str = PRODUCT
 
     @property
     def page(self) -> str:
@@ -126,6 +161,21 @@ def make_record(
     if len(encoded) > MAX_DOCUMENT_BYTES:
         raise InvalidItem("too_large", f"product on {page} is {len(encoded)} bytes as BSON")
     return dataclasses.replace(record, document=RawBSONDocument(encoded))
+
+
+def revisit_record(
+    url: str, status: int, key_fields: tuple[str, ...], *, seen_at: dt.datetime
+) -> Record:
+    """The record of a product page's revisit that answered *status* (304, 404 or 410);
+    raise :class:`InvalidItem` for another status or an empty URL."""
+    kind = REVISIT_STATUSES.get(status)
+    if kind is None:
+        raise InvalidItem("revisit_status", f"a revisit of {url} answered {status}")
+    if not url:
+        raise InvalidItem("missing_url", "a revisit without a URL")
+    key = url if key_fields == ("url",) else None
+    seen = to_bson(seen_at)
+    return Record(key=key, fields={"url": url}, seen_at=seen, token=key_token(url), kind=kind)
 
 
 #: types BSON stores as they are (checked by exact type: the common case, kept cheap)
@@ -173,7 +223,7 @@ def _history_entry(record: Record) -> dict[str, Any] | None:
 def insert_document(record: Record, history: int) -> dict[str, Any]:
     """The document of a product stored for the first time."""
     document = {"_id": record.key, **record.fields}
-    document["first_seen"] = document["last_seen"] = record.seen_at
+    document["first_seen"] = document["last_seen"] = document["changed_at"] = record.seen_at
     entry = _history_entry(record)
     if history > 0 and entry is not None:
         document["price_history"] = [entry]
@@ -200,12 +250,104 @@ def update_pipeline(record: Record, history: int) -> list[dict[str, Any]]:
     if history > 0 and entry is not None:
         first["price_history"] = _history_update(entry, history)
     newest = {"$gte": [seen, {"$ifNull": ["$last_seen", {"$literal": _EPOCH}]}]}
+    changed = {
+        "$or": [
+            {"$ne": [{"$ifNull": [f"${name}", None]}, {"$literal": record.fields.get(name)}]}
+            for name in HISTORY_FIELDS
+        ]
+    }
+    # computed in the first stage, from the fields as they were before this observation
+    first["changed_at"] = {
+        "$cond": [
+            {"$and": [newest, changed]},
+            seen,
+            {"$ifNull": ["$changed_at", {"$ifNull": ["$first_seen", seen]}]},
+        ]
+    }
     second: dict[str, Any] = {
         name: {"$cond": [newest, {"$literal": value}, f"${name}"]}
         for name, value in record.fields.items()
     }
     second["last_seen"] = {"$max": [{"$ifNull": ["$last_seen", seen]}, seen]}
+    second["gone_at"] = _came_back(seen)
     return [{"$set": first}, {"$set": second}]
+
+
+def _came_back(seen: dict[str, Any]) -> dict[str, Any]:
+    """``gone_at`` removed when the product was seen after it: it came back."""
+    return {"$cond": [{"$gt": [seen, {"$ifNull": ["$gone_at", seen]}]}, "$$REMOVE", "$gone_at"]}
+
+
+def revisit_filter(record: Record) -> dict[str, Any]:
+    """Which document a revisit record updates: its key, else the product with its URL."""
+    return {"_id": record.key} if record.key is not None else {"url": record.fields["url"]}
+
+
+def revisit_update(record: Record) -> list[dict[str, Any]]:
+    """The update of a stored product that a revisit record makes (never an upsert: a
+    revisit of a page whose product was never stored changes nothing).
+
+    :data:`NOT_MODIFIED`: the page is as it was when last seen, so the product was seen
+    again: ``last_seen`` moves on (never back) and ``gone_at`` goes if it is older.
+    :data:`GONE`: ``gone_at`` becomes the earliest answer of the page saying so that is not
+    older than ``last_seen`` (an older one was overtaken by a newer sighting)."""
+    seen = {"$literal": record.seen_at}
+    if record.kind == NOT_MODIFIED:
+        return [
+            {
+                "$set": {
+                    "last_seen": {"$max": [{"$ifNull": ["$last_seen", seen]}, seen]},
+                    "gone_at": _came_back(seen),
+                }
+            }
+        ]
+    newest = {"$gte": [seen, {"$ifNull": ["$last_seen", {"$literal": _EPOCH}]}]}
+    earliest = {"$min": [{"$ifNull": ["$gone_at", seen]}, seen]}
+    return [{"$set": {"gone_at": {"$cond": [newest, earliest, "$gone_at"]}}}]
+
+
+#: the stored fields :func:`change_documents` compares an observation with
+CHANGE_PROJECTION = {name: 1 for name in (*HISTORY_FIELDS, "first_seen", "last_seen", "changed_at")}
+
+
+def change_documents(record: Record, stored: dict[str, Any]) -> list[dict[str, Any]]:
+    """The changes collection's documents for a full observation of a product *stored* as
+    given (its :data:`CHANGE_PROJECTION`): one per history field whose value differs, if the
+    observation is not older than the stored one (an older one, replayed late, changes
+    nothing that is current). Prices compare as numbers, as the server compares them."""
+    last_seen = stored.get("last_seen")
+    if isinstance(last_seen, dt.datetime) and _utc(record.seen_at) < _utc(last_seen):
+        return []
+    since = stored.get("changed_at") or stored.get("first_seen") or last_seen
+    documents = []
+    for name in HISTORY_FIELDS:
+        old, new = stored.get(name), record.fields.get(name)
+        if _comparable(old) == _comparable(new):
+            continue
+        documents.append(
+            {
+                "_id": _change_id(record.token, name, since, new),
+                "url": record.fields.get("url"),
+                "field": name,
+                "old": old,
+                "new": new,
+                "seen_at": record.seen_at,
+            }
+        )
+    return documents
+
+
+def _change_id(token: str, name: str, since: Any, new: Any) -> str:
+    text = json_util.dumps([token, name, since, new], json_options=JOURNAL_JSON)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _comparable(value: Any) -> Any:
+    return value.to_decimal() if isinstance(value, Decimal128) else value
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 #: older than any crawl: the ``last_seen`` of a document that has none
@@ -263,10 +405,10 @@ def _history_update(entry: dict[str, Any], history: int) -> dict[str, Any]:
 
 def record_to_json(record: Record) -> str:
     """One journal line (no newline inside: extended JSON escapes them)."""
-    return json_util.dumps(
-        {"key": record.key, "fields": record.fields, "seen_at": record.seen_at},
-        json_options=JOURNAL_JSON,
-    )
+    data = {"key": record.key, "fields": record.fields, "seen_at": record.seen_at}
+    if record.kind != PRODUCT:
+        data["kind"] = record.kind
+    return json_util.dumps(data, json_options=JOURNAL_JSON)
 
 
 def record_from_json(line: str) -> Record:
@@ -274,8 +416,16 @@ def record_from_json(line: str) -> Record:
     data = json_util.loads(line, json_options=JOURNAL_JSON)
     if not isinstance(data, dict) or not {"key", "fields", "seen_at"} <= data.keys():
         raise ValueError("not a journal record")
-    key = data["key"]
-    return Record(key=key, fields=data["fields"], seen_at=data["seen_at"], token=key_token(key))
+    key, fields, kind = data["key"], data["fields"], data.get("kind", PRODUCT)
+    if kind not in (PRODUCT, NOT_MODIFIED, GONE) or not isinstance(fields, dict):
+        raise ValueError("not a journal record")
+    if kind == PRODUCT:
+        token = key_token(key)
+    elif isinstance(fields.get("url"), str):
+        token = key_token(fields["url"])
+    else:
+        raise ValueError("a revisit without a URL")
+    return Record(key=key, fields=fields, seen_at=data["seen_at"], token=token, kind=kind)
 
 
 def key_token(key: Any) -> str:

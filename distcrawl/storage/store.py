@@ -84,9 +84,10 @@ class ProductStore:
     """Makes products durable in MongoDB through *writer*, or in *journal* during outages.
 
     ``count(name, n)`` receives the counters (``written``, ``inserted``, ``updated``,
-    ``batches``, ``retries``, ``journaled``, ``replayed``, ``journal_damaged``,
-    ``dropped/rejected``), and ``gauge(name, n)`` the gauge ``journal_held`` (products in
-    the journal that no live node holds, counted at open and close, estimated in between).
+    ``changes``, ``not_modified``, ``gone``, ``revisit_unknown``, ``batches``, ``retries``,
+    ``journaled``, ``replayed``, ``journal_damaged``, ``dropped/rejected``), and
+    ``gauge(name, n)`` the gauge ``journal_held`` (products in the journal that no live node
+    holds, counted at open and close, estimated in between).
     """
 
     def __init__(
@@ -362,8 +363,7 @@ class ProductStore:
                     self._start_journaling()
                 else:
                     batch = self._settle(batch, outcome.rejected, outcome.retry)
-                    self._count("inserted", outcome.inserted)
-                    self._count("updated", outcome.updated)
+                    self._count_outcome(outcome)
                     self._in_flight[lane] = batch
                     continue
             if await self._journal_items(batch):
@@ -371,6 +371,14 @@ class ProductStore:
             await self._pause()  # neither MongoDB nor the disk: hold on and try both again
         del self._in_flight[lane]
         self._wake.set()  # observations held back for this batch's keys may go now
+
+    def _count_outcome(self, outcome: WriteOutcome) -> None:
+        self._count("inserted", outcome.inserted)
+        self._count("updated", outcome.updated)
+        self._count("changes", outcome.changes)
+        self._count("not_modified", outcome.not_modified)
+        self._count("gone", outcome.gone)
+        self._count("revisit_unknown", outcome.unknown)
 
     async def _write(self, records: list[Record]) -> WriteOutcome:
         outcome = await asyncio.to_thread(self._writer.write, records)
@@ -562,6 +570,7 @@ class ProductStore:
                     )
                 done = len(group) - len(outcome.rejected) - len(outcome.retry)
                 self._count("replayed", done)
+                self._count("changes", outcome.changes)
                 self._set_held(self._held - done)
                 self._replayed_from_segment += done
                 attempts += 1
