@@ -15,7 +15,6 @@ live node once its heartbeat is older than ``DISTCRAWL_HEARTBEAT_TIMEOUT``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
@@ -42,6 +41,7 @@ from distcrawl.frontier.batch import Child, DeadLetter, Lease, Leased, SiteBudge
 from distcrawl.frontier.intake import SeedIntake, rejection_record
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.membership import Membership
+from distcrawl.frontier.outage import RedisOutage
 from distcrawl.frontier.reconcile import reconcile_leases
 from distcrawl.frontier.redis_seeds import SeedSource
 from distcrawl.frontier.store import Dupefilter, FrontierStore
@@ -51,6 +51,7 @@ from distcrawl.frontier.tracking import (
     InProgress,
     SiteFeedback,
 )
+from distcrawl.frontier.wake import WakeListener
 from distcrawl.internals import check_engine
 from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url, pid_alive
@@ -178,7 +179,7 @@ class FrontierScheduler(BaseScheduler):
         self._listener: asyncio.Task[None] | None = None
         self._seed_source = SeedSource(key="")
         self._closing = False
-        self._redis_down_since: float | None = None
+        self._outage = RedisOutage(node_id, self.stats, heartbeat_timeout=heartbeat_timeout)
         self._refused = False  # another live process has this node id: this one never ran
         self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
         # Redis rewind detection: every sync writes a new mark in each shard it calls and
@@ -317,7 +318,13 @@ class FrontierScheduler(BaseScheduler):
         await self._with_retry(self._reclaim_own_leases)
         await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
-        self._listener = asyncio.ensure_future(self._listen_for_work(keys.wake))
+        listener = WakeListener(
+            self._client,
+            keys.wake,
+            on_wake=self._work_arrived,
+            stopped=lambda: self._closing,
+        )
+        self._listener = asyncio.ensure_future(listener.run())
 
     async def _claim_node_id(self) -> None:
         """Refuse to start while another live process heart-beats under this node id.
@@ -502,31 +509,14 @@ class FrontierScheduler(BaseScheduler):
                     await self._reconcile_leases()
                     self._needs_reconcile = False
                 got = await self._cycle()
-                if self._redis_down_since is not None:
-                    logger.warning(
-                        "Redis is back after %.1fs; node %s carries on (and recovers no other "
-                        "node for %.0fs: they need time to heart-beat again)",
-                        time.monotonic() - self._redis_down_since,
-                        self.node_id,
-                        self.heartbeat_timeout,
-                    )
-                    self._redis_down_since = None
+                if self._outage.answered() and self.membership is not None:
                     # every heartbeat went stale while Redis was away, ours as well as the
                     # live nodes': silence counts again only from now
-                    if self.membership is not None:
-                        self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
+                    self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
                 wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._needs_reconcile = True
-                self.stats.inc_value("frontier/redis_errors")
-                if self._redis_down_since is None:
-                    self._redis_down_since = time.monotonic()
-                    logger.error(
-                        "Redis unavailable (%s); node %s pauses and keeps every request and "
-                        "ack in memory until it is back",
-                        exc,
-                        self.node_id,
-                    )
+                self._outage.failed(exc)
                 wait = min(max(wait * 2, 0.25), 5.0)
             except Exception:
                 self._needs_reconcile = True
@@ -534,7 +524,7 @@ class FrontierScheduler(BaseScheduler):
                 wait = 1.0
             if self._closing:
                 break
-            if self._pending_writes() and self._redis_down_since is None:
+            if self._pending_writes() and not self._outage.down:
                 if self._ready and self.flush_delay > 0:
                     # the engine still has work: let acks and links of a few more pages join
                     # this round trip (on slow sites each page would otherwise pay one)
@@ -546,36 +536,19 @@ class FrontierScheduler(BaseScheduler):
                 wait = min(wait, max(0.002, self._next_due - time.monotonic()))
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)
-                wait = 0.02 if self._redis_down_since is None else wait
+                wait = 0.02 if not self._outage.down else wait
             except TimeoutError:
                 pass
 
-    async def _listen_for_work(self, channel: str) -> None:
-        """Wake the idle I/O loop as soon as the frontier says work arrived (links pushed by
-        another node, leases returned, the cluster resumed), instead of at its next poll."""
-        delay = 0.5
-        while not self._closing:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(channel)
-                delay = 0.5
-                while not self._closing:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is None or self.store is None:
-                        continue
-                    data = message.get("data")
-                    shard = data.decode() if isinstance(data, bytes) else str(data)
-                    self.store.views.poke(int(shard) if shard.isdigit() else None)
-                    if not self._ready:
-                        self.stats.inc_value("frontier/woken")
-                        self._wake.set()
-            except (RedisError, OSError):
-                # the I/O loop reports Redis outages; an idle node polls meanwhile
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-            finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+    def _work_arrived(self, shard: int | None) -> None:
+        """The wake channel said work arrived in ``shard``: read it at the next lease, and
+        wake the I/O loop if the engine has nothing prefetched."""
+        if self.store is None:
+            return
+        self.store.views.poke(shard)
+        if not self._ready:
+            self.stats.inc_value("frontier/woken")
+            self._wake.set()
 
     async def _reconcile_leases(self) -> None:
         """Leases Redis holds for this node and it does not know go back; prefetched requests
