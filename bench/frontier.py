@@ -26,6 +26,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import random
+import secrets
 import signal
 import sys
 import tempfile
@@ -42,7 +43,9 @@ from distcrawl import connection
 from distcrawl.frontier import codec
 from distcrawl.frontier.keys import DEFAULT_SHARDS
 from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore
+from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS
 from distcrawl.localcluster import LocalRedisCluster
+from distcrawl.recent import RecentKeys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -79,6 +82,11 @@ class _Spider(scrapy.Spider):
 
 
 _SPIDER = _Spider()
+
+
+def queue_payload(request: Request) -> str:
+    """A request's payload as the scheduler queues it: the order score carries the priority."""
+    return codec.encode(request, _SPIDER, priority=False)
 
 
 def url_of(site: int, page: int) -> str:
@@ -171,7 +179,7 @@ def preload(url: str, sites: int, args: dict[str, Any]) -> None:
     """``PRELOAD_PER_SITE`` URLs of every site queued (and so in the dupefilter)."""
     client = connection.client(url)
     store = make_store(client, args)
-    payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
+    payloads = Payloads(queue_payload)
     rng = random.Random(1)
     children = []
     for page in range(PRELOAD_PER_SITE):
@@ -189,9 +197,13 @@ def distcrawl_node(
     client = connection.client(url, socket_timeout=60)
     store = make_store(client, args)
     rng = random.Random(name)
-    payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
+    payloads = Payloads(queue_payload)
     links, seen_share, lease_n = args["links"], args["seen"], args["lease"]
-    fresh = 0
+    # as the scheduler: fenced calls (a rid tag, a mark per shard) and the fingerprints the
+    # node already sent, whose links it drops without asking Redis (None: every link is sent)
+    tag = secrets.token_hex(3)
+    known = RecentKeys(args["known"]) if args["known"] > 0 else None
+    fresh = sent = 0
     children: list[Child] = []
     acks: list[Any] = []
     pages = roundtrips = inversions = shard_calls = 0
@@ -199,10 +211,13 @@ def distcrawl_node(
     start.wait()
     t0 = last_beat = time.perf_counter()
     while not stop.is_set():
-        reply = store.sync(name, children=children, acks=acks, lease=lease_n)
+        reply = store.sync(name, children=children, acks=acks, lease=lease_n, tag=tag)
+        if reply.rewound is not None:  # a fresh server that nobody restarts
+            raise RuntimeError("the bench's Redis lost writes")
         roundtrips += 1
         shard_calls += reply.shards_called
         inversions += reply.priority_inversions
+        sent += len(children)
         children, acks = [], []
         for leased in reply.leased:
             acks.append(leased.lease)
@@ -217,6 +232,11 @@ def distcrawl_node(
                     fresh += 1
                     u = url_of(site, 10**9 + args["index"] * 10**8 + fresh)
                     kind, prio = pick_kind(rng)
+                if known is not None:
+                    key = fingerprint(u).hex()
+                    if key in known:
+                        continue
+                    known.add(key)
                 children.append(child(payloads, u, kind, prio, page_url))
         pages += len(reply.leased)
         if time.perf_counter() - last_beat > 2.0:  # as a node does: learns the live nodes
@@ -224,11 +244,12 @@ def distcrawl_node(
             roundtrips += 1
             last_beat = time.perf_counter()
     if acks:
-        store.sync(name, children=children, acks=acks)
+        store.sync(name, children=children, acks=acks, tag=tag)
         roundtrips += 1
     out.put(
         {
             "pages": pages,
+            "children_sent": sent,
             "roundtrips": roundtrips,
             "seconds": time.perf_counter() - t0,
             "inversions": inversions,
@@ -357,18 +378,30 @@ def run_load(
     net_in = sum(a["net_in"] - b["net_in"] for b, a in zip(before, after, strict=True))
     net_out = sum(a["net_out"] - b["net_out"] for b, a in zip(before, after, strict=True))
     cpu = [d["cpu_s"] for d in deltas]
+    by_name: dict[str, int] = {}
+    for d in deltas:
+        for name, n in d["by_command"].items():
+            by_name[name] = by_name.get(name, 0) + n
     return {
         "pages": pages,
         "pages_per_second": round(pages / wall, 1),
         "redis_cpu_us_per_page": round(sum(cpu) / pages * 1e6, 2),
         "commands_per_page": round(sum(d["commands"] for d in deltas) / pages, 2),
         "roundtrips_per_page": round(sum(r["roundtrips"] for r in results) / pages, 4),
+        # links that reached Redis per page (the rest the node knew it had sent already)
+        "children_sent_per_page": round(sum(r.get("children_sent", 0) for r in results) / pages, 2),
         "priority_inversions": sum(r.get("inversions", 0) for r in results),
         "shard_calls_per_roundtrip": round(
             sum(r.get("shard_calls", 0) for r in results)
             / max(1, sum(r["roundtrips"] for r in results)),
             2,
         ),
+        # where the commands go (those inside the script included), most frequent first
+        "commands_per_page_by_name": {
+            name: round(n / pages, 2)
+            for name, n in sorted(by_name.items(), key=lambda kv: -kv[1])
+            if n / pages >= 0.01
+        },
         "net_in_bytes_per_page": round(net_in / pages),
         "net_out_bytes_per_page": round(net_out / pages),
         "cpu_per_master": cpu,
@@ -451,7 +484,7 @@ def distcrawl_memory(url: str, n: int, args: dict[str, Any]) -> dict[str, Any]:
     client.execute_command("FLUSHALL", "SYNC")  # memory freed before the baseline
     base = _memory(client)
     store = make_store(client, {**args, "capacity": n})
-    payloads = Payloads(lambda r: codec.encode(r, _SPIDER))
+    payloads = Payloads(queue_payload)
     t0 = time.perf_counter()
     _load(store, payloads, 0, n, args["sites"])
     load_s = time.perf_counter() - t0
@@ -526,6 +559,7 @@ def node_args(args: argparse.Namespace) -> dict[str, Any]:
         "lease": args.lease,
         "shards": args.shards,
         "dupefilter": args.dupefilter,
+        "known": args.known,
         # the Bloom filter of a load run is sized for what the run pushes
         "capacity": max(1_000_000, args.urls),
         "sites": args.sites,
@@ -566,6 +600,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", type=int, default=0, help="masters of a Redis Cluster run")
     parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="frontier shards")
     parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
+    parser.add_argument(
+        "--known",
+        type=int,
+        default=DEFAULT_KNOWN_FINGERPRINTS,
+        help="fingerprints a node remembers having sent and drops links to, as the scheduler "
+        "does (0: every link goes to Redis)",
+    )
     parser.add_argument("--no-baseline", action="store_true", help="skip scrapy-redis")
     parser.add_argument(
         "--rounds",
@@ -587,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         "lease": args.lease,
         "shards": args.shards,
         "dupefilter": args.dupefilter,
+        "known": args.known,
     }
     params = node_args(args)
     cluster: LocalRedisCluster | None = None

@@ -206,6 +206,10 @@ class ShardBatch:
     dead: list[DeadLetter] = field(default_factory=list)
     feedback: list[Feedback] = field(default_factory=list)
     lease: int = 0
+    #: then up to ``extra`` more, only of a priority higher than ``above`` (the worst this
+    #: flush leases elsewhere)
+    above: int | None = None
+    extra: int = 0
     #: call the shard even with nothing to send or lease, to learn its queue
     read: bool = False
 
@@ -223,6 +227,8 @@ class ShardBatch:
             "lease": self.lease,
             **options,
         }
+        if self.above is not None and self.extra > 0:
+            header["above"], header["extra"] = self.above, self.extra
         args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
         for c in self.children:
             fp, h = fingerprint_args(c.fp, bloom=bloom)

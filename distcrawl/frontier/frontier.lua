@@ -53,7 +53,8 @@ Shard slot (per shard)
                            integers (compact intsets), bucket b by linear hashing (see seen_add)
   Q:seen:info        HASH  L, split (the buckets' linear-hashing state), n (fingerprints seen)
   Q:bloom            STRING Bloom filter bits (DISTCRAWL_DUPEFILTER=bloom): k bits per URL at
-                           (h1 + j * h2) mod m, h1 and h2 the first 8 bytes of the fingerprint
+                           (h1 + j * h2) mod m, h1 and h2 the first 8 bytes of the fingerprint;
+                           created at its full size (m / 8 bytes) by its first write
   Q:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
                            A request lives in exactly one of queue / wait / delayed / a leases set
   Q:delayed          ZSET  rid -> due time (ms, server clock): parked retries
@@ -248,13 +249,29 @@ local function save_budgets()
   end
 end
 
+-- whether the shard has sites waiting for budget (read once per call: a site's waiting
+-- room is never without its entry in Q:waiting, and most calls find none)
+local any_waiting = nil
+
 -- `count` requests of `site` left the nodes (acked or returned): slots free up
 local function site_done(site, count)
   if site == '' then return end
-  local b = budget(site)
-  b.active = math.max(0, b.active - count)
-  b.dirty = true
-  if redis.call('EXISTS', P .. ':wait:' .. site) == 1 then
+  local b = budgets[site]
+  local left = nil
+  if not b then
+    -- one command for a site this call does not otherwise touch (pcall: a value that is not
+    -- an integer takes the long way)
+    left = redis.pcall('HINCRBY', P .. ':site:' .. site, 'active', -count)
+    if type(left) ~= 'number' then b = budget(site) end
+  end
+  if b then
+    b.active = math.max(0, b.active - count)
+    b.dirty = true
+  elseif left < 0 then
+    redis.call('HSET', P .. ':site:' .. site, 'active', 0) -- never below zero
+  end
+  if any_waiting == nil then any_waiting = redis.call('EXISTS', P .. ':waiting') == 1 end
+  if any_waiting and redis.call('EXISTS', P .. ':wait:' .. site) == 1 then
     redis.call('ZADD', P .. ':waiting', 'LT', 0, site) -- a slot is free: serve it now
   end
 end
@@ -392,6 +409,7 @@ local function low32(dec)
   return acc
 end
 
+-- SMISMEMBER then SADD of the new ones: two commands per bucket touched, not one per URL
 local function seen_add(fps, hs)
   local fresh = {}
   local info = P .. ':seen:info'
@@ -399,14 +417,50 @@ local function seen_add(fps, hs)
   local level, split, count = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0
   local size = 2 ^ level
   local added = 0
+  local groups, order = {}, {}
   for idx, fp in ipairs(fps) do
     if fp ~= '' then
       local h = tonumber(hs[idx]) or low32(fp)
       local b = h % size
       if b < split then b = h % (2 * size) end
-      if redis.call('SADD', P .. ':seen:' .. b, fp) == 1 then
-        fresh[idx] = true
+      local g = groups[b]
+      if not g then
+        g = {}
+        groups[b] = g
+        order[#order + 1] = b
+      end
+      g[#g + 1] = idx
+    end
+  end
+  for _, b in ipairs(order) do
+    local g = groups[b]
+    local key = P .. ':seen:' .. b
+    if #g == 1 then
+      if redis.call('SADD', key, fps[g[1]]) == 1 then
+        fresh[g[1]] = true
         added = added + 1
+      end
+    else
+      local new, in_batch = {}, {}
+      local k = 1
+      while k <= #g do
+        local last = math.min(#g, k + BATCH - 1)
+        local members = {}
+        for j = k, last do members[#members + 1] = fps[g[j]] end
+        local hit = redis.call('SMISMEMBER', key, unpack(members))
+        for j = k, last do
+          local fp = fps[g[j]]
+          if hit[j - k + 1] == 0 and not in_batch[fp] then
+            in_batch[fp] = true
+            fresh[g[j]] = true
+            new[#new + 1] = fp
+          end
+        end
+        k = last + 1
+      end
+      if #new > 0 then
+        call_chunked('SADD', key, new, 1)
+        added = added + #new
       end
     end
   end
@@ -476,6 +530,11 @@ local function dupefilter(fps, hs, bloom)
       elseif fp ~= '' then
         fresh[idx] = true
       end
+    end
+    if #sets > 0 and redis.call('EXISTS', key) == 0 then
+      -- created at its full size once: a string grown by BITFIELD at rising offsets is
+      -- over-allocated (up to twice its length)
+      redis.call('SETRANGE', key, math.ceil(m / 8) - 1, '\0')
     end
     i = 1
     while i <= #sets do
@@ -554,9 +613,10 @@ local function record_site(decoded)
   return site_of_payload('{"u":"' .. decoded['url']) or ''
 end
 
+-- due retries into the queue; returns how many moved and how many joined the queue
 local function promote_due(now, limit)
   local due = redis.call('ZRANGEBYSCORE', P .. ':delayed', '-inf', now, 'LIMIT', 0, limit)
-  if #due == 0 then return 0 end
+  if #due == 0 then return 0, 0 end
   local scores = redis.call('HMGET', P .. ':delayed:score', unpack(due))
   local zadd = {}
   for j, rid in ipairs(due) do
@@ -564,8 +624,19 @@ local function promote_due(now, limit)
   end
   redis.call('ZREM', P .. ':delayed', unpack(due))
   redis.call('HDEL', P .. ':delayed:score', unpack(due))
-  redis.call('ZADD', P .. ':queue', unpack(zadd))
-  return #due
+  return #due, redis.call('ZADD', P .. ':queue', unpack(zadd))
+end
+
+-- which of the shard's waiting rooms, parked retries and pause flag exist: one command, as
+-- most calls find none of them
+local function side_keys()
+  local keys = {P .. ':waiting', P .. ':delayed', P .. ':paused'}
+  local n = redis.call('EXISTS', unpack(keys))
+  if n == 0 then return false, false, false end
+  if n == 3 then return true, true, true end
+  local out = {}
+  for j, key in ipairs(keys) do out[j] = redis.call('EXISTS', key) == 1 end
+  return out[1], out[2], out[3]
 end
 
 local function head_score(key)
@@ -592,12 +663,15 @@ if cmd == 'sync' then
   local i = 4
   local added, filtered, parked, acked, stale = 0, 0, 0, 0, 0
   local queue = P .. ':queue'
-  local queued_before = -1
+  -- the queue's length, kept up to date below instead of asked again
+  local qlen = redis.call('ZCARD', queue)
+  local queued_before = qlen
+  local has_waiting, has_delayed, has_paused = side_keys()
+  any_waiting = has_waiting
 
   -- children: one dupefilter check for the batch, one write per key
   local nc = tonumber(h['c']) or 0
   if nc > 0 then
-    queued_before = redis.call('ZCARD', queue)
     local fps, hs = {}, {}
     for j = 1, nc do
       fps[j] = ARGV[i + (j - 1) * 7]
@@ -640,7 +714,7 @@ if cmd == 'sync' then
         end
       end
       call_chunked('HSET', P .. ':req', reqs, 2)
-      if #zq > 0 then call_chunked('ZADD', queue, zq, 2) end
+      if #zq > 0 then qlen = qlen + call_chunked('ZADD', queue, zq, 2) end
       if #zd > 0 then
         call_chunked('ZADD', P .. ':delayed', zd, 2)
         call_chunked('HSET', P .. ':delayed:score', ds, 2)
@@ -701,7 +775,6 @@ if cmd == 'sync' then
     end
     acked = #held
     stale = stale + na - acked
-    status_add('leases:' .. node, -acked) -- [status registry]
     i = i + na * 2
   end
   if stale > 0 then redis.call('HINCRBY', P .. ':counters', 'stale_acks', stale) end
@@ -709,8 +782,17 @@ if cmd == 'sync' then
   i = i + nd * 4
 
 
-  local promoted = promote_due(now, 500)
+  local promoted = 0
+  if has_delayed then
+    local joined
+    promoted, joined = promote_due(now, 500)
+    qlen = qlen + joined
+  end
   local lease_n = tonumber(h['lease']) or 0
+  -- then up to `extra` more, only of a higher priority than `above` (the worst the node
+  -- leases elsewhere in this flush: a shard's second best is unknown to it until now)
+  local above, extra = tonumber(h['above']), tonumber(h['extra']) or 0
+  if not above or qlen == 0 then extra = 0 end
   local def_rate, def_conc = tonumber(h['rate']) or 0, tonumber(h['conc']) or 0
   local burst, adaptive_rate = tonumber(h['burst']) or 1, tonumber(h['adaptive']) or 8
   local out, paced, held_new = {}, {}, {}
@@ -723,9 +805,12 @@ if cmd == 'sync' then
     out[#out + 1] = score
     out[#out + 1] = site
   end
-  if lease_n > 0 and h['paused'] ~= 1 and redis.call('EXISTS', P .. ':paused') == 0 then
+  if (lease_n > 0 or extra > 0) and h['paused'] ~= 1 and not has_paused then
     -- first the sites whose wait is over, oldest wait first
-    local due = redis.call('ZRANGEBYSCORE', P .. ':waiting', '-inf', now, 'LIMIT', 0, 64)
+    local due = {}
+    if has_waiting and lease_n > 0 then
+      due = redis.call('ZRANGEBYSCORE', P .. ':waiting', '-inf', now, 'LIMIT', 0, 64)
+    end
     for _, site in ipairs(due) do
       local wait = P .. ':wait:' .. site
       while #out < 4 * lease_n do
@@ -760,19 +845,15 @@ if cmd == 'sync' then
     -- its fair share only: the node that found the links would otherwise lease them all
     -- and hold half in its prefetch buffer while the other nodes idle.
     local live = math.max(1, tonumber(h['live']) or 1)
-    local share = math.max(1, math.ceil(redis.call('ZCARD', queue) / live))
+    local share = math.max(1, math.ceil(qlen / live))
     local want = math.min(lease_n, #out / 4 + share)
-    local looked = 0
-    while #out < 4 * want and looked < 4 * lease_n do
-      local popped = redis.call('ZPOPMIN', queue, want - #out / 4)
-      if #popped == 0 then break end
+    local function take(popped)
+      qlen = qlen - #popped / 2
       local rids = {}
       for j = 1, #popped, 2 do rids[#rids + 1] = popped[j] end
       local values = redis.call('HMGET', P .. ':req', unpack(rids))
-      local gone = {}
       for j, rid in ipairs(rids) do
         local score = popped[2 * j]
-        looked = looked + 1
         local value = values[j]
         if value then
           local site, payload = split_req(value)
@@ -789,23 +870,51 @@ if cmd == 'sync' then
           end
         end
       end
+      return #rids
+    end
+    local looked = 0
+    while #out < 4 * want and looked < 4 * lease_n do
+      local popped = redis.call('ZPOPMIN', queue, want - #out / 4)
+      if #popped == 0 then break end
+      looked = looked + take(popped)
+    end
+    if extra > 0 then
+      -- priority > above: an order score below -above * 1e10 (seq < 1e10)
+      local bound = '(' .. string.format('%.17g', -above * 1e10)
+      local goal = #out / 4 + math.min(extra, share)
+      looked = 0
+      while #out < 4 * goal and looked < 4 * extra do
+        local popped = redis.call('ZRANGE', queue, '-inf', bound, 'BYSCORE', 'LIMIT', 0,
+          goal - #out / 4, 'WITHSCORES')
+        if #popped == 0 then break end
+        local gone = {}
+        for j = 1, #popped, 2 do gone[#gone + 1] = popped[j] end
+        redis.call('ZREM', queue, unpack(gone))
+        looked = looked + take(popped)
+      end
     end
   end
   if #held_new > 0 then call_chunked('ZADD', leases, held_new, 2) end
   save_budgets()
-  status_add('leases:' .. node, #held_new / 2) -- [status registry]
+  status_add('leases:' .. node, #held_new / 2 - acked) -- [status registry]
   status_add('waiting', into_wait) -- [status registry]
-  if h['idle'] == 1 or queued_before == 0 then publish_wake(h['wake'], added + promoted) end
+  if h['idle'] == 1 or (nc > 0 and queued_before == 0) then
+    publish_wake(h['wake'], added + promoted)
+  end
   -- when the next parked retry or waiting site falls due, so an idle node sleeps just that long
   local next_due = -1
-  for _, key in ipairs({P .. ':waiting', P .. ':delayed'}) do
+  local side = {}
+  if has_waiting or into_wait > 0 then side[#side + 1] = P .. ':waiting' end
+  if has_delayed or parked > 0 then side[#side + 1] = P .. ':delayed' end
+  for _, key in ipairs(side) do
     local first = head_score(key)
     if first then
       local ms = math.max(0, first - now)
       if next_due < 0 or ms < next_due then next_due = ms end
     end
   end
-  local head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+  local head = {}
+  if qlen > 0 then head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES') end
   local at_head = 0
   if #head == 2 then
     -- how many share the head's priority: a node's next lease takes those before lower ones
@@ -817,7 +926,7 @@ if cmd == 'sync' then
     for _, v in ipairs(e) do events[#events + 1] = v end
   end
   return {added, filtered, parked, acked, stale, out, next_due, paced,
-    redis.call('ZCARD', queue), head[2] or '', at_head, events}
+    qlen, head[2] or '', at_head, events}
 
 elseif cmd == 'mark_seen' then
   local h = cjson.decode(ARGV[2])

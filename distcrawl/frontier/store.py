@@ -86,7 +86,9 @@ DEFAULT_REFRESH = 5.0
 DEFAULT_BLOOM_CAPACITY = 10_000_000
 #: the Bloom dupefilter's false-positive rate at capacity (DISTCRAWL_BLOOM_ERROR_RATE)
 DEFAULT_BLOOM_ERROR_RATE = 0.001
-_MAX_BLOOM_BITS = 2**32 - 1  # a Redis string holds at most 512 MB
+_MAX_BLOOM_BITS = 2**32 - 1
+#: most requests a shard called for other work leases above the priority leased elsewhere
+ABOVE_LEASE = 4  # a Redis string holds at most 512 MB
 
 # one call of a step: ("script", keys, args) or ("cmd", name, args)
 _Call = tuple[str, Any, list[Any]]
@@ -346,9 +348,27 @@ class FrontierStore:
         for f in feedback:
             batch(keys.shard_of(f.site)).feedback.append(f)
         if lease > 0:
-            for shard, n in self.views.plan(lease, set(batches)).items():
+            # the best priority each shard gets from this flush's children counts as its head
+            pushing: dict[int, tuple[int, int]] = {}
+            for shard, b in batches.items():
+                if b.children:
+                    best = max(c.priority for c in b.children)
+                    pushing[shard] = (best, sum(1 for c in b.children if c.priority == best))
+            plan = self.views.plan(lease, set(batches), pushing)
+            for shard, n in plan.items():
                 b = batch(shard)
                 b.lease, b.read = n, True
+            # every shard called also hands out a few of what it holds of a better priority
+            # than the worst this flush leases (what lies behind a shard's head, or what other
+            # nodes pushed since this node looked, is unknown here): no call is added for it
+            heads = {s: self.views.head(s, pushing) for s in batches}
+            known = [heads[s] for s, n in plan.items() if n > 0]
+            worst = min((p for p in known if p is not None), default=None)
+            if worst is not None:
+                for shard, b in batches.items():
+                    head = heads[shard]
+                    if not b.lease or (head is not None and head > worst):
+                        b.above, b.extra, b.read = worst, ABOVE_LEASE, True
         options: dict[str, Any] = {
             "live": self.live_nodes,
             "idle": 1 if self.idle_nodes > 0 else 0,
