@@ -587,6 +587,11 @@ def cluster_report(
     }
 
 
+def cluster_shards(masters: int) -> int:
+    """Shards that spread evenly over ``masters``: the first multiple of it from the default."""
+    return -(-DEFAULT_SHARDS // masters) * masters
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
@@ -598,7 +603,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=int, default=32, help="leases per flush (prefetch)")
     parser.add_argument("--urls", type=int, default=1_000_000, help="URLs loaded for memory")
     parser.add_argument("--cluster", type=int, default=0, help="masters of a Redis Cluster run")
-    parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="frontier shards")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help=f"frontier shards (default {DEFAULT_SHARDS}; with --cluster M, the first multiple "
+        f"of M from {DEFAULT_SHARDS}, as the README advises for a cluster)",
+    )
     parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
     parser.add_argument(
         "--known",
@@ -616,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     args.rounds = max(1, args.rounds)
+    if args.shards is None:
+        args.shards = cluster_shards(args.cluster) if args.cluster else DEFAULT_SHARDS
     # a SIGTERM unwinds like Ctrl-C, so every server this run started is stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
