@@ -2,7 +2,7 @@
 """Set up .venv from nothing but Python 3, then run the demo, the tests or the linters.
 
     python3 dev.py demo [distcrawl demo options]   # a demo crawl on embedded services
-    python3 dev.py test [pytest options]           # the test suite
+    python3 dev.py test [pytest options]           # the test suite (3 workers; -n 0: one)
     python3 dev.py lint                            # ruff + mypy
 """
 
@@ -49,6 +49,11 @@ def main(argv: list[str]) -> int:
         rc |= subprocess.call([str(BIN / "ruff"), "format", "--check", "distcrawl"], cwd=ROOT)
         rc |= subprocess.call([str(BIN / "mypy")], cwd=ROOT)
         return rc
+    if not any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest):
+        # most of a test's time is spent waiting for servers and crawls: three workers on
+        # two cores; each test module runs whole on one worker (its servers are per module)
+        workers = os.environ.get("DISTCRAWL_TEST_WORKERS", "3")
+        rest = ["-n", workers, "--dist", "loadfile", *rest]
     return subprocess.call([str(BIN / "python"), "-m", "pytest", *rest], cwd=ROOT)
 
 

@@ -259,6 +259,8 @@ def node_takes_entry(payload: bytes | str) -> Request | None:
 @example(b'{"url": "http://a.test/", "headers": {"X\\r\\nEvil": ["1"]}}')
 @example(b'{"url": "http://a.test/", "cookies": [1, 2]}')
 @example(b"cos\nsystem\n(S'touch /tmp/x'\ntR.")
+@example(b'{"url": "http://s.test/", "callback": "parse", "cb_kwargs": {"": Infinity}}')
+@example(b'{"url": "http://s.test/", "meta": {"x": NaN}}')
 def test_every_queue_entry_is_a_request_or_moved_aside_with_a_reason(
     payload: bytes | str,
 ) -> None:

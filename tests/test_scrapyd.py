@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import redis
 from crawl_nodes import assert_each_product_once, stored_urls, wait_for
-from frontier_state import leased
+from frontier_state import KEYS, leased
 
 from distcrawl.services import free_port
 
@@ -196,6 +196,8 @@ def node_settings(redis_url: str, mongo_uri: str, node_id: str, **extra: Any) ->
         "DISTCRAWL_CLOSE_WHEN_DRAINED": 1,
         "DISTCRAWL_DRAIN_GRACE": 1.5,
         "DISTCRAWL_HEARTBEAT_INTERVAL": 0.5,
+        # the daemons' environment is clean: the jobs write the layout the test reads
+        "DISTCRAWL_SHARDS": KEYS.shards,
         **extra,
     }
 

@@ -337,6 +337,12 @@ def _expect(cond: bool, reason: str, detail: str = "") -> None:
         raise BadEntry(reason, detail)
 
 
+def _not_json_constant(name: str) -> Any:
+    """``NaN`` and ``Infinity`` are Python's, not JSON's: no node writes them, and a request
+    holding one could not be queued again."""
+    raise ValueError(f"{name} is not JSON")
+
+
 def decode(
     payload: bytes | str,
     spider: Spider | None = None,
@@ -358,7 +364,7 @@ def decode(
         except UnicodeDecodeError:
             raise BadEntry("not_utf8") from None
     try:
-        data = json.loads(payload)
+        data = json.loads(payload, parse_constant=_not_json_constant)
     except (ValueError, RecursionError):
         if _looks_like_pickle(payload.encode("latin-1", "replace")):
             raise BadEntry("pickle_refused", "payload looks like a pickle") from None
