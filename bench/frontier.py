@@ -8,7 +8,8 @@ batch. Each leased page pushes ``--links`` links (default 20) of which ``--seen`
 catalog page yields (Referer header, page kind, depth), fingerprints as Scrapy's (40 hex).
 
 Measured against a fresh single Redis (valkey-server, append-only file on), and with
-``--cluster 3`` against a local 3-master Redis Cluster; the same load also runs through
+``--cluster 3`` against a local 3-master Redis Cluster, the two loads alternating in
+``--rounds`` windows (default 3) so both see the same machine load; the same load also runs through
 vanilla scrapy-redis 0.9.1's ``PriorityQueue`` and ``RFPDupeFilter`` as a baseline
 (``scrapy_redis_*`` keys). Memory per URL is measured at ``--urls N`` (default 1,000,000)
 URLs, bulk-loaded through the real push path in large batches.
@@ -343,8 +344,14 @@ def _snapshots(target: Any) -> list[dict[str, Any]]:
     return out
 
 
-def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """*args.nodes* node processes for *args.seconds*; what they did and what Redis spent."""
+def run_load(
+    target: dict[str, Any],
+    node_main: Any,
+    args: argparse.Namespace,
+    seconds: float | None = None,
+) -> dict[str, Any]:
+    """*args.nodes* node processes for *seconds* (default ``--seconds``); what they did and
+    what Redis spent."""
     ctx = mp.get_context("fork")
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     procs = []
@@ -359,7 +366,7 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
     before = _snapshots(target)
     t0 = time.perf_counter()
     start.set()
-    time.sleep(args.seconds)
+    time.sleep(args.seconds if seconds is None else seconds)
     stop.set()
     results = [out.get(timeout=60) for _ in procs]
     wall = time.perf_counter() - t0
@@ -409,6 +416,49 @@ def run_load(target: dict[str, Any], node_main: Any, args: argparse.Namespace) -
         "net_out_bytes_per_page": round(net_out / pages),
         "cpu_per_master": cpu,
     }
+
+
+def run_alternating(
+    single: dict[str, Any], cluster: dict[str, Any], args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The distcrawl load on the single Redis and on the cluster in ``--rounds`` alternating
+    windows of ``--seconds / --rounds`` each, so that both see the same machine load however
+    the rest of the machine's work comes and goes. Returns both runs, windows combined."""
+    seconds = args.seconds / args.rounds
+    on_single, on_cluster = [], []
+    for _ in range(args.rounds):
+        on_single.append(run_load(single, distcrawl_node, args, seconds))
+        on_cluster.append(run_load(cluster, distcrawl_node, args, seconds))
+    return combine(on_single), combine(on_cluster)
+
+
+def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Windows of one target as one run: counts summed, per-page figures weighted by pages,
+    per-round-trip ones by round trips, CPU per master summed."""
+    if len(runs) == 1:
+        return runs[0]
+    pages = sum(r["pages"] for r in runs)
+    trips = [r["pages"] * r["roundtrips_per_page"] for r in runs]
+    out = dict(runs[0])
+    for key, value in runs[0].items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        values = [r[key] for r in runs]
+        if key.endswith("_per_page"):
+            digits = 4 if key.startswith("roundtrips") else 2
+            weighted = sum(v * r["pages"] for v, r in zip(values, runs, strict=True))
+            out[key] = round(weighted / pages, digits)
+        elif key.endswith("_per_roundtrip"):
+            out[key] = round(
+                sum(v * t for v, t in zip(values, trips, strict=True)) / max(1e-9, sum(trips)), 2
+            )
+        elif key == "pages_per_second":
+            wall = sum(r["pages"] / v for r, v in zip(runs, values, strict=True) if v)
+            out[key] = round(pages / wall, 1) if wall else 0.0
+        else:
+            out[key] = sum(values)
+    out["cpu_per_master"] = [sum(c) for c in zip(*(r["cpu_per_master"] for r in runs), strict=True)]
+    return out
 
 
 def _memory(client: Any) -> int:
@@ -526,6 +576,32 @@ def node_args(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def cluster_report(
+    single: dict[str, Any], run: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    cpu = run["cpu_per_master"]
+    total = sum(cpu) or 1e-9
+    shares = [c / total for c in cpu]
+    overhead = run["redis_cpu_us_per_page"] / single["redis_cpu_us_per_page"]
+    return {
+        "cluster_masters": args.cluster,
+        "rounds": args.rounds,
+        "cluster_pages_per_second": run["pages_per_second"],
+        "cluster_redis_cpu_us_per_page": run["redis_cpu_us_per_page"],
+        "cluster_commands_per_page": run["commands_per_page"],
+        "cluster_roundtrips_per_page": run["roundtrips_per_page"],
+        "share_per_master": [round(s, 3) for s in shares],
+        "balance_max_over_mean": round(max(shares) / (1 / len(shares)), 3),
+        "cluster_cpu_overhead": round(overhead, 3),
+        "projected_speedup": round(1 / (max(shares) * overhead), 2),
+    }
+
+
+def cluster_shards(masters: int) -> int:
+    """Shards that spread evenly over ``masters``: the first multiple of it from the default."""
+    return -(-DEFAULT_SHARDS // masters) * masters
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
@@ -537,7 +613,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=int, default=32, help="leases per flush (prefetch)")
     parser.add_argument("--urls", type=int, default=1_000_000, help="URLs loaded for memory")
     parser.add_argument("--cluster", type=int, default=0, help="masters of a Redis Cluster run")
-    parser.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="frontier shards")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help=f"frontier shards (default {DEFAULT_SHARDS}; with --cluster M, the first multiple "
+        f"of M from {DEFAULT_SHARDS}, as the README advises for a cluster)",
+    )
     parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
     parser.add_argument(
         "--known",
@@ -547,7 +629,16 @@ def main(argv: list[str] | None = None) -> int:
         "does (0: every link goes to Redis)",
     )
     parser.add_argument("--no-baseline", action="store_true", help="skip scrapy-redis")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="with --cluster: windows the single-Redis and the cluster load alternate in",
+    )
     args = parser.parse_args(argv)
+    args.rounds = max(1, args.rounds)
+    if args.shards is None:
+        args.shards = cluster_shards(args.cluster) if args.cluster else DEFAULT_SHARDS
     # a SIGTERM unwinds like Ctrl-C, so every server this run started is stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -563,59 +654,44 @@ def main(argv: list[str] | None = None) -> int:
         "known": args.known,
     }
     params = node_args(args)
-    with Services() as services:
-        single = single_target(services)
-        if args.seconds > 0:
-            preload(services.redis_url, args.sites, params)
-            run = run_load(single, distcrawl_node, args)
-            run.pop("cpu_per_master")
-            report.update(run)
-        if args.urls > 0:
-            report.update(distcrawl_memory(services.redis_url, args.urls, params))
-        if not args.no_baseline:
-            single["clients"][0].flushall()
-            if args.seconds > 0:
-                scrapy_redis_preload(services.redis_url, args.sites)
-                base = run_load(single, scrapy_redis_node, args)
-                for key in (
-                    "pages_per_second",
-                    "redis_cpu_us_per_page",
-                    "commands_per_page",
-                    "roundtrips_per_page",
-                ):
-                    report[f"scrapy_redis_{key}"] = base[key]
-            if args.urls > 0:
-                sr = scrapy_redis_memory(services.redis_url, args.urls, args.sites)
-                report.update({f"scrapy_redis_{k}": v for k, v in sr.items()})
-        single["clients"][0].flushall()
+    cluster: LocalRedisCluster | None = None
     if args.cluster and args.seconds > 0:
-        cluster = LocalRedisCluster(
-            Path(tempfile.mkdtemp(prefix="distcrawl-bench-cluster-")), masters=args.cluster
-        )
-        cluster.start()
-        try:
-            target = cluster_target(cluster)
-            preload(cluster.url, args.sites, params)
-            run = run_load(target, distcrawl_node, args)
-        finally:
+        home = Path(tempfile.mkdtemp(prefix="distcrawl-bench-cluster-"))
+        cluster = LocalRedisCluster(home, masters=args.cluster).start()
+    try:
+        with Services() as services:
+            single = single_target(services)
+            if args.seconds > 0:
+                preload(services.redis_url, args.sites, params)
+                if cluster is not None:
+                    preload(cluster.url, args.sites, params)
+                    run, on_cluster = run_alternating(single, cluster_target(cluster), args)
+                    report.update(cluster_report(run, on_cluster, args))
+                else:
+                    run = run_load(single, distcrawl_node, args)
+                run.pop("cpu_per_master")
+                report.update(run)
+            if args.urls > 0:
+                report.update(distcrawl_memory(services.redis_url, args.urls, params))
+            if not args.no_baseline:
+                single["clients"][0].flushall()
+                if args.seconds > 0:
+                    scrapy_redis_preload(services.redis_url, args.sites)
+                    base = run_load(single, scrapy_redis_node, args)
+                    for key in (
+                        "pages_per_second",
+                        "redis_cpu_us_per_page",
+                        "commands_per_page",
+                        "roundtrips_per_page",
+                    ):
+                        report[f"scrapy_redis_{key}"] = base[key]
+                if args.urls > 0:
+                    sr = scrapy_redis_memory(services.redis_url, args.urls, args.sites)
+                    report.update({f"scrapy_redis_{k}": v for k, v in sr.items()})
+            single["clients"][0].flushall()
+    finally:
+        if cluster is not None:
             cluster.stop()
-        cpu = run["cpu_per_master"]
-        total = sum(cpu) or 1e-9
-        shares = [c / total for c in cpu]
-        overhead = run["redis_cpu_us_per_page"] / report["redis_cpu_us_per_page"]
-        report.update(
-            {
-                "cluster_masters": args.cluster,
-                "cluster_pages_per_second": run["pages_per_second"],
-                "cluster_redis_cpu_us_per_page": run["redis_cpu_us_per_page"],
-                "cluster_commands_per_page": run["commands_per_page"],
-                "cluster_roundtrips_per_page": run["roundtrips_per_page"],
-                "share_per_master": [round(s, 3) for s in shares],
-                "balance_max_over_mean": round(max(shares) / (1 / len(shares)), 3),
-                "cluster_cpu_overhead": round(overhead, 3),
-                "projected_speedup": round(1 / (max(shares) * overhead), 2),
-            }
-        )
     print_report(report, HEADLINE, as_json=args.json)
     return 0
 

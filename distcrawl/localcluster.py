@@ -169,6 +169,30 @@ class LocalRedisCluster:
     def wait_ready(self, timeout: float = DEFAULT_READY_TIMEOUT) -> None:
         self._wait(self.ready, timeout)
 
+    def replicas_in_sync(self) -> bool:
+        """Every running replica has its master's link up (it took the initial sync)."""
+        for node in self.replicas:
+            if not node.running:
+                continue
+            c = node.client()
+            try:
+                info = c.info("replication")
+            finally:
+                c.close()
+            if info.get("role") != "slave" or info.get("master_link_status") != "up":
+                return False
+        return True
+
+    def wait_replicas_in_sync(self, timeout: float = DEFAULT_READY_TIMEOUT) -> None:
+        self._wait(self.replicas_in_sync, timeout)
+
+    def replica_of(self, master: ClusterNodeServer) -> ClusterNodeServer:
+        """The first replica started for ``master`` (by :meth:`start`)."""
+        i = self.masters.index(master)
+        if not self.replicas_per_master:
+            raise ValueError("this cluster has no replicas")
+        return self.replicas[i * self.replicas_per_master]
+
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()

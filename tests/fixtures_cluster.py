@@ -4,11 +4,14 @@ once per test module by :class:`distcrawl.localcluster.LocalRedisCluster` and st
 - ``redis_cluster``: the running :class:`~distcrawl.localcluster.LocalRedisCluster`
   (``.masters``, ``.url``, ``.wait_ready()``, per node ``.kill()`` / ``.start()``).
 - ``redis_cluster_url``: its ``redis+cluster://`` URL, every master running and emptied.
+- ``redis_cluster_with_replicas``: a fresh cluster of 3 masters with a replica each (for a
+  failover test), its replicas in sync, stopped after the test.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +37,14 @@ def redis_cluster_url(redis_cluster: LocalRedisCluster) -> str:
     redis_cluster.wait_ready()
     redis_cluster.flushall()
     return redis_cluster.url
+
+
+@pytest.fixture
+def redis_cluster_with_replicas(tmp_path: Path) -> Iterator[LocalRedisCluster]:
+    cluster = LocalRedisCluster(tmp_path / "redis-cluster-replicas", masters=3, replicas=1)
+    cluster.start()
+    try:
+        cluster.wait_replicas_in_sync()
+        yield cluster
+    finally:
+        cluster.stop()

@@ -90,3 +90,64 @@ def test_demo_with_random_errors_exits_0_and_reports_its_dead_letters_as_such(tm
         assert summary["stored"] + summary["missing"] == summary["expected"] == 100
     finally:
         stop_services(tmp_path / "home")
+
+
+def _demo(home: Any, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "distcrawl.cli", "demo", "--json", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env={
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("REDIS_URL", "MONGO_URI", "DISTCRAWL_SHARDS")
+        },
+        timeout=600,
+    )
+    assert done.stdout, done.stderr[-2000:]
+    summary: dict[str, Any] = json.loads(done.stdout)
+    assert done.returncode == 0, (summary, done.stderr[-2000:])
+    return summary
+
+
+def _every_product_once(summary: dict[str, Any], expected: int) -> None:
+    assert summary["expected"] == expected
+    assert summary["stored"] == summary["documents"] == expected, summary
+    assert summary["lost"] == summary["duplicates"] == summary["fields_wrong"] == 0, summary
+    assert summary["nodes_failed"] == 0
+    assert set(summary["frontier_left"].values()) == {0}
+
+
+@pytest.mark.slow
+def test_demo_with_shards_stores_every_product_once_in_those_shards(tmp_path) -> None:
+    home = tmp_path / "home"
+    try:
+        summary = _demo(home, "--shards", "5", "--sites", "3", "--products", "120")
+        _every_product_once(summary, 3 * 120)
+        assert summary["shards"] == 5 and summary["sites"] == 3
+        # the nodes used the demo's 5 shards: every key of the crawl is in one of them
+        keys = FrontierKeys("catalog", "catalog:start_urls", shards=5)
+        tags = {s.prefix for s in keys.all_shards()} | {keys.prefix}
+        r = redis.Redis.from_url(ensure_redis(home))
+        names = [key.decode() for key in r.scan_iter(count=1000)]
+        found = {n[: n.index("}") + 1] if n.startswith("{") else n for n in names}
+        r.close()
+        assert found and found <= tags, found - tags
+        used = [p for p in found if p != keys.prefix]
+        assert len(used) == summary["shards_used"] >= 2  # three sites over five shards
+    finally:
+        stop_services(home)
+
+
+@pytest.mark.slow
+def test_demo_on_a_3_master_cluster_stores_every_product_once(tmp_path) -> None:
+    home = tmp_path / "home"
+    try:
+        summary = _demo(home, "--redis-cluster", "3", "--sites", "4", "--products", "100")
+        _every_product_once(summary, 4 * 100)
+        assert summary["shards"] == 16
+        # four sites in four shards here, on more than one master (the tags spread the
+        # shards over the masters)
+        assert summary["shards_used"] >= 2 and summary["masters_used"] >= 2, summary
+    finally:
+        stop_services(home)

@@ -12,17 +12,19 @@ from typing import Any
 import pytest
 from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls, wait_for
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 from scrapy.settings import Settings
 
 from distcrawl import connection
 from distcrawl.cluster import aread_snapshot, build_status, read_snapshot
+from distcrawl.frontier.keys import shard_tags
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.localcluster import SLOTS
 
 #: the seed list inside the crawl's hash tag, so seed scripts stay in one slot on a cluster
 START_KEY = "{catalog}:start_urls"
 #: distinct loopback addresses: distinct sites, whose shards (of 16) sit on three masters
-SHOP_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.5")
+SHOP_HOSTS = ("127.0.0.2", "127.0.0.4", "127.0.0.6")
 ALLOW = ",".join(("127.0.0.1", *SHOP_HOSTS))
 
 
@@ -74,6 +76,73 @@ def test_fixture_cluster_has_three_masters_sharing_every_slot(redis_cluster, red
         assert sum(per_master) == 30 and min(per_master) > 0
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("shards", [2, 3, 16, 64, 1024])
+def test_shard_tags_spread_evenly_over_equal_slot_ranges(shards: int) -> None:
+    tags = shard_tags("catalog", shards)
+    assert len(set(tags)) == shards and tags == shard_tags("catalog", shards)
+    slots = [key_slot(t.encode()) for t in tags]  # redis-py's CRC16, as the cluster's
+    assert slots == sorted(slots)  # shard k in the k-th range
+    for masters in (2, 3, 5, 7):
+        per_master = Counter(slot * masters // SLOTS for slot in slots)
+        counts = [per_master.get(m, 0) for m in range(masters)]
+        assert max(counts) - min(counts) <= 1, (masters, counts)
+    assert FrontierKeys("catalog", START_KEY, shards=1).shard(0).prefix == "{catalog}"
+
+
+def test_shards_spread_evenly_over_the_fixture_masters(redis_cluster, redis_cluster_url):
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
+    master = redis_cluster.masters[0].client()
+    client = connection.client(redis_cluster_url)
+    try:
+        for shard in keys.all_shards():  # the server hashes the tags as the client does
+            slot = master.execute_command("CLUSTER", "KEYSLOT", shard.queue)
+            assert slot == key_slot(shard.prefix.encode())
+        per_master = Counter(client.get_node_from_key(s.prefix).port for s in keys.all_shards())
+        assert sorted(per_master.values()) == [5, 5, 6]
+    finally:
+        client.close()
+        master.close()
+
+
+def _getkeys_calls(cluster: Any) -> int:
+    total = 0
+    for m in cluster.masters:
+        c = m.client()
+        total += c.info("commandstats").get("cmdstat_command|getkeys", {}).get("calls", 0)
+        c.close()
+    return total
+
+
+def test_pipelined_script_calls_are_routed_without_asking_the_server(
+    redis_cluster, redis_cluster_url
+):
+    """redis-py's blocking cluster pipelines would send COMMAND GETKEYS before every EVALSHA
+    (a round trip and Redis CPU per shard call); the client routes them by their key."""
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
+    client = connection.client(redis_cluster_url)
+    try:
+        store = FrontierStore(client, keys)
+        before = _getkeys_calls(redis_cluster)
+        kids = [_child(f"g{i}", f"g{i}.test") for i in range(40)]
+        assert store.sync("n1", children=kids).added == 40
+        assert len(_lease_all(store, "n1", 40)) == 40
+        assert _getkeys_calls(redis_cluster) == before
+    finally:
+        client.close()
+
+    async def on_the_reactor() -> int:  # a node's asyncio client, likewise
+        aclient = connection.async_client(redis_cluster_url)
+        try:
+            store = FrontierStore(aclient, keys)
+            kids = [_child(f"h{i}", f"h{i}.test") for i in range(40)]
+            return int((await store.sync("n2", children=kids, lease=10)).added)
+        finally:
+            await aclient.aclose()
+
+    assert asyncio.run(on_the_reactor()) == 40
+    assert _getkeys_calls(redis_cluster) == before
 
 
 def _child(fp: str, site: str = "s.test") -> tuple[str, int, bool, int, str, str]:
@@ -359,3 +428,45 @@ def test_a_master_restarted_mid_crawl_loses_nothing(
     for node in nodes:
         assert "Redis is back" in node.log()
         assert "Recovered" not in node.log()
+
+
+def _role(node: Any) -> str:
+    c = node.client()
+    try:
+        return str(c.info("replication")["role"])
+    finally:
+        c.close()
+
+
+@pytest.mark.slow
+def test_a_master_killed_mid_crawl_fails_over_to_its_replica_and_loses_nothing(
+    redis_cluster_with_replicas, mongo_uri, shop_factory, tmp_path
+) -> None:
+    cluster = redis_cluster_with_replicas
+    shops = _shops(shop_factory, 60, latency_ms=100)
+    _seed(cluster.url, shops)
+    client = connection.client(cluster.url)
+    try:  # the master of the first site's shard (with shards, not the control slot's)
+        port = client.get_node_from_key(CRAWL.site_keys(SHOP_HOSTS[0]).prefix).port
+        control = client.get_node_from_key(CRAWL.prefix).port
+    finally:
+        client.close()
+    assert port != control or CRAWL.shards == 1
+    master = next(m for m in cluster.masters if m.port == port)
+    replica = cluster.replica_of(master)
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "60", "CONCURRENT_REQUESTS": "4"}
+    nodes = [_node(cluster.url, mongo_uri, tmp_path, f"f{i}", **settings) for i in (1, 2)]
+    try:
+        assert wait_for(lambda: len(stored_urls(mongo_uri)) >= 20, 120)
+        master.kill()  # kill -9: whatever it had not replicated is gone
+        assert len(stored_urls(mongo_uri)) < 3 * 60  # mid-crawl
+        assert wait_for(lambda: _role(replica) == "master", 60), "no failover"
+        assert [n.wait() for n in nodes] == [0, 0]
+    finally:
+        stop_all(nodes)
+    assert not master.running
+    _assert_stored_once(mongo_uri, shops)
+    assert _frontier_left(cluster.url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    for node in nodes:
+        assert "Redis is back" in node.log()  # the nodes saw the master go, and its replica
+        assert "Recovered" not in node.log()  # no live node was declared dead

@@ -23,6 +23,7 @@ from scrapy.settings import Settings
 from distcrawl import connection
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
 from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
+from distcrawl.frontier.keys import MAX_SHARDS, default_shards
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.localcluster import LocalRedisCluster
 from distcrawl.services import (
@@ -37,6 +38,8 @@ from distcrawl.services import (
 CLUSTER_START_KEY = "{catalog}:start_urls"
 #: seconds a demo crawl may take before the nodes are stopped and the run reported as failed
 DEFAULT_TIMEOUT = 600.0
+#: most demo shops a run may start (one per loopback address 127.0.0.1 ...)
+MAX_SITES = 250
 
 
 def _positive_int(text: str) -> int:
@@ -46,9 +49,37 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _shards(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_SHARDS}, got {value}")
+    return value
+
+
+def _sites(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= MAX_SITES:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_SITES}, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--products", type=_positive_int, default=300, help="products in the demo shop"
+        "--products", type=_positive_int, default=300, help="products in each demo shop"
+    )
+    parser.add_argument(
+        "--sites",
+        type=_sites,
+        default=1,
+        help="demo shops, each a site of its own on 127.0.0.1, 127.0.0.2, ... (default 1): "
+        "several sites spread the crawl over the frontier's shards (and a cluster's masters)",
+    )
+    parser.add_argument(
+        "--shards",
+        type=_shards,
+        default=None,
+        help="frontier shards (DISTCRAWL_SHARDS for the nodes; default: DISTCRAWL_SHARDS "
+        "from the environment, else 16)",
     )
     parser.add_argument(
         "--nodes", type=_positive_int, default=2, help="scrapy crawl processes to run (1 or more)"
@@ -125,8 +156,25 @@ def node_command(index: int, log_file: Path, extra: list[str]) -> list[str]:
     return cmd
 
 
+def shop_hosts(sites: int) -> list[str]:
+    """The loopback address of each demo shop."""
+    return [f"127.0.0.{i + 1}" for i in range(sites)]
+
+
+def allowed_hosts(sites: int) -> str:
+    """``DISTCRAWL_ALLOW_PRIVATE`` for the nodes: every demo shop's host."""
+    return ",".join(dict.fromkeys([*shop_hosts(max(2, sites)), "localhost"]))
+
+
 def node_env(
-    redis_url: str, mongo_uri: str, home: Path, node_id: str, profiles: str = ""
+    redis_url: str,
+    mongo_uri: str,
+    home: Path,
+    node_id: str,
+    profiles: str = "",
+    *,
+    sites: int = 1,
+    shards: int | None = None,
 ) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -135,8 +183,10 @@ def node_env(
         MONGO_URI=mongo_uri,
         DISTCRAWL_HOME=str(home),
         DISTCRAWL_NODE_ID=node_id,
-        DISTCRAWL_ALLOW_PRIVATE="127.0.0.1,127.0.0.2,localhost",
+        DISTCRAWL_ALLOW_PRIVATE=allowed_hosts(sites),
     )
+    if shards is not None:
+        env["DISTCRAWL_SHARDS"] = str(shards)
     if profiles:
         env["DISTCRAWL_SITE_PROFILES"] = profiles
     return env
@@ -153,6 +203,8 @@ def _stop_on_sigterm() -> None:
 
 def run(args: argparse.Namespace) -> int:
     _stop_on_sigterm()
+    if args.shards is None:
+        args.shards = default_shards()
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="distcrawl-demo-"))
     home.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
@@ -169,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
             redis_url = ensure_redis(home)
         mongo_uri = ensure_mongo(home)
         if args.home and not args.replace:
-            held = crawl_in_home(redis_url, mongo_uri)
+            held = crawl_in_home(redis_url, mongo_uri, args.shards)
             if held:
                 print(
                     f"error: {home} holds a crawl ({', '.join(held)}); the demo would delete "
@@ -179,29 +231,38 @@ def run(args: argparse.Namespace) -> int:
                 if not was_running:
                     stop_services(home)
                 return 2
-        shop = DemoShop(
-            ShopConfig(
-                products=args.products,
-                variant=args.variant,
-                latency_ms=args.latency,
-                error_rate=args.error_rate,
-                # random transient errors, not a site asking to slow down (that would carry
-                # Retry-After and cut the site's shared rate)
-                retry_after=None,
+        shops = [
+            DemoShop(
+                ShopConfig(
+                    products=args.products,
+                    variant=args.variant,
+                    host=host,
+                    latency_ms=args.latency,
+                    error_rate=args.error_rate,
+                    # random transient errors, not a site asking to slow down (that would
+                    # carry Retry-After and cut the site's shared rate)
+                    retry_after=None,
+                )
             )
-        )
-        shop.start()
+            for host in shop_hosts(args.sites)
+        ]
         try:
-            say(f"demo shop {shop.url} ({args.products} products, {args.variant})")
-            say(f"redis {mask_url(redis_url)}  mongodb {mask_url(mongo_uri)}  home {home}")
+            for shop in shops:
+                shop.start()
+                say(f"demo shop {shop.url} ({args.products} products, {args.variant})")
+            say(
+                f"redis {mask_url(redis_url)} ({args.shards} shards)  "
+                f"mongodb {mask_url(mongo_uri)}  home {home}"
+            )
             dashboard = start_dashboard(args, redis_url, mongo_uri, say) if args.web else None
             try:
-                summary = crawl(args, shop, home, redis_url, mongo_uri, say)
+                summary = crawl(args, shops, home, redis_url, mongo_uri, say)
             finally:
                 if dashboard is not None:
                     dashboard.stop()
         finally:
-            shop.stop()
+            for shop in shops:
+                shop.stop()
     finally:
         if cluster is not None:
             cluster.stop()
@@ -233,18 +294,21 @@ def run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def crawl_in_home(redis_url: str, mongo_uri: str) -> list[str]:
-    """What of a crawl the embedded servers of a home hold (empty: nothing a demo would delete)."""
+def crawl_in_home(redis_url: str, mongo_uri: str, shards: int | None = None) -> list[str]:
+    """What of a crawl the embedded servers of a home hold (empty: nothing a demo would delete),
+    read in ``shards`` shards (default: ``DISTCRAWL_SHARDS``)."""
     r = connection.client(redis_url)
-    keys = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+    keys = FrontierKeys(
+        spider="catalog", start_urls="catalog:start_urls", shards=shards or default_shards()
+    )
     held = []
     try:
-        shards = keys.all_shards()
+        in_shards = keys.all_shards()
         counts = {
-            "seen URLs": sum(int(r.hget(s.seen_info, "n") or 0) for s in shards),
-            "queued": sum(r.zcard(s.queue) for s in shards),
-            "parked retries": sum(r.zcard(s.delayed) for s in shards),
-            "dead letters": sum(r.hlen(s.dead) for s in shards),
+            "seen URLs": sum(int(r.hget(s.seen_info, "n") or 0) for s in in_shards),
+            "queued": sum(r.zcard(s.queue) for s in in_shards),
+            "parked retries": sum(r.zcard(s.delayed) for s in in_shards),
+            "dead letters": sum(r.hlen(s.dead) for s in in_shards),
             "seeds": r.llen(keys.start_urls),
         }
         held += [f"{label} {count}" for label, count in counts.items() if count]
@@ -265,9 +329,13 @@ def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, sa
     from distcrawl.commands.web import web_config
     from distcrawl.web.server import DashboardServer
 
-    allow = "127.0.0.1,127.0.0.2,localhost"  # the nodes' DISTCRAWL_ALLOW_PRIVATE (node_env)
     settings = Settings(
-        {"REDIS_URL": redis_url, "MONGO_URI": mongo_uri, "DISTCRAWL_ALLOW_PRIVATE": allow}
+        {
+            "REDIS_URL": redis_url,
+            "MONGO_URI": mongo_uri,
+            "DISTCRAWL_ALLOW_PRIVATE": allowed_hosts(args.sites),  # as the nodes' (node_env)
+            "DISTCRAWL_SHARDS": args.shards,
+        }
     )
     dashboard = DashboardServer(web_config(settings, "catalog"), port=args.web_port).start()
     say(f"dashboard {dashboard.url}  metrics {dashboard.url}metrics")
@@ -275,12 +343,19 @@ def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, sa
 
 
 def crawl(
-    args: argparse.Namespace, shop: DemoShop, home: Path, redis_url: str, mongo_uri: str, say: Any
+    args: argparse.Namespace,
+    shops: list[DemoShop],
+    home: Path,
+    redis_url: str,
+    mongo_uri: str,
+    say: Any,
 ) -> dict[str, Any]:
     r = connection.client(redis_url)
     cluster = connection.is_cluster_url(redis_url)
     keys = FrontierKeys(
-        spider="catalog", start_urls=CLUSTER_START_KEY if cluster else "catalog:start_urls"
+        spider="catalog",
+        start_urls=CLUSTER_START_KEY if cluster else "catalog:start_urls",
+        shards=args.shards,
     )
     for pattern in keys.patterns():
         for key in r.scan_iter(match=pattern, count=1000):
@@ -290,17 +365,26 @@ def crawl(
     collection = mongo.get_default_database("catalog")["products"]
     collection.drop()
     profiles = os.pathsep.join(args.profile)
-    expected = shop.expected_product_urls()
+    expected = set().union(*(shop.expected_product_urls() for shop in shops))
 
     t0 = time.monotonic()
-    r.lpush(keys.start_urls, shop.url)  # what `redis-cli lpush catalog:start_urls URL` does
+    for shop in shops:  # what `redis-cli lpush catalog:start_urls URL` does
+        r.lpush(keys.start_urls, shop.url)
     procs = []
     for i in range(args.nodes):
         log_file = home / f"node-{i + 1}.log"
         procs.append(
             subprocess.Popen(
-                node_command(i, log_file, args.set),
-                env=node_env(redis_url, mongo_uri, home, f"demo-node-{i + 1}", profiles),
+                node_command(i, log_file, [f"DISTCRAWL_SHARDS={args.shards}", *args.set]),
+                env=node_env(
+                    redis_url,
+                    mongo_uri,
+                    home,
+                    f"demo-node-{i + 1}",
+                    profiles,
+                    sites=args.sites,
+                    shards=args.shards,
+                ),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -319,17 +403,25 @@ def crawl(
                 p.kill()
                 p.wait()
     seconds = time.monotonic() - t0
-    pages = sum(1 for e in shop.request_log() if e["status"] == 200 and e["path"] != "/robots.txt")
+    pages = sum(
+        1
+        for shop in shops
+        for e in shop.request_log()
+        if e["status"] == 200 and e["path"] != "/robots.txt"
+    )
     summary = check_store(collection, expected)
-    summary.update(check_fields(collection, shop.catalog, shop.url))
+    summary.update(merge_fields([check_fields(collection, s.catalog, s.url) for s in shops]))
     stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
     letters = [v for shard in keys.all_shards() for v in r.hvals(shard.dead)]
+    summary.update(shard_use(r, keys, cluster))
     summary.update(account_dead_letters(expected - stored, letters, expected))
     summary.update(
         pages=pages,
         seconds=round(seconds, 2),
         pages_per_s=round(pages / seconds, 1) if seconds else 0.0,
         nodes=args.nodes,
+        sites=args.sites,
+        shards=args.shards,
         nodes_failed=sum(1 for p in procs if p.returncode != 0),
         node_logs=[str(home / f"node-{i + 1}.log") for i in range(args.nodes)],
         frontier_left=dict(
@@ -342,6 +434,29 @@ def crawl(
     )
     mongo.close()
     return summary
+
+
+def shard_use(r: Any, keys: FrontierKeys, cluster: bool) -> dict[str, Any]:
+    """How many shards took URLs (their dupefilter counts any), and on a cluster how many
+    masters hold those shards."""
+    used = [s for s in keys.all_shards() if int(r.hget(s.seen_info, "n") or 0) > 0]
+    out: dict[str, Any] = {"shards_used": len(used)}
+    if cluster:
+        out["masters_used"] = len({r.get_node_from_key(s.prefix).name for s in used})
+    return out
+
+
+def merge_fields(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The :func:`check_fields` results of several shops as one."""
+    by_field: dict[str, int] = {}
+    for check in checks:
+        for name, n in check["fields_wrong_by_field"].items():
+            by_field[name] = by_field.get(name, 0) + n
+    return {
+        "fields_wrong": sum(c["fields_wrong"] for c in checks),
+        "fields_wrong_by_field": by_field,
+        "fields_wrong_sample": [x for c in checks for x in c["fields_wrong_sample"]][:5],
+    }
 
 
 def watch(

@@ -8,7 +8,8 @@ every command below stays atomic, also on Redis Cluster, where the shards spread
 masters by their tags. Crawl-wide state lives in one control slot.
 
   C = "{S}"      the control slot
-  Q = "{S:k}"    shard k (0 <= k < N); with N = 1 the one shard is "{S}" itself
+  Q = "{S:k.d}"  shard k (0 <= k < N), d five digits that put the tag on the middle slot of
+                 the k-th of N equal slot ranges (keys.py); with N = 1 the one shard is "{S}"
 
 Control slot
   C:nodes            ZSET  node -> last heartbeat (ms, Redis server clock)
@@ -386,7 +387,7 @@ end
 
 local function publish_wake(channel, n)
   if n > 0 and channel and channel ~= '' then
-    redis.call('PUBLISH', channel, string.match(P, ':(%d+)}$') or '0')
+    redis.call('PUBLISH', channel, string.match(P, ':(%d+)[.%d]*}$') or '0')
   end
 end
 

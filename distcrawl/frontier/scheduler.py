@@ -15,7 +15,6 @@ live node once its heartbeat is older than ``DISTCRAWL_HEARTBEAT_TIMEOUT``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
@@ -39,10 +38,12 @@ from distcrawl import compat, connection
 from distcrawl import signals as dc_signals
 from distcrawl.frontier import codec
 from distcrawl.frontier.batch import Child, DeadLetter, Lease, Leased, SiteBudget, SiteEvent
+from distcrawl.frontier.intake import SeedIntake, rejection_record
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.membership import Membership
-from distcrawl.frontier.redis_seeds import SeedSource, seed_requests
-from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
+from distcrawl.frontier.outage import RedisOutage
+from distcrawl.frontier.reconcile import reconcile_leases
+from distcrawl.frontier.redis_seeds import SeedSource
 from distcrawl.frontier.store import Dupefilter, FrontierStore
 from distcrawl.frontier.tracking import (
     DEFAULT_KNOWN_FINGERPRINTS,
@@ -50,6 +51,7 @@ from distcrawl.frontier.tracking import (
     InProgress,
     SiteFeedback,
 )
+from distcrawl.frontier.wake import WakeListener
 from distcrawl.internals import check_engine
 from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url, pid_alive
@@ -177,7 +179,7 @@ class FrontierScheduler(BaseScheduler):
         self._listener: asyncio.Task[None] | None = None
         self._seed_source = SeedSource(key="")
         self._closing = False
-        self._redis_down_since: float | None = None
+        self._outage = RedisOutage(node_id, self.stats, heartbeat_timeout=heartbeat_timeout)
         self._refused = False  # another live process has this node id: this one never ran
         self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
         # Redis rewind detection: every sync writes a new mark in each shard it calls and
@@ -316,7 +318,13 @@ class FrontierScheduler(BaseScheduler):
         await self._with_retry(self._reclaim_own_leases)
         await self._with_retry(self._publish_site_limits)
         self._task = asyncio.ensure_future(self._run())
-        self._listener = asyncio.ensure_future(self._listen_for_work(keys.wake))
+        listener = WakeListener(
+            self._client,
+            keys.wake,
+            on_wake=self._work_arrived,
+            stopped=lambda: self._closing,
+        )
+        self._listener = asyncio.ensure_future(listener.run())
 
     async def _claim_node_id(self) -> None:
         """Refuse to start while another live process heart-beats under this node id.
@@ -501,31 +509,14 @@ class FrontierScheduler(BaseScheduler):
                     await self._reconcile_leases()
                     self._needs_reconcile = False
                 got = await self._cycle()
-                if self._redis_down_since is not None:
-                    logger.warning(
-                        "Redis is back after %.1fs; node %s carries on (and recovers no other "
-                        "node for %.0fs: they need time to heart-beat again)",
-                        time.monotonic() - self._redis_down_since,
-                        self.node_id,
-                        self.heartbeat_timeout,
-                    )
-                    self._redis_down_since = None
+                if self._outage.answered() and self.membership is not None:
                     # every heartbeat went stale while Redis was away, ours as well as the
                     # live nodes': silence counts again only from now
-                    if self.membership is not None:
-                        self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
+                    self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
                 wait = 0.02 if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 self._needs_reconcile = True
-                self.stats.inc_value("frontier/redis_errors")
-                if self._redis_down_since is None:
-                    self._redis_down_since = time.monotonic()
-                    logger.error(
-                        "Redis unavailable (%s); node %s pauses and keeps every request and "
-                        "ack in memory until it is back",
-                        exc,
-                        self.node_id,
-                    )
+                self._outage.failed(exc)
                 wait = min(max(wait * 2, 0.25), 5.0)
             except Exception:
                 self._needs_reconcile = True
@@ -533,7 +524,7 @@ class FrontierScheduler(BaseScheduler):
                 wait = 1.0
             if self._closing:
                 break
-            if self._pending_writes() and self._redis_down_since is None:
+            if self._pending_writes() and not self._outage.down:
                 if self._ready and self.flush_delay > 0:
                     # the engine still has work: let acks and links of a few more pages join
                     # this round trip (on slow sites each page would otherwise pay one)
@@ -545,78 +536,32 @@ class FrontierScheduler(BaseScheduler):
                 wait = min(wait, max(0.002, self._next_due - time.monotonic()))
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)
-                wait = 0.02 if self._redis_down_since is None else wait
+                wait = 0.02 if not self._outage.down else wait
             except TimeoutError:
                 pass
 
-    async def _listen_for_work(self, channel: str) -> None:
-        """Wake the idle I/O loop as soon as the frontier says work arrived (links pushed by
-        another node, leases returned, the cluster resumed), instead of at its next poll."""
-        delay = 0.5
-        while not self._closing:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(channel)
-                delay = 0.5
-                while not self._closing:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is None or self.store is None:
-                        continue
-                    data = message.get("data")
-                    shard = data.decode() if isinstance(data, bytes) else str(data)
-                    self.store.views.poke(int(shard) if shard.isdigit() else None)
-                    if not self._ready:
-                        self.stats.inc_value("frontier/woken")
-                        self._wake.set()
-            except (RedisError, OSError):
-                # the I/O loop reports Redis outages; an idle node polls meanwhile
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-            finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+    def _work_arrived(self, shard: int | None) -> None:
+        """The wake channel said work arrived in ``shard``: read it at the next lease, and
+        wake the I/O loop if the engine has nothing prefetched."""
+        if self.store is None:
+            return
+        self.store.views.poke(shard)
+        if not self._ready:
+            self.stats.inc_value("frontier/woken")
+            self._wake.set()
 
     async def _reconcile_leases(self) -> None:
-        """Return leases this node holds in Redis but does not know about.
-
-        A sync whose reply was lost with the connection (or that failed while its reply was
-        handled) may still have leased requests on the server; unknown to the node, they would
-        never be acked and would keep the crawl from draining. Known ones (started,
-        prefetched, awaiting their ack) stay.
-        """
+        """Leases Redis holds for this node and it does not know go back; prefetched requests
+        whose lease it lost are dropped (see :func:`reconcile_leases`)."""
         assert self.store is not None
-        held = await self.store.held_leases(self.node_id)
-        known = {(lease.shard, lease.rid) for lease in (*self._leased.values(), *self._acks)}
-        unknown = [
-            Lease(shard, rid, "")
-            for shard, rids in held.items()
-            for rid in rids
-            if (shard, rid) not in known
-        ]
-        if unknown:
-            await self.store.release(self.node_id, unknown)
-            logger.warning("Returned %d leases whose grant was lost with Redis", len(unknown))
-        # prefetched requests whose lease this node lost (it was presumed dead, or Redis lost
-        # the grant): they are back in the frontier for another node; not sending them here
-        # saves a second fetch (started ones finish, their acks are fenced off as stale)
-        holding = {(shard, rid) for shard, rids in held.items() for rid in rids}
-
-        def lost(request: Request) -> bool:
-            lease = self._leased.get(request)
-            return lease is None or (lease.shard, lease.rid) not in holding
-
-        gone = [r for r in self._ready if lost(r)]
-        if gone:
-            dropped = set(gone)
-            self._ready = deque(r for r in self._ready if r not in dropped)
-            for request in gone:
-                self._leased.pop(request, None)
-            self.stats.inc_value("frontier/leases/lost", len(gone))
-            logger.warning(
-                "Node %s dropped %d prefetched requests whose leases it no longer holds",
-                self.node_id,
-                len(gone),
-            )
+        self._ready = await reconcile_leases(
+            self.store,
+            self.node_id,
+            leased=self._leased,
+            acks=self._acks,
+            ready=self._ready,
+            stats=self.stats,
+        )
 
     def _pending_writes(self) -> bool:
         return bool(self._children or self._acks or self._dead or self._rejected)
@@ -788,16 +733,7 @@ class FrontierScheduler(BaseScheduler):
         return n + len(bad)
 
     def _rejection(self, raw: bytes | str, reason: str, *, kind: str) -> str:
-        text = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
-        return json.dumps(
-            {
-                "kind": kind,
-                "raw": text[:2048],
-                "reason": reason,
-                "node": self.node_id,
-                "at": time.time(),
-            }
-        )
+        return rejection_record(raw, reason, kind=kind, node=self.node_id)
 
     def _wake_engine(self) -> None:
         # The engine polls next_request() only when it is told to (or on a 5 s heartbeat);
@@ -815,31 +751,12 @@ class FrontierScheduler(BaseScheduler):
             return False
         assert self.membership is not None
         self.membership.crawl_begun()
-        make = getattr(self.spider, "make_request_from_seed", None)
-        for raw in raws:
-            try:
-                if make is None:
-                    # any other spider: scrapy-redis' seeds (make_request_from_data)
-                    made = seed_requests(self.spider, raw, allow_private=self.allow_private)
-                    for request in made:
-                        self._seed_accepted(request)
-                    continue
-                seed = parse_seed(raw, allow_private=self.allow_private)
-                try:
-                    request = make(seed)
-                except Exception as exc:
-                    logger.exception("The spider could not make a request from seed %s", seed.url)
-                    raise BadSeed("spider_refused", str(exc)[:100]) from None
-                if request is None:
-                    raise BadSeed("spider_refused")
-            except BadSeed as exc:
-                shown = (
-                    raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
-                )
-                logger.warning("Refused seed %r: %s%s", shown, exc, refusal_hint(exc.reason))
-                self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
-                self._rejected.append(self._rejection(raw, exc.reason, kind="seed"))
-                continue
+        intake = SeedIntake(
+            self.spider, node_id=self.node_id, allow_private=self.allow_private, stats=self.stats
+        )
+        requests, rejected = intake.read(raws)
+        self._rejected += rejected
+        for request in requests:
             self._seed_accepted(request)
         # the seeds leave this node's seeding list in the same flush that queues them
         self._seeds_pending = True
