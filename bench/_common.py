@@ -458,8 +458,14 @@ def redis_snapshot(client: Any) -> dict[str, Any]:
         for key, value in info.items()
         if key.startswith("cmdstat_")
     }
+    usec = {
+        key[len("cmdstat_") :]: int(value["usec"])
+        for key, value in info.items()
+        if key.startswith("cmdstat_")
+    }
     return {
         "calls": calls,
+        "usec": usec,
         "reads": int(info["total_reads_processed"]),
         "commands_processed": int(info["total_commands_processed"]),
         "cpu": float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
@@ -481,6 +487,11 @@ def redis_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         if name not in _OWN_COMMANDS
     }
     calls = {k: v for k, v in calls.items() if v}
+    # microseconds Redis timed per command (a script's own time includes its redis.calls)
+    usec = {
+        name: after.get("usec", {}).get(name, 0) - before.get("usec", {}).get(name, 0)
+        for name in calls
+    }
     return {
         "commands": sum(calls.values()),
         "script_calls": sum(v for k, v in calls.items() if k in SCRIPT_COMMANDS),
@@ -488,6 +499,7 @@ def redis_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         "roundtrips": after["reads"] - before["reads"] - 1,
         "cpu_s": round(after["cpu"] - before["cpu"], 3),
         "by_command": dict(sorted(calls.items(), key=lambda kv: -kv[1])),
+        "usec_by_command": dict(sorted(usec.items(), key=lambda kv: -kv[1])),
     }
 
 

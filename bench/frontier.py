@@ -411,9 +411,12 @@ def run_load(
     net_out = sum(a["net_out"] - b["net_out"] for b, a in zip(before, after, strict=True))
     cpu = [d["cpu_s"] for d in deltas]
     by_name: dict[str, int] = {}
+    usec_by_name: dict[str, int] = {}
     for d in deltas:
         for name, n in d["by_command"].items():
             by_name[name] = by_name.get(name, 0) + n
+        for name, n in d["usec_by_command"].items():
+            usec_by_name[name] = usec_by_name.get(name, 0) + n
     return {
         "pages": pages,
         "pages_per_second": round(pages / wall, 1),
@@ -432,6 +435,13 @@ def run_load(
         "commands_per_page_by_name": {
             name: round(n / pages, 2)
             for name, n in sorted(by_name.items(), key=lambda kv: -kv[1])
+            if n / pages >= 0.01
+        },
+        # Redis' own timing (INFO commandstats usec) per page: evalsha includes the
+        # script's redis.calls, listed again under their names
+        "command_us_per_page_by_name": {
+            name: round(n / pages, 2)
+            for name, n in sorted(usec_by_name.items(), key=lambda kv: -kv[1])
             if n / pages >= 0.01
         },
         "net_in_bytes_per_page": round(net_in / pages),

@@ -348,6 +348,10 @@ def test_a_payload_that_names_its_site_is_stored_without_it(store: FrontierStore
         '{"u":"http://User@A.Test:8080/x"}': "a.test",
         '{"u":"https://[::1]:8443/y"}': "::1",
         '{"u":"http://b.test/z"}': "other.test",  # a site of its own: kept next to it
+        '{"u":"http://C.Test/q"}': "c.test",  # a plain host, in upper case
+        '{"u":"http://d.test"}': "d.test",  # no path
+        '{"u":"http://e.test?x=1"}': "e.test",
+        '{"u":"http://f_g.test/"}': "f_g.test",  # not a plain host name: the long way
     }
     kids = [Child(p, 0, False, 0, site, p) for p, site in cases.items()]
     store.sync("n1", children=kids)
@@ -356,6 +360,8 @@ def test_a_payload_that_names_its_site_is_stored_without_it(store: FrontierStore
     stored = {v for s in store.keys.all_shards() for v in store.client.hvals(s.requests)}
     assert b'{"u":"http://b.test/z"}' not in stored  # prefixed with its site
     assert b'{"u":"http://User@A.Test:8080/x"}' in stored
+    plain = {b'{"u":"http://C.Test/q"}', b'{"u":"http://d.test"}', b'{"u":"http://f_g.test/"}'}
+    assert plain <= stored  # stored without their site, found again from the URL
 
 
 def test_a_cut_wears_off_with_time_as_a_function_of_server_time() -> None:

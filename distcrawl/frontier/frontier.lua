@@ -217,6 +217,12 @@ end
 
 -- the host of a payload's URL as the node names a site (lower case, no user, no port)
 local function site_of_payload(payload)
+  -- most URLs: a plain host name (no user, port or IPv6 literal), already in lower case
+  local host = string.match(payload, '^{"u":"[%a][%w+.-]*://([%w.-]*)[/?#"\\]')
+  if host then
+    if string.find(host, '%u') then return string.lower(host) end
+    return host
+  end
   local netloc = string.match(payload, '^{"u":"[%a][%w+.-]*://([^/?#"\\]*)')
   if not netloc then return nil end
   netloc = string.match(netloc, '([^@]*)$')
@@ -246,12 +252,16 @@ local budgets = {}
 local function budget(site)
   local b = budgets[site]
   if not b then
-    local st = redis.call('HMGET', P .. ':site:' .. site,
-      'tokens', 'ts', 'active', 'factor', 'limit_rate', 'limit_conc', 'fts', 'recover_ms',
-      'cut_at')
+    local k = P .. ':site:' .. site
+    local st = redis.call('HMGET', k, 'tokens', 'ts', 'active', 'factor', 'limit_rate',
+      'limit_conc')
     b = {tokens = tonumber(st[1]), ts = tonumber(st[2]), active = tonumber(st[3]) or 0,
-      cut = st[4], limit_rate = tonumber(st[5]), limit_conc = tonumber(st[6]), fts = st[7],
-      recover_ms = st[8], cut_at = st[9], dirty = false}
+      cut = st[4], limit_rate = tonumber(st[5]), limit_conc = tonumber(st[6]), dirty = false}
+    if b.cut then
+      -- the rest of a cut only when there is one (most sites have none)
+      local c = redis.call('HMGET', k, 'fts', 'recover_ms', 'cut_at')
+      b.fts, b.recover_ms, b.cut_at = c[1], c[2], c[3]
+    end
     budgets[site] = b
   end
   return b
@@ -388,7 +398,7 @@ end
 -- node whenever it sees its own writes gone) keeps every rid unique anyway
 local function make_rid(seq, tag)
   if tag == nil or tag == '' then return tostring(seq) end
-  return tostring(seq) .. '.' .. tag
+  return seq .. '.' .. tag -- one string, not two
 end
 
 -- new rids for n requests: one INCRBY per batch; seq also orders them within a priority
