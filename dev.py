@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
         rc |= subprocess.call([str(BIN / "ruff"), "format", "--check", "distcrawl"], cwd=ROOT)
         rc |= subprocess.call([str(BIN / "mypy")], cwd=ROOT)
         return rc
-    if not any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest):
+    if not any(a.startswith(("-n", "--numprocesses")) for a in rest):
         # most of a test's time is spent waiting for servers and crawls: three workers on
         # two cores; each test module runs whole on one worker (its servers are per module)
         workers = os.environ.get("DISTCRAWL_TEST_WORKERS", "3")

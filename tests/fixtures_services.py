@@ -18,10 +18,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from distcrawl.services import MongoServer, RedisServer, redis_cli_binary
+from distcrawl.storage.writer import MongoWriter
 
 _database_numbers = itertools.count(1)
 
@@ -73,3 +75,18 @@ def mongo_uri(mongo_server: MongoServer, request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def redis_cli() -> Path:
     return redis_cli_binary()
+
+
+def mongo_writer(mongo_uri: str, **options: Any) -> MongoWriter:
+    """A writer on the database *mongo_uri* names, collection ``products``; *options* override
+    the defaults (history 20, majority and journal write concern, 5 s timeout)."""
+    from pymongo.write_concern import WriteConcern
+
+    defaults: dict[str, Any] = {
+        "collection": "products",
+        "history": 20,
+        "write_concern": WriteConcern(w="majority", j=True),
+        "timeout": 5.0,
+    }
+    database = mongo_uri.rsplit("/", 1)[1].split("?")[0]
+    return MongoWriter(uri=mongo_uri, database=database, **{**defaults, **options})

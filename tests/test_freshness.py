@@ -23,6 +23,7 @@ from typing import Any
 import pymongo
 import pytest
 from bson.decimal128 import Decimal128
+from fixtures_services import mongo_writer
 from pymongo.write_concern import WriteConcern
 
 from distcrawl.demo.change_checks import check_changes
@@ -71,15 +72,7 @@ def observed(minutes: float, key: tuple[str, ...] = ("url",), **fields: Any) -> 
 
 @pytest.fixture
 def writer(mongo_uri: str) -> Any:
-    database = mongo_uri.rsplit("/", 1)[1].split("?")[0]
-    w = MongoWriter(
-        uri=mongo_uri,
-        database=database,
-        collection="products",
-        history=20,
-        write_concern=WriteConcern(w="majority", j=True),
-        timeout=5.0,
-    )
+    w = mongo_writer(mongo_uri)
     yield w
     w.close()
 
@@ -211,16 +204,7 @@ def test_changes_found_on_every_write_path_and_none_for_an_older_observation(
 
 
 def test_the_change_log_can_be_turned_off(mongo_uri: str) -> None:
-    database = mongo_uri.rsplit("/", 1)[1].split("?")[0]
-    w = MongoWriter(
-        uri=mongo_uri,
-        database=database,
-        collection="products",
-        history=20,
-        write_concern=WriteConcern(w=1),
-        timeout=5.0,
-        changes=None,
-    )
+    w = mongo_writer(mongo_uri, write_concern=WriteConcern(w=1), changes=None)
     try:
         w.write([observed(0)])
         assert w.write([observed(1, price="2")]).changes == 0

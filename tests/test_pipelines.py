@@ -23,6 +23,7 @@ from typing import Any
 import pymongo
 import pytest
 from bson.decimal128 import Decimal128
+from fixtures_services import mongo_writer
 from scrapy.utils.test import get_crawler
 
 from distcrawl.pipelines import MongoPipeline
@@ -340,17 +341,7 @@ def test_a_node_that_cannot_replay_in_time_exits_non_zero_and_says_where_its_pro
 
 @pytest.fixture
 def writer(mongo_uri: str) -> Any:
-    from pymongo.write_concern import WriteConcern
-
-    database = mongo_uri.rsplit("/", 1)[1].split("?")[0]
-    w = MongoWriter(
-        uri=mongo_uri,
-        database=database,
-        collection="products",
-        history=3,
-        write_concern=WriteConcern(w="majority", j=True),
-        timeout=2.0,
-    )
+    w = mongo_writer(mongo_uri, history=3, timeout=2.0)
     yield w
     w.close()
 
