@@ -27,12 +27,13 @@ def ensure_venv() -> None:
     if STAMP.exists() and STAMP.read_text().strip() == wanted:
         return
     if not (BIN / "python").exists():
-        print("creating .venv", flush=True)
+        print("creating .venv", file=sys.stderr, flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     pip = [str(BIN / "python"), "-m", "pip", "--disable-pip-version-check"]
-    print("installing distcrawl and its dependencies into .venv", flush=True)
-    subprocess.run([*pip, "install", "-q", "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "install", "-q", "-e", f"{ROOT}[test]"], check=True)
+    # set-up talk goes to stderr: stdout is the command's own (`demo --json` prints one object)
+    print("installing distcrawl and its dependencies into .venv", file=sys.stderr, flush=True)
+    subprocess.run([*pip, "install", "-q", "--upgrade", "pip"], check=True, stdout=sys.stderr)
+    subprocess.run([*pip, "install", "-q", "-e", f"{ROOT}[test]"], check=True, stdout=sys.stderr)
     STAMP.write_text(wanted)
 
 
