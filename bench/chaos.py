@@ -444,9 +444,7 @@ class Chaos:
             counted += int(stats.get("frontier/recovered", 0) or 0)
         active = 0
         for shard in KEYS.all_shards():
-            for key in r.scan_iter(match=shard.site("*"), count=1000):
-                if r.type(key) == b"hash":
-                    active += int(float(r.hget(key, "active") or 0))
+            active += sum(int(float(n)) for n in r.hvals(shard.active))
         return {
             "recovered_live_nodes": len(recovered_live),
             "recovered_live_sample": sorted(recovered_live)[:5],

@@ -15,7 +15,7 @@ import json
 import math
 import time
 from collections import deque
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -256,20 +256,25 @@ def _plan(
         batch += [("zcount", (shard.wait(site), *score_range(lo, hi))) for _, lo, hi in bands]
     batch += [("hgetall", (shard.site(site),)) for shard, site in cut_sites]
     batch += [("hgetall", (keys.site_keys(site).site(site),)) for site in busy]
+    # their requests in flight: one read per shard
+    read = [(shard, site) for _, shard, site in top] + cut_sites
+    by_shard = in_flight_by_shard(read + [(keys.site_keys(site), site) for site in busy])
+    batch += [("hmget", (key, *names)) for key, names in by_shard.items()]
     replies = (yield batch) if batch else []
+    in_flight = in_flight_of(by_shard, replies[len(replies) - len(by_shard) :])
     site_budgets: dict[str, dict[str, str]] = {}
     waiting: dict[str, int] = {}
     for j, (room, _, site) in enumerate(top):
         at = j * (1 + len(bands))
-        fields = replies[at]
-        site_budgets[site] = {_text(k): _text(v) for k, v in (fields or {}).items()}
+        site_budgets[site] = site_budget(replies[at], in_flight.get(site))
         waiting[site] = room
         # page kinds of the waiting rooms: the top sites' only (the total is exact)
         for (kind, _, _), n in zip(bands, replies[at + 1 : at + 1 + len(bands)], strict=True):
             by_kind[kind] += int(n)
     after = len(top) * (1 + len(bands))
-    for site, fields in zip([site for _, site in cut_sites] + busy, replies[after:], strict=True):
-        site_budgets[site] = {_text(k): _text(v) for k, v in (fields or {}).items()}
+    rest = [site for _, site in cut_sites] + busy
+    for site, fields in zip(rest, replies[after : after + len(rest)], strict=True):
+        site_budgets[site] = site_budget(fields, in_flight.get(site))
 
     dead_letters = {"total": dead, "by_reason": {}, "by_site": {}, "counted": 0}
     if dead and dead_sample > 0:
@@ -557,6 +562,31 @@ def _waiting_total(snapshot: Mapping[str, Any]) -> int:
 
 
 # --------------------------------------------------------------------------- the status
+
+
+def in_flight_by_shard(sites: Iterable[tuple[ShardKeys, str]]) -> dict[str, list[str]]:
+    """The sites whose requests in flight to read, by their shard's ``active`` hash: one HMGET
+    per shard (see :func:`in_flight_of`)."""
+    by_shard: dict[str, list[str]] = {}
+    for shard, site in sites:
+        by_shard.setdefault(shard.active, []).append(site)
+    return by_shard
+
+
+def in_flight_of(by_shard: dict[str, list[str]], replies: Sequence[Any]) -> dict[str, Any]:
+    """Site -> its requests in flight (raw), from the HMGET replies of ``by_shard``."""
+    out: dict[str, Any] = {}
+    for names, values in zip(by_shard.values(), replies, strict=True):
+        out.update(zip(names, values, strict=True))
+    return out
+
+
+def site_budget(fields: Any, active: Any) -> dict[str, str]:
+    """A site's budget fields as :func:`site_status` reads them: its budget hash, and
+    ``active`` (its requests in flight, kept per shard: :func:`in_flight_of`)."""
+    out = {_text(k): _text(v) for k, v in (fields or {}).items()}
+    out["active"] = _text(active) if active is not None else "0"
+    return out
 
 
 def site_status(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ def leases(result: SyncResult) -> list[Lease]:
 
 
 def active(store: FrontierStore, site: str = SITE) -> int:
-    return int(store.client.hget(store.keys.site(site), "active") or 0)
+    return int(store.client.hget(store.keys.site_keys(site).active, site) or 0)
 
 
 def stale_acks(store: FrontierStore) -> int:

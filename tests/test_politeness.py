@@ -128,7 +128,7 @@ def test_rate_limited_site_stays_within_its_budget_while_the_other_is_crawled(
 
     # nothing left behind in the budget: no request in flight, none waiting for its site
     shard = site_shard(SITE_A)
-    assert int(r.hget(shard.site(SITE_A), "active") or 0) == 0
+    assert int(r.hget(shard.active, SITE_A) or 0) == 0
     assert r.zcard(shard.waiting) == 0
     assert not r.keys(shard.wait("*"))
     for node in nodes:

@@ -189,8 +189,7 @@ def test_revisits_and_new_links_share_the_site_budget(redis_url: str) -> None:
     assert sorted(n for n in names if n.startswith("new")) == [f"new{i}" for i in range(6)]
     assert sum(1 for n in names if n.startswith("old")) == 12  # each old page twice
     assert seen_max == 2
-    site = store.keys.site_keys("s.test").site("s.test")
-    assert int(store.client.hget(site, "active") or 0) == 0
+    assert int(store.client.hget(store.keys.site_keys("s.test").active, "s.test") or 0) == 0
 
 
 def test_status_tells_what_is_due_next_and_how_far_behind(redis_url: str) -> None:

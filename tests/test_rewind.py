@@ -117,9 +117,7 @@ def frontier_left(r: redis.Redis) -> dict[str, int]:
         "delayed": sum(r.zcard(s.delayed) for s in shards),
         "leased": sum(r.zcard(k) for s in shards for k in r.keys(s.prefix + ":leases:*")),
         "payloads": sum(r.hlen(s.requests) for s in shards),
-        "site_active": sum(
-            int(r.hget(k, "active") or 0) for s in shards for k in r.keys(s.prefix + ":site:*")
-        ),
+        "site_active": sum(int(n) for s in shards for n in r.hvals(s.active)),
     }
 
 

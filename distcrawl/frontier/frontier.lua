@@ -63,13 +63,18 @@ Shard slot (per shard)
   Q:counters         HASH  the shard's counters: stale_acks (acks and dead letters for leases
                            the node did not hold)
   Q:paused           STRING copy of C:paused (written by `control pause` in every shard)
-  Q:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms), active
-                           (requests in flight on all nodes), factor (adaptive slow-down, 0-1],
+  Q:site:<site>      HASH  the site's shared budget: tokens, ts (last refill, ms),
+                           factor (adaptive slow-down, 0-1],
                            cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits
                            written by nodes from their settings and site profiles); while a
                            cut lasts also fts (ms the factor was set), recover_ms (a cut wears
                            off linearly: from 0 to 1 in recover_ms, idle or not) and base_rate
                            (the requests/s the factor applies to, for status)
+  Q:active           HASH  site -> requests of the site in flight on all nodes (no field: 0);
+                           one read and one write per call for all the sites it touches
+  Q:limits           SET   sites with a limit_rate or limit_conc of their own (set_site_limits):
+                           with no default rate, a lease reads the budget hash only of these
+                           and of the sites in Q:cuts
   Q:wait:<site>      ZSET  rid -> order score: requests taken off the queue while their site was
                            out of budget; they wait here, in priority order, without blocking
                            other sites and without being polled
@@ -246,6 +251,87 @@ local function split_req(value)
   return string.sub(value, 1, cut - 1), string.sub(value, cut + 1)
 end
 
+-- Requests in flight per site, cluster-wide: Q:active (site -> n; no field: 0), read and
+-- written once per call for all the sites it touches (not once per site)
+local ACTIVE = P .. ':active'
+local act = {}       -- site -> its count in Q:active as read by this call
+local act_delta = {} -- site -> what this call changed
+local act_dirty = false
+
+-- only where a concurrency limit needs it
+local function active_of(site)
+  local n = act[site]
+  if n == nil then
+    n = tonumber(redis.call('HGET', ACTIVE, site)) or 0
+    act[site] = n
+  end
+  return n + (act_delta[site] or 0)
+end
+
+local function active_add(site, n)
+  act_delta[site] = (act_delta[site] or 0) + n
+  act_dirty = true
+end
+
+local function save_active()
+  if not act_dirty then return end
+  local unknown = {}
+  for site, d in pairs(act_delta) do
+    if d ~= 0 and act[site] == nil then unknown[#unknown + 1] = site end
+  end
+  local i = 1
+  while i <= #unknown do
+    local last = math.min(#unknown, i + BATCH - 1)
+    local got = redis.call('HMGET', ACTIVE, unpack(unknown, i, last))
+    for j = i, last do act[unknown[j]] = tonumber(got[j - i + 1]) or 0 end
+    i = last + 1
+  end
+  local set = {}
+  for site, d in pairs(act_delta) do
+    if d ~= 0 then
+      local n = math.max(0, act[site] + d) -- never below zero
+      act[site] = n
+      set[#set + 1] = site; set[#set + 1] = n
+    end
+  end
+  act_delta, act_dirty = {}, false
+  -- (a site back at 0 keeps its field: one command, and less than the hash per site it was)
+  if #set > 0 then call_chunked('HSET', ACTIVE, set, 2) end
+end
+
+-- Sites whose budget hash holds something a lease must read while the default rate is 0:
+-- per-site limits (Q:limits, written with them) or an adaptive cut (Q:cuts). Other sites are
+-- admitted without reading their hash.
+local special = nil    -- whether the shard has any such site (false: none; nil: not asked)
+local special_of = {}  -- site -> true / false
+
+local function mark_special(sites)
+  if special == false then return end
+  local ask = {}
+  for _, site in ipairs(sites) do
+    if special_of[site] == nil and site ~= '' then ask[#ask + 1] = site end
+  end
+  if #ask == 0 then return end
+  if special == nil then
+    special = redis.call('EXISTS', P .. ':limits', P .. ':cuts') > 0
+    if not special then return end
+  end
+  local i = 1
+  while i <= #ask do
+    local last = math.min(#ask, i + BATCH - 1)
+    local lim = redis.call('SMISMEMBER', P .. ':limits', unpack(ask, i, last))
+    local cut = redis.call('ZMSCORE', P .. ':cuts', unpack(ask, i, last))
+    for j = i, last do special_of[ask[j]] = lim[j - i + 1] == 1 or cut[j - i + 1] ~= false end
+    i = last + 1
+  end
+end
+
+local function is_special(site)
+  if special == false then return false end
+  if special_of[site] == nil then mark_special({site}) end
+  return special_of[site] == true
+end
+
 -- the site budgets touched by this call, read once and written back once
 local budgets = {}
 
@@ -253,10 +339,9 @@ local function budget(site)
   local b = budgets[site]
   if not b then
     local k = P .. ':site:' .. site
-    local st = redis.call('HMGET', k, 'tokens', 'ts', 'active', 'factor', 'limit_rate',
-      'limit_conc')
-    b = {tokens = tonumber(st[1]), ts = tonumber(st[2]), active = tonumber(st[3]) or 0,
-      cut = st[4], limit_rate = tonumber(st[5]), limit_conc = tonumber(st[6]), dirty = false}
+    local st = redis.call('HMGET', k, 'tokens', 'ts', 'factor', 'limit_rate', 'limit_conc')
+    b = {tokens = tonumber(st[1]), ts = tonumber(st[2]), cut = st[3],
+      limit_rate = tonumber(st[4]), limit_conc = tonumber(st[5]), dirty = false}
     if b.cut then
       -- the rest of a cut only when there is one (most sites have none)
       local c = redis.call('HMGET', k, 'fts', 'recover_ms', 'cut_at')
@@ -269,15 +354,11 @@ end
 
 local function save_budgets()
   for site, b in pairs(budgets) do
-    if b.dirty then
-      if b.tokens then
-        redis.call('HSET', P .. ':site:' .. site, 'tokens', tostring(b.tokens), 'ts', b.ts,
-          'active', b.active)
-      else
-        redis.call('HSET', P .. ':site:' .. site, 'active', b.active)
-      end
+    if b.dirty and b.tokens then
+      redis.call('HSET', P .. ':site:' .. site, 'tokens', tostring(b.tokens), 'ts', b.ts)
     end
   end
+  save_active()
 end
 
 -- whether the shard has sites waiting for budget (read once per call: a site's waiting
@@ -287,20 +368,7 @@ local any_waiting = nil
 -- `count` requests of `site` left the nodes (acked or returned): slots free up
 local function site_done(site, count)
   if site == '' then return end
-  local b = budgets[site]
-  local left = nil
-  if not b then
-    -- one command for a site this call does not otherwise touch (pcall: a value that is not
-    -- an integer takes the long way)
-    left = redis.pcall('HINCRBY', P .. ':site:' .. site, 'active', -count)
-    if type(left) ~= 'number' then b = budget(site) end
-  end
-  if b then
-    b.active = math.max(0, b.active - count)
-    b.dirty = true
-  elseif left < 0 then
-    redis.call('HSET', P .. ':site:' .. site, 'active', 0) -- never below zero
-  end
+  active_add(site, -count)
   if any_waiting == nil then any_waiting = redis.call('EXISTS', P .. ':waiting') == 1 end
   if any_waiting and redis.call('EXISTS', P .. ':wait:' .. site) == 1 then
     redis.call('ZADD', P .. ':waiting', 'LT', 0, site) -- a slot is free: serve it now
@@ -339,11 +407,15 @@ end
 
 -- may `site` start one more request now? Returns true, or false and when to look again (ms)
 local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
-  local b = budget(site)
-  local rate = b.limit_rate or def_rate
-  local conc = b.limit_conc or def_conc
-  if conc > 0 and b.active >= conc then return false, now + 1000 end
-  local factor = budget_factor(site, b, now)
+  -- a site's budget hash only where it can matter: a default rate, or limits or a cut of its own
+  local b = nil
+  if def_rate > 0 or is_special(site) then b = budget(site) end
+  local rate, conc, factor = def_rate, def_conc, 1
+  if b then
+    rate, conc = b.limit_rate or def_rate, b.limit_conc or def_conc
+  end
+  if conc > 0 and active_of(site) >= conc then return false, now + 1000 end
+  if b then factor = budget_factor(site, b, now) end
   if rate <= 0 and factor < 1 then rate = adaptive_rate end
   if rate > 0 then
     rate = rate * factor
@@ -356,11 +428,10 @@ local function admit(site, now, def_rate, def_conc, burst, adaptive_rate)
       return false, now + math.ceil((1 - tokens) * 1000 / rate)
     end
     b.tokens = tokens - 1
-    b.active = b.active + 1
+    active_add(site, 1)
     return true, now, true
   end
-  b.active = b.active + 1
-  b.dirty = true
+  active_add(site, 1)
   return true, now, false
 end
 
@@ -440,6 +511,25 @@ local function low32(dec)
   return acc
 end
 
+-- h mod `mod` (a power of two up to 2^26) of a fingerprint in decimal, as low32(dec) % mod:
+-- from two numbers of at most 10 digits each, exact in a double (what a split reads of
+-- every member of the bucket it splits: a digit loop costs several times more)
+local function low_bits(dec, mod)
+  if mod > 67108864 then return low32(dec) % mod end
+  local neg = string.byte(dec, 1) == 45
+  if neg then dec = string.sub(dec, 2) end
+  local n = #dec
+  local r
+  if n > 10 then
+    r = ((tonumber(string.sub(dec, 1, n - 10)) % mod) * (1e10 % mod)
+      + tonumber(string.sub(dec, n - 9))) % mod
+  else
+    r = tonumber(dec) % mod
+  end
+  if neg and r ~= 0 then r = mod - r end
+  return r
+end
+
 -- SMISMEMBER then SADD of the new ones: two commands per bucket touched, not one per URL
 local function seen_add(fps, hs, base)
   base = base or (P .. ':seen') -- [revisit] a generation's own buckets
@@ -503,7 +593,7 @@ local function seen_add(fps, hs, base)
     local src = base .. ':' .. split
     local move = {}
     for _, m in ipairs(redis.call('SMEMBERS', src)) do
-      if low32(m) % (2 * size) ~= split then move[#move + 1] = m end
+      if low_bits(m, 2 * size) ~= split then move[#move + 1] = m end
     end
     if #move > 0 then
       call_chunked('SREM', src, move, 1)
@@ -1057,11 +1147,19 @@ if cmd == 'sync' then
       local rids = {}
       for j = 1, #popped, 2 do rids[#rids + 1] = popped[j] end
       local values = redis.call('HMGET', P .. ':req', unpack(rids))
+      local sites, payloads, found = {}, {}, {}
+      for j = 1, #rids do
+        if values[j] then
+          sites[j], payloads[j] = split_req(values[j])
+          found[#found + 1] = sites[j]
+        end
+      end
+      if def_rate <= 0 then mark_special(found) end -- one check for the batch's sites
       for j, rid in ipairs(rids) do
         local score = popped[2 * j]
         local value = values[j]
         if value then
-          local site, payload = split_req(value)
+          local site, payload = sites[j], payloads[j]
           local ok, again, spent = true, now, false
           if site ~= '' then
             ok, again, spent = admit(site, now, def_rate, def_conc, burst, adaptive_rate)

@@ -167,6 +167,16 @@ class ShardKeys:
     def site(self, site: str) -> str:
         return f"{self.prefix}:site:{site}"
 
+    @property
+    def active(self) -> str:
+        """Requests in flight per site, on all nodes: site -> n (no field: 0)."""
+        return self._key("active")
+
+    @property
+    def limits(self) -> str:
+        """The sites that have per-site limits (``limit_rate`` / ``limit_conc``) of their own."""
+        return self._key("limits")
+
     # -- revisit mode (DISTCRAWL_REVISIT) ---------------------------------------------------
 
     @property

@@ -683,13 +683,19 @@ class FrontierStore:
 
     def set_site_limits(self, site: str, *, rate: float | None, concurrency: int | None) -> Any:
         """Per-site limits that override the defaults for every node (None = remove)."""
-        key = self.keys.site_keys(site).site(site)
+        shard = self.keys.site_keys(site)
+        key = shard.site(site)
         pipe = self.client.pipeline(transaction=True)
         for name, value in (("limit_rate", rate), ("limit_conc", concurrency)):
             if value is None:
                 pipe.hdel(key, name)
             else:
                 pipe.hset(key, name, value)
+        # the script reads a site's budget hash only for sites in this set (or with a cut)
+        if rate is None and concurrency is None:
+            pipe.srem(shard.limits, site)
+        else:
+            pipe.sadd(shard.limits, site)
         return pipe.execute()
 
     def take_token(self, site: str, budget: SiteBudget) -> Any:

@@ -26,7 +26,14 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from distcrawl import connection
-from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES, record_site, site_status
+from distcrawl.cluster import (
+    DEFAULT_PAGE_PRIORITIES,
+    in_flight_by_shard,
+    in_flight_of,
+    record_site,
+    site_budget,
+    site_status,
+)
 from distcrawl.commands import control, deadletters, seed
 from distcrawl.frontier.store import FrontierKeys
 from distcrawl.web.metrics import CONTENT_TYPE, render_metrics
@@ -194,10 +201,13 @@ def create_app(config: WebConfig) -> Starlette:
         for site in sites:
             pipe.hgetall(keys.site(site))
             pipe.zcard(keys.wait(site))
+        by_shard = in_flight_by_shard((keys.site_keys(site), site) for site in sites)
+        for key, names in by_shard.items():
+            pipe.hmget(key, names)
         replies = await pipe.execute() if sites else []
+        in_flight = in_flight_of(by_shard, replies[2 * len(sites) :])
         budgets = {
-            site: {_text(k): _text(v) for k, v in (replies[2 * i] or {}).items()}
-            for i, site in enumerate(sites)
+            site: site_budget(replies[2 * i], in_flight.get(site)) for i, site in enumerate(sites)
         }
         waiting = {site: int(replies[2 * i + 1]) for i, site in enumerate(sites)}
         rows = site_status({"site_budgets": budgets, "waiting": waiting})
