@@ -56,7 +56,7 @@ def _free_port() -> int:
 class CallgrindServer:
     """valkey-server under callgrind, instrumentation off until :meth:`measure` turns it on."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, cache_sim: bool = False) -> None:
         self.home = home
         self.port = _free_port()
         self.out = home / "callgrind.out"
@@ -64,6 +64,7 @@ class CallgrindServer:
             "valgrind",
             "--tool=callgrind",
             "--instr-atstart=no",
+            *(["--cache-sim=yes"] if cache_sim else []),
             f"--callgrind-out-file={self.out}",
             str(redis_server_binary()),
             "--bind", "127.0.0.1",
@@ -97,8 +98,9 @@ class CallgrindServer:
         self._control("-z")
         self._control("-i", "on")
 
-    def stop_counting(self) -> int:
-        """Instructions counted since :meth:`start_counting`."""
+    def stop_counting(self) -> list[int]:
+        """callgrind's totals since :meth:`start_counting`: instructions, and with the cache
+        simulation Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw after them."""
         self._control("-i", "off")
         self._control("-d")
         for _ in range(100):
@@ -106,7 +108,7 @@ class CallgrindServer:
             if dumps:
                 for line in dumps[-1].read_text().splitlines():
                     if line.startswith("totals:"):
-                        return int(line.split()[1])
+                        return [int(n) for n in line.split()[1:]]
             time.sleep(0.1)
         raise RuntimeError("callgrind wrote no dump")
 
@@ -166,7 +168,8 @@ def drive(server: CallgrindServer, args: argparse.Namespace) -> dict[str, Any]:
                     known.add(key)
                 children.append(fb.child(payloads, u, kind, prio, page_url))
         pages += len(reply.leased)
-    instructions = server.stop_counting()
+    totals = server.stop_counting()
+    instructions = totals[0]
     stats = client.info("commandstats")
     client.close()
     inner = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_evalsha",))
@@ -179,6 +182,8 @@ def drive(server: CallgrindServer, args: argparse.Namespace) -> dict[str, Any]:
         "redis_instructions_per_page": round(instructions / pages),
         "instructions_per_call": round(instructions / max(1, calls)),
         "commands_per_page": round(inner / pages, 2),
+        # with --cache-sim: first-level cache misses (instruction, data read, data write)
+        **({"l1_misses_per_page": round(sum(totals[3:6]) / pages)} if len(totals) > 3 else {}),
     }
 
 
@@ -192,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=int, default=32)
     parser.add_argument("--shards", type=int, default=fb.DEFAULT_SHARDS)
     parser.add_argument("--known", type=int, default=fb.DEFAULT_KNOWN_FINGERPRINTS)
+    parser.add_argument("--cache-sim", action="store_true", help="also count cache misses (slower)")
     args = parser.parse_args(argv)
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     args.dupefilter, args.urls, args.revisit = "exact", 0, False
     args.revisit_interval, args.forget = 5.0, 1e6
     home = Path(tempfile.mkdtemp(prefix="distcrawl-bench-ir-"))
-    server = CallgrindServer(home)
+    server = CallgrindServer(home, cache_sim=args.cache_sim)
     try:
         report: dict[str, Any] = {
             "flushes": args.flushes,
