@@ -41,6 +41,11 @@ from _common import Node, Services, print_report
 
 from distcrawl.demo.change_checks import check_changes
 from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.frontier.revisit import (
+    DEFAULT_REVISIT_BACKOFF,
+    DEFAULT_REVISIT_EARLY,
+    DEFAULT_REVISIT_MAX_BACKOFF,
+)
 
 HEADLINE = (
     "changes_made",
@@ -73,12 +78,16 @@ class ShopClock:
 
 def node_settings(args: argparse.Namespace, services: Services) -> dict[str, str]:
     interval = f"{args.interval:g}s"
+    own = {
+        "DISTCRAWL_REVISIT_BACKOFF": args.backoff,
+        "DISTCRAWL_REVISIT_MAX_BACKOFF": args.max_backoff,
+        "DISTCRAWL_REVISIT_EARLY": args.early,
+    }
     return {
+        **{name: str(value) for name, value in own.items() if value is not None},
         "REDIS_URL": services.redis_url,
         "MONGO_URI": services.mongo_uri,
         "DISTCRAWL_REVISIT": f"*:{interval}",
-        "DISTCRAWL_REVISIT_BACKOFF": str(args.backoff),
-        "DISTCRAWL_REVISIT_MAX_BACKOFF": str(args.max_backoff),
         "DISTCRAWL_CLOSE_WHEN_DRAINED": "0",
         "DISTCRAWL_HEARTBEAT_INTERVAL": "1",
         "CONCURRENT_REQUESTS": str(args.concurrency),
@@ -123,6 +132,10 @@ def not_modified_ratio(shop: DemoShop, truth: dict[str, Any], skew: float, since
     return round(not_modified / unchanged, 3) if unchanged else None
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def page_bytes(entries: list[dict[str, Any]]) -> int:
     return sum(e["bytes"] for e in entries if e["path"] != "/robots.txt")
 
@@ -146,8 +159,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "interval_s": args.interval,
         "cycles": args.cycles,
         "nodes": args.nodes,
-        "backoff": args.backoff,
-        "max_backoff": args.max_backoff,
+        "backoff": _or(args.backoff, DEFAULT_REVISIT_BACKOFF),
+        "max_backoff": _or(args.max_backoff, DEFAULT_REVISIT_MAX_BACKOFF),
+        "early": _or(args.early, DEFAULT_REVISIT_EARLY),
     }
     with Services(mongo=True) as services, DemoShop(config, clock=clock) as shop:
         work = services.home / "nodes"
@@ -219,10 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remove", type=int, default=2, help="products removed per epoch")
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16, help="CONCURRENT_REQUESTS")
-    parser.add_argument("--backoff", type=float, default=1.5, help="DISTCRAWL_REVISIT_BACKOFF")
-    parser.add_argument(
-        "--max-backoff", type=float, default=4.0, help="DISTCRAWL_REVISIT_MAX_BACKOFF"
-    )
+    # the crawler's own defaults unless given
+    parser.add_argument("--backoff", type=float, help="DISTCRAWL_REVISIT_BACKOFF")
+    parser.add_argument("--max-backoff", type=float, help="DISTCRAWL_REVISIT_MAX_BACKOFF")
+    parser.add_argument("--early", type=float, help="DISTCRAWL_REVISIT_EARLY")
     parser.add_argument("--settle", type=float, default=120.0, help="most s after the last epoch")
     parser.add_argument("--first-pass-timeout", type=float, default=900.0)
     parser.add_argument("--json", action="store_true")
