@@ -123,10 +123,11 @@ class ShopConfig:
     ``change_interval`` seconds from ``change_start`` (default: when the shop is created), a
     ``change_rate`` share of the live products change price and/or availability,
     ``change_add`` products are added and ``change_remove`` removed (their page then answers
-    ``gone_status``: 410, 404, or 200 to keep serving it so only the listings drop it), for ``change_cycles`` epochs (0: forever). ``conditional``
-    makes the home, category, listing and product pages answer ``ETag`` and
-    ``Last-Modified``, and ``304`` to a matching ``If-None-Match`` / ``If-Modified-Since``;
-    ``None`` (the default) turns it on exactly when the shop changes.
+    ``gone_status``: 410, 404, or 200 to keep serving it so only the listings drop it), for
+    ``change_cycles`` epochs (0: forever). ``conditional`` makes the home, category, listing
+    and product pages answer ``ETag`` and ``Last-Modified``, and ``304`` to a matching
+    ``If-None-Match`` / ``If-Modified-Since``; ``None`` (the default) turns it on exactly when
+    the shop changes.
     """
 
     products: int = DEFAULT_PRODUCTS
