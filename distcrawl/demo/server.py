@@ -301,6 +301,8 @@ class DemoShop:
         self._jitter_rng = random.Random(f"distcrawl-demo-jitter:{self.config.seed}")
         # (t, method, path, status, bytes) tuples: a third of the memory of dicts
         self._log: list[tuple[float, str, str, int, int]] = []
+        self._active = 0  # requests being answered now (the control API excluded)
+        self._peak = 0  # most of them at once since the last reset_peak_in_flight()
         self._server: _ShopHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._base = ""
@@ -507,6 +509,34 @@ class DemoShop:
         path, _, query = target.partition("?")
         if path.startswith("/_shop/"):
             return self._control(method, path, query, body)
+        with self._lock:
+            self._active += 1
+            self._peak = max(self._peak, self._active)
+        try:
+            return self._answer(method, path, query, target, host, conditions)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def peak_in_flight(self) -> int:
+        """The most requests the shop was answering at once since the last
+        :meth:`reset_peak_in_flight` (or its start): what a crawl's concurrency budget held."""
+        with self._lock:
+            return self._peak
+
+    def reset_peak_in_flight(self) -> None:
+        with self._lock:
+            self._peak = self._active
+
+    def _answer(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        target: str,
+        host: str | None,
+        conditions: tuple[str | None, str | None],
+    ) -> _Response:
         faults, failing = self._state
         response: _Response | None = None
         if path != "/robots.txt":
