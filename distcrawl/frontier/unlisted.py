@@ -2,7 +2,7 @@
 
 A shop often keeps a discontinued product's page up (``200``) and only drops it from its
 listings. In revisit mode a listing page's revisit state carries the product links it showed
-(``k``: the sorted canonical URLs, zlib-compressed, base64: some 15 bytes per link, in the
+(``k``: the sorted canonical URLs, zlib-compressed, base64: 8 to 20 bytes per link, in the
 listing's own entry, so no key grows per product). At each visit of a listing the scheduler
 compares: a product the listing linked last time and no longer does is *unlisted* from now on
 (``HSETNX {spider}:unlisted url ms``); every product a listing links (a 304 links what it
@@ -17,7 +17,7 @@ answers, becomes a ``gone`` revisit (``gone_at`` set in MongoDB, the page on the
 of gone pages). A listing that links it again removes it from the hash: its next visit stores
 it as a product again, which clears ``gone_at``.
 
-Cost: the ``k`` state of listing pages (~15 bytes per product link) and ~100 bytes per
+Cost: the ``k`` state of listing pages (8 to 20 bytes per product link) and ~100 bytes per
 unlisted product while it stays unlisted. Off unless revisit mode revisits listing pages;
 ``DISTCRAWL_UNLISTED=0`` turns it off.
 """
