@@ -739,10 +739,13 @@ class FrontierScheduler(BaseScheduler):
         now = time.monotonic()
         free = self._free_slots()
         lease = min(self.prefetch, free) if free > 0 and not self._closing else 0
+        if self._unlisted is not None:
+            # [revisit] what listing visits found, before their acks (which write the listings'
+            # new link sets): a crash in between repeats a visit, whose writes are idempotent,
+            # and never loses a product a listing dropped
+            await self._unlisted.tick(self._client)
         leased = await self._flush(lease=lease)
         progressed = leased > 0
-        if self._unlisted is not None:  # [revisit] listing visits; which products are gone
-            await self._unlisted.tick(self._client)
         if leased == 0 and lease > 0:
             progressed |= await self._take_seeds()
         assert self.membership is not None
