@@ -18,7 +18,15 @@ records of no real change; ``history_false``: such ``price_history`` entries),
 ``gone_detected``, ``not_modified_ratio`` (304s among the revisits of product pages that had
 not changed since their last fetch), ``bytes_per_cycle`` (page bytes the shop sent per
 revisit interval after the first pass), ``full_crawl_bytes`` (the first pass: every page in
-full) and ``bytes_saved_ratio`` (1 - bytes_per_cycle / full_crawl_bytes), ``revisit_fetches``.
+full) and ``bytes_saved_ratio`` (1 - bytes_per_cycle / full_crawl_bytes), ``revisit_fetches``,
+``revisit_gap_s`` (``p50``, ``p95``, ``max``: seconds between two fetches of a product page).
+
+The nodes run with the crawler's revisit defaults (fixed-rate schedule, no backoff,
+``DISTCRAWL_REVISIT_EARLY`` 0.1) unless ``--backoff`` / ``--max-backoff`` / ``--early`` say
+otherwise. A change counts as missed when no change-log record shows its new value, also when
+the product changed again before any fetch: the shop's changes live one interval, and the
+crawl's promise is a fetch at least once an interval, so such a change is one the crawl should
+have seen (``revisit_gap_s`` max over the interval shows where it did not).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import itertools
+import math
 import signal
 import sys
 import time
@@ -132,6 +141,23 @@ def not_modified_ratio(shop: DemoShop, truth: dict[str, Any], skew: float, since
     return round(not_modified / unchanged, 3) if unchanged else None
 
 
+def revisit_gaps(entries: list[dict[str, Any]], truth: dict[str, Any]) -> Any:
+    """Seconds between two fetches of one product page (p50, p95, max) among *entries*: over
+    ``--interval`` is where a value that lived one interval can go unseen."""
+    times: dict[str, list[float]] = {}
+    for entry in entries:
+        if entry["path"] in truth["products"]:
+            times.setdefault(entry["path"], []).append(entry["t"])
+    gaps = sorted(b - a for seen in times.values() for a, b in itertools.pairwise(seen))
+    if not gaps:
+        return None
+
+    def rank(share: float) -> float:
+        return round(gaps[max(0, math.ceil(share * len(gaps)) - 1)], 3)
+
+    return {"p50": rank(0.5), "p95": rank(0.95), "max": round(gaps[-1], 3)}
+
+
 def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
@@ -218,6 +244,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "not_modified_ratio": not_modified_ratio(shop, truth, clock.skew, switch),
                 "revisit_fetches": len(after),
                 "not_modified": sum(1 for e in after if e["status"] == 304),
+                "revisit_gap_s": revisit_gaps(after, truth),
             }
         )
         mongo.close()
