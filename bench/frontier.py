@@ -438,7 +438,8 @@ def run_load(
             if n / pages >= 0.01
         },
         # Redis' own timing (INFO commandstats usec) per page: evalsha includes the
-        # script's redis.calls, listed again under their names
+        # script's redis.calls, listed again under their names. Wall-clock time inside the
+        # command, not CPU: on a loaded machine it includes time the server was preempted
         "command_us_per_page_by_name": {
             name: round(n / pages, 2)
             for name, n in sorted(usec_by_name.items(), key=lambda kv: -kv[1])
@@ -652,6 +653,9 @@ def cluster_report(
         "balance_max_over_mean": round(max(shares) / (1 / len(shares)), 3),
         "cluster_cpu_overhead": round(overhead, 3),
         "projected_speedup": round(1 / (max(shares) * overhead), 2),
+        # where the cluster's extra CPU goes: the masters' commands, summed, as for one Redis
+        "cluster_commands_per_page_by_name": run["commands_per_page_by_name"],
+        "cluster_command_us_per_page_by_name": run["command_us_per_page_by_name"],
     }
 
 
