@@ -12,10 +12,11 @@ dropped and none has linked since.
 A product unlisted for longer than ``DISTCRAWL_UNLISTED_GRACE`` (default: twice the longest
 listing wait, ``2 * listing interval * max(backoff cap, 1)``, so that the other listings, where
 a product that moved from page 1 to page 2 shows up again, are all visited in between) is gone:
-every node reads the hash every few seconds, and a visit of that product's page, whatever it
-answers, becomes a ``gone`` revisit (``gone_at`` set in MongoDB, the page on the slow schedule
-of gone pages). A listing that links it again removes it from the hash: its next visit stores
-it as a product again, which clears ``gone_at``.
+every node reads the hash every tenth of the grace (2 to 60 s; the hash is read whole, so it
+is meant for thousands of unlisted products, not millions), and a visit of that product's
+page, whatever it answers, becomes a ``gone`` revisit (``gone_at`` set in MongoDB, the page on
+the slow schedule of gone pages). A listing that links it again removes it from the hash:
+its next visit stores it as a product again, which clears ``gone_at``.
 
 Cost: the ``k`` state of listing pages (8 to 20 bytes per product link) and ~100 bytes per
 unlisted product while it stays unlisted. Off unless revisit mode revisits listing pages;
@@ -39,8 +40,9 @@ logger = logging.getLogger(__name__)
 LISTED_META = "distcrawl_listed"
 #: request meta key: set on a product page's request when its product is unlisted (gone)
 UNLISTED_META = "distcrawl_unlisted"
-#: seconds between two reads of the unlisted hash by one node
-REFRESH_S = 2.0
+#: seconds between two reads of the unlisted hash by one node: a tenth of the grace, within
+#: these bounds
+REFRESH_S = (2.0, 60.0)
 
 
 def encode_links(urls: Iterable[str]) -> str:
@@ -67,6 +69,7 @@ class UnlistedWatch:
     def __init__(self, key: str, grace_s: float) -> None:
         self.key = key
         self.grace_s = grace_s
+        self.refresh_s = min(REFRESH_S[1], max(REFRESH_S[0], grace_s / 10))
         self._dropped: set[str] = set()
         self._listed: set[str] = set()
         self._next_refresh = 0.0
@@ -105,7 +108,7 @@ class UnlistedWatch:
                 self._listed |= listed - self._dropped
                 raise
         if now >= self._next_refresh:
-            self._next_refresh = now + REFRESH_S
+            self._next_refresh = now + self.refresh_s
             found = await client.hgetall(self.key)
             limit = (now - self.grace_s) * 1000
             gone = set()
