@@ -358,15 +358,18 @@ class FrontierScheduler(BaseScheduler):
             self.crawler.signals.connect(self._revisit_answer, signal=signals.response_received)
             self.membership.revisit_grace = self.revisit.grace
             self._unlisted = self._unlisted_watch(keys)
+            policy = self.revisit
             logger.info(
-                "Revisit mode: %s (backoff x%.2f up to x%.1f; URLs forgotten %.0f-%.0fs "
+                "Revisit mode: %s (fixed rate, %.0f%% early; %s; URLs forgotten %.0f-%.0fs "
                 "after their last visit)",
-                ", ".join(f"{k} every {v:.0f}s" for k, v in self.revisit.intervals.items())
+                ", ".join(f"{k} every {v:.0f}s" for k, v in policy.intervals.items())
                 or "site profiles only",
-                self.revisit.backoff,
-                self.revisit.max_backoff,
-                self.revisit.forget_ms / 1000,
-                2 * self.revisit.forget_ms / 1000,
+                100 * policy.early,
+                f"backoff x{policy.backoff:.2f} up to x{policy.max_backoff:.1f}"
+                if policy.max_backoff > 1
+                else "no backoff",
+                policy.forget_ms / 1000,
+                2 * policy.forget_ms / 1000,
             )
         logger.info(
             "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
