@@ -148,6 +148,8 @@ def test_site_profiles_override_intervals(tmp_path: Path) -> None:
     assert p.base_interval(URL, "listing") == 30.0
     assert p.base_interval("http://other.test/p", "product") == 10.0
     assert p.base_interval("http://other.test/p", "listing") is None
+    # the longest interval of a kind anywhere (what the unlisted grace is counted from)
+    assert (p.longest("listing"), p.longest("product"), p.longest("category")) == (30, 120, None)
     # a profile alone turns revisit mode on for its sites
     only = RevisitPolicy.from_settings(Settings({}), profiles)
     assert only is not None and only.base_interval(URL, "listing") == 30.0

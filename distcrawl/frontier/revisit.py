@@ -205,12 +205,8 @@ class RevisitPolicy:
     def longest(self, kind: str) -> float | None:
         """The longest interval of ``kind`` over the crawl and its site profiles (None: that
         kind is revisited nowhere)."""
-        found = [
-            own.get(kind, own.get(ANY_KIND))
-            for own in (self.intervals, *(k for _, k in self.sites))
-        ]
-        found += [self.intervals.get(kind, self.intervals.get(ANY_KIND))]
-        values = [v for v in found if v is not None]
+        tables = (self.intervals, *({**self.intervals, **own} for _, own in self.sites))
+        values = [v for v in (t.get(kind, t.get(ANY_KIND)) for t in tables) if v is not None]
         return max(values) if values else None
 
     def base_interval(self, url: str, kind: str) -> float | None:
