@@ -559,8 +559,15 @@ class FrontierScheduler(BaseScheduler):
             return False
         kind = str(request.meta.get("page_kind") or "")
         old = request.meta.get(META_KEY)
+        assert self.store is not None
         plan = self.revisit.next_visit(
-            request.url, kind, old, outcome, gone=bool(request.meta.get(UNLISTED_META))
+            request.url,
+            kind,
+            old,
+            outcome,
+            # due times travel between nodes: on Redis' clock, as every other frontier time
+            self.store.server_time(),
+            gone=bool(request.meta.get(UNLISTED_META)),
         )
         if plan is None:
             return False
@@ -746,7 +753,7 @@ class FrontierScheduler(BaseScheduler):
             # [revisit] what listing visits found, before their acks (which write the listings'
             # new link sets): a crash in between repeats a visit, whose writes are idempotent,
             # and never loses a product a listing dropped
-            await self._unlisted.tick(self._client)
+            await self._unlisted.tick(self._client, self.store.server_time())
         leased = await self._flush(lease=lease)
         progressed = leased > 0
         if leased == 0 and lease > 0:

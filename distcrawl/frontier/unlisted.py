@@ -89,10 +89,11 @@ class UnlistedWatch:
     def pending(self) -> bool:
         return bool(self._dropped or self._listed)
 
-    async def tick(self, client: Any) -> None:
-        """Write what listing visits found, and now and then read which products are gone.
-        (On an error the writes stay for the next tick.)"""
-        now = time.time()
+    async def tick(self, client: Any, now: float | None = None) -> None:
+        """Write what listing visits found, and now and then read which products are gone
+        (``now``: unix seconds on the shared clock, Redis'). On an error the writes stay for
+        the next tick."""
+        now = time.time() if now is None else now
         if self._dropped or self._listed:
             dropped, listed = self._dropped, self._listed
             self._dropped, self._listed = set(), set()
