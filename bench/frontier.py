@@ -184,6 +184,7 @@ REVISIT_STATE = {
     "e": '"5f3a9c1e27b4"',
     "l": "Tue, 01 Dec 2026 10:00:00 GMT",
     "h": "9c1e27b45f3a0d11",
+    "d": 1796119200000,  # the fixed-rate schedule's due time (ms)
 }
 
 

@@ -18,7 +18,15 @@ records of no real change; ``history_false``: such ``price_history`` entries),
 ``gone_detected``, ``not_modified_ratio`` (304s among the revisits of product pages that had
 not changed since their last fetch), ``bytes_per_cycle`` (page bytes the shop sent per
 revisit interval after the first pass), ``full_crawl_bytes`` (the first pass: every page in
-full) and ``bytes_saved_ratio`` (1 - bytes_per_cycle / full_crawl_bytes), ``revisit_fetches``.
+full) and ``bytes_saved_ratio`` (1 - bytes_per_cycle / full_crawl_bytes), ``revisit_fetches``,
+``revisit_gap_s`` (``p50``, ``p95``, ``max``: seconds between two fetches of a product page).
+
+The nodes run with the crawler's revisit defaults (fixed-rate schedule, no backoff,
+``DISTCRAWL_REVISIT_EARLY`` 0.1) unless ``--backoff`` / ``--max-backoff`` / ``--early`` say
+otherwise. A change counts as missed when no change-log record shows its new value, also when
+the product changed again before any fetch: the shop's changes live one interval, and the
+crawl's promise is a fetch at least once an interval, so such a change is one the crawl should
+have seen (``revisit_gap_s`` max over the interval shows where it did not).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import itertools
+import math
 import signal
 import sys
 import time
@@ -41,6 +50,11 @@ from _common import Node, Services, print_report
 
 from distcrawl.demo.change_checks import check_changes
 from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.frontier.revisit import (
+    DEFAULT_REVISIT_BACKOFF,
+    DEFAULT_REVISIT_EARLY,
+    DEFAULT_REVISIT_MAX_BACKOFF,
+)
 
 HEADLINE = (
     "changes_made",
@@ -73,12 +87,16 @@ class ShopClock:
 
 def node_settings(args: argparse.Namespace, services: Services) -> dict[str, str]:
     interval = f"{args.interval:g}s"
+    own = {
+        "DISTCRAWL_REVISIT_BACKOFF": args.backoff,
+        "DISTCRAWL_REVISIT_MAX_BACKOFF": args.max_backoff,
+        "DISTCRAWL_REVISIT_EARLY": args.early,
+    }
     return {
+        **{name: str(value) for name, value in own.items() if value is not None},
         "REDIS_URL": services.redis_url,
         "MONGO_URI": services.mongo_uri,
         "DISTCRAWL_REVISIT": f"*:{interval}",
-        "DISTCRAWL_REVISIT_BACKOFF": str(args.backoff),
-        "DISTCRAWL_REVISIT_MAX_BACKOFF": str(args.max_backoff),
         "DISTCRAWL_CLOSE_WHEN_DRAINED": "0",
         "DISTCRAWL_HEARTBEAT_INTERVAL": "1",
         "CONCURRENT_REQUESTS": str(args.concurrency),
@@ -123,6 +141,27 @@ def not_modified_ratio(shop: DemoShop, truth: dict[str, Any], skew: float, since
     return round(not_modified / unchanged, 3) if unchanged else None
 
 
+def revisit_gaps(entries: list[dict[str, Any]], truth: dict[str, Any]) -> Any:
+    """Seconds between two fetches of one product page (p50, p95, max) among *entries*: over
+    ``--interval`` is where a value that lived one interval can go unseen."""
+    times: dict[str, list[float]] = {}
+    for entry in entries:
+        if entry["path"] in truth["products"]:
+            times.setdefault(entry["path"], []).append(entry["t"])
+    gaps = sorted(b - a for seen in times.values() for a, b in itertools.pairwise(seen))
+    if not gaps:
+        return None
+
+    def rank(share: float) -> float:
+        return round(gaps[max(0, math.ceil(share * len(gaps)) - 1)], 3)
+
+    return {"p50": rank(0.5), "p95": rank(0.95), "max": round(gaps[-1], 3)}
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def page_bytes(entries: list[dict[str, Any]]) -> int:
     return sum(e["bytes"] for e in entries if e["path"] != "/robots.txt")
 
@@ -146,8 +185,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "interval_s": args.interval,
         "cycles": args.cycles,
         "nodes": args.nodes,
-        "backoff": args.backoff,
-        "max_backoff": args.max_backoff,
+        "backoff": _or(args.backoff, DEFAULT_REVISIT_BACKOFF),
+        "max_backoff": _or(args.max_backoff, DEFAULT_REVISIT_MAX_BACKOFF),
+        "early": _or(args.early, DEFAULT_REVISIT_EARLY),
     }
     with Services(mongo=True) as services, DemoShop(config, clock=clock) as shop:
         work = services.home / "nodes"
@@ -204,6 +244,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "not_modified_ratio": not_modified_ratio(shop, truth, clock.skew, switch),
                 "revisit_fetches": len(after),
                 "not_modified": sum(1 for e in after if e["status"] == 304),
+                "revisit_gap_s": revisit_gaps(after, truth),
             }
         )
         mongo.close()
@@ -219,10 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remove", type=int, default=2, help="products removed per epoch")
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16, help="CONCURRENT_REQUESTS")
-    parser.add_argument("--backoff", type=float, default=1.5, help="DISTCRAWL_REVISIT_BACKOFF")
-    parser.add_argument(
-        "--max-backoff", type=float, default=4.0, help="DISTCRAWL_REVISIT_MAX_BACKOFF"
-    )
+    # the crawler's own defaults unless given
+    parser.add_argument("--backoff", type=float, help="DISTCRAWL_REVISIT_BACKOFF")
+    parser.add_argument("--max-backoff", type=float, help="DISTCRAWL_REVISIT_MAX_BACKOFF")
+    parser.add_argument("--early", type=float, help="DISTCRAWL_REVISIT_EARLY")
     parser.add_argument("--settle", type=float, default=120.0, help="most s after the last epoch")
     parser.add_argument("--first-pass-timeout", type=float, default=900.0)
     parser.add_argument("--json", action="store_true")

@@ -10,8 +10,13 @@ answers): the callback never sees them. A 304 of a page known not to be a produc
 to ``HttpErrorMiddleware`` as before. A request with an errback gets the answer there first,
 as Scrapy does with every exception raised here.
 
+A product page whose product no listing links any more (the frontier flags its request,
+:mod:`distcrawl.frontier.unlisted`) becomes a gone revisit too, whatever it answered.
+
 Settings: ``DISTCRAWL_GONE_STATUSES`` (default ``[404, 410]``).
-Stats: ``freshness/not_modified`` (304 answers), ``freshness/gone`` (product pages gone).
+Stats: ``freshness/not_modified`` (304 answers), ``freshness/gone`` (product pages gone),
+``freshness/unlisted`` (products gone for want of a listing), ``revisit_scraped_count``
+(revisit items stored: Scrapy's ``item_scraped_count`` counts products only).
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ import datetime as dt
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
+
 from distcrawl.extract import canonicalize_url
+from distcrawl.frontier.unlisted import UNLISTED_META
 from distcrawl.items import Revisit
 
 if TYPE_CHECKING:
@@ -45,9 +53,10 @@ class _Revisited(Exception):
     """Raised in ``process_spider_input`` so that the callback is skipped; turned into the
     revisit's item in ``process_spider_exception``."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, *, unlisted: bool = False) -> None:
         super().__init__(f"revisit answered {status}")
         self.status = status
+        self.unlisted = unlisted
 
 
 class FreshnessMiddleware:
@@ -61,10 +70,21 @@ class FreshnessMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         assert crawler.stats is not None
         statuses = crawler.settings.getlist("DISTCRAWL_GONE_STATUSES", list(DEFAULT_GONE_STATUSES))
-        return cls(stats=crawler.stats, gone_statuses=[int(s) for s in statuses])
+        middleware = cls(stats=crawler.stats, gone_statuses=[int(s) for s in statuses])
+        crawler.signals.connect(middleware._item_scraped, signal=signals.item_scraped)
+        return middleware
+
+    def _item_scraped(self, item: Any) -> None:
+        # Scrapy's CoreStats counts every item in item_scraped_count: a revisit is no product
+        if isinstance(item, Revisit):
+            self.stats.inc_value("item_scraped_count", -1)
+            self.stats.inc_value("revisit_scraped_count")
 
     def process_spider_input(self, response: Response) -> None:
         status = response.status
+        meta = response.meta
+        if meta.get(UNLISTED_META) and meta.get("page_kind") == "product" and status < 400:
+            raise _Revisited(status, unlisted=True)
         if status == NOT_MODIFIED or (
             status in self.gone_statuses and response.meta.get("page_kind") == "product"
         ):
@@ -76,7 +96,10 @@ class FreshnessMiddleware:
         if not isinstance(exception, _Revisited):
             return None
         status = exception.status
-        if status == NOT_MODIFIED:
+        if exception.unlisted:
+            self.stats.inc_value("freshness/unlisted")
+            logger.info("Product gone: %s is in no listing any more", response.url)
+        elif status == NOT_MODIFIED:
             self.stats.inc_value("freshness/not_modified")
             if response.meta.get("page_kind", "product") != "product":
                 return ()  # a listing or category page as it was: nothing to store
@@ -88,5 +111,6 @@ class FreshnessMiddleware:
                 url=canonicalize_url(response.url),
                 status=status,
                 seen_at=dt.datetime.now(dt.UTC),
+                **({"unlisted": True} if exception.unlisted else {}),
             )
         ]

@@ -43,3 +43,5 @@ class Revisit(scrapy.Item):
     url = scrapy.Field()  # the page's canonical URL (the product's ``url``)
     status = scrapy.Field()  # 304, 404 or 410
     seen_at = scrapy.Field()  # a timezone-aware UTC datetime
+    #: True: the product is in no listing any more (gone whatever its page answered)
+    unlisted = scrapy.Field()

@@ -255,6 +255,7 @@ class MongoPipeline:
                     int(item.get("status") or 0),
                     self.unique_key,
                     seen_at=item.get("seen_at") or now,
+                    unlisted=bool(item.get("unlisted")),
                 )
             else:
                 record = make_record(item, self.unique_key, history=self.price_history, now=now)

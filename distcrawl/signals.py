@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["frontier_rewound", "request_dead_lettered"]
+__all__ = ["frontier_forgot", "frontier_rewound", "request_dead_lettered"]
 
 #: sent when a request has failed for the last time and must go to the dead letters;
 #: arguments: ``request``, ``reason`` (short text: HTTP status or exception class), and
@@ -13,3 +13,8 @@ request_dead_lettered = object()
 #: sent (no arguments) when a node finds that Redis came back with older state (its own last
 #: writes are gone): whatever a component remembers having pushed may be lost, forget it
 frontier_rewound = object()
+
+#: [revisit] sent (no arguments) when a node's memory of the URLs it pushed is wiped because the
+#: shared dupefilter forgets them (once a generation, DISTCRAWL_REVISIT): a component that
+#: remembers links it handed over forgets them too, so a forgotten URL can be pushed again
+frontier_forgot = object()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import urllib.request
+
 import scrapy
 from scrapy import signals
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
+from distcrawl import signals as dc_signals
+from distcrawl.frontier.unlisted import LISTED_META
 from distcrawl.spiders.catalog import CatalogSpider
 
 PAGE = b"""<html><body>
@@ -46,6 +50,38 @@ def test_links_that_reached_the_scheduler_are_not_built_again() -> None:
     )
     assert _links(spider) == ["http://shop.test/c/hats/"]
     assert crawler.stats.get_value("catalog/links/known") == 1
+
+
+def test_known_links_are_forgotten_with_the_dupefilter_and_on_a_rewind() -> None:
+    crawler = get_crawler(CatalogSpider, {"CATALOG_KNOWN_LINKS": 100})
+    crawler.spider = spider = CatalogSpider.from_crawler(crawler)
+    crawler.stats.open_spider()
+    for forget in (dc_signals.frontier_forgot, dc_signals.frontier_rewound):
+        for url in ("http://shop.test/c/shoes/", "http://shop.test/c/hats/"):
+            request = scrapy.Request(url)
+            crawler.signals.send_catch_log(
+                signals.request_scheduled, request=request, spider=spider
+            )
+        assert _links(spider) == []
+        crawler.signals.send_catch_log(forget)  # the shared dupefilter forgot them: push again
+        assert _links(spider) == ["http://shop.test/c/shoes/", "http://shop.test/c/hats/"]
+
+
+def test_a_listing_page_tells_the_frontier_which_products_it_links(shop_factory) -> None:  # type: ignore[no-untyped-def]
+    shop = shop_factory(products=30, tracking_params=False)
+    leaf = shop.catalog.leaves()[0]
+    base = shop.url.rstrip("/")
+    url = base + leaf.path
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        body = answer.read()
+    crawler = get_crawler(CatalogSpider)
+    crawler.spider = spider = CatalogSpider.from_crawler(crawler)
+    crawler.stats.open_spider()
+    request = scrapy.Request(url, meta={"page_kind": "listing"})
+    response = HtmlResponse(url, body=body, encoding="utf-8", request=request)
+    list(spider.parse(response))
+    shown = shop.catalog.listing_page(leaf, 1)
+    assert shown and response.meta[LISTED_META] == [base + p.path for p in shown]
 
 
 def test_site_profiles_split_alike_on_commas_and_colons() -> None:

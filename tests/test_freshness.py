@@ -25,6 +25,7 @@ import pytest
 from bson.decimal128 import Decimal128
 from fixtures_services import mongo_writer
 from pymongo.write_concern import WriteConcern
+from scrapy import signals
 
 from distcrawl.demo.change_checks import check_changes
 from distcrawl.demo.server import DemoShop, ShopConfig
@@ -261,6 +262,33 @@ def test_gone_at_is_set_once_and_cleared_when_the_product_comes_back(
     write(writer, revisit(7, 304))  # a 304 is a sighting too
     assert "gone_at" not in stored(writer)
     assert stored(writer)["last_seen"] == naive(at(7))
+
+
+def test_a_product_in_no_listing_is_gone_whatever_its_page_answered(writer: MongoWriter) -> None:
+    write(writer, observed(0))
+    unlisted = revisit_record(URL, 200, ("url",), seen_at=at(2), unlisted=True)
+    assert write(writer, unlisted).gone == 1
+    assert stored(writer)["gone_at"] == naive(at(2))
+    assert stored(writer)["last_seen"] == naive(at(0))
+    write(writer, observed(3))  # listed again: its next visit stores it as a product
+    assert "gone_at" not in stored(writer)
+
+
+def test_revisit_items_are_not_counted_as_products() -> None:
+    from scrapy.utils.test import get_crawler
+
+    from distcrawl.freshness import FreshnessMiddleware
+    from distcrawl.items import Product, Revisit
+
+    crawler = get_crawler()  # with Scrapy's CoreStats, which counts every item scraped
+    assert crawler.stats is not None
+    middleware = FreshnessMiddleware.from_crawler(crawler)  # (signals hold it weakly)
+    stats = crawler.stats
+    for item in (Product(url=URL), Revisit(url=URL, status=304), Revisit(url=URL, status=410)):
+        crawler.signals.send_catch_log(signals.item_scraped, item=item, response=None, spider=None)
+    assert stats.get_value("item_scraped_count") == 1
+    assert stats.get_value("revisit_scraped_count") == 2
+    del middleware
 
 
 def test_revisits_find_the_product_by_url_under_another_unique_key(writer: MongoWriter) -> None:

@@ -17,9 +17,10 @@ from distcrawl.frontier.keys import FrontierKeys
 pytestmark = pytest.mark.slow
 
 KEYS = FrontierKeys("catalog", "catalog:start_urls")
-#: every page comes back 2 s after its visit (up to 8 s while it does not change)
+#: every page comes back within 2 s of its visit (backing off up to 8 s while it does not change)
 SETTINGS = {
     "DISTCRAWL_REVISIT": "*:2s",
+    "DISTCRAWL_REVISIT_MAX_BACKOFF": "4",
     "DISTCRAWL_CLOSE_WHEN_DRAINED": "0",  # a continuous crawl: stopped by the test
     "DISTCRAWL_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
     "CONCURRENT_REQUESTS": "4",

@@ -243,3 +243,24 @@ def test_without_revisit_mode_no_revisit_key_is_written(redis_url: str) -> None:
     assert not {n for n in names if ":revisit" in n or ":seen:g" in n}
     assert keys.dupefilter in names and store.seen() == 3
     assert store.revisit_status()["scheduled"] == 0
+
+
+def test_due_times_are_on_the_servers_clock_whatever_the_nodes_clock_says(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose clock runs an hour ahead still computes revisit due times on Redis' clock
+    (the offset its heartbeat measured): another node reading them agrees."""
+    from distcrawl.frontier import store as store_module
+
+    ahead = 3600.0
+    real = time.time
+    store = make_store(redis_url, 1)
+    server = redis.Redis.from_url(redis_url)
+    seconds, micros = server.time()
+    assert abs(store.server_time() - (seconds + micros / 1e6)) < 5  # one host: no offset yet
+    monkeypatch.setattr(store_module.time, "time", lambda: real() + ahead)
+    assert store.server_time() - real() > ahead - 5  # before a heartbeat: the node's own clock
+    store.heartbeat("skewed", "{}")
+    assert store.clock_offset == pytest.approx(-ahead, abs=5)
+    seconds, micros = server.time()
+    assert abs(store.server_time() - (seconds + micros / 1e6)) < 5

@@ -146,6 +146,11 @@ class CatalogHistory:
             return base
         return dataclasses.replace(base, price=state[1], currency=state[2], availability=state[3])
 
+    def last_published(self, product_id: int) -> Product | None:
+        """A removed product as it was just before its removal (None: not removed)."""
+        removed = self._removed_at.get(product_id)
+        return None if removed is None else self.product(product_id, removed - 1)
+
     def known(self, product_id: int) -> Product | None:
         """Product *product_id* as first published (live or not), None if never published."""
         return self._base.get(product_id)

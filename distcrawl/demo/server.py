@@ -64,6 +64,9 @@ DEFAULT_ERROR_STATUS = 503
 MAX_EPOCHS_BEHIND = 100_000
 #: status of a removed product's page (404 is the other choice)
 DEFAULT_GONE_STATUS = 410
+#: the statuses a removed product's page may answer: 200 keeps serving it as last published,
+#: so only the listings, which no longer link it, tell that it is gone
+GONE_STATUSES = (200, 404, 410)
 #: seconds announced in the Retry-After header of 429 and 503 answers
 DEFAULT_RETRY_AFTER = 1
 #: an idle keep-alive connection is closed after this many seconds (frees its thread)
@@ -120,10 +123,11 @@ class ShopConfig:
     ``change_interval`` seconds from ``change_start`` (default: when the shop is created), a
     ``change_rate`` share of the live products change price and/or availability,
     ``change_add`` products are added and ``change_remove`` removed (their page then answers
-    ``gone_status``, 410 or 404), for ``change_cycles`` epochs (0: forever). ``conditional``
-    makes the home, category, listing and product pages answer ``ETag`` and
-    ``Last-Modified``, and ``304`` to a matching ``If-None-Match`` / ``If-Modified-Since``;
-    ``None`` (the default) turns it on exactly when the shop changes.
+    ``gone_status``: 410, 404, or 200 to keep serving it so only the listings drop it), for
+    ``change_cycles`` epochs (0: forever). ``conditional`` makes the home, category, listing
+    and product pages answer ``ETag`` and ``Last-Modified``, and ``304`` to a matching
+    ``If-None-Match`` / ``If-Modified-Since``; ``None`` (the default) turns it on exactly when
+    the shop changes.
     """
 
     products: int = DEFAULT_PRODUCTS
@@ -152,8 +156,8 @@ class ShopConfig:
 
     def __post_init__(self) -> None:
         self.change_plan()  # validates the change fields
-        if self.gone_status not in (404, 410):
-            raise ValueError(f"gone_status must be 404 or 410, got {self.gone_status}")
+        if self.gone_status not in GONE_STATUSES:
+            raise ValueError(f"gone_status must be 200, 404 or 410, got {self.gone_status}")
         if self.variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {self.variant!r}")
         # The control API under /_shop/ has no authentication: never expose it off-host.
@@ -297,6 +301,8 @@ class DemoShop:
         self._jitter_rng = random.Random(f"distcrawl-demo-jitter:{self.config.seed}")
         # (t, method, path, status, bytes) tuples: a third of the memory of dicts
         self._log: list[tuple[float, str, str, int, int]] = []
+        self._active = 0  # requests being answered now (the control API excluded)
+        self._peak = 0  # most of them at once since the last reset_peak_in_flight()
         self._server: _ShopHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._base = ""
@@ -503,6 +509,34 @@ class DemoShop:
         path, _, query = target.partition("?")
         if path.startswith("/_shop/"):
             return self._control(method, path, query, body)
+        with self._lock:
+            self._active += 1
+            self._peak = max(self._peak, self._active)
+        try:
+            return self._answer(method, path, query, target, host, conditions)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def peak_in_flight(self) -> int:
+        """The most requests the shop was answering at once since the last
+        :meth:`reset_peak_in_flight` (or its start): what a crawl's concurrency budget held."""
+        with self._lock:
+            return self._peak
+
+    def reset_peak_in_flight(self) -> None:
+        with self._lock:
+            self._peak = self._active
+
+    def _answer(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        target: str,
+        host: str | None,
+        conditions: tuple[str | None, str | None],
+    ) -> _Response:
         faults, failing = self._state
         response: _Response | None = None
         if path != "/robots.txt":
@@ -594,9 +628,9 @@ class DemoShop:
             known = history.known(product_id)
             if known is None or known.slug != match[2]:
                 return _error(404)
-            if history.removed(product_id, epoch):
+            if history.removed(product_id, epoch) and config.gone_status != 200:
                 return _error(config.gone_status)
-            product = history.product(product_id, epoch)
+            product = history.product(product_id, epoch) or history.last_published(product_id)
             if product is None:
                 return _error(404)  # not published yet
             if product.id in failing:
@@ -937,9 +971,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     changes.add_argument(
         "--gone-status",
         type=int,
-        choices=(404, 410),
+        choices=GONE_STATUSES,
         default=DEFAULT_GONE_STATUS,
-        help=f"status of a removed product's page (default {DEFAULT_GONE_STATUS})",
+        help=f"status of a removed product's page (default {DEFAULT_GONE_STATUS}; 200: the page "
+        "stays as last published and only the listings drop it)",
     )
     changes.add_argument(
         "--conditional",

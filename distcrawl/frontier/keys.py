@@ -264,6 +264,11 @@ class FrontierKeys:
         return self._key("nodes")
 
     @property
+    def unlisted(self) -> str:
+        """Products a listing dropped and none links since: canonical URL -> ms since."""
+        return self._key("unlisted")
+
+    @property
     def rejected(self) -> str:
         return self._key("rejected")
 

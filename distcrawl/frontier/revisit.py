@@ -7,11 +7,23 @@ answered last. That state travels in the request's own meta (``distcrawl_revisit
 ``e`` ETag, ``l`` Last-Modified, ``h`` content hash, ``x`` backoff factor), so the due entry
 holds it and no other key grows per URL.
 
-The backoff rule: the next visit comes after ``interval * x``. An answer that shows the page
-unchanged (a 304, or a body of the same hash) multiplies ``x`` by ``DISTCRAWL_REVISIT_BACKOFF``
-(1.5) up to ``DISTCRAWL_REVISIT_MAX_BACKOFF`` (4); a changed page resets ``x`` to 1. A page
-that answers 404 or 410 is gone: it comes back on the slowest schedule (``interval * max``, or
-the ``gone`` interval when one is set) in case it returns.
+The schedule is fixed-rate: a page's visits are ``period = interval * (1 - early) * x`` apart,
+counted from the time its previous visit was *due* (state ``d``, ms), not from when the crawl
+got round to it, so a crawl that runs behind by a queueing delay does not drift later at every
+visit: ``next_due = max(previous_due + period, now + period / 4)`` (the floor keeps a crawl that
+fell more than most of a period behind from fetching a page twice in a row; it starts a new
+phase). ``early`` (``DISTCRAWL_REVISIT_EARLY``, 0.1) makes the interval an upper bound on the
+time between two fetches of a page, with room for the crawl's queueing jitter: a value that
+lives one interval is fetched at least once.
+
+The backoff rule (off by default): an answer that shows the page unchanged (a 304, or a body of
+the same hash) multiplies ``x`` by ``DISTCRAWL_REVISIT_BACKOFF`` (1.5) up to
+``DISTCRAWL_REVISIT_MAX_BACKOFF`` (default 1: no backoff, every page keeps its interval); a
+changed page resets ``x`` to 1, so it comes back at its interval again. With a cap ``c > 1`` a
+page unchanged for a while may be up to ``c`` intervals stale when it changes: fewer requests
+for less freshness (a 304 already costs little). A page that answers 404 or 410 is gone: it
+comes back on a slow schedule (the ``gone`` interval when one is set, else
+``interval * max(4, cap)``) in case it returns.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_REVISIT_BACKOFF",
+    "DEFAULT_REVISIT_EARLY",
     "DEFAULT_REVISIT_GRACE",
     "DEFAULT_REVISIT_MAX_BACKOFF",
     "META_KEY",
@@ -40,8 +54,13 @@ __all__ = [
 
 #: an unchanged page's interval grows by this factor at each visit
 DEFAULT_REVISIT_BACKOFF = 1.5
-#: most an interval grows: interval * this
-DEFAULT_REVISIT_MAX_BACKOFF = 4.0
+#: most an interval grows: interval * this (1: no backoff; the interval is the freshness promise)
+DEFAULT_REVISIT_MAX_BACKOFF = 1.0
+#: share of the interval a revisit is scheduled early: room for the crawl's queueing jitter, so
+#: that two fetches of a page are at most one interval apart
+DEFAULT_REVISIT_EARLY = 0.1
+#: a gone page (404/410) comes back after interval * max(this, the backoff cap)
+GONE_FACTOR = 4.0
 #: in revisit mode the crawl is drained when nothing falls due within this many seconds
 DEFAULT_REVISIT_GRACE = 60.0
 #: seconds the default dupefilter generation adds to twice the longest wait: room for a dead
@@ -125,8 +144,9 @@ class Outcome:
 @dataclass(frozen=True)
 class RevisitPolicy:
     """The revisit schedule of a crawl. Settings: ``DISTCRAWL_REVISIT`` (``kind:interval`` list),
-    ``DISTCRAWL_REVISIT_BACKOFF``, ``DISTCRAWL_REVISIT_MAX_BACKOFF``, ``DISTCRAWL_REVISIT_GRACE``,
-    ``DISTCRAWL_REVISIT_FORGET``; site profiles' ``[revisit]`` tables override per site."""
+    ``DISTCRAWL_REVISIT_BACKOFF``, ``DISTCRAWL_REVISIT_MAX_BACKOFF``, ``DISTCRAWL_REVISIT_EARLY``,
+    ``DISTCRAWL_REVISIT_GRACE``, ``DISTCRAWL_REVISIT_FORGET``; site profiles' ``[revisit]``
+    tables override per site."""
 
     intervals: dict[str, float] = field(default_factory=dict)
     #: per site (a profile's domains): {kind: seconds}, over ``intervals``
@@ -134,6 +154,8 @@ class RevisitPolicy:
     backoff: float = DEFAULT_REVISIT_BACKOFF
     max_backoff: float = DEFAULT_REVISIT_MAX_BACKOFF
     grace: float = DEFAULT_REVISIT_GRACE
+    #: share of the interval a revisit is scheduled early (0 <= early < 1)
+    early: float = DEFAULT_REVISIT_EARLY
     #: seconds of one dupefilter generation (0 = longest interval * max_backoff)
     forget: float = 0.0
 
@@ -150,6 +172,9 @@ class RevisitPolicy:
         cap = settings.getfloat("DISTCRAWL_REVISIT_MAX_BACKOFF", DEFAULT_REVISIT_MAX_BACKOFF)
         if backoff < 1 or cap < 1:
             raise ValueError("DISTCRAWL_REVISIT_BACKOFF and _MAX_BACKOFF must be at least 1")
+        early = settings.getfloat("DISTCRAWL_REVISIT_EARLY", DEFAULT_REVISIT_EARLY)
+        if not 0 <= early < 1:
+            raise ValueError(f"DISTCRAWL_REVISIT_EARLY must be within 0..1 (not 1), got {early}")
         forget = settings.get("DISTCRAWL_REVISIT_FORGET") or 0
         return cls(
             intervals=intervals,
@@ -157,6 +182,7 @@ class RevisitPolicy:
             backoff=backoff,
             max_backoff=cap,
             grace=settings.getfloat("DISTCRAWL_REVISIT_GRACE", DEFAULT_REVISIT_GRACE),
+            early=early,
             forget=parse_duration(forget, "DISTCRAWL_REVISIT_FORGET") if forget else 0.0,
         )
 
@@ -173,7 +199,15 @@ class RevisitPolicy:
             [*self.intervals.values(), *(s for _, k in self.sites for s in k.values())],
             default=3600.0,
         )
-        return int((2 * longest * self.max_backoff + DEFAULT_FORGET_MARGIN) * 1000)
+        slowest = max(self.max_backoff, GONE_FACTOR)
+        return int((2 * longest * slowest + DEFAULT_FORGET_MARGIN) * 1000)
+
+    def longest(self, kind: str) -> float | None:
+        """The longest interval of ``kind`` over the crawl and its site profiles (None: that
+        kind is revisited nowhere)."""
+        tables = (self.intervals, *({**self.intervals, **own} for _, own in self.sites))
+        values = [v for v in (t.get(kind, t.get(ANY_KIND)) for t in tables) if v is not None]
+        return max(values) if values else None
 
     def base_interval(self, url: str, kind: str) -> float | None:
         """Seconds between visits of a page of ``kind`` at ``url`` (None: not revisited)."""
@@ -191,23 +225,36 @@ class RevisitPolicy:
         return found
 
     def next_visit(
-        self, url: str, kind: str, state: Mapping[str, Any] | None, outcome: Outcome
+        self,
+        url: str,
+        kind: str,
+        state: Mapping[str, Any] | None,
+        outcome: Outcome,
+        now: float | None = None,
+        *,
+        gone: bool = False,
     ) -> tuple[float, dict[str, Any], str] | None:
         """(seconds until the next visit, the new state, ``changed`` | ``unchanged`` | ``gone``
-        | ``first``) after ``outcome``, or None when the page is not revisited."""
+        | ``first``) after ``outcome`` at unix time ``now``, or None when the page is not
+        revisited. The new state's ``d`` is the next visit's due time (ms): the anchor of the
+        fixed-rate schedule. ``gone``: the page is gone whatever it answered (a product no
+        listing links any more)."""
         base = self.base_interval(url, kind)
         if base is None:
             return None
+        now = time.time() if now is None else now
         state = state if isinstance(state, Mapping) else {}
         factor = state.get("x", 1.0)
         factor = float(factor) if isinstance(factor, (int, float)) else 1.0
         new: dict[str, Any] = {}
-        if outcome.status in GONE_STATUSES:
-            gone = self.base_interval(url, "gone")
-            new["x"] = self.max_backoff
+        if gone or outcome.status in GONE_STATUSES:
+            slow = self.base_interval(url, "gone")
+            new["x"] = max(self.max_backoff, GONE_FACTOR)
             if "h" in state:
                 new["h"] = state["h"]
-            return (gone or base * self.max_backoff), new, "gone"
+            wait = slow or base * new["x"]
+            new["d"] = round((now + wait) * 1000)
+            return wait, new, "gone"
         if outcome.status == 304:
             verdict = "unchanged"
             digest = state.get("h")
@@ -230,7 +277,14 @@ class RevisitPolicy:
             new["h"] = digest
         if factor != 1.0:
             new["x"] = round(factor, 4)
-        return base * factor, new, verdict
+        period = base * (1 - self.early) * factor
+        due = now + period
+        previous = state.get("d")
+        if isinstance(previous, (int, float)) and not isinstance(previous, bool) and previous > 0:
+            # fixed rate: from when the previous visit was due, not from now
+            due = max(previous / 1000 + period, now + period / 4)
+        new["d"] = round(due * 1000)
+        return due - now, new, verdict
 
 
 def revisit_payload(payload: bytes | str, state: Mapping[str, Any]) -> str:

@@ -36,6 +36,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from distcrawl import compat, connection
 from distcrawl import signals as dc_signals
+from distcrawl.extract import canonicalize_url
 from distcrawl.frontier import codec
 from distcrawl.frontier.batch import (
     Child,
@@ -57,6 +58,7 @@ from distcrawl.frontier.revisit import (
     Outcome,
     RevisitPolicy,
     conditional_headers,
+    parse_duration,
     revisit_payload,
 )
 from distcrawl.frontier.store import Dupefilter, FrontierStore
@@ -65,6 +67,13 @@ from distcrawl.frontier.tracking import (
     PUBLISHED_SITES,
     InProgress,
     SiteFeedback,
+)
+from distcrawl.frontier.unlisted import (
+    LISTED_META,
+    UNLISTED_META,
+    UnlistedWatch,
+    decode_links,
+    encode_links,
 )
 from distcrawl.frontier.wake import WakeListener
 from distcrawl.internals import check_engine
@@ -211,6 +220,7 @@ class FrontierScheduler(BaseScheduler):
         self._outcomes: dict[Request, Outcome] = {}  # request -> its final answer
         self._no_revisit: set[Request] = set()  # dead-lettered: not scheduled again
         self._known_until = 0.0  # monotonic time this node's known fingerprints are wiped
+        self._unlisted: UnlistedWatch | None = None  # products in no listing (unlisted.py)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -261,6 +271,7 @@ class FrontierScheduler(BaseScheduler):
                 # is wiped once a generation, so a forgotten URL is new again here too
                 self._known.clear()
                 self._known_until = time.monotonic() + self.revisit.forget_ms / 1000
+                self.crawler.signals.send_catch_log(dc_signals.frontier_forgot)
             known = fp.hex()
             if known in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
@@ -346,15 +357,19 @@ class FrontierScheduler(BaseScheduler):
             # the answer that leaves the downloader middlewares (not one turned into a retry)
             self.crawler.signals.connect(self._revisit_answer, signal=signals.response_received)
             self.membership.revisit_grace = self.revisit.grace
+            self._unlisted = self._unlisted_watch(keys)
+            policy = self.revisit
             logger.info(
-                "Revisit mode: %s (backoff x%.2f up to x%.1f; URLs forgotten %.0f-%.0fs "
+                "Revisit mode: %s (fixed rate, %.0f%% early; %s; URLs forgotten %.0f-%.0fs "
                 "after their last visit)",
-                ", ".join(f"{k} every {v:.0f}s" for k, v in self.revisit.intervals.items())
+                ", ".join(f"{k} every {v:.0f}s" for k, v in policy.intervals.items())
                 or "site profiles only",
-                self.revisit.backoff,
-                self.revisit.max_backoff,
-                self.revisit.forget_ms / 1000,
-                2 * self.revisit.forget_ms / 1000,
+                100 * policy.early,
+                f"backoff x{policy.backoff:.2f} up to x{policy.max_backoff:.1f}"
+                if policy.max_backoff > 1
+                else "no backoff",
+                policy.forget_ms / 1000,
+                2 * policy.forget_ms / 1000,
             )
         logger.info(
             "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
@@ -502,11 +517,34 @@ class FrontierScheduler(BaseScheduler):
 
     # -- [revisit] ---------------------------------------------------------------------------
 
+    def _unlisted_watch(self, keys: FrontierKeys) -> UnlistedWatch | None:
+        assert self.revisit is not None
+        settings = self.crawler.settings
+        listing = self.revisit.longest("listing")
+        if listing is None or not settings.getbool("DISTCRAWL_UNLISTED", True):
+            return None
+        grace = settings.get("DISTCRAWL_UNLISTED_GRACE")
+        if grace:
+            grace_s = parse_duration(grace, "DISTCRAWL_UNLISTED_GRACE")
+        else:
+            grace_s = 2 * listing * max(1.0, self.revisit.max_backoff)
+        logger.info("Products in no listing for %.0fs are marked gone", grace_s)
+        return UnlistedWatch(keys.unlisted, grace_s)
+
     def _revisit_answer(self, response: Any, request: Request, spider: Spider) -> None:
         if request in self._leased:
             self._outcomes[request] = Outcome.of(response)
             if response.status == 304:
                 self.stats.inc_value("revisit/not_modified")
+            unlisted = self._unlisted
+            if (
+                unlisted is not None
+                and unlisted.gone
+                and request.meta.get("page_kind") == "product"
+                and canonicalize_url(response.url) in unlisted.gone
+            ):
+                # the product is in no listing: this visit marks it gone (freshness.py)
+                request.meta[UNLISTED_META] = True
 
     def _schedule_revisit(self, request: Request, lease: Lease) -> bool:
         """Ack ``request`` as a page to fetch again, if its kind is revisited and it got a
@@ -520,10 +558,22 @@ class FrontierScheduler(BaseScheduler):
         if payload is None or outcome is None:
             return False
         kind = str(request.meta.get("page_kind") or "")
-        plan = self.revisit.next_visit(request.url, kind, request.meta.get(META_KEY), outcome)
+        old = request.meta.get(META_KEY)
+        assert self.store is not None
+        plan = self.revisit.next_visit(
+            request.url,
+            kind,
+            old,
+            outcome,
+            # due times travel between nodes: on Redis' clock, as every other frontier time
+            self.store.server_time(),
+            gone=bool(request.meta.get(UNLISTED_META)),
+        )
         if plan is None:
             return False
         seconds, state, verdict = plan
+        if self._unlisted is not None:
+            self._listing_visited(request, old, outcome, state)
         try:
             new_payload = revisit_payload(payload, state)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -537,6 +587,28 @@ class FrontierScheduler(BaseScheduler):
         self.stats.inc_value(f"revisit/{verdict}")
         self.stats.inc_value("revisit/scheduled")
         return True
+
+    def _listing_visited(
+        self, request: Request, old: Any, outcome: Outcome, state: dict[str, Any]
+    ) -> None:
+        """A listing page's product links go into its next state (``k``); the products it
+        dropped since its last visit are unlisted, the ones it links listed again."""
+        assert self._unlisted is not None
+        before = decode_links(old.get("k")) if isinstance(old, dict) else None
+        listed = request.meta.get(LISTED_META)
+        if outcome.status == 304:
+            links = before
+        elif isinstance(listed, (list, tuple, set, frozenset)):
+            links = {str(u) for u in listed}
+        else:
+            links = None
+        if links is None:
+            return
+        if links:
+            state["k"] = encode_links(links)
+        dropped = self._unlisted.visited(links, before)
+        if dropped:
+            self.stats.inc_value("revisit/unlisted", dropped)
 
     def _send_conditional(self, request: Request, payload: bytes) -> None:
         assert self.revisit is not None
@@ -677,6 +749,11 @@ class FrontierScheduler(BaseScheduler):
         now = time.monotonic()
         free = self._free_slots()
         lease = min(self.prefetch, free) if free > 0 and not self._closing else 0
+        if self._unlisted is not None:
+            # [revisit] what listing visits found, before their acks (which write the listings'
+            # new link sets): a crash in between repeats a visit, whose writes are idempotent,
+            # and never loses a product a listing dropped
+            await self._unlisted.tick(self._client, self.store.server_time())
         leased = await self._flush(lease=lease)
         progressed = leased > 0
         if leased == 0 and lease > 0:

@@ -33,6 +33,7 @@ import inspect
 import json
 import math
 import secrets
+import time
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -207,6 +208,8 @@ class FrontierStore:
         #: the control slot's pause flag as the last heartbeat saw it (each shard has its own
         #: copy, set by `control pause`; this covers a flag set by hand in the control slot)
         self.paused = False
+        #: Redis' clock minus this host's (seconds), as the last heartbeat measured it
+        self.clock_offset = 0.0
         self._idle: set[str] = set()
         self._fences: dict[str, _Fence] = {}
 
@@ -459,13 +462,22 @@ class FrontierStore:
 
     def _heartbeat(self, node: str, info_json: str) -> _Step:
         idle = "1" if node in self._idle else "0"
+        sent = time.time()
         [(now, live, idle_nodes, paused)] = yield [
             self._control_call("heartbeat", node, info_json, idle)
         ]
+        # the server read its clock about half way through the round trip
+        self.clock_offset = int(now) / 1000 - (sent + time.time()) / 2
         self.live_nodes = max(1, int(live))
         self.idle_nodes = int(idle_nodes)
         self.paused = bool(int(paused))
         return int(now)
+
+    def server_time(self) -> float:
+        """Now on Redis' clock (unix seconds), from this host's clock and the offset the last
+        heartbeat measured: times nodes store for one another agree however their clocks
+        drift."""
+        return time.time() + self.clock_offset
 
     def ever_used(self) -> Any:
         """Whether the frontier ever held a request or refused a seed (a shard's rid counter,

@@ -21,6 +21,7 @@ from scrapy.http import TextResponse
 from distcrawl import signals as dc_signals
 from distcrawl.extract import SiteProfile, analyze, load_profiles
 from distcrawl.extract.profile import ProfileError
+from distcrawl.frontier.unlisted import LISTED_META
 from distcrawl.items import Product
 from distcrawl.recent import RecentKeys
 
@@ -90,6 +91,9 @@ class CatalogSpider(scrapy.Spider):
         crawler.signals.connect(spider._scheduled, signal=signals.request_scheduled)
         # links pushed before Redis lost its last writes may be gone: push them again
         crawler.signals.connect(spider.known_links.clear, signal=dc_signals.frontier_rewound)
+        # [revisit] ... and when the shared dupefilter forgets them, so a listing's links to
+        # forgotten pages are pushed again
+        crawler.signals.connect(spider.known_links.clear, signal=dc_signals.frontier_forgot)
         return spider
 
     def _scheduled(self, request: scrapy.Request, spider: scrapy.Spider) -> None:
@@ -138,6 +142,9 @@ class CatalogSpider(scrapy.Spider):
                 source_url=response.url,
                 crawled_at=datetime.now(UTC),
             )
+        if page.kind == "listing":
+            # [revisit] the products this listing links (the frontier tells which it dropped)
+            response.meta[LISTED_META] = list(page.links.get("product", ()))
         inherited = {
             k: v for k, v in response.meta.items() if k in ("site",) or k.startswith("seed_")
         }

@@ -164,11 +164,17 @@ def make_record(
 
 
 def revisit_record(
-    url: str, status: int, key_fields: tuple[str, ...], *, seen_at: dt.datetime
+    url: str,
+    status: int,
+    key_fields: tuple[str, ...],
+    *,
+    seen_at: dt.datetime,
+    unlisted: bool = False,
 ) -> Record:
-    """The record of a product page's revisit that answered *status* (304, 404 or 410);
-    raise :class:`InvalidItem` for another status or an empty URL."""
-    kind = REVISIT_STATUSES.get(status)
+    """The record of a product page's revisit that answered *status* (304, 404 or 410; or,
+    with *unlisted*, a product that no listing links any more, whatever its page answered:
+    gone); raise :class:`InvalidItem` for another status or an empty URL."""
+    kind = GONE if unlisted else REVISIT_STATUSES.get(status)
     if kind is None:
         raise InvalidItem("revisit_status", f"a revisit of {url} answered {status}")
     if not url:
