@@ -449,6 +449,15 @@ def run_load(
         "net_in_bytes_per_page": round(net_in / pages),
         "net_out_bytes_per_page": round(net_out / pages),
         "cpu_per_master": cpu,
+        # each master's commands per page (a cluster's balance: which master does what)
+        "commands_per_page_by_master": [
+            {
+                name: round(n / pages, 3)
+                for name, n in sorted(d["by_command"].items(), key=lambda kv: -kv[1])
+                if n / pages >= 0.001
+            }
+            for d in deltas
+        ],
     }
 
 
@@ -657,6 +666,7 @@ def cluster_report(
         # where the cluster's extra CPU goes: the masters' commands, summed, as for one Redis
         "cluster_commands_per_page_by_name": run["commands_per_page_by_name"],
         "cluster_command_us_per_page_by_name": run["command_us_per_page_by_name"],
+        "cluster_commands_per_page_by_master": run["commands_per_page_by_master"],
     }
 
 
@@ -741,6 +751,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     run = run_load(single, distcrawl_node, args)
                 run.pop("cpu_per_master")
+                run.pop("commands_per_page_by_master")
                 report.update(run)
             if args.urls > 0:
                 report.update(distcrawl_memory(services.redis_url, args.urls, params))
