@@ -515,6 +515,8 @@ def _usage(client: Any, key: str) -> int:
 def _load(store: FrontierStore, payloads: Payloads, first: int, n: int, sites: int) -> int:
     """Push URLs ``first .. first + n - 1`` through ``sync``; returns how many were filtered."""
     rng = random.Random(first)
+    # fenced, with a rid tag, as a node's pushes are: the tag is part of every queued rid
+    tag = secrets.token_hex(3)
     filtered = 0
     batch: list[Child] = []
     for i in range(first, first + n):
@@ -522,10 +524,10 @@ def _load(store: FrontierStore, payloads: Payloads, first: int, n: int, sites: i
         kind, prio = pick_kind(rng)
         batch.append(child(payloads, url_of(site, i), kind, prio, url_of(site, 0)))
         if len(batch) == LOAD_BATCH:
-            filtered += store.sync("loader", children=batch).filtered
+            filtered += store.sync("loader", children=batch, tag=tag).filtered
             batch = []
     if batch:
-        filtered += store.sync("loader", children=batch).filtered
+        filtered += store.sync("loader", children=batch, tag=tag).filtered
     return filtered
 
 
