@@ -32,7 +32,6 @@ import hashlib
 import json
 import multiprocessing as mp
 import random
-import secrets
 import signal
 import sys
 import tempfile
@@ -47,6 +46,7 @@ from scrapy_redis.queue import PriorityQueue
 
 from distcrawl import connection
 from distcrawl.frontier import codec
+from distcrawl.frontier.batch import new_rid_tag
 from distcrawl.frontier.keys import DEFAULT_SHARDS
 from distcrawl.frontier.revisit import revisit_payload
 from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore, Revisit
@@ -226,7 +226,7 @@ def distcrawl_node(
     links, seen_share, lease_n = args["links"], args["seen"], args["lease"]
     # as the scheduler: fenced calls (a rid tag, a mark per shard) and the fingerprints the
     # node already sent, whose links it drops without asking Redis (None: every link is sent)
-    tag = secrets.token_hex(3)
+    tag = new_rid_tag()
     # (a node in revisit mode wipes it once a dupefilter generation: never within a run)
     known = RecentKeys(args["known"]) if args["known"] > 0 else None
     fresh = sent = 0
@@ -516,7 +516,7 @@ def _load(store: FrontierStore, payloads: Payloads, first: int, n: int, sites: i
     """Push URLs ``first .. first + n - 1`` through ``sync``; returns how many were filtered."""
     rng = random.Random(first)
     # fenced, with a rid tag, as a node's pushes are: the tag is part of every queued rid
-    tag = secrets.token_hex(3)
+    tag = new_rid_tag()
     filtered = 0
     batch: list[Child] = []
     for i in range(first, first + n):

@@ -535,3 +535,19 @@ def test_the_bloom_filter_is_made_at_its_full_size_and_keeps_its_error_rate(
     probes = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(10**6, 10**6 + 20_000)]
     false_positives = store.sync("n1", children=probes).filtered
     assert 0 < false_positives <= 1.5 * rate * len(probes)
+
+
+def test_rids_carry_the_pushing_nodes_short_tag(store: FrontierStore) -> None:
+    """A fenced push names its requests ``<seq>.<tag>``: the 4-character tag the node chose,
+    which holds none of the characters the script splits on."""
+    from distcrawl.frontier.batch import new_rid_tag
+
+    tags = {new_rid_tag() for _ in range(200)}
+    assert len(tags) > 190  # random, not a constant
+    assert all(len(t) == 4 and "." not in t and ":" not in t for t in tags)
+    tag = new_rid_tag()
+    store.sync("n1", children=[child("http://a.test/1", site="a.test")], tag=tag)
+    result = store.sync("n1", lease=1, tag=tag)
+    [leased] = result.leased
+    seq, _, got = leased.lease.rid.partition(".")
+    assert got == tag and seq.isdigit()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -24,6 +25,7 @@ __all__ = [
     "ShardReply",
     "SiteBudget",
     "SiteEvent",
+    "new_rid_tag",
     "priority_of",
     "text",
 ]
@@ -32,6 +34,14 @@ _HEX = re.compile(rb"[0-9a-fA-F]+")
 
 #: order scores are -priority * SCORE_SPAN + seq (see the script's header)
 SCORE_SPAN = 1e10
+
+
+def new_rid_tag() -> str:
+    """A fresh tag for the request ids a node's pushes make (``<seq>.<tag>``): 24 random bits
+    in 4 URL-safe base64 characters (no ``.`` or ``:``, which the script splits on). It is
+    stored twice per queued request, in the queue and the payload hash, so it is kept short."""
+    return secrets.token_urlsafe(3)
+
 
 #: seconds a cut of a site's rate takes to wear off completely (``DISTCRAWL_SITE_RECOVERY``)
 DEFAULT_SITE_RECOVERY = 120.0

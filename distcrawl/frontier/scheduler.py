@@ -46,6 +46,7 @@ from distcrawl.frontier.batch import (
     Revisit,
     SiteBudget,
     SiteEvent,
+    new_rid_tag,
 )
 from distcrawl.frontier.intake import SeedIntake, rejection_record
 from distcrawl.frontier.keys import FrontierKeys
@@ -210,7 +211,7 @@ class FrontierScheduler(BaseScheduler):
         # Redis rewind detection: every sync writes a new mark in each shard it calls and
         # expects to find the last one there; the tag goes into the rids this node creates and
         # changes after a rewind
-        self._tag = secrets.token_hex(3)
+        self._tag = new_rid_tag()
         self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
         # [revisit] revisit mode (set at open, from the settings and the spider's profiles)
@@ -861,7 +862,7 @@ class FrontierScheduler(BaseScheduler):
         )
         self._known.clear()
         self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
-        self._tag = secrets.token_hex(3)
+        self._tag = new_rid_tag()
         self._needs_reconcile = True
 
     def _log_site_events(self, events: list[SiteEvent]) -> None:

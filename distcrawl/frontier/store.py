@@ -32,7 +32,6 @@ import hashlib
 import inspect
 import json
 import math
-import secrets
 import time
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ from distcrawl.frontier.batch import (
     SiteBudget,
     SiteEvent,
     fingerprint_args,
+    new_rid_tag,
     raw_text,
     text,
 )
@@ -728,7 +728,7 @@ class FrontierStore:
 
     def _requeue_dead(self, ids: list[str], max_count: int) -> _Step:
         # a tag of its own per call: the new rids cannot meet older ones, whatever Redis lost
-        tag = secrets.token_hex(3)
+        tag = new_rid_tag()
         calls = [
             self._shard_call(s, "requeue_dead", max_count, tag, *ids)
             for s in range(self.keys.shards)
