@@ -142,6 +142,38 @@ def assert_each_product_once(mongo_uri: str, shop: DemoShop) -> None:
     assert set(stored) == expected_skus(shop)
 
 
+class ShopClock:
+    """A changing demo shop's time (``shop_factory(clock=...)``): unix time plus ``skew``, so a
+    test starts the shop's change epochs when it says so (set ``skew`` to jump ahead)."""
+
+    def __init__(self) -> None:
+        self.skew = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.skew
+
+
+def start_nodes(
+    names: Iterable[str],
+    *,
+    redis_url: str,
+    mongo_uri: str,
+    log_dir: Path,
+    settings: dict[str, Any] | None = None,
+) -> list[Node]:
+    """One :class:`Node` per name, all with the same Redis, MongoDB and settings."""
+    return [
+        Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=log_dir,
+            node_id=name,
+            settings=settings,
+        )
+        for name in names
+    ]
+
+
 def wait_for(predicate: Any, timeout: float, interval: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 import redis
-from crawl_nodes import Node, stop_all, stored_urls, wait_for
+from crawl_nodes import start_nodes, stop_all, stored_urls, wait_for
 
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.services import RedisServer
@@ -74,16 +74,13 @@ def test_redis_outage_longer_than_the_heartbeat_timeout_recovers_no_live_node(
     shop = shop_factory(products=200, latency_ms=100)
     timeout = 8.0
     settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": str(timeout), "CONCURRENT_REQUESTS": "4"}
-    nodes = [
-        Node(
-            redis_url=redis_server.url,
-            mongo_uri=mongo_uri,
-            log_dir=tmp_path,
-            node_id=name,
-            settings=settings,
-        )
-        for name in ("o1", "o2")
-    ]
+    nodes = start_nodes(
+        ("o1", "o2"),
+        redis_url=redis_server.url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        settings=settings,
+    )
     try:
         r.lpush("catalog:start_urls", shop.url)
         assert wait_for(lambda: leased(r, "o1") > 0 and leased(r, "o2") > 0, 120), nodes[0].log()

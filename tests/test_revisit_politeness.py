@@ -10,7 +10,7 @@ from typing import Any
 import pymongo
 import pytest
 import redis
-from crawl_nodes import HEARTBEAT_TIMEOUT, Node, stop_all, wait_for
+from crawl_nodes import HEARTBEAT_TIMEOUT, ShopClock, start_nodes, stop_all, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -25,23 +25,13 @@ SETTINGS = {
 }
 
 
-class Clock:
-    """The shop's time: its change epochs start when the test says so."""
-
-    def __init__(self) -> None:
-        self.skew = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.skew
-
-
 def test_revisits_and_new_links_keep_within_the_site_budget(
     redis_server, mongo_uri, shop_factory, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
     r = redis.Redis.from_url(redis_server.url)
     r.flushall()
     far = time.time() + 10**6
-    clock = Clock()
+    clock = ShopClock()
     # every 2 s a tenth of the products change and 3 new ones join the listings
     shop = shop_factory(
         clock=clock,
@@ -58,16 +48,13 @@ def test_revisits_and_new_links_keep_within_the_site_budget(
     r.lpush("catalog:start_urls", shop.url)
     db: Any = pymongo.MongoClient(mongo_uri).get_default_database()
     db.products.delete_many({})
-    nodes = [
-        Node(
-            redis_url=redis_server.url,
-            mongo_uri=mongo_uri,
-            log_dir=tmp_path,
-            node_id=name,
-            settings=SETTINGS,
-        )
-        for name in ("a", "b")
-    ]
+    nodes = start_nodes(
+        ("a", "b"),
+        redis_url=redis_server.url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        settings=SETTINGS,
+    )
     try:
         assert wait_for(lambda: db.products.count_documents({}) >= PRODUCTS, 180), nodes[
             0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from crawl_nodes import Node, stop_all, stored_urls, wait_for
+from crawl_nodes import start_nodes, stop_all, stored_urls, wait_for
 
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 from distcrawl.services import RedisServer
@@ -135,16 +135,13 @@ def test_redis_restarted_from_older_data_mid_crawl_loses_nothing(
         "DISTCRAWL_SITE_CONCURRENCY": "2",
         "CONCURRENT_REQUESTS": "4",
     }
-    nodes = [
-        Node(
-            redis_url=redis_server.url,
-            mongo_uri=mongo_uri,
-            log_dir=tmp_path,
-            node_id=name,
-            settings=settings,
-        )
-        for name in ("w1", "w2")
-    ]
+    nodes = start_nodes(
+        ("w1", "w2"),
+        redis_url=redis_server.url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        settings=settings,
+    )
     try:
         r.lpush("catalog:start_urls", shop.url)
         # early, while listings are still being found (they go before product pages)
