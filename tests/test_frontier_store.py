@@ -77,6 +77,44 @@ def test_dupefilter_records_on_first_accept_and_dont_filter_bypasses(store: Fron
     assert store.seen() == 1
 
 
+def in_flight(store: FrontierStore, site: str) -> int | None:
+    """The site's requests in flight as its shard counts them (None: the shard counts none)."""
+    active = store.keys.site_keys(site).active
+    if not store.client.exists(active):
+        return None
+    return int(store.client.hget(active, site) or 0)
+
+
+def test_requests_in_flight_are_counted_per_site_once_a_limit_applies(
+    store: FrontierStore,
+) -> None:
+    sites = ["a.test", "b.test"]
+    store.sync("n1", children=[child(f"http://{s}/{i}", site=s) for s in sites for i in range(4)])
+    # no limit anywhere: a lease and its ack count nothing per site (nothing reads it)
+    first = store.sync("n1", lease=2).leased
+    assert [in_flight(store, s) for s in sites] == [None, None]
+    assert {leased.lease.site for leased in first} <= set(sites)  # the node reads it itself
+    # a limit of one site's own starts the counting in its shard, for every site there
+    store.set_site_limits("a.test", rate=None, concurrency=10)
+    assert in_flight(store, "a.test") == 0
+    # the acks of leases made before it count down from zero: never below
+    assert store.sync("n1", acks=[leased.lease for leased in first]).acked == 2
+    assert in_flight(store, "a.test") == 0
+    second = store.sync("n1", lease=2).leased
+    counted = [leased.lease.site for leased in second if leased.lease.site == "a.test"]
+    assert in_flight(store, "a.test") == len(counted)
+    store.sync("n1", acks=[leased.lease for leased in second])
+    assert in_flight(store, "a.test") == 0
+    # so does a node's default concurrency, in every shard it leases from
+    third = [
+        leased.lease.site
+        for leased in store.sync("n2", lease=4, budget=SiteBudget(concurrency=5)).leased
+    ]
+    assert len(third) == 4
+    for site in set(third):
+        assert in_flight(store, site) == third.count(site)
+
+
 def test_lease_moves_to_in_flight_and_ack_removes(store: FrontierStore) -> None:
     store.sync("n1", children=[child("a"), child("b")])
     [leased] = store.sync("n1", lease=1).leased

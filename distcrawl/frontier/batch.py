@@ -321,11 +321,14 @@ class ShardReply:
         for i in range(0, len(out), 4):
             rid = raw_text(out[i])
             payload = out[i + 1]
+            payload = payload if isinstance(payload, bytes) else str(payload).encode()
             score = float(out[i + 2])
+            # '': the script did not need the site, which the payload's URL names
+            site = raw_text(out[i + 3]) or payload_site(payload.decode("utf-8", "replace")) or ""
             leased.append(
                 Leased(
-                    Lease(shard, rid, raw_text(out[i + 3])),
-                    payload if isinstance(payload, bytes) else str(payload).encode(),
+                    Lease(shard, rid, site),
+                    payload,
                     priority_of(score),
                     rid in paced_rids,
                 )

@@ -252,8 +252,13 @@ local function split_req(value)
 end
 
 -- Requests in flight per site, cluster-wide: Q:active (site -> n; no field: 0), read and
--- written once per call for all the sites it touches (not once per site)
+-- written once per call for all the sites it touches (not once per site). Counted only once a
+-- limit has applied in the shard (a node's default `conc` or `rate`, a site's limits of its own,
+-- whose set_site_limits creates Q:active): Q:active exists from then on, and so the counting
+-- goes on. A crawl without limits counts nothing per request (nothing would read the counts
+-- but the status).
 local ACTIVE = P .. ':active'
+local counting = nil -- whether this call counts (nil: Q:active not asked yet)
 local act = {}       -- site -> its count in Q:active as read by this call
 local act_delta = {} -- site -> what this call changed
 local act_dirty = false
@@ -269,6 +274,8 @@ local function active_of(site)
 end
 
 local function active_add(site, n)
+  if counting == nil then counting = redis.call('EXISTS', ACTIVE) == 1 end
+  if not counting then return end
   act_delta[site] = (act_delta[site] or 0) + n
   act_dirty = true
 end
@@ -752,16 +759,23 @@ local function promote_due(now, limit)
   return #due, redis.call('ZADD', P .. ':queue', unpack(zadd))
 end
 
--- which of the shard's waiting rooms, parked retries and pause flag exist: one command, as
--- most calls find none of them
+-- which of the shard's waiting rooms, parked retries, pause flag, per-site limits, adaptive
+-- cuts and in-flight counts exist: one EXISTS, key j named 2^(j-1) times, so the count it
+-- returns says which (most calls find none of them)
+local SIDE = {'waiting', 'delayed', 'paused', 'limits', 'cuts', 'active'}
 local function side_keys()
-  local keys = {P .. ':waiting', P .. ':delayed', P .. ':paused'}
-  local n = redis.call('EXISTS', unpack(keys))
-  if n == 0 then return false, false, false end
-  if n == 3 then return true, true, true end
+  local args = {}
+  for j, name in ipairs(SIDE) do
+    local key = P .. ':' .. name
+    for _ = 1, 2 ^ (j - 1) do args[#args + 1] = key end
+  end
+  local n = redis.call('EXISTS', unpack(args))
   local out = {}
-  for j, key in ipairs(keys) do out[j] = redis.call('EXISTS', key) == 1 end
-  return out[1], out[2], out[3]
+  for j = 1, #SIDE do
+    out[j] = n % 2 == 1
+    n = math.floor(n / 2)
+  end
+  return out[1], out[2], out[3], out[4] or out[5], out[6]
 end
 
 local function head_score(key)
@@ -942,8 +956,10 @@ if cmd == 'sync' then
   -- the queue's length, kept up to date below instead of asked again
   local qlen = redis.call('ZCARD', queue)
   local queued_before = qlen
-  local has_waiting, has_delayed, has_paused = side_keys()
+  local has_waiting, has_delayed, has_paused, has_special, has_active = side_keys()
   any_waiting = has_waiting
+  special = has_special
+  counting = has_active or (tonumber(h['conc']) or 0) > 0 or (tonumber(h['rate']) or 0) > 0
   local rv = tonumber(h['rv']) -- [revisit] the dupefilter's generation length (ms), or nil
 
   -- children: one dupefilter check for the batch, one write per key
@@ -1148,10 +1164,18 @@ if cmd == 'sync' then
       for j = 1, #popped, 2 do rids[#rids + 1] = popped[j] end
       local values = redis.call('HMGET', P .. ':req', unpack(rids))
       local sites, payloads, found = {}, {}, {}
+      -- a request's site matters here only to a budget (a rate, a limit, a cut) or to the
+      -- in-flight counts; else the node reads it from the payload's URL itself ('' here)
+      local need_site = counting or def_rate > 0 or special
       for j = 1, #rids do
-        if values[j] then
-          sites[j], payloads[j] = split_req(values[j])
-          found[#found + 1] = sites[j]
+        local value = values[j]
+        if value then
+          if need_site or string.byte(value, 1) ~= 123 then
+            sites[j], payloads[j] = split_req(value)
+            found[#found + 1] = sites[j]
+          else
+            sites[j], payloads[j] = '', value
+          end
         end
       end
       if def_rate <= 0 then mark_special(found) end -- one check for the batch's sites

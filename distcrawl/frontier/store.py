@@ -708,6 +708,9 @@ class FrontierStore:
             pipe.srem(shard.limits, site)
         else:
             pipe.sadd(shard.limits, site)
+            # the shard's in-flight counts, which a concurrency limit needs and the status
+            # shows: the script counts once the hash exists (and from then on)
+            pipe.hsetnx(shard.active, site, 0)
         return pipe.execute()
 
     def take_token(self, site: str, budget: SiteBudget) -> Any:
