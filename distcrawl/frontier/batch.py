@@ -260,12 +260,17 @@ class ShardBatch:
             header["r"] = len(self.revisits)
         if self.above is not None and self.extra > 0:
             header["above"], header["extra"] = self.above, self.extra
+        # what the script takes when a field is missing is left out (JSON it need not decode)
+        header = {k: v for k, v in header.items() if HEADER_DEFAULTS.get(k, _NONE) != v}
         args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
         for c in self.children:
             fp, h = fingerprint_args(c.fp, bloom=bloom)
             # "=": the payload's URL names the site, so the script stores the payload alone
             site = "=" if c.site and payload_site(c.payload) == c.site else c.site
-            args += [fp, h, c.priority, "d" if c.dont_filter else "", c.delay_ms, site, c.payload]
+            spec = f"{'d' if c.dont_filter else ''}{c.priority}"
+            if c.delay_ms or site != "=":
+                spec += f" {c.delay_ms} {site}"
+            args += [fp, h, spec, c.payload]
         for a in self.acks:
             args += [a.rid, a.site]
         for d in self.dead:
@@ -276,6 +281,26 @@ class ShardBatch:
             fp, h = fingerprint_args(r.fp, bloom=bloom)
             args += [r.lease.rid, r.lease.site, r.interval_ms, r.payload, fp, h]
         return args
+
+
+#: the header fields ``sync`` reads with a default when they are missing, and that default
+#: (frontier.lua: ``tonumber(h[...]) or ...``; idle and paused count only when 1)
+HEADER_DEFAULTS: dict[str, Any] = {
+    "c": 0,
+    "a": 0,
+    "d": 0,
+    "f": 0,
+    "lease": 0,
+    "live": 1,
+    "idle": 0,
+    "paused": 0,
+    "rate": 0,
+    "conc": 0,
+    "burst": 1,
+    "adaptive": 8,
+    "recover": 120_000,
+}
+_NONE = object()
 
 
 @dataclass(frozen=True)

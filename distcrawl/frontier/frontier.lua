@@ -71,7 +71,10 @@ Shard slot (per shard)
                            off linearly: from 0 to 1 in recover_ms, idle or not) and base_rate
                            (the requests/s the factor applies to, for status)
   Q:active           HASH  site -> requests of the site in flight on all nodes (no field: 0);
-                           one read and one write per call for all the sites it touches
+                           one read and one write per call for all the sites it touches.
+                           Counted once a limit applies in the shard (a header's rate or conc
+                           above 0, or a site's limits: set_site_limits creates the hash) and
+                           from then on; a crawl without limits counts nothing
   Q:limits           SET   sites with a limit_rate or limit_conc of their own (set_site_limits):
                            with no default rate, a lease reads the budget hash only of these
                            and of the sites in Q:cuts
@@ -106,7 +109,7 @@ clock (TIME), so nodes with skewed clocks still agree on heartbeats and due time
 Shard commands (KEYS[1] = Q)
   sync node header [child]* [ack]* [dead]* [feedback]*
        One call per shard and flush; a node pipelines the calls of all shards it has work for
-       into one round trip. `header` is JSON: c, a, d, f (how many children, acks, dead letters
+       into one round trip. `header` is JSON (a field left out takes its default): c, a, d, f (how many children, acks, dead letters
        and feedback records follow, in that order), lease (how many to lease, 0 = none), live
        (live nodes, for the fair share), idle (1: some node sleeps, publish new work), wake
        (the wake channel), paused (1: the control slot says so), rate, conc, burst,
@@ -119,10 +122,11 @@ Shard commands (KEYS[1] = Q)
        reply was lost) or mp '' (the node's first sync of the shard); else nothing is done
        and the reply is {'rewound', found}: the node forgets what it pushed, takes a new tag
        and reconciles its leases. Records:
-         child    fp h prio flags delay_ms site payload   (site "=": the payload's URL names
-                  it; flags "d" = dont_filter; fp "" =
-                  none; exact: fp the fingerprint's first 8 bytes as a signed decimal and h
-                  its low 32 bits; bloom: fp the binary fingerprint, h "")
+         child    fp h spec payload   (spec: "[d]prio[ delay_ms site]", "d" = dont_filter,
+                  delay_ms 0 and site "=" when left out; site "=": the payload's URL names
+                  it; fp "" = none; exact: fp the fingerprint's first 8 bytes as a signed
+                  decimal and h its low 32 bits; bloom: fp the binary fingerprint, h ""; a
+                  child filtered out is never parsed beyond fp, h and its first byte)
          ack      rid site
          dead     id record site rid   (rid: the lease it ends, "" = none)
          feedback site ok throttled slow
@@ -145,6 +149,8 @@ Shard commands (KEYS[1] = Q)
        falls due (-1: none), paced lists the leased rids that spent a rate token, queued, head
        and at_head are the queue's length, best order score ("" when empty) and how many
        queued requests share the best priority, after the call.
+       A leased request's site is '' when nothing in the call needed it and its payload's URL
+       names it (the node reads it there).
   mark_seen options [fp h]*
        Records fingerprints in the shard's dupefilter (options: JSON, bloom as in sync).
        Returns how many were new.
@@ -967,8 +973,8 @@ if cmd == 'sync' then
   if nc > 0 then
     local fps, hs = {}, {}
     for j = 1, nc do
-      fps[j] = ARGV[i + (j - 1) * 7]
-      hs[j] = ARGV[i + (j - 1) * 7 + 1]
+      fps[j] = ARGV[i + (j - 1) * 4]
+      hs[j] = ARGV[i + (j - 1) * 4 + 1]
     end
     local bloom = h['bloom']
     if type(bloom) ~= 'table' then bloom = nil end
@@ -980,8 +986,8 @@ if cmd == 'sync' then
     end
     local take = {}
     for j = 1, nc do
-      local base = i + (j - 1) * 7 + 1
-      if fresh[j] or ARGV[base + 2] == 'd' then
+      local base = i + (j - 1) * 4 + 1
+      if fresh[j] or string.byte(ARGV[base + 1], 1) == 100 then -- 'd': dont_filter
         take[#take + 1] = base
       else
         filtered = filtered + 1
@@ -993,15 +999,20 @@ if cmd == 'sync' then
       for j, base in ipairs(take) do
         local seq = seq0 + j
         local rid = make_rid(seq, tag)
-        local score = -tonumber(ARGV[base + 1]) * 1e10 + seq
-        reqs[#reqs + 1] = rid
-        local site = ARGV[base + 4]
-        if site == '=' then
-          reqs[#reqs + 1] = ARGV[base + 5] -- the node checked: its URL names its site
-        else
-          reqs[#reqs + 1] = req_value(site, ARGV[base + 5])
+        local spec = ARGV[base + 1]
+        if string.byte(spec, 1) == 100 then spec = string.sub(spec, 2) end
+        local prio, delay, site = spec, 0, '='
+        if string.find(spec, ' ', 1, true) then
+          prio, delay, site = string.match(spec, '^(%S*) (%S*) (.*)$')
+          delay = tonumber(delay) or 0
         end
-        local delay = tonumber(ARGV[base + 3]) or 0
+        local score = -tonumber(prio) * 1e10 + seq
+        reqs[#reqs + 1] = rid
+        if site == '=' then
+          reqs[#reqs + 1] = ARGV[base + 2] -- the node checked: its URL names its site
+        else
+          reqs[#reqs + 1] = req_value(site, ARGV[base + 2])
+        end
         if delay > 0 then
           zd[#zd + 1] = now + delay; zd[#zd + 1] = rid
           ds[#ds + 1] = rid; ds[#ds + 1] = score
@@ -1018,7 +1029,7 @@ if cmd == 'sync' then
         call_chunked('HSET', P .. ':delayed:score', ds, 2)
       end
     end
-    i = i + nc * 7
+    i = i + nc * 4
   end
 
   -- feedback first: it changes site budgets outside the cache the acks and leases share
