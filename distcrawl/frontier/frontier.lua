@@ -766,16 +766,19 @@ local function promote_due(now, limit)
 end
 
 -- which of the shard's waiting rooms, parked retries, pause flag, per-site limits, adaptive
--- cuts and in-flight counts exist: one EXISTS, key j named 2^(j-1) times, so the count it
--- returns says which (most calls find none of them)
+-- cuts and in-flight counts exist: one EXISTS of the six, as most calls of a crawl without
+-- limits find none; else one more, key j named 2^(j-1) times, whose count says which
 local SIDE = {'waiting', 'delayed', 'paused', 'limits', 'cuts', 'active'}
 local function side_keys()
+  local keys = {}
+  for j, name in ipairs(SIDE) do keys[j] = P .. ':' .. name end
+  local n = redis.call('EXISTS', unpack(keys))
+  if n == 0 then return false, false, false, false, false end
   local args = {}
-  for j, name in ipairs(SIDE) do
-    local key = P .. ':' .. name
+  for j, key in ipairs(keys) do
     for _ = 1, 2 ^ (j - 1) do args[#args + 1] = key end
   end
-  local n = redis.call('EXISTS', unpack(args))
+  n = redis.call('EXISTS', unpack(args))
   local out = {}
   for j = 1, #SIDE do
     out[j] = n % 2 == 1
