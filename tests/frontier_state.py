@@ -13,7 +13,16 @@ import redis
 
 from distcrawl.frontier.keys import FrontierKeys
 
-__all__ = ["KEYS", "dead_records", "delayed", "leased", "leases_left", "queued", "site_shard"]
+__all__ = [
+    "KEYS",
+    "dead_records",
+    "delayed",
+    "leased",
+    "leases_left",
+    "queued",
+    "queued_values",
+    "site_shard",
+]
 
 KEYS = FrontierKeys("catalog", "catalog:start_urls")
 
@@ -24,6 +33,23 @@ def _sum(r: redis.Redis, verb: str, key: Any, keys: FrontierKeys) -> int:
 
 def queued(r: redis.Redis, keys: FrontierKeys = KEYS) -> int:
     return _sum(r, "zcard", lambda s: s.queue, keys)
+
+
+def queued_values(r: redis.Redis, shard: Any) -> dict[str, bytes]:
+    """rid -> Q:req value of every request in ``shard``'s queue: a pushed child's entry holds
+    it inline ("<rid>\t<value>"), a bare rid's is in the ``req`` hash."""
+    out: dict[str, bytes] = {}
+    bare = []
+    for entry in r.zrange(shard.queue, 0, -1):
+        rid, tab, value = entry.partition(b"\t")
+        if tab:
+            out[rid.decode()] = value
+        else:
+            bare.append(rid)
+    for rid, value in zip(bare, r.hmget(shard.requests, bare) if bare else [], strict=True):
+        if value is not None:
+            out[rid.decode()] = value
+    return out
 
 
 def delayed(r: redis.Redis, keys: FrontierKeys = KEYS) -> int:

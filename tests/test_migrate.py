@@ -17,6 +17,7 @@ import redis
 import scrapy
 from crawl_nodes import TESTS, Node, stop_all, wait_for
 from frontier_state import queued as queued_in
+from frontier_state import queued_values
 
 from distcrawl.commands.migrate import MigrationRefused, entry_request, load_entry
 from distcrawl.frontier import codec
@@ -180,7 +181,8 @@ def test_a_pickled_queue_moves_only_with_the_trust_flag(redis_url: str) -> None:
     assert code == 1  # the bad fingerprint
     assert (summary["migrated"], summary["fingerprints_refused"]) == (2, 1)
     # a stored payload is "<site>\n<payload>" unless its URL names its site
-    values = [v.decode().rpartition("\n")[2] for s in shards for v in r.hvals(s.requests)]
+    queued = [v for s in shards for v in queued_values(r, s).values()]
+    values = [v.decode().rpartition("\n")[2] for v in queued]
     payloads = [json.loads(v) for v in values]
     assert sorted(p.get("u") or p["url"] for p in payloads) == [
         "http://shop.test/p/0.html",

@@ -38,7 +38,11 @@ def frontier_entries(r: redis.Redis) -> dict[str, Any]:
             payload = json.loads(text[text.index("{") :])
             urls[rid.decode()] = payload["u"]
             states[payload["u"]] = (payload.get("mt") or {}).get("~v") or {}
-        places.update(rid.decode() for rid in r.zrange(shard.queue, 0, -1))
+        for entry in r.zrange(shard.queue, 0, -1):  # "<rid>\t<value>" or a bare rid
+            rid, tab, value = entry.decode().partition("\t")
+            if tab:
+                urls[rid] = json.loads(value[value.index("{") :])["u"]
+            places[rid] += 1
         places.update(rid.decode() for rid in r.zrange(shard.delayed, 0, -1))
         places.update(m.decode().partition(":")[2] for m in r.zrange(shard.revisit, 0, -1))
         for site in r.zrange(shard.waiting, 0, -1):

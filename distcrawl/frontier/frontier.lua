@@ -35,9 +35,15 @@ Control slot
                            On Redis Cluster name it inside the control slot ({S}:start_urls).
 
 Shard slot (per shard)
-  Q:queue            ZSET  rid -> order score. Lowest score leaves first. The score is
+  Q:queue            ZSET  entry -> order score. Lowest score leaves first. The score is
                            -priority * 1e10 + seq: higher priority first and, within one
-                           priority and one shard, first in first out
+                           priority and one shard, first in first out. An entry is
+                           "<rid>\t<value>" (a pushed child: its Q:req value inline, one
+                           copy of the rid and no hash entry while it is queued) or a bare
+                           rid whose value is in Q:req (a request back from a lease, a retry,
+                           a revisit or a dead letter; and every entry of older versions).
+                           A rid never holds a tab; a leased or waiting request's value is
+                           in Q:req
   Q:req              HASH  rid -> payload (compact request JSON, never pickle; codec.py), or
                            "<site>\n<payload>" when the payload's URL does not name its site.
                            A rid is "<seq>.<tag>": seq from Q:seq, tag chosen by the node that
@@ -1010,22 +1016,19 @@ if cmd == 'sync' then
           delay = tonumber(delay) or 0
         end
         local score = -tonumber(prio) * 1e10 + seq
-        reqs[#reqs + 1] = rid
-        if site == '=' then
-          reqs[#reqs + 1] = ARGV[base + 2] -- the node checked: its URL names its site
-        else
-          reqs[#reqs + 1] = req_value(site, ARGV[base + 2])
-        end
+        local value = ARGV[base + 2] -- site '=': the node checked that its URL names its site
+        if site ~= '=' then value = req_value(site, value) end
         if delay > 0 then
+          reqs[#reqs + 1] = rid; reqs[#reqs + 1] = value
           zd[#zd + 1] = now + delay; zd[#zd + 1] = rid
           ds[#ds + 1] = rid; ds[#ds + 1] = score
           parked = parked + 1
         else
-          zq[#zq + 1] = score; zq[#zq + 1] = rid
+          zq[#zq + 1] = score; zq[#zq + 1] = rid .. '\t' .. value -- inline: no Q:req entry
           added = added + 1
         end
       end
-      call_chunked('HSET', P .. ':req', reqs, 2)
+      if #reqs > 0 then call_chunked('HSET', P .. ':req', reqs, 2) end
       if #zq > 0 then qlen = qlen + call_chunked('ZADD', queue, zq, 2) end
       if #zd > 0 then
         call_chunked('ZADD', P .. ':delayed', zd, 2)
@@ -1174,9 +1177,28 @@ if cmd == 'sync' then
     local want = math.min(lease_n, #out / 4 + share)
     local function take(popped)
       qlen = qlen - #popped / 2
-      local rids = {}
-      for j = 1, #popped, 2 do rids[#rids + 1] = popped[j] end
-      local values = redis.call('HMGET', P .. ':req', unpack(rids))
+      -- an inline entry carries its value; a bare rid's is in Q:req. A leased or waiting
+      -- request's value is in Q:req: the inline ones are written there now
+      local rids, values, bare, inline = {}, {}, {}, {}
+      for j = 1, #popped, 2 do
+        local entry = popped[j]
+        local k = #rids + 1
+        local tab = string.find(entry, '\t', 1, true)
+        if tab then
+          rids[k], values[k] = string.sub(entry, 1, tab - 1), string.sub(entry, tab + 1)
+          inline[#inline + 1] = rids[k]; inline[#inline + 1] = values[k]
+        else
+          rids[k], values[k] = entry, false
+          bare[#bare + 1] = k
+        end
+      end
+      if #bare > 0 then
+        local names = {}
+        for j, k in ipairs(bare) do names[j] = rids[k] end
+        local got = redis.call('HMGET', P .. ':req', unpack(names))
+        for j, k in ipairs(bare) do values[k] = got[j] end
+      end
+      if #inline > 0 then call_chunked('HSET', P .. ':req', inline, 2) end
       local sites, payloads, found = {}, {}, {}
       -- a request's site matters here only to a budget (a rate, a limit, a cut) or to the
       -- in-flight counts; else the node reads it from the payload's URL itself ('' here)
