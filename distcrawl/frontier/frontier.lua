@@ -115,15 +115,15 @@ clock (TIME), so nodes with skewed clocks still agree on heartbeats and due time
 Shard commands (KEYS[1] = Q)
   sync node header [child]* [ack]* [dead]* [feedback]*
        One call per shard and flush; a node pipelines the calls of all shards it has work for
-       into one round trip. `header` is JSON (a field left out takes its default): c, a, d, f (how many children, acks, dead letters
-       and feedback records follow, in that order), lease (how many to lease, 0 = none), live
-       (live nodes, for the fair share), idle (1: some node sleeps, publish new work), wake
-       (the wake channel), paused (1: the control slot says so), rate, conc, burst,
-       adaptive (the site budget defaults), recover (ms a cut takes to wear off), bloom
-       ([m, k] when the Bloom dupefilter is on), [revisit] rv (the dupefilter's generation
-       length in ms: revisit mode) and r (how many revisit records follow the feedback),
-       and for a fenced node mp, mn (the mark it
-       wrote last to this shard, its next one) and tag (into the rids of its children).
+       into one round trip. `header` is JSON (a field left out takes its default): c, a, d,
+       f (how many children, acks, dead letters and feedback records follow, in that order),
+       lease (how many to lease, 0 = none), live (live nodes, for the fair share), idle (1:
+       some node sleeps, publish new work), wake (the wake channel), paused (1: the control
+       slot says so), rate, conc, burst, adaptive (the site budget defaults), recover (ms a
+       cut takes to wear off), bloom ([m, k] when the Bloom dupefilter is on), [revisit] rv
+       (the dupefilter's generation length in ms: revisit mode) and r (how many revisit
+       records follow the feedback), and for a fenced node mp, mn (the mark it wrote last to
+       this shard, its next one) and tag (into the rids of its children).
        First, unless mn is '': Q:marks[node] must be mp (or mn: a call that ran but whose
        reply was lost) or mp '' (the node's first sync of the shard); else nothing is done
        and the reply is {'rewound', found}: the node forgets what it pushed, takes a new tag
