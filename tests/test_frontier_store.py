@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import threading
 import time
 from typing import Any
@@ -467,6 +468,39 @@ def test_a_cut_stored_before_cuts_wore_off_wears_off_from_its_cut_at(
 
 
 # -- per-batch work: the dupefilter, the lease plan, the Bloom filter's size ---------------------
+
+
+def test_a_split_reads_each_members_bucket_bits_as_the_node_computes_them(redis_url: str) -> None:
+    """``low_bits`` (what a bucket split reads of every member) against the node's ``h``, at
+    every bucket count: short and long numbers, negative ones, the int64 extremes."""
+    import re
+
+    from distcrawl.frontier import store as store_module
+
+    lua = store_module._LUA
+    helpers = "\n".join(
+        re.search(rf"^local function {name}\(.*?^end$", lua, re.S | re.M).group(0)  # type: ignore[union-attr]
+        for name in ("low32", "low_bits")
+    )
+    rng = random.Random(5)
+    members = [0, 1, -1, 7, -8, 2**63 - 1, -(2**63), 10**15 - 1, -(10**15) + 1, 10**15, -(10**15)]
+    members += [rng.randrange(-(2**63), 2**63) for _ in range(300)]
+    members += [rng.randrange(-(10**16), 10**16) for _ in range(100)]
+    mods = [2**k for k in range(0, 27)]
+    script = (
+        helpers
+        + """
+local out = {}
+for _, dec in ipairs(ARGV) do
+  for k = 0, 26 do out[#out + 1] = low_bits(dec, 2 ^ k) end
+end
+return out
+"""
+    )
+    client = redis.Redis.from_url(redis_url)
+    got = client.eval(script, 0, *[str(m) for m in members])
+    want = [(m & 0xFFFFFFFF) % mod for m in members for mod in mods]
+    assert got == want
 
 
 def test_exact_dupefilter_checks_a_batch_by_bucket_and_keeps_duplicates_out(

@@ -534,6 +534,14 @@ end
 -- from two numbers of at most 10 digits each, exact in a double (what a split reads of
 -- every member of the bucket it splits: a digit loop costs several times more)
 local function low_bits(dec, mod)
+  if mod <= 32768 then
+    -- mod divides 10^15, so the last 15 digits decide, and they are exact in a double (a
+    -- shorter number whole: Lua's % of a negative one is the two's complement's, as here)
+    if #dec <= 15 then return tonumber(dec) % mod end
+    local r = tonumber(string.sub(dec, -15)) % mod
+    if r ~= 0 and string.byte(dec, 1) == 45 then r = mod - r end
+    return r
+  end
   if mod > 67108864 then return low32(dec) % mod end
   local neg = string.byte(dec, 1) == 45
   if neg then dec = string.sub(dec, 2) end
