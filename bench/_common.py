@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import statistics
@@ -314,6 +315,9 @@ class Services:
     def __init__(self, *, mongo: bool = False, home: Path | None = None) -> None:
         from distcrawl.services import MongoServer, RedisServer
 
+        #: a folder this object made is removed by :meth:`stop` (a bench's Redis data and
+        #: append-only file: hundreds of MB after a memory run)
+        self._made_home = home is None
         self.home = home or Path(tempfile.mkdtemp(prefix="distcrawl-bench-"))
         self.redis = RedisServer(data_dir=self.home / "redis", log_path=self.home / "redis.log")
         self.mongo = (
@@ -339,9 +343,13 @@ class Services:
         return self.mongo.uri_for("catalog")
 
     def stop(self) -> None:
-        self.redis.stop()
-        if self.mongo is not None:
-            self.mongo.stop()
+        try:
+            self.redis.stop()
+            if self.mongo is not None:
+                self.mongo.stop()
+        finally:
+            if self._made_home:
+                shutil.rmtree(self.home, ignore_errors=True)
 
     def __enter__(self) -> Services:
         return self

@@ -32,6 +32,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -776,6 +777,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if cluster is not None:
             cluster.stop()
+            shutil.rmtree(cluster.home, ignore_errors=True)
     print_report(report, HEADLINE, as_json=args.json)
     return 0
 
