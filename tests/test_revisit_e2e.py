@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis
 from crawl_nodes import HEARTBEAT_TIMEOUT, Node, stop_all, wait_for
+from frontier_state import queued_values
 
 from distcrawl.frontier.keys import FrontierKeys
 
@@ -38,10 +39,9 @@ def frontier_entries(r: redis.Redis) -> dict[str, Any]:
             payload = json.loads(text[text.index("{") :])
             urls[rid.decode()] = payload["u"]
             states[payload["u"]] = (payload.get("mt") or {}).get("~v") or {}
-        for entry in r.zrange(shard.queue, 0, -1):  # "<rid>\t<value>" or a bare rid
-            rid, tab, value = entry.decode().partition("\t")
-            if tab:
-                urls[rid] = json.loads(value[value.index("{") :])["u"]
+        for rid, value in queued_values(r, shard).items():  # inline entries included
+            text = value.decode()
+            urls[rid] = json.loads(text[text.index("{") :])["u"]
             places[rid] += 1
         places.update(rid.decode() for rid in r.zrange(shard.delayed, 0, -1))
         places.update(m.decode().partition(":")[2] for m in r.zrange(shard.revisit, 0, -1))

@@ -321,20 +321,16 @@ end
 -- Sites whose budget hash holds something a lease must read while the default rate is 0:
 -- per-site limits (Q:limits, written with them) or an adaptive cut (Q:cuts). Other sites are
 -- admitted without reading their hash.
-local special = nil    -- whether the shard has any such site (false: none; nil: not asked)
+local special = false  -- whether the shard has any such site (sync reads it: side_keys)
 local special_of = {}  -- site -> true / false
 
 local function mark_special(sites)
-  if special == false then return end
+  if not special then return end
   local ask = {}
   for _, site in ipairs(sites) do
     if special_of[site] == nil and site ~= '' then ask[#ask + 1] = site end
   end
   if #ask == 0 then return end
-  if special == nil then
-    special = redis.call('EXISTS', P .. ':limits', P .. ':cuts') > 0
-    if not special then return end
-  end
   local i = 1
   while i <= #ask do
     local last = math.min(#ask, i + BATCH - 1)
@@ -346,7 +342,7 @@ local function mark_special(sites)
 end
 
 local function is_special(site)
-  if special == false then return false end
+  if not special then return false end
   if special_of[site] == nil then mark_special({site}) end
   return special_of[site] == true
 end
