@@ -343,13 +343,14 @@ class ShardReply:
         ]
         paced_rids = {raw_text(p) for p in paced}
         leased = []
-        for i in range(0, len(out), 4):
-            rid = raw_text(out[i])
-            payload = out[i + 1]
-            payload = payload if isinstance(payload, bytes) else str(payload).encode()
-            score = float(out[i + 2])
+        for entry in out:
+            # "<order score>\t<rid>\t<site>\t<payload>"
+            entry = entry if isinstance(entry, bytes) else str(entry).encode()
+            score_text, rid_raw, site_raw, payload = entry.split(b"\t", 3)
+            rid = raw_text(rid_raw)
+            score = float(score_text)
             # '': the script did not need the site, which the payload's URL names
-            site = raw_text(out[i + 3]) or payload_site(payload.decode("utf-8", "replace")) or ""
+            site = raw_text(site_raw) or payload_site(payload.decode("utf-8", "replace")) or ""
             leased.append(
                 Leased(
                     Lease(shard, rid, site),

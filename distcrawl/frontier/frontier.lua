@@ -148,15 +148,17 @@ Shard commands (KEYS[1] = Q)
        most `conc` in flight cluster-wide; 0 = no limit; per-site limit_rate / limit_conc
        override) moves to Q:wait:<site>; sites whose wait is over are served first. A node
        takes at most its share of the shard, queued / live (rounded up).
-       Returns {added, filtered, parked, acked, stale, {rid, payload, score, site, ...}, next_due_ms,
-       paced, queued, head, at_head, site_events, revisited}: site_events lists the adaptive cuts this
-       call made and the cuts it found worn off, flat: site, 'cut'|'recovered', factor before,
-       factor after, reason ('throttled'|'slow', or the ms since the cut); next_due_ms is how soon a parked retry or a waiting site
-       falls due (-1: none), paced lists the leased rids that spent a rate token, queued, head
-       and at_head are the queue's length, best order score ("" when empty) and how many
-       queued requests share the best priority, after the call.
-       A leased request's site is '' when nothing in the call needed it and its payload's URL
-       names it (the node reads it there).
+       Returns {added, filtered, parked, acked, stale, leased, next_due_ms, paced, queued,
+       head, at_head, site_events, revisited}. leased holds one string per leased request,
+       "<order score>\t<rid>\t<site>\t<payload>" (one reply element costs the script more
+       than the concatenation); its site is '' when nothing in the call needed it and its
+       payload's URL names it (the node reads it there). site_events lists the adaptive cuts
+       this call made and the cuts it found worn off, flat: site, 'cut'|'recovered', factor
+       before, factor after, reason ('throttled'|'slow', or the ms since the cut);
+       next_due_ms is how soon a parked retry or a waiting site falls due (-1: none), paced
+       lists the leased rids that spent a rate token, queued, head and at_head are the
+       queue's length, best order score ("" when empty) and how many queued requests share
+       the best priority, after the call.
   mark_seen options [fp h]*
        Records fingerprints in the shard's dupefilter (options: JSON, bloom as in sync).
        Returns how many were new.
@@ -1147,10 +1149,8 @@ if cmd == 'sync' then
   local function grant(rid, score, site, payload, spent_token)
     if spent_token then paced[#paced + 1] = rid end
     held_new[#held_new + 1] = score; held_new[#held_new + 1] = rid
-    out[#out + 1] = rid
-    out[#out + 1] = payload
-    out[#out + 1] = score
-    out[#out + 1] = site
+    -- one string per request: a reply element costs the script more than the concatenation
+    out[#out + 1] = score .. '\t' .. rid .. '\t' .. site .. '\t' .. payload
   end
   if (lease_n > 0 or extra > 0) and h['paused'] ~= 1 and not has_paused then
     -- first the sites whose wait is over, oldest wait first
@@ -1160,7 +1160,7 @@ if cmd == 'sync' then
     end
     for _, site in ipairs(due) do
       local wait = P .. ':wait:' .. site
-      while #out < 4 * lease_n do
+      while #out < lease_n do
         local head = redis.call('ZRANGE', wait, 0, 0, 'WITHSCORES')
         if #head == 0 then
           redis.call('ZREM', P .. ':waiting', site)
@@ -1193,7 +1193,7 @@ if cmd == 'sync' then
     -- and hold half in its prefetch buffer while the other nodes idle.
     local live = math.max(1, tonumber(h['live']) or 1)
     local share = math.max(1, math.ceil(qlen / live))
-    local want = math.min(lease_n, #out / 4 + share)
+    local want = math.min(lease_n, #out + share)
     local function take(popped)
       qlen = qlen - #popped / 2
       -- an inline entry carries its value; a bare rid's is in Q:req. A leased or waiting
@@ -1255,19 +1255,19 @@ if cmd == 'sync' then
       return #rids
     end
     local looked = 0
-    while #out < 4 * want and looked < 4 * lease_n do
-      local popped = redis.call('ZPOPMIN', queue, want - #out / 4)
+    while #out < want and looked < 4 * lease_n do
+      local popped = redis.call('ZPOPMIN', queue, want - #out)
       if #popped == 0 then break end
       looked = looked + take(popped)
     end
     if extra > 0 then
       -- priority > above: an order score below -above * 1e10 (seq < 1e10)
       local bound = '(' .. string.format('%.17g', -above * 1e10)
-      local goal = #out / 4 + math.min(extra, share)
+      local goal = #out + math.min(extra, share)
       looked = 0
-      while #out < 4 * goal and looked < 4 * extra do
+      while #out < goal and looked < 4 * extra do
         local popped = redis.call('ZRANGE', queue, '-inf', bound, 'BYSCORE', 'LIMIT', 0,
-          goal - #out / 4, 'WITHSCORES')
+          goal - #out, 'WITHSCORES')
         if #popped == 0 then break end
         local gone = {}
         for j = 1, #popped, 2 do gone[#gone + 1] = popped[j] end
