@@ -172,7 +172,9 @@ def drive(server: CallgrindServer, args: argparse.Namespace) -> dict[str, Any]:
     instructions = totals[0]
     stats = client.info("commandstats")
     client.close()
-    inner = sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_evalsha",))
+    inner = sum(
+        v["calls"] for k, v in stats.items() if k not in ("cmdstat_evalsha", "cmdstat_fcall")
+    )
     inner -= sum(v["calls"] for k, v in stats.items() if k.startswith("cmdstat_config"))
     pages = max(1, pages)
     return {

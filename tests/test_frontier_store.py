@@ -25,15 +25,20 @@ from distcrawl.frontier.store import (
 )
 
 
-@pytest.fixture(params=[1, 16], ids=["1-shard", "16-shards"])
+@pytest.fixture(
+    params=[(1, True), (16, True), (16, False)], ids=["1-shard", "16-shards", "16-shards-eval"]
+)
 def store(redis_url: str, request: pytest.FixtureRequest) -> FrontierStore:
+    """The script as a function library (FCALL) where the server has FUNCTION, and as an EVAL
+    script (what Redis before 7 and Redis Cluster clients run)."""
+    shards, functions = request.param
     client = redis.Redis.from_url(redis_url)
-    keys = FrontierKeys("t", "t:start_urls", shards=request.param)
+    keys = FrontierKeys("t", "t:start_urls", shards=shards)
     for pattern in keys.patterns():
         for key in client.scan_iter(pattern):
             client.delete(key)
     client.delete(keys.start_urls)
-    return FrontierStore(client, keys, refresh=0.0)
+    return FrontierStore(client, keys, refresh=0.0, functions=functions)
 
 
 def child(

@@ -108,7 +108,10 @@ Shard slot (per shard)
                            `leases:<node>`: requests the node holds in this shard. The status
                            reads one hash per shard instead of a key per node or per site
 
-Call: EVALSHA sha 1 Q|C <command> <args...> (control commands: EVALSHA sha 2 C START ...).
+Call: FCALL distcrawl_frontier_<hash> 1 Q|C <command> <args...> (control commands: FCALL ... 2
+C START ...) where Redis has FUNCTION: store.py loads this file as a function library (it
+registers `frontier`, defined at the end); else EVALSHA sha 1 Q|C ..., the file then ending in
+a call of `frontier` with KEYS and ARGV. Either way every call starts from a fresh state.
 Node-specific keys are derived from the prefix inside the script. Times come from the server
 clock (TIME), so nodes with skewed clocks still agree on heartbeats and due times.
 
@@ -208,8 +211,11 @@ Control commands (KEYS[1] = C, KEYS[2] = START)
        Returns {seeding, start, {node*}}: seeds held by nodes, seeds waiting, the nodes.
 ]]
 
-local P = KEYS[1]
-local cmd = ARGV[1]
+-- The call's keys and arguments, its key prefix and command: set by `frontier` (the end of
+-- this file) at every call, like the per-call state below, so that the functions are made once
+-- when the script runs as a Redis function library (store.py: FUNCTION LOAD, then FCALL) and
+-- the whole file still runs as one EVAL script (where FUNCTION is missing: Redis before 7)
+local KEYS, ARGV, P, cmd
 local BATCH = 1000 -- most arguments handed to one command (Lua's unpack has a stack limit)
 
 local function now_ms()
@@ -271,11 +277,11 @@ end
 -- whose set_site_limits creates Q:active): Q:active exists from then on, and so the counting
 -- goes on. A crawl without limits counts nothing per request (nothing would read the counts
 -- but the status).
-local ACTIVE = P .. ':active'
-local counting = nil -- whether this call counts (nil: Q:active not asked yet)
-local act = {}       -- site -> its count in Q:active as read by this call
-local act_delta = {} -- site -> what this call changed
-local act_dirty = false
+local ACTIVE         -- P .. ':active'
+local counting       -- whether this call counts (nil: Q:active not asked yet)
+local act            -- site -> its count in Q:active as read by this call
+local act_delta      -- site -> what this call changed
+local act_dirty
 
 -- only where a concurrency limit needs it
 local function active_of(site)
@@ -323,8 +329,8 @@ end
 -- Sites whose budget hash holds something a lease must read while the default rate is 0:
 -- per-site limits (Q:limits, written with them) or an adaptive cut (Q:cuts). Other sites are
 -- admitted without reading their hash.
-local special = false  -- whether the shard has any such site (sync reads it: side_keys)
-local special_of = {}  -- site -> true / false
+local special     -- whether the shard has any such site (sync reads it: side_keys)
+local special_of  -- site -> true / false
 
 local function mark_special(sites)
   if not special then return end
@@ -350,7 +356,7 @@ local function is_special(site)
 end
 
 -- the site budgets touched by this call, read once and written back once
-local budgets = {}
+local budgets -- site -> its budget as read by this call
 
 local function budget(site)
   local b = budgets[site]
@@ -380,7 +386,7 @@ end
 
 -- whether the shard has sites waiting for budget (read once per call: a site's waiting
 -- room is never without its entry in Q:waiting, and most calls find none)
-local any_waiting = nil
+local any_waiting -- (nil: not asked yet)
 
 -- `count` requests of `site` left the nodes (acked or returned): slots free up
 local function site_done(site, count)
@@ -393,7 +399,7 @@ local function site_done(site, count)
 end
 
 -- adaptive cuts made or worn off during this call (see `sync`'s return)
-local site_events = {}
+local site_events
 
 -- A site's adaptive factor now. A cut wears off with time, linearly (from 0 back to 1 in
 -- recover_ms), whether requests of the site come by or not: a cut must not outlive the crawl
@@ -971,7 +977,7 @@ local function promote_revisits(now, limit)
 end
 -- [/revisit] ----------------------------------------------------------------------------------
 
-if cmd == 'sync' then
+local function sync_command()
   local node = ARGV[2]
   local h = cjson.decode(ARGV[3])
   local mark_prev, mark_new = h['mp'] or '', h['mn'] or ''
@@ -1315,222 +1321,237 @@ if cmd == 'sync' then
   end
   return {added, filtered, parked, acked, stale, out, next_due, paced,
     qlen, head[2] or '', at_head, events, revisited}
-
-elseif cmd == 'mark_seen' then
-  local h = cjson.decode(ARGV[2])
-  local fps, hs = {}, {}
-  for j = 3, #ARGV, 2 do
-    fps[#fps + 1] = ARGV[j]
-    hs[#hs + 1] = ARGV[j + 1]
-  end
-  local bloom = h['bloom']
-  if type(bloom) ~= 'table' then bloom = nil end
-  local added = 0
-  local fresh
-  if tonumber(h['rv']) then -- [revisit]
-    fresh = revisit_dupefilter(fps, hs, bloom, tonumber(h['rv']), now_ms())
-  else
-    fresh = dupefilter(fps, hs, bloom)
-  end
-  for _ in pairs(fresh) do added = added + 1 end
-  return added
-
-elseif cmd == 'take_token' then
-  -- A request that never was in the queue (robots.txt) spends a token at once, going into
-  -- debt if need be: it must not wait, since the node holds that site's leased requests until
-  -- robots.txt is in, and would then send them in one burst. The queue pays the debt back.
-  local site, def_rate, burst = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-  local k = P .. ':site:' .. site
-  local now = now_ms()
-  local st = redis.call('HMGET', k, 'tokens', 'ts', 'limit_rate', 'factor', 'fts', 'recover_ms',
-    'cut_at')
-  local rate = (tonumber(st[3]) or def_rate) * site_factor(site, st[4], st[5], st[6], st[7], now)
-  if rate <= 0 then return 0 end
-  local tokens = tonumber(st[1]) or burst
-  tokens = math.min(burst, tokens + (now - (tonumber(st[2]) or now)) * rate / 1000)
-  redis.call('HSET', k, 'tokens', tostring(tokens - 1), 'ts', now)
-  return 0
-
-elseif cmd == 'release' then
-  local node, channel = ARGV[2], ARGV[3]
-  local rids = {}
-  for j = 4, #ARGV do rids[#rids + 1] = ARGV[j] end
-  local moved = release(node, rids)
-  -- all of them: a clean stop or a recovery; a node alive after all re-reconciles
-  if #rids == 0 then redis.call('HDEL', P .. ':marks', node) end
-  publish_wake(channel, moved)
-  return moved
-
-elseif cmd == 'drained' then
-  local leased = 0
-  for j = 2, #ARGV do leased = leased + redis.call('ZCARD', P .. ':leases:' .. ARGV[j]) end
-  local queued = redis.call('ZCARD', P .. ':queue')
-  for _, site in ipairs(redis.call('ZRANGE', P .. ':waiting', 0, -1)) do
-    queued = queued + redis.call('ZCARD', P .. ':wait:' .. site)
-  end
-  return {queued, redis.call('ZCARD', P .. ':delayed'), leased}
-
-elseif cmd == 'revisit_status' then -- [revisit]
-  local grace = tonumber(ARGV[2]) or 0
-  local now = now_ms()
-  local revisit, late = P .. ':revisit', P .. ':revisit:late'
-  local first = redis.call('ZRANGE', revisit, 0, 0, 'WITHSCORES')
-  local oldest = redis.call('ZRANGE', late, 0, 0, 'WITHSCORES')
-  local next_in, behind = '', 0
-  if #first == 2 then
-    next_in = tostring(tonumber(first[2]) - now)
-    behind = math.max(0, now - tonumber(first[2]))
-  end
-  if #oldest == 2 then behind = math.max(behind, now - tonumber(oldest[2])) end
-  return {redis.call('ZCARD', revisit), redis.call('ZCOUNT', revisit, '-inf', now + grace),
-    next_in, behind, redis.call('ZCARD', late)}
-
-elseif cmd == 'requeue_dead' then
-  local max, tag = tonumber(ARGV[2]), ARGV[3]
-  local ids = {}
-  for j = 4, #ARGV do ids[#ids + 1] = ARGV[j] end
-  if #ids == 0 then
-    local all = redis.call('HKEYS', P .. ':dead')
-    for j = 1, math.min(max, #all) do ids[#ids + 1] = all[j] end
-  end
-  local moved = 0
-  for _, id in ipairs(ids) do
-    local record = redis.call('HGET', P .. ':dead', id)
-    if record then
-      local ok, decoded = pcall(cjson.decode, record)
-      if ok and type(decoded) == 'table' and type(decoded['request']) == 'string' then
-        local prio = tonumber(decoded['priority']) or 0
-        -- back through the site's budget like any request (a site that failed is not flooded)
-        local site = record_site(decoded)
-        local seq = new_seqs(1) + 1
-        local rid = make_rid(seq, tag)
-        redis.call('HSET', P .. ':req', rid, req_value(site, decoded['request']))
-        redis.call('ZADD', P .. ':queue', -prio * 1e10 + seq, rid)
-        redis.call('HDEL', P .. ':dead', id)
-        moved = moved + 1
-      end
-    end
-  end
-  return moved
-
--- control commands ------------------------------------------------------------------------------
-
-elseif cmd == 'heartbeat' then
-  local node, info, idle = ARGV[2], ARGV[3], ARGV[4]
-  local now = now_ms()
-  redis.call('ZADD', P .. ':nodes', now, node)
-  if info ~= '' then
-    redis.call('HSET', P .. ':node:' .. node, 'info', info, 'heartbeat', now)
-    redis.call('HDEL', P .. ':node:' .. node, 'dead_since', 'stopped_at')
-    redis.call('ZREM', P .. ':gone', node) -- [status registry]
-  end
-  if idle == '1' then
-    redis.call('SADD', P .. ':idle', node)
-  elseif idle == '0' then
-    redis.call('SREM', P .. ':idle', node)
-  end
-  return {now, redis.call('ZCARD', P .. ':nodes'), redis.call('SCARD', P .. ':idle'),
-    redis.call('EXISTS', P .. ':paused')}
-
-elseif cmd == 'take_seeds' then
-  local node, n, start_key = ARGV[2], tonumber(ARGV[3]), KEYS[2]
-  -- heart-beat too: seeds held by a node that is not in C:nodes would escape recovery
-  redis.call('ZADD', P .. ':nodes', now_ms(), node)
-  local taken = {}
-  for _ = 1, n do
-    local raw = redis.call('RPOP', start_key)
-    if not raw then break end
-    redis.call('RPUSH', P .. ':seeding:' .. node, raw)
-    taken[#taken + 1] = raw
-  end
-  return taken
-
-elseif cmd == 'seeded' then
-  local node = ARGV[2]
-  if node ~= '' then redis.call('DEL', P .. ':seeding:' .. node) end
-  if #ARGV > 2 then
-    for j = 3, #ARGV do redis.call('LPUSH', P .. ':rejected', ARGV[j]) end
-    redis.call('LTRIM', P .. ':rejected', 0, 9999)
-  end
-  return 0
-
-elseif cmd == 'stop' or cmd == 'recover' then
-  local start_key = KEYS[2]
-  local now = now_ms()
-  local function return_seeds(node)
-    -- seeds were taken oldest first; push them back so the oldest is taken first again
-    local seeding = P .. ':seeding:' .. node
-    local seeds = redis.call('LRANGE', seeding, 0, -1)
-    for i = #seeds, 1, -1 do redis.call('RPUSH', start_key, seeds[i]) end
-    redis.call('DEL', seeding)
-    redis.call('SREM', P .. ':idle', node)
-    return #seeds
-  end
-  if cmd == 'stop' then
-    local node = ARGV[2]
-    local moved = return_seeds(node)
-    -- the node's last stats stay readable for a day (cluster totals), marked as stopped
-    redis.call('ZREM', P .. ':nodes', node)
-    if redis.call('EXISTS', P .. ':node:' .. node) == 1 then
-      redis.call('HSET', P .. ':node:' .. node, 'stopped_at', now)
-      redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
-      mark_gone(node, now) -- [status registry]
-    end
-    return moved
-  end
-  local me, timeout = ARGV[2], tonumber(ARGV[3])
-  -- Silence counts only from this server's start: after a restart (an outage, a failover)
-  -- every heartbeat is old, and the nodes that are alive need time to beat again.
-  -- (pcall: where INFO is not allowed in scripts, the nodes' own wait after an outage remains)
-  local info = redis.pcall('INFO', 'server')
-  if type(info) == 'string' then
-    local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-    if uptime and uptime * 1000 < timeout then return {{}, 0} end
-  end
-  local claimed, seeds = {}, 0
-  for _, node in ipairs(redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)) do
-    if node ~= me then
-      seeds = seeds + return_seeds(node)
-      redis.call('ZREM', P .. ':nodes', node)
-      redis.call('HSET', P .. ':node:' .. node, 'dead_since', now)
-      redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
-      mark_gone(node, now) -- [status registry]
-      claimed[#claimed + 1] = node
-    end
-  end
-  if #claimed > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #claimed) end
-  -- claims whose claimer did not finish (it died too) are taken over
-  local stuck = redis.call('ZRANGEBYSCORE', P .. ':recovering', '-inf', now - timeout)
-  for _, node in ipairs(stuck) do
-    if node ~= me then claimed[#claimed + 1] = node end
-  end
-  for _, node in ipairs(claimed) do redis.call('ZADD', P .. ':recovering', now, node) end
-  return {claimed, seeds}
-
-elseif cmd == 'claim' then
-  -- one process per node id: claimed atomically, so of two started at once one wins
-  local node, owner, timeout, force = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
-  local now = now_ms()
-  local k = P .. ':node:' .. node
-  local beat = tonumber(redis.call('ZSCORE', P .. ':nodes', node))
-  local cur = redis.call('HGET', k, 'owner')
-  if force ~= '1' and beat and now - beat < timeout and cur and cur ~= owner then
-    return {0, cur, now - beat}
-  end
-  redis.call('HSET', k, 'owner', owner)
-  redis.call('PERSIST', k)
-  redis.call('ZADD', P .. ':nodes', now, node)
-  return {1, cur or '', 0}
-
-elseif cmd == 'recovered' then
-  for j = 2, #ARGV do redis.call('ZREM', P .. ':recovering', ARGV[j]) end
-  return 0
-
-elseif cmd == 'census' then
-  local nodes = redis.call('ZRANGE', P .. ':nodes', 0, -1)
-  local seeding = 0
-  for _, node in ipairs(nodes) do seeding = seeding + redis.call('LLEN', P .. ':seeding:' .. node) end
-  return {seeding, redis.call('LLEN', KEYS[2]), nodes}
 end
 
-return redis.error_reply('distcrawl frontier: unknown command ' .. tostring(cmd))
+local function other_command()
+  if cmd == 'mark_seen' then
+    local h = cjson.decode(ARGV[2])
+    local fps, hs = {}, {}
+    for j = 3, #ARGV, 2 do
+      fps[#fps + 1] = ARGV[j]
+      hs[#hs + 1] = ARGV[j + 1]
+    end
+    local bloom = h['bloom']
+    if type(bloom) ~= 'table' then bloom = nil end
+    local added = 0
+    local fresh
+    if tonumber(h['rv']) then -- [revisit]
+      fresh = revisit_dupefilter(fps, hs, bloom, tonumber(h['rv']), now_ms())
+    else
+      fresh = dupefilter(fps, hs, bloom)
+    end
+    for _ in pairs(fresh) do added = added + 1 end
+    return added
+
+  elseif cmd == 'take_token' then
+    -- A request that never was in the queue (robots.txt) spends a token at once, going into
+    -- debt if need be: it must not wait, since the node holds that site's leased requests until
+    -- robots.txt is in, and would then send them in one burst. The queue pays the debt back.
+    local site, def_rate, burst = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+    local k = P .. ':site:' .. site
+    local now = now_ms()
+    local st = redis.call('HMGET', k, 'tokens', 'ts', 'limit_rate', 'factor', 'fts', 'recover_ms',
+      'cut_at')
+    local rate = (tonumber(st[3]) or def_rate) * site_factor(site, st[4], st[5], st[6], st[7], now)
+    if rate <= 0 then return 0 end
+    local tokens = tonumber(st[1]) or burst
+    tokens = math.min(burst, tokens + (now - (tonumber(st[2]) or now)) * rate / 1000)
+    redis.call('HSET', k, 'tokens', tostring(tokens - 1), 'ts', now)
+    return 0
+
+  elseif cmd == 'release' then
+    local node, channel = ARGV[2], ARGV[3]
+    local rids = {}
+    for j = 4, #ARGV do rids[#rids + 1] = ARGV[j] end
+    local moved = release(node, rids)
+    -- all of them: a clean stop or a recovery; a node alive after all re-reconciles
+    if #rids == 0 then redis.call('HDEL', P .. ':marks', node) end
+    publish_wake(channel, moved)
+    return moved
+
+  elseif cmd == 'drained' then
+    local leased = 0
+    for j = 2, #ARGV do leased = leased + redis.call('ZCARD', P .. ':leases:' .. ARGV[j]) end
+    local queued = redis.call('ZCARD', P .. ':queue')
+    for _, site in ipairs(redis.call('ZRANGE', P .. ':waiting', 0, -1)) do
+      queued = queued + redis.call('ZCARD', P .. ':wait:' .. site)
+    end
+    return {queued, redis.call('ZCARD', P .. ':delayed'), leased}
+
+  elseif cmd == 'revisit_status' then -- [revisit]
+    local grace = tonumber(ARGV[2]) or 0
+    local now = now_ms()
+    local revisit, late = P .. ':revisit', P .. ':revisit:late'
+    local first = redis.call('ZRANGE', revisit, 0, 0, 'WITHSCORES')
+    local oldest = redis.call('ZRANGE', late, 0, 0, 'WITHSCORES')
+    local next_in, behind = '', 0
+    if #first == 2 then
+      next_in = tostring(tonumber(first[2]) - now)
+      behind = math.max(0, now - tonumber(first[2]))
+    end
+    if #oldest == 2 then behind = math.max(behind, now - tonumber(oldest[2])) end
+    return {redis.call('ZCARD', revisit), redis.call('ZCOUNT', revisit, '-inf', now + grace),
+      next_in, behind, redis.call('ZCARD', late)}
+
+  elseif cmd == 'requeue_dead' then
+    local max, tag = tonumber(ARGV[2]), ARGV[3]
+    local ids = {}
+    for j = 4, #ARGV do ids[#ids + 1] = ARGV[j] end
+    if #ids == 0 then
+      local all = redis.call('HKEYS', P .. ':dead')
+      for j = 1, math.min(max, #all) do ids[#ids + 1] = all[j] end
+    end
+    local moved = 0
+    for _, id in ipairs(ids) do
+      local record = redis.call('HGET', P .. ':dead', id)
+      if record then
+        local ok, decoded = pcall(cjson.decode, record)
+        if ok and type(decoded) == 'table' and type(decoded['request']) == 'string' then
+          local prio = tonumber(decoded['priority']) or 0
+          -- back through the site's budget like any request (a site that failed is not flooded)
+          local site = record_site(decoded)
+          local seq = new_seqs(1) + 1
+          local rid = make_rid(seq, tag)
+          redis.call('HSET', P .. ':req', rid, req_value(site, decoded['request']))
+          redis.call('ZADD', P .. ':queue', -prio * 1e10 + seq, rid)
+          redis.call('HDEL', P .. ':dead', id)
+          moved = moved + 1
+        end
+      end
+    end
+    return moved
+
+  -- control commands ------------------------------------------------------------------------------
+
+  elseif cmd == 'heartbeat' then
+    local node, info, idle = ARGV[2], ARGV[3], ARGV[4]
+    local now = now_ms()
+    redis.call('ZADD', P .. ':nodes', now, node)
+    if info ~= '' then
+      redis.call('HSET', P .. ':node:' .. node, 'info', info, 'heartbeat', now)
+      redis.call('HDEL', P .. ':node:' .. node, 'dead_since', 'stopped_at')
+      redis.call('ZREM', P .. ':gone', node) -- [status registry]
+    end
+    if idle == '1' then
+      redis.call('SADD', P .. ':idle', node)
+    elseif idle == '0' then
+      redis.call('SREM', P .. ':idle', node)
+    end
+    return {now, redis.call('ZCARD', P .. ':nodes'), redis.call('SCARD', P .. ':idle'),
+      redis.call('EXISTS', P .. ':paused')}
+
+  elseif cmd == 'take_seeds' then
+    local node, n, start_key = ARGV[2], tonumber(ARGV[3]), KEYS[2]
+    -- heart-beat too: seeds held by a node that is not in C:nodes would escape recovery
+    redis.call('ZADD', P .. ':nodes', now_ms(), node)
+    local taken = {}
+    for _ = 1, n do
+      local raw = redis.call('RPOP', start_key)
+      if not raw then break end
+      redis.call('RPUSH', P .. ':seeding:' .. node, raw)
+      taken[#taken + 1] = raw
+    end
+    return taken
+
+  elseif cmd == 'seeded' then
+    local node = ARGV[2]
+    if node ~= '' then redis.call('DEL', P .. ':seeding:' .. node) end
+    if #ARGV > 2 then
+      for j = 3, #ARGV do redis.call('LPUSH', P .. ':rejected', ARGV[j]) end
+      redis.call('LTRIM', P .. ':rejected', 0, 9999)
+    end
+    return 0
+
+  elseif cmd == 'stop' or cmd == 'recover' then
+    local start_key = KEYS[2]
+    local now = now_ms()
+    local function return_seeds(node)
+      -- seeds were taken oldest first; push them back so the oldest is taken first again
+      local seeding = P .. ':seeding:' .. node
+      local seeds = redis.call('LRANGE', seeding, 0, -1)
+      for i = #seeds, 1, -1 do redis.call('RPUSH', start_key, seeds[i]) end
+      redis.call('DEL', seeding)
+      redis.call('SREM', P .. ':idle', node)
+      return #seeds
+    end
+    if cmd == 'stop' then
+      local node = ARGV[2]
+      local moved = return_seeds(node)
+      -- the node's last stats stay readable for a day (cluster totals), marked as stopped
+      redis.call('ZREM', P .. ':nodes', node)
+      if redis.call('EXISTS', P .. ':node:' .. node) == 1 then
+        redis.call('HSET', P .. ':node:' .. node, 'stopped_at', now)
+        redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
+        mark_gone(node, now) -- [status registry]
+      end
+      return moved
+    end
+    local me, timeout = ARGV[2], tonumber(ARGV[3])
+    -- Silence counts only from this server's start: after a restart (an outage, a failover)
+    -- every heartbeat is old, and the nodes that are alive need time to beat again.
+    -- (pcall: where INFO is not allowed in scripts, the nodes' own wait after an outage remains)
+    local info = redis.pcall('INFO', 'server')
+    if type(info) == 'string' then
+      local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+      if uptime and uptime * 1000 < timeout then return {{}, 0} end
+    end
+    local claimed, seeds = {}, 0
+    for _, node in ipairs(redis.call('ZRANGEBYSCORE', P .. ':nodes', '-inf', now - timeout)) do
+      if node ~= me then
+        seeds = seeds + return_seeds(node)
+        redis.call('ZREM', P .. ':nodes', node)
+        redis.call('HSET', P .. ':node:' .. node, 'dead_since', now)
+        redis.call('PEXPIRE', P .. ':node:' .. node, 86400000)
+        mark_gone(node, now) -- [status registry]
+        claimed[#claimed + 1] = node
+      end
+    end
+    if #claimed > 0 then redis.call('HINCRBY', P .. ':counters', 'recovered_nodes', #claimed) end
+    -- claims whose claimer did not finish (it died too) are taken over
+    local stuck = redis.call('ZRANGEBYSCORE', P .. ':recovering', '-inf', now - timeout)
+    for _, node in ipairs(stuck) do
+      if node ~= me then claimed[#claimed + 1] = node end
+    end
+    for _, node in ipairs(claimed) do redis.call('ZADD', P .. ':recovering', now, node) end
+    return {claimed, seeds}
+
+  elseif cmd == 'claim' then
+    -- one process per node id: claimed atomically, so of two started at once one wins
+    local node, owner, timeout, force = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+    local now = now_ms()
+    local k = P .. ':node:' .. node
+    local beat = tonumber(redis.call('ZSCORE', P .. ':nodes', node))
+    local cur = redis.call('HGET', k, 'owner')
+    if force ~= '1' and beat and now - beat < timeout and cur and cur ~= owner then
+      return {0, cur, now - beat}
+    end
+    redis.call('HSET', k, 'owner', owner)
+    redis.call('PERSIST', k)
+    redis.call('ZADD', P .. ':nodes', now, node)
+    return {1, cur or '', 0}
+
+  elseif cmd == 'recovered' then
+    for j = 2, #ARGV do redis.call('ZREM', P .. ':recovering', ARGV[j]) end
+    return 0
+
+  elseif cmd == 'census' then
+    local nodes = redis.call('ZRANGE', P .. ':nodes', 0, -1)
+    local seeding = 0
+    for _, node in ipairs(nodes) do seeding = seeding + redis.call('LLEN', P .. ':seeding:' .. node) end
+    return {seeding, redis.call('LLEN', KEYS[2]), nodes}
+  end
+
+  return redis.error_reply('distcrawl frontier: unknown command ' .. tostring(cmd))
+end
+
+-- one call: the per-call state reset, then the command (EVAL: the last line store.py appends
+-- calls it with KEYS and ARGV; a function library registers it instead)
+local function frontier(keys, args)
+  KEYS, ARGV = keys, args
+  P, cmd = keys[1], args[1]
+  ACTIVE = P .. ':active'
+  counting, act, act_delta, act_dirty = nil, {}, {}, false
+  special, special_of, budgets, any_waiting, site_events = false, {}, {}, nil, {}
+  if cmd == 'sync' then return sync_command() end
+  return other_command()
+end

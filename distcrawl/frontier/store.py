@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import math
 import time
 from collections.abc import Generator, Iterable, Sequence
@@ -39,8 +40,9 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
+from distcrawl.connection import is_cluster_client
 from distcrawl.frontier.batch import (
     DEFAULT_SITE_RECOVERY,
     Child,
@@ -79,8 +81,20 @@ __all__ = [
     "effective_factor",
 ]
 
+logger = logging.getLogger(__name__)
+
 _LUA = resources.files("distcrawl.frontier").joinpath("frontier.lua").read_text("utf-8")
-_SHA = hashlib.sha1(_LUA.encode()).hexdigest()
+#: the script as EVAL runs it: the file, then a call of its ``frontier`` with KEYS and ARGV
+_EVAL_LUA = (
+    f"local EVAL_KEYS, EVAL_ARGV = KEYS, ARGV\n{_LUA}\nreturn frontier(EVAL_KEYS, EVAL_ARGV)\n"
+)
+_SHA = hashlib.sha1(_EVAL_LUA.encode()).hexdigest()
+#: the same file as a Redis function library (Redis 7 and later): its functions are made once
+#: when it is loaded, not again at every call as an EVAL script's are (frontier_ir: ~50,000
+#: instructions of each call). Named after the script's text, so two versions of distcrawl on
+#: one Redis never replace each other's
+_FUNCTION = f"distcrawl_frontier_{_SHA[:16]}"
+_LIBRARY_LUA = f"#!lua name={_FUNCTION}\n{_LUA}\nredis.register_function('{_FUNCTION}', frontier)\n"
 
 #: seconds after which a node reads a shard it has no news of again (work arriving in an empty
 #: shard is announced on the wake channel at once)
@@ -192,7 +206,9 @@ class FrontierStore:
         dupefilter: Dupefilter | None = None,
         refresh: float = DEFAULT_REFRESH,
         forget_ms: int | None = None,
+        functions: bool = True,
     ) -> None:
+        """``functions=False``: run the script with EVALSHA even where Redis has FUNCTION."""
         self.client = client
         #: [revisit] revisit mode: the forgetting dupefilter's generation length (ms); None =
         #: off, the one dupefilter of a crawl that visits each URL once
@@ -212,6 +228,12 @@ class FrontierStore:
         self.clock_offset = 0.0
         self._idle: set[str] = set()
         self._fences: dict[str, _Fence] = {}
+        #: whether calls go to the function library (FCALL) or the script (EVALSHA); None =
+        #: not known yet (the first call loads the library, see :meth:`_library_loaded`).
+        #: Redis Cluster clients use EVALSHA, which this project's client routes by the key
+        self._functions: bool | None = None
+        if not functions or is_cluster_client(client):
+            self._functions = False
 
     # -- running steps ------------------------------------------------------------------------
 
@@ -224,7 +246,9 @@ class FrontierStore:
     def _pipe(self, calls: list[_Call]) -> Any:
         pipe = self.client.pipeline(transaction=False)
         for kind, keys, args in calls:
-            if kind == "script":
+            if kind == "script" and self._functions:
+                pipe.execute_command("FCALL", _FUNCTION, len(keys), *keys, *args)
+            elif kind == "script":
                 # by name: redis-py blocks the evalsha method in cluster pipelines, not the command
                 pipe.execute_command("EVALSHA", _SHA, len(keys), *keys, *args)
             else:
@@ -233,7 +257,13 @@ class FrontierStore:
 
     @staticmethod
     def _failed(results: list[Any]) -> list[int]:
-        return [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+        """The calls that found no script or function (a fresh or restarted server)."""
+        return [
+            i
+            for i, r in enumerate(results)
+            if isinstance(r, NoScriptError)
+            or (isinstance(r, ResponseError) and "function not found" in str(r).lower())
+        ]
 
     @staticmethod
     def _raise_first(results: list[Any]) -> list[Any]:
@@ -242,13 +272,46 @@ class FrontierStore:
                 raise r
         return results
 
+    def _library_loaded(self, err: Exception | None) -> bool:
+        """Whether ``FUNCTION LOAD`` of the library worked (``err``: what it raised): else the
+        script runs with EVALSHA from now on."""
+        if err is None or "already exists" in str(err):
+            return True
+        if "unknown command" not in str(err).lower():
+            logger.warning("Redis refused the frontier's function library (%s); using EVALSHA", err)
+        return False
+
+    def _load(self) -> None:
+        if self._functions is not False:
+            try:
+                self.client.execute_command("FUNCTION", "LOAD", _LIBRARY_LUA)
+                err = None
+            except ResponseError as exc:
+                err = exc
+            self._functions = self._library_loaded(err)
+        if not self._functions:
+            self.client.script_load(_EVAL_LUA)
+
+    async def _load_async(self) -> None:
+        if self._functions is not False:
+            try:
+                await self.client.execute_command("FUNCTION", "LOAD", _LIBRARY_LUA)
+                err = None
+            except ResponseError as exc:
+                err = exc
+            self._functions = self._library_loaded(err)
+        if not self._functions:
+            await self.client.script_load(_EVAL_LUA)
+
     def _execute(self, calls: list[_Call]) -> list[Any]:
         if not calls:
             return []
+        if self._functions is None and any(kind == "script" for kind, _, _ in calls):
+            self._load()
         results = list(self._pipe(calls).execute(raise_on_error=False))
         missing = self._failed(results)
         if missing:  # a fresh server (restart, failover): load the script, run those again
-            self.client.script_load(_LUA)
+            self._load()
             again = self._pipe([calls[i] for i in missing]).execute(raise_on_error=False)
             for i, r in zip(missing, again, strict=True):
                 results[i] = r
@@ -257,10 +320,12 @@ class FrontierStore:
     async def _execute_async(self, calls: list[_Call]) -> list[Any]:
         if not calls:
             return []
+        if self._functions is None and any(kind == "script" for kind, _, _ in calls):
+            await self._load_async()
         results = list(await self._pipe(calls).execute(raise_on_error=False))
         missing = self._failed(results)
         if missing:
-            await self.client.script_load(_LUA)
+            await self._load_async()
             again = await self._pipe([calls[i] for i in missing]).execute(raise_on_error=False)
             for i, r in zip(missing, again, strict=True):
                 results[i] = r
