@@ -991,7 +991,12 @@ local function sync_command()
     redis.call('HSET', P .. ':marks', node, mark_new)
   end
   local tag = h['tag'] or ''
-  local now = now_ms()
+  -- the server's clock, read once and only by a call that needs it (most need none)
+  local now
+  local function clock()
+    if not now then now = now_ms() end
+    return now
+  end
   local i = 4
   local added, filtered, parked, acked, stale = 0, 0, 0, 0, 0
   local queue = P .. ':queue'
@@ -1016,7 +1021,7 @@ local function sync_command()
     if type(bloom) ~= 'table' then bloom = nil end
     local fresh
     if rv then
-      fresh = revisit_dupefilter(fps, hs, bloom, rv, now) -- [revisit]
+      fresh = revisit_dupefilter(fps, hs, bloom, rv, clock()) -- [revisit]
     else
       fresh = dupefilter(fps, hs, bloom)
     end
@@ -1047,7 +1052,7 @@ local function sync_command()
         if site ~= '=' then value = req_value(site, value) end
         if delay > 0 then
           reqs[#reqs + 1] = rid; reqs[#reqs + 1] = value
-          zd[#zd + 1] = now + delay; zd[#zd + 1] = rid
+          zd[#zd + 1] = clock() + delay; zd[#zd + 1] = rid
           ds[#ds + 1] = rid; ds[#ds + 1] = score
           parked = parked + 1
         else
@@ -1071,7 +1076,7 @@ local function sync_command()
   for j = 1, nf do
     local base = fb + (j - 1) * 4
     feedback(ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
-      tonumber(ARGV[base + 3]), now, tonumber(h['rate']) or 0, tonumber(h['adaptive']) or 8,
+      tonumber(ARGV[base + 3]), clock(), tonumber(h['rate']) or 0, tonumber(h['adaptive']) or 8,
       tonumber(h['recover']) or 120000)
   end
 
@@ -1125,7 +1130,7 @@ local function sync_command()
   if nr > 0 and rv then -- [revisit] acks of pages to visit again, after the feedback records
     local bloom = h['bloom']
     if type(bloom) ~= 'table' then bloom = nil end
-    local done, late = revisit_acks(node, i + nf * 4, nr, now, rv, bloom)
+    local done, late = revisit_acks(node, i + nf * 4, nr, clock(), rv, bloom)
     revisited = done
     acked = acked + done
     stale = stale + late
@@ -1136,11 +1141,11 @@ local function sync_command()
   local promoted = 0
   if has_delayed then
     local joined
-    promoted, joined = promote_due(now, 500)
+    promoted, joined = promote_due(clock(), 500)
     qlen = qlen + joined
   end
   if rv then -- [revisit]
-    local n, joined = promote_revisits(now, 500)
+    local n, joined = promote_revisits(clock(), 500)
     promoted, qlen = promoted + n, qlen + joined
   end
   local lease_n = tonumber(h['lease']) or 0
@@ -1162,7 +1167,7 @@ local function sync_command()
     -- first the sites whose wait is over, oldest wait first
     local due = {}
     if has_waiting and lease_n > 0 then
-      due = redis.call('ZRANGEBYSCORE', P .. ':waiting', '-inf', now, 'LIMIT', 0, 64)
+      due = redis.call('ZRANGEBYSCORE', P .. ':waiting', '-inf', clock(), 'LIMIT', 0, 64)
     end
     for _, site in ipairs(due) do
       local wait = P .. ':wait:' .. site
@@ -1172,7 +1177,7 @@ local function sync_command()
           redis.call('ZREM', P .. ':waiting', site)
           break
         end
-        local ok, again, spent = admit(site, now, def_rate, def_conc, burst, adaptive_rate)
+        local ok, again, spent = admit(site, clock(), def_rate, def_conc, burst, adaptive_rate)
         if not ok then
           redis.call('ZADD', P .. ':waiting', again, site)
           break
@@ -1245,9 +1250,9 @@ local function sync_command()
         local value = values[j]
         if value then
           local site, payload = sites[j], payloads[j]
-          local ok, again, spent = true, now, false
+          local ok, again, spent = true, 0, false
           if site ~= '' then
-            ok, again, spent = admit(site, now, def_rate, def_conc, burst, adaptive_rate)
+            ok, again, spent = admit(site, clock(), def_rate, def_conc, burst, adaptive_rate)
           end
           if ok then
             grant(rid, score, site, payload, spent)
@@ -1303,7 +1308,7 @@ local function sync_command()
   for _, key in ipairs(side) do
     local first = head_score(key)
     if first then
-      local ms = math.max(0, first - now)
+      local ms = math.max(0, first - clock())
       if next_due < 0 or ms < next_due then next_due = ms end
     end
   end
