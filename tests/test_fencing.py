@@ -121,6 +121,28 @@ def test_ack_of_a_request_back_in_the_queue_leaves_it_there(store: FrontierStore
     assert active(store) == 0
 
 
+@pytest.mark.parametrize(
+    "budget", [SiteBudget(), SiteBudget(concurrency=2)], ids=["no-limit", "concurrency-2"]
+)
+def test_one_call_with_held_and_stale_acks_acks_only_the_held_ones(
+    store: FrontierStore, budget: SiteBudget
+) -> None:
+    store.sync("a", children=[child("p0"), child("p1")])
+    kept, back = leases(store.sync("a", lease=5, budget=budget))
+    assert store.release("a", [back]) == 1  # back in the queue, its payload with it
+    reply = store.sync("a", acks=[back, kept], budget=budget)  # the stale one first
+    assert (reply.acked, reply.stale_acks) == (1, 1)
+    assert active(store) == 0
+    # the request back in the queue is whole: another node leases it with its payload
+    (again,) = store.sync("b", lease=5, budget=budget).leased
+    assert again.lease.rid == back.rid
+    assert json.loads(again.payload)["url"] == f"http://{SITE}/p1"
+    assert active(store) == (1 if budget.concurrency else 0)
+    assert store.sync("b", acks=[again.lease], budget=budget).acked == 1
+    assert not any(store.drained())
+    assert store.client.hlen(site_shard(store).requests) == 0
+
+
 def test_dead_letter_from_the_old_holder_is_not_written(store: FrontierStore) -> None:
     store.sync("old", children=[child("p")])
     (lease,) = leases(store.sync("old", lease=5, budget=BUDGET))

@@ -271,8 +271,9 @@ class ShardBatch:
             if c.delay_ms or site != "=":
                 spec += f" {c.delay_ms} {site}"
             args += [fp, h, spec, c.payload]
-        for a in self.acks:
-            args += [a.rid, a.site]
+        # the acks' rids, then their sites: the script hands the rids on as one range
+        args += [a.rid for a in self.acks]
+        args += [a.site for a in self.acks]
         for d in self.dead:
             args += [d.id, d.record, d.site, d.lease.rid if d.lease else ""]
         for f in self.feedback:

@@ -136,7 +136,7 @@ Shard commands (KEYS[1] = Q)
                   it; fp "" = none; exact: fp the fingerprint's first 8 bytes as a signed
                   decimal and h its low 32 bits; bloom: fp the binary fingerprint, h ""; a
                   child filtered out is never parsed beyond fp, h and its first byte)
-         ack      rid site
+         ack      rid (all the acks' rids first, then their sites in the same order)
          dead     id record site rid   (rid: the lease it ends, "" = none)
          feedback site ok throttled slow
          revisit  rid site interval_ms payload fp h   [revisit] an ack whose request moves to
@@ -1097,30 +1097,46 @@ local function sync_command()
     end
     if #dead > 0 then call_chunked('HSET', P .. ':dead', dead, 2) end
   end
-  -- acks: only leases this node still holds count; the rest changes nothing
+  -- acks (na rids, then their na sites): only leases this node still holds count; the rest
+  -- changes nothing. A site is read only where a count or a waiting room needs it
   if na > 0 then
-    local rids = {}
-    for j = 1, na do rids[j] = ARGV[i + (j - 1) * 2] end
-    local held, per_site = {}, {}
+    local held, every = {}, true
     local k = 1
     while k <= na do
       local last = math.min(na, k + BATCH - 1)
-      local scores = redis.call('ZMSCORE', leases, unpack(rids, k, last))
+      local scores = redis.call('ZMSCORE', leases, unpack(ARGV, i + k - 1, i + last - 1))
       for j = k, last do
-        if scores[j - k + 1] then
-          held[#held + 1] = rids[j]
-          local site = ARGV[i + (j - 1) * 2 + 1]
-          per_site[site] = (per_site[site] or 0) + 1
-        end
+        if scores[j - k + 1] then held[#held + 1] = j else every = false end
       end
       k = last + 1
     end
-    if #held > 0 then
-      call_chunked('ZREM', leases, held, 1)
-      call_chunked('HDEL', P .. ':req', held, 1)
-      for site, n in pairs(per_site) do site_done(site, n) end
-    end
     acked = #held
+    if acked > 0 then
+      local rids = {}
+      if not every then
+        for n, j in ipairs(held) do rids[n] = ARGV[i + j - 1] end
+      end
+      k = 1
+      while k <= acked do
+        local last = math.min(acked, k + BATCH - 1)
+        if every then
+          redis.call('ZREM', leases, unpack(ARGV, i + k - 1, i + last - 1))
+          redis.call('HDEL', P .. ':req', unpack(ARGV, i + k - 1, i + last - 1))
+        else
+          redis.call('ZREM', leases, unpack(rids, k, last))
+          redis.call('HDEL', P .. ':req', unpack(rids, k, last))
+        end
+        k = last + 1
+      end
+      if counting or any_waiting then
+        local per_site = {}
+        for _, j in ipairs(held) do
+          local site = ARGV[i + na + j - 1]
+          per_site[site] = (per_site[site] or 0) + 1
+        end
+        for site, n in pairs(per_site) do site_done(site, n) end
+      end
+    end
     stale = stale + na - acked
     i = i + na * 2
   end
