@@ -8,7 +8,7 @@ database only: a path other than ``/`` or ``/0`` is refused with a clear error.
 
 The clients are redis-py's: :class:`redis.Redis` / :class:`redis.cluster.RedisCluster` for
 commands and tools, :mod:`redis.asyncio` ones for a node's I/O on the reactor. On a cluster the
-frontier's script runs with EVALSHA routed by the slot of its key (one slot per call).
+frontier's script runs with FCALL (or EVALSHA) routed by the slot of its key (one slot per call).
 """
 
 from __future__ import annotations
@@ -123,21 +123,45 @@ class _KeyedScripts(BasePolicyResolver):
     )
 
     def __init__(self, fallback: PolicyResolver | None = None) -> None:
-        scripts = dict.fromkeys(("eval", "evalsha", "eval_ro", "evalsha_ro"), self._KEYED)
+        names = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
+        scripts = dict.fromkeys(names, self._KEYED)
         super().__init__({"core": scripts}, fallback or StaticPolicyResolver())
 
     def with_fallback(self, fallback: PolicyResolver) -> PolicyResolver:
         return _KeyedScripts(fallback)
 
 
+def _fcall_slot(keyslot: Any, args: tuple[Any, ...]) -> int | None:
+    """The slot of an ``FCALL``'s first key, read from the call itself as redis-py reads an
+    ``EVALSHA``'s (it asks the server ``COMMAND GETKEYS`` for an ``FCALL``: one more round trip
+    per call); None for any other command."""
+    if len(args) > 3 and str(args[0]).upper() in ("FCALL", "FCALL_RO") and int(args[2]) > 0:
+        return int(keyslot(args[3]))
+    return None
+
+
 class _Cluster(RedisCluster):
     """redis-py's cluster client whose pipelines route scripts as the client does (its
-    ``pipeline()`` does not hand the client's policy resolver on)."""
+    ``pipeline()`` does not hand the client's policy resolver on), ``FCALL`` by its key."""
+
+    def determine_slot(self, *args: Any) -> Any:
+        slot = _fcall_slot(self.keyslot, args)
+        return super().determine_slot(*args) if slot is None else slot
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
         pipe = super().pipeline(transaction, shard_hint)  # type: ignore[no-untyped-call]
         pipe._policy_resolver = self._policy_resolver
+        pipe.determine_slot = self.determine_slot
         return pipe
+
+
+class _AsyncCluster(AsyncRedisCluster):
+    """redis-py's asyncio cluster client, ``FCALL`` routed by its key (its pipelines ask the
+    client)."""
+
+    async def _determine_slot(self, command: str, *args: Any) -> int:
+        slot = _fcall_slot(self.keyslot, (command, *args))
+        return await super()._determine_slot(command, *args) if slot is None else slot
 
 
 def client(url: str, **kwargs: Any) -> Any:
@@ -163,7 +187,7 @@ def async_client(url: str, **kwargs: Any) -> Any:
     kwargs.pop("health_check_interval", None)
     if len(target.seeds) > 1:
         kwargs["startup_nodes"] = [AsyncClusterNode(host, port) for host, port in target.seeds]
-    return AsyncRedisCluster.from_url(target.url, **kwargs)
+    return _AsyncCluster.from_url(target.url, **kwargs)
 
 
 def is_cluster_url(url: str) -> bool:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
+from distcrawl import connection
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 from distcrawl.services import RedisServer
 
@@ -25,11 +27,16 @@ def _server_major(client: redis.Redis) -> int:
     return int(str(info.get("valkey_version") or info["redis_version"]).split(".")[0])
 
 
-def _crawl_a_little(store: FrontierStore) -> None:
+def _crawl_a_little(store: FrontierStore, name: str = "u") -> None:
     """Push, lease and ack through every shard: the script's main path works."""
     kids = [
         Child(
-            f"u{i}".encode(), 100, False, 0, f"s{i}.test", json.dumps({"u": f"http://s{i}.test/"})
+            f"{name}{i}".encode(),
+            100,
+            False,
+            0,
+            f"s{i}.test",
+            json.dumps({"u": f"http://s{i}.test/{name}"}),
         )
         for i in range(12)
     ]
@@ -70,7 +77,7 @@ def test_a_library_gone_from_redis_is_loaded_again(client: redis.Redis) -> None:
     store = FrontierStore(client, KEYS)
     store.sync("n", lease=1)  # loaded
     client.execute_command("FUNCTION", "FLUSH")  # as a server restarted from older data
-    _crawl_a_little(store)
+    _crawl_a_little(store, "again")
     assert client.execute_command("FUNCTION", "LIST")
 
 
@@ -111,3 +118,29 @@ def test_redis_without_function_runs_the_script_with_evalsha(tmp_path: Path) -> 
         c.close()
     finally:
         server.stop()
+
+
+def test_on_a_cluster_every_master_runs_the_library_routed_by_the_key(
+    redis_cluster: Any, redis_cluster_url: str
+) -> None:
+    """FCALL goes to the master of its key's slot without asking the server for the key
+    (``COMMAND GETKEYS``), and a master that lost the library gets it again."""
+    client = connection.client(redis_cluster_url)
+    masters = [m.client() for m in redis_cluster.masters]
+    try:
+        cluster_keys = FrontierKeys("fn", "{fn}:start_urls", shards=6)
+        store = FrontierStore(client, cluster_keys)
+        for m in masters:
+            m.config_resetstat()
+        _crawl_a_little(store)
+        masters[0].execute_command("FUNCTION", "FLUSH")  # as a master restarted empty
+        _crawl_a_little(store, "again")
+        for m in masters:
+            stats = m.info("commandstats")
+            assert stats.get("cmdstat_fcall", {}).get("calls", 0) > 0
+            assert "cmdstat_command|getkeys" not in stats
+            assert m.execute_command("FUNCTION", "LIST")
+    finally:
+        for m in masters:
+            m.close()
+        client.close()

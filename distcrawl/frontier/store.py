@@ -229,11 +229,9 @@ class FrontierStore:
         self._idle: set[str] = set()
         self._fences: dict[str, _Fence] = {}
         #: whether calls go to the function library (FCALL) or the script (EVALSHA); None =
-        #: not known yet (the first call loads the library, see :meth:`_library_loaded`).
-        #: Redis Cluster clients use EVALSHA, which this project's client routes by the key
-        self._functions: bool | None = None
-        if not functions or is_cluster_client(client):
-            self._functions = False
+        #: not known yet (the first call loads the library, on every master of a cluster; see
+        #: :meth:`_library_loaded`)
+        self._functions: bool | None = None if functions else False
 
     # -- running steps ------------------------------------------------------------------------
 
@@ -281,10 +279,17 @@ class FrontierStore:
             logger.warning("Redis refused the frontier's function library (%s); using EVALSHA", err)
         return False
 
+    def _everywhere(self) -> dict[str, Any]:
+        """Where FUNCTION LOAD goes: every master of a cluster, named (the asyncio cluster
+        client routes neither the command nor the "primaries" flag), or the one server."""
+        if is_cluster_client(self.client):
+            return {"target_nodes": self.client.get_primaries()}
+        return {}
+
     def _load(self) -> None:
         if self._functions is not False:
             try:
-                self.client.execute_command("FUNCTION", "LOAD", _LIBRARY_LUA)
+                self.client.execute_command("FUNCTION", "LOAD", _LIBRARY_LUA, **self._everywhere())
                 err = None
             except ResponseError as exc:
                 err = exc
@@ -295,7 +300,9 @@ class FrontierStore:
     async def _load_async(self) -> None:
         if self._functions is not False:
             try:
-                await self.client.execute_command("FUNCTION", "LOAD", _LIBRARY_LUA)
+                await self.client.execute_command(
+                    "FUNCTION", "LOAD", _LIBRARY_LUA, **self._everywhere()
+                )
                 err = None
             except ResponseError as exc:
                 err = exc
