@@ -90,7 +90,7 @@ _EVAL_LUA = (
 )
 _SHA = hashlib.sha1(_EVAL_LUA.encode()).hexdigest()
 #: the same file as a Redis function library (Redis 7 and later): its functions are made once
-#: when it is loaded, not again at every call as an EVAL script's are (frontier_ir: ~50,000
+#: when it is loaded, not again at every call as an EVAL script's are (frontier_ir: ~43,000
 #: instructions of each call). Named after the script's text, so two versions of distcrawl on
 #: one Redis never replace each other's
 _FUNCTION = f"distcrawl_frontier_{_SHA[:16]}"
