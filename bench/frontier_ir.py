@@ -104,7 +104,8 @@ class CallgrindServer:
         self._control("-i", "off")
         self._control("-d")
         for _ in range(100):
-            dumps = sorted(self.home.glob("callgrind.out.*"))
+            # the newest dump, callgrind.out.<n> with n counted up (".10" sorts before ".9")
+            dumps = sorted(self.home.glob("callgrind.out.*"), key=lambda p: int(p.suffix[1:]))
             if dumps:
                 for line in dumps[-1].read_text().splitlines():
                     if line.startswith("totals:"):
