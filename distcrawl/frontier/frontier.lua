@@ -1111,31 +1111,27 @@ local function sync_command()
       k = last + 1
     end
     acked = #held
-    if acked > 0 then
-      local rids = {}
-      if not every then
-        for n, j in ipairs(held) do rids[n] = ARGV[i + j - 1] end
-      end
+    if every then -- the common case: the rids as they came, no table of them
       k = 1
-      while k <= acked do
-        local last = math.min(acked, k + BATCH - 1)
-        if every then
-          redis.call('ZREM', leases, unpack(ARGV, i + k - 1, i + last - 1))
-          redis.call('HDEL', P .. ':req', unpack(ARGV, i + k - 1, i + last - 1))
-        else
-          redis.call('ZREM', leases, unpack(rids, k, last))
-          redis.call('HDEL', P .. ':req', unpack(rids, k, last))
-        end
+      while k <= na do
+        local last = math.min(na, k + BATCH - 1)
+        redis.call('ZREM', leases, unpack(ARGV, i + k - 1, i + last - 1))
+        redis.call('HDEL', P .. ':req', unpack(ARGV, i + k - 1, i + last - 1))
         k = last + 1
       end
-      if counting or any_waiting then
-        local per_site = {}
-        for _, j in ipairs(held) do
-          local site = ARGV[i + na + j - 1]
-          per_site[site] = (per_site[site] or 0) + 1
-        end
-        for site, n in pairs(per_site) do site_done(site, n) end
+    elseif acked > 0 then
+      local rids = {}
+      for n, j in ipairs(held) do rids[n] = ARGV[i + j - 1] end
+      call_chunked('ZREM', leases, rids, 1)
+      call_chunked('HDEL', P .. ':req', rids, 1)
+    end
+    if acked > 0 and (counting or any_waiting) then
+      local per_site = {}
+      for _, j in ipairs(held) do
+        local site = ARGV[i + na + j - 1]
+        per_site[site] = (per_site[site] or 0) + 1
       end
+      for site, n in pairs(per_site) do site_done(site, n) end
     end
     stale = stale + na - acked
     i = i + na * 2

@@ -96,6 +96,16 @@ _SHA = hashlib.sha1(_EVAL_LUA.encode()).hexdigest()
 _FUNCTION = f"distcrawl_frontier_{_SHA[:16]}"
 _LIBRARY_LUA = f"#!lua name={_FUNCTION}\n{_LUA}\nredis.register_function('{_FUNCTION}', frontier)\n"
 
+
+def _no_fcall(result: Any) -> bool:
+    """Whether ``result`` is the error of a server that does not know FCALL (Redis before 7)
+    or whose ACL refuses it."""
+    if not isinstance(result, ResponseError):
+        return False
+    text = str(result).lower()
+    return "fcall" in text and ("unknown command" in text or "noperm" in text)
+
+
 #: seconds after which a node reads a shard it has no news of again (work arriving in an empty
 #: shard is announced on the wake channel at once)
 DEFAULT_REFRESH = 5.0
@@ -228,10 +238,10 @@ class FrontierStore:
         self.clock_offset = 0.0
         self._idle: set[str] = set()
         self._fences: dict[str, _Fence] = {}
-        #: whether calls go to the function library (FCALL) or the script (EVALSHA); None =
-        #: not known yet (the first call loads the library, on every master of a cluster; see
-        #: :meth:`_library_loaded`)
-        self._functions: bool | None = None if functions else False
+        #: whether calls go to the function library (FCALL) or the script (EVALSHA): FCALL
+        #: until Redis says it has no FUNCTION or refuses it. The library is loaded when a call
+        #: finds it missing, as the script is on NOSCRIPT (see :meth:`_failed`)
+        self._functions = functions
 
     # -- running steps ------------------------------------------------------------------------
 
@@ -255,12 +265,16 @@ class FrontierStore:
 
     @staticmethod
     def _failed(results: list[Any]) -> list[int]:
-        """The calls that found no script or function (a fresh or restarted server)."""
+        """The calls that found no script or function (a fresh or restarted server), or whose
+        FCALL the server does not know (Redis before 7) or refuses (its ACL)."""
         return [
             i
             for i, r in enumerate(results)
             if isinstance(r, NoScriptError)
-            or (isinstance(r, ResponseError) and "function not found" in str(r).lower())
+            or (
+                isinstance(r, ResponseError)
+                and ("function not found" in str(r).lower() or _no_fcall(r))
+            )
         ]
 
     @staticmethod
@@ -270,14 +284,11 @@ class FrontierStore:
                 raise r
         return results
 
-    def _library_loaded(self, err: Exception | None) -> bool:
-        """Whether ``FUNCTION LOAD`` of the library worked (``err``: what it raised): else the
-        script runs with EVALSHA from now on."""
-        if err is None or "already exists" in str(err):
-            return True
+    def _refused(self, err: Exception) -> None:
+        """FCALL or FUNCTION LOAD refused (``err``): the script runs with EVALSHA from now on."""
+        self._functions = False
         if "unknown command" not in str(err).lower():
             logger.warning("Redis refused the frontier's function library (%s); using EVALSHA", err)
-        return False
 
     def _everywhere(self) -> dict[str, Any]:
         """Where FUNCTION LOAD goes: every master of a cluster, named (the asyncio cluster
@@ -286,39 +297,43 @@ class FrontierStore:
             return {"target_nodes": self.client.get_primaries()}
         return {}
 
-    def _load(self) -> None:
-        if self._functions is not False:
+    def _load(self, results: list[Any]) -> None:
+        """Load the library (every master of a cluster) or the script that ``results`` found
+        missing; EVALSHA from now on where Redis refuses FCALL or the library."""
+        refused = next((r for r in results if _no_fcall(r)), None)
+        if refused is not None:
+            self._refused(refused)
+        if self._functions:
             try:
                 self.client.execute_command("FUNCTION", "LOAD", _LIBRARY_LUA, **self._everywhere())
-                err = None
-            except ResponseError as exc:
-                err = exc
-            self._functions = self._library_loaded(err)
+            except ResponseError as err:
+                if "already exists" not in str(err):  # (a master that had it, of a cluster)
+                    self._refused(err)
         if not self._functions:
             self.client.script_load(_EVAL_LUA)
 
-    async def _load_async(self) -> None:
-        if self._functions is not False:
+    async def _load_async(self, results: list[Any]) -> None:
+        refused = next((r for r in results if _no_fcall(r)), None)
+        if refused is not None:
+            self._refused(refused)
+        if self._functions:
             try:
                 await self.client.execute_command(
                     "FUNCTION", "LOAD", _LIBRARY_LUA, **self._everywhere()
                 )
-                err = None
-            except ResponseError as exc:
-                err = exc
-            self._functions = self._library_loaded(err)
+            except ResponseError as err:
+                if "already exists" not in str(err):
+                    self._refused(err)
         if not self._functions:
             await self.client.script_load(_EVAL_LUA)
 
     def _execute(self, calls: list[_Call]) -> list[Any]:
         if not calls:
             return []
-        if self._functions is None and any(kind == "script" for kind, _, _ in calls):
-            self._load()
         results = list(self._pipe(calls).execute(raise_on_error=False))
         missing = self._failed(results)
         if missing:  # a fresh server (restart, failover): load the script, run those again
-            self._load()
+            self._load([results[i] for i in missing])
             again = self._pipe([calls[i] for i in missing]).execute(raise_on_error=False)
             for i, r in zip(missing, again, strict=True):
                 results[i] = r
@@ -327,12 +342,10 @@ class FrontierStore:
     async def _execute_async(self, calls: list[_Call]) -> list[Any]:
         if not calls:
             return []
-        if self._functions is None and any(kind == "script" for kind, _, _ in calls):
-            await self._load_async()
         results = list(await self._pipe(calls).execute(raise_on_error=False))
         missing = self._failed(results)
         if missing:
-            await self._load_async()
+            await self._load_async([results[i] for i in missing])
             again = await self._pipe([calls[i] for i in missing]).execute(raise_on_error=False)
             for i, r in zip(missing, again, strict=True):
                 results[i] = r
