@@ -291,7 +291,7 @@ class Chaos:
         leases = (
             None
             if self.baseline
-            else sum(int(r.zcard(sh.leases(victim.node_id))) for sh in KEYS.all_shards())
+            else sum(int(r.hlen(sh.held(victim.node_id))) for sh in KEYS.all_shards())
         )
         victim.kill9()
         replacement = self.start_node()
@@ -349,9 +349,9 @@ class Chaos:
         else:
             shards = KEYS.all_shards()
             leases = {
-                key.decode(): int(r.zcard(key))
+                key.decode(): int(r.hlen(key))
                 for sh in shards
-                for key in r.scan_iter(match=sh.leases("*"), count=1000)
+                for key in r.scan_iter(match=sh.held("*"), count=1000)
             }
             waiting = sum(
                 int(r.zcard(key))

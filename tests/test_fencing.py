@@ -90,9 +90,9 @@ def test_ack_from_the_old_holder_of_a_re_leased_request_changes_nothing(
     assert (reply.acked, reply.stale_acks) == (0, 1)
     assert stale_acks(store) == 1
     assert active(store) == 1
-    # the payload the new holder needs
-    assert store.client.hexists(site_shard(store).requests, lease.rid)
-    assert store.client.zscore(site_shard(store).leases("new"), lease.rid) is not None
+    # the new holder's lease, with the payload it needs
+    held = store.client.hget(site_shard(store).held("new"), lease.rid)
+    assert held is not None and held.endswith(json.dumps({"url": f"http://{SITE}/p0"}).encode())
     # the new holder's ack frees the slot: the wait queue drains one by one to the end
     done = [lease]
     assert store.sync("new", acks=[lease], budget=BUDGET).acked == 1
@@ -169,7 +169,7 @@ def test_release_of_a_lease_not_held_changes_nothing(store: FrontierStore) -> No
     assert store.release("old", [lease]) == 0
     assert store.release("old") == 0
     assert active(store) == 1
-    assert store.client.zscore(site_shard(store).leases("new"), lease.rid) is not None
+    assert store.client.hexists(site_shard(store).held("new"), lease.rid)
 
 
 def test_requeued_dead_letters_go_through_the_site_budget(store: FrontierStore) -> None:

@@ -19,6 +19,7 @@ from distcrawl.frontier.store import (
     Feedback,
     FrontierKeys,
     FrontierStore,
+    Lease,
     SiteBudget,
     SyncResult,
     effective_factor,
@@ -139,6 +140,41 @@ def test_release_returns_leases_with_their_priority(store: FrontierStore) -> Non
     store.sync("n1", lease=2)
     assert store.release("n1") == 2
     assert leased_urls(store.sync("n2", lease=1)) == ["hi"]
+
+
+def test_a_lease_is_one_hash_entry_with_its_value_and_its_ack_removes_it(
+    store: FrontierStore,
+) -> None:
+    payload = '{"u":"http://a.test/x"}'  # its URL names its site: the value is the payload
+    store.sync("n1", children=[Child(b"a", 100, False, 0, "a.test", payload)])
+    (got,) = store.sync("n1", lease=1).leased
+    shard = store.keys.shard(got.lease.shard)
+    score, rid, value = store.client.hget(shard.held("n1"), got.lease.rid).split(b"\t", 2)
+    assert (float(score), rid.decode(), value) == (-100e10 + 1, got.lease.rid, payload.encode())
+    assert not store.client.hexists(shard.requests, got.lease.rid)  # one copy of the value
+    assert store.sync("n1", acks=[got.lease]).acked == 1
+    assert not store.client.exists(shard.held("n1")) and queued(store) == 0
+
+
+def test_leases_an_older_version_left_are_counted_listed_and_returned(
+    store: FrontierStore,
+) -> None:
+    """Before the held hashes a lease was a ZSET entry (rid -> order score) with its value in
+    Q:req: a node that died holding such leases is drained, reconciled and recovered."""
+    s0, r = store.keys.shard(0), store.client
+    values = {"7.x": json.dumps({"url": "lo"}), "8.x": json.dumps({"url": "hi"})}
+    r.hset(s0.requests, mapping=values)
+    r.zadd(s0.leases("old"), {"7.x": -100e10 + 7, "8.x": -300e10 + 8})
+    store.heartbeat("old", "{}")
+    assert store.drained()[2] == 2
+    assert sorted(store.held_leases("old")[0]) == ["7.x", "8.x"]
+    assert store.release("old", [Lease(0, "8.x", ""), Lease(0, "9.x", "")]) == 1
+    assert store.release("old") == 1
+    assert not r.exists(s0.leases("old")) and store.drained()[:3] == [2, 0, 0]
+    got = leased_urls(store.sync("n2", lease=5))
+    got += leased_urls(store.sync("n2", lease=5))  # (its fair share may be one at a time)
+    assert got == ["hi", "lo"]
+    assert sorted(store.held_leases("n2")[0]) == ["7.x", "8.x"]
 
 
 def test_recover_dead_node_once_even_when_two_nodes_race(
@@ -295,7 +331,7 @@ def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
         names = [shard.queue, shard.requests, shard.seq, shard.seen_bucket(7), shard.bloom]
         names += [shard.seen_info]
         names += [shard.delayed, shard.delayed_score, shard.dead, shard.paused, shard.waiting]
-        names += [shard.leases("n"), shard.site("a.test"), shard.wait("a.test")]
+        names += [shard.held("n"), shard.leases("n"), shard.site("a.test"), shard.wait("a.test")]
         assert len({key_slot(k.encode()) for k in names}) == 1
         slots.add(key_slot(shard.queue.encode()))
     assert len(slots) == keys.shards  # each shard a slot of its own
@@ -401,7 +437,9 @@ def test_a_payload_that_names_its_site_is_stored_without_it(store: FrontierStore
     store.sync("n1", children=kids)
     got = store.sync("n1", lease=10).leased
     assert sorted((x.payload.decode(), x.lease.site) for x in got) == sorted(cases.items())
-    stored = {v for s in store.keys.all_shards() for v in store.client.hvals(s.requests)}
+    # a leased request's value is in its node's held hash, after its order score and rid
+    held = [v for s in store.keys.all_shards() for v in store.client.hvals(s.held("n1"))]
+    stored = {v.split(b"\t", 2)[2] for v in held}
     assert b'{"u":"http://b.test/z"}' not in stored  # prefixed with its site
     assert b'{"u":"http://User@A.Test:8080/x"}' in stored
     plain = {b'{"u":"http://C.Test/q"}', b'{"u":"http://d.test"}', b'{"u":"http://f_g.test/"}'}

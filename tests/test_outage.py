@@ -21,7 +21,7 @@ def child(url: str) -> tuple:
 
 def leased(r: redis.Redis, node: str, spider: str = "catalog") -> int:
     keys = FrontierKeys(spider, f"{spider}:start_urls")
-    return sum(int(r.zcard(shard.leases(node))) for shard in keys.all_shards())
+    return sum(int(r.hlen(shard.held(node))) for shard in keys.all_shards())
 
 
 def uptime(r: redis.Redis) -> int:

@@ -377,7 +377,7 @@ def test_two_nodes_crawl_three_sites_on_the_cluster(
 def _leased(url: str, node: str) -> int:
     client = connection.client(url)
     try:
-        return sum(int(client.zcard(s.leases(node))) for s in CRAWL.all_shards())
+        return sum(int(client.hlen(s.held(node))) for s in CRAWL.all_shards())
     finally:
         client.close()
 

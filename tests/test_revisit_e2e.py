@@ -47,8 +47,8 @@ def frontier_entries(r: redis.Redis) -> dict[str, Any]:
         places.update(m.decode().partition(":")[2] for m in r.zrange(shard.revisit, 0, -1))
         for site in r.zrange(shard.waiting, 0, -1):
             places.update(rid.decode() for rid in r.zrange(shard.wait(site.decode()), 0, -1))
-        for key in r.scan_iter(match=shard.leases("*")):
-            places.update(rid.decode() for rid in r.zrange(key, 0, -1))
+        for key in r.scan_iter(match=shard.held("*")):
+            places.update(rid.decode() for rid in r.hkeys(key))
     return {"places": places, "urls": urls, "states": states}
 
 
@@ -94,7 +94,7 @@ def test_revisits_survive_kill_9_and_redis_restart(
         assert wait_for(lambda: sum(r.zcard(s.revisit) for s in KEYS.all_shards()) > 20, 120)
 
         # kill -9 a node while it holds leases; a new node joins
-        assert wait_for(lambda: any(r.zcard(s.leases("a")) for s in KEYS.all_shards()), 60, 0.01), (
+        assert wait_for(lambda: any(r.hlen(s.held("a")) for s in KEYS.all_shards()), 60, 0.01), (
             nodes[0].log()[-3000:]
         )
         nodes[0].kill()
@@ -102,7 +102,7 @@ def test_revisits_survive_kill_9_and_redis_restart(
         nodes.append(mk("c"))
         # its leases come back (recovery) and every product is visited again after the kill
         assert wait_for(
-            lambda: not any(r.zcard(s.leases("a")) for s in KEYS.all_shards()),
+            lambda: not any(r.hlen(s.held("a")) for s in KEYS.all_shards()),
             HEARTBEAT_TIMEOUT * 6,
         )
         after_kill = lambda: fetched_since(shop, killed_at)  # noqa: E731

@@ -116,7 +116,8 @@ def reset(
         if shard.prefix == keys.prefix:
             mine = [k for k in found if k.startswith(control_prefix)]
         kept = {shard.seq, shard.paused, keys.paused, keys.nodes}
-        kept |= {shard.leases(n) for n in live} | {keys.seeding(n) for n in live}
+        kept |= {shard.held(n) for n in live} | {shard.leases(n) for n in live}
+        kept |= {keys.seeding(n) for n in live}
         kept_leases_here, deleted_here = _reset_slot(
             client,
             shard,
@@ -168,10 +169,12 @@ def _reset_slot(
             try:
                 reader: Any = client
                 if live:
-                    pipe.watch(*[shard.leases(n) for n in live])
+                    pipe.watch(*[k for n in live for k in (shard.held(n), shard.leases(n))])
                     reader = pipe  # a watching pipeline answers at once
-                held = {n: [_text(r) for r in reader.zrange(shard.leases(n), 0, -1)] for n in live}
-                rids = [rid for n in live for rid in held[n]]
+                # a held lease keeps its value in its hash; older versions' leases in Q:req
+                holding = {n: int(reader.hlen(shard.held(n))) for n in live}
+                older = {n: [_text(r) for r in reader.zrange(shard.leases(n), 0, -1)] for n in live}
+                rids = [rid for n in live for rid in older[n]]
                 payloads = reader.hmget(shard.requests, rids) if rids else []
                 pipe.multi()
                 if doomed:
@@ -185,13 +188,17 @@ def _reset_slot(
                 if kept:
                     pipe.hset(shard.requests, mapping=kept)
                 # the status registry counts the leases kept (its hash was deleted with the rest)
-                counts = {f"leases:{n}": len(held[n]) for n in live if held[n]}
+                counts = {
+                    f"leases:{n}": holding[n] + len(older[n])
+                    for n in live
+                    if holding[n] + len(older[n])
+                }
                 if counts:
                     pipe.hset(f"{shard.prefix}:status", mapping=counts)
                 pipe.execute()
             except redis.WatchError:
                 continue
-        return len(kept), len(doomed)
+        return sum(holding.values()) + len(kept), len(doomed)
     raise RuntimeError("the live nodes' leases kept changing: pause the crawl, then reset")
 
 
@@ -224,7 +231,9 @@ def reset_plan(
         "would_delete": _counts(client, keys),
         "keeps_leases_of": live,
         "kept_leases": sum(
-            int(client.zcard(shard.leases(n))) for shard in keys.all_shards() for n in live
+            int(client.hlen(shard.held(n))) + int(client.zcard(shard.leases(n)))
+            for shard in keys.all_shards()
+            for n in live
         ),
     }
 

@@ -214,6 +214,18 @@ def payload_site(payload: str) -> str | None:
     return netloc.lower()
 
 
+def split_value(value: bytes) -> tuple[str, bytes]:
+    """The site and payload of a request's value (as the script's ``split_req`` reads it):
+    "<site>\\n<payload>", or a payload whose URL names its site. A value of neither form (a
+    hostile entry written by hand) is handed over whole, with no site, to be refused."""
+    if value[:1] != b"{":
+        site, cut, payload = value.partition(b"\n")
+        if cut and payload[:1] == b"{":
+            return raw_text(site), payload
+        return "", value
+    return payload_site(value.decode("utf-8", "replace")) or "", value
+
+
 def priority_of(score: float) -> int:
     """The priority an order score was made from."""
     return -int(score // SCORE_SPAN)
@@ -345,13 +357,12 @@ class ShardReply:
         paced_rids = {raw_text(p) for p in paced}
         leased = []
         for entry in out:
-            # "<order score>\t<rid>\t<site>\t<payload>"
+            # "<order score>\t<rid>\t<value>", the value as the shard's Q:req holds it
             entry = entry if isinstance(entry, bytes) else str(entry).encode()
-            score_text, rid_raw, site_raw, payload = entry.split(b"\t", 3)
+            score_text, rid_raw, value = entry.split(b"\t", 2)
             rid = raw_text(rid_raw)
             score = float(score_text)
-            # '': the script did not need the site, which the payload's URL names
-            site = raw_text(site_raw) or payload_site(payload.decode("utf-8", "replace")) or ""
+            site, payload = split_value(value)
             leased.append(
                 Leased(
                     Lease(shard, rid, site),

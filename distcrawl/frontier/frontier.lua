@@ -42,10 +42,11 @@ Shard slot (per shard)
                            copy of the rid and no hash entry while it is queued) or a bare
                            rid whose value is in Q:req (a request back from a lease, a retry,
                            a revisit or a dead letter; and every entry of older versions).
-                           A rid never holds a tab; a leased or waiting request's value is
-                           in Q:req
+                           A rid never holds a tab; a waiting request's value is in Q:req,
+                           a leased one's in its node's Q:held
   Q:req              HASH  rid -> payload (compact request JSON, never pickle; codec.py), or
-                           "<site>\n<payload>" when the payload's URL does not name its site.
+                           "<site>\n<payload>" when the payload's URL does not name its site,
+                           for a request waiting, parked, revisited or queued as a bare rid.
                            A rid is "<seq>.<tag>": seq from Q:seq, tag chosen by the node that
                            pushed the request (new after every rewind it sees), so a rid stays
                            unique when Redis comes back with older state and Q:seq goes back
@@ -61,8 +62,13 @@ Shard slot (per shard)
   Q:bloom            STRING Bloom filter bits (DISTCRAWL_DUPEFILTER=bloom): k bits per URL at
                            (h1 + j * h2) mod m, h1 and h2 the first 8 bytes of the fingerprint;
                            created at its full size (m / 8 bytes) by its first write
-  Q:leases:<node>    ZSET  rid -> order score: requests handed to <node> and not yet acked.
-                           A request lives in exactly one of queue / wait / delayed / a leases set
+  Q:held:<node>      HASH  rid -> "<order score>\t<rid>\t<value>" (the line its lease reply
+                           carried): requests handed to <node> and not yet acked, each with
+                           its Q:req value, so an ack is one HDEL. A request lives in
+                           exactly one of queue / wait / delayed / a held hash
+  Q:leases:<node>    ZSET  rid -> order score, the value in Q:req: the leases of versions before
+                           2026-12-02, read by release, drained and reset (a node that died
+                           holding them is recovered), never written
   Q:delayed          ZSET  rid -> due time (ms, server clock): parked retries
   Q:delayed:score    HASH  rid -> the order score the request takes when it falls due
   Q:dead             HASH  dead-letter id -> JSON record (request, reason, attempts, times, node)
@@ -153,9 +159,9 @@ Shard commands (KEYS[1] = Q)
        takes at most its share of the shard, queued / live (rounded up).
        Returns {added, filtered, parked, acked, stale, leased, next_due_ms, paced, queued,
        head, at_head, site_events, revisited}. leased holds one string per leased request,
-       "<order score>\t<rid>\t<site>\t<payload>" (one reply element costs the script more
-       than the concatenation); its site is '' when nothing in the call needed it and its
-       payload's URL names it (the node reads it there). site_events lists the adaptive cuts
+       "<order score>\t<rid>\t<value>", value as in Q:req (one reply element costs the script
+       more than the concatenation): the node reads the site from "<site>\n" before the
+       payload, else from the payload's URL, as the script does. site_events lists the adaptive cuts
        this call made and the cuts it found worn off, flat: site, 'cut'|'recovered', factor
        before, factor after, reason ('throttled'|'slow', or the ms since the cut);
        next_due_ms is how soon a parked retry or a waiting site falls due (-1: none), paced
@@ -236,6 +242,18 @@ local function call_chunked(verb, key, items, width, extra)
       out = out + redis.call(verb, key, unpack(items, i, last))
     end
     i = last + 1
+  end
+  return out
+end
+
+-- redis.call(verb, key, ARGV[first], ..., ARGV[first + n - 1]) in chunks of BATCH; the sum
+local function call_chunked_args(verb, key, first, n)
+  local out = 0
+  local k = 1
+  while k <= n do
+    local last = math.min(n, k + BATCH - 1)
+    out = out + redis.call(verb, key, unpack(ARGV, first + k - 1, first + last - 1))
+    k = last + 1
   end
   return out
 end
@@ -734,47 +752,87 @@ end
 -- [/status registries]
 
 local function release(node, rids)
-  local leases = P .. ':leases:' .. node
-  local entries = {}
-  if #rids == 0 then
-    local all = redis.call('ZRANGE', leases, 0, -1, 'WITHSCORES')
-    for i = 1, #all, 2 do entries[#entries + 1] = {all[i], all[i + 1]} end
-  else
-    for _, rid in ipairs(rids) do
-      local score = redis.call('ZSCORE', leases, rid)
-      if score then entries[#entries + 1] = {rid, score} end
-    end
-  end
-  if #entries == 0 then return 0 end
-  local zadd, rem, ids, per_site = {}, {}, {}, {}
-  for _, e in ipairs(entries) do
-    zadd[#zadd + 1] = e[2]; zadd[#zadd + 1] = e[1]
-    rem[#rem + 1] = e[1]
-  end
-  local values = {}
-  local i = 1
-  while i <= #rem do
-    local last = math.min(#rem, i + BATCH - 1)
-    local got = redis.call('HMGET', P .. ':req', unpack(rem, i, last))
-    for _, v in ipairs(got) do values[#values + 1] = v end
-    i = last + 1
-  end
-  for j, v in ipairs(values) do
-    if v then
-      local site = split_req(v)
+  local held = P .. ':held:' .. node
+  local leases = P .. ':leases:' .. node -- older versions' leases (values in Q:req)
+  local zadd, reqs, per_site = {}, {}, {}
+  local n = 0
+  -- back to the queue as a bare rid, its value in Q:req (a value-less one is dropped by take)
+  local function back(rid, score, value)
+    n = n + 1
+    zadd[#zadd + 1] = score; zadd[#zadd + 1] = rid
+    if value then
+      reqs[#reqs + 1] = rid; reqs[#reqs + 1] = value
+      local site = split_req(value)
       per_site[site] = (per_site[site] or 0) + 1
     end
   end
-  call_chunked('ZREM', leases, rem, 1)
+  local mine, old = {}, {}
+  if #rids == 0 then
+    local all = redis.call('HGETALL', held)
+    for i = 1, #all, 2 do mine[#mine + 1] = {all[i], all[i + 1]} end
+    local zs = redis.call('ZRANGE', leases, 0, -1, 'WITHSCORES')
+    for i = 1, #zs, 2 do old[#old + 1] = {zs[i], zs[i + 1]} end
+  else
+    local got = {}
+    local i = 1
+    while i <= #rids do
+      local last = math.min(#rids, i + BATCH - 1)
+      for _, v in ipairs(redis.call('HMGET', held, unpack(rids, i, last))) do got[#got + 1] = v end
+      i = last + 1
+    end
+    for j, rid in ipairs(rids) do
+      if got[j] then
+        mine[#mine + 1] = {rid, got[j]}
+      else
+        local score = redis.call('ZSCORE', leases, rid)
+        if score then old[#old + 1] = {rid, score} end
+      end
+    end
+  end
+  if #mine == 0 and #old == 0 then return 0 end
+  local gone = {}
+  for _, e in ipairs(mine) do
+    local score, value = string.match(e[2], '^([^\t]*)\t[^\t]*\t(.*)$')
+    if score and tonumber(score) then
+      back(e[1], score, value)
+    else
+      n = n + 1 -- not written by this script (by hand): nothing to return
+    end
+    gone[#gone + 1] = e[1]
+  end
+  if #old > 0 then
+    local ids = {}
+    for j, e in ipairs(old) do ids[j] = e[1] end
+    local values = {}
+    local i = 1
+    while i <= #ids do
+      local last = math.min(#ids, i + BATCH - 1)
+      for _, v in ipairs(redis.call('HMGET', P .. ':req', unpack(ids, i, last))) do
+        values[#values + 1] = v
+      end
+      i = last + 1
+    end
+    for j, e in ipairs(old) do
+      n = n + 1
+      zadd[#zadd + 1] = e[2]; zadd[#zadd + 1] = e[1] -- its value stays in Q:req
+      if values[j] then
+        local site = split_req(values[j])
+        per_site[site] = (per_site[site] or 0) + 1
+      end
+    end
+    call_chunked('ZREM', leases, ids, 1)
+  end
+  if #gone > 0 then call_chunked('HDEL', held, gone, 1) end
+  if #reqs > 0 then call_chunked('HSET', P .. ':req', reqs, 2) end
   call_chunked('ZADD', P .. ':queue', zadd, 2)
-  for site, n in pairs(per_site) do site_done(site, n) end
+  for site, count in pairs(per_site) do site_done(site, count) end
   save_budgets()
   if #rids == 0 then
     redis.call('HDEL', P .. ':status', 'leases:' .. node) -- [status registry]
   else
-    status_add('leases:' .. node, -#entries) -- [status registry]
+    status_add('leases:' .. node, -n) -- [status registry]
   end
-  return #entries
+  return n
 end
 
 -- the site (host) of a dead-letter record: written by the node, else taken from its URL
@@ -915,16 +973,17 @@ end
 -- new payload (the validators of the page's last answer) in Q:req, and its fingerprint is
 -- recorded again in the current dupefilter generation. Returns acked, stale.
 local function revisit_acks(node, first, n, now, rv, bloom)
-  local leases = P .. ':leases:' .. node
+  local leases = P .. ':held:' .. node
   local rids = {}
   for j = 1, n do rids[j] = ARGV[first + (j - 1) * 6] end
   local held, reqs, due, fps, hs, per_site = {}, {}, {}, {}, {}, {}
   local k = 1
   while k <= n do
     local last = math.min(n, k + BATCH - 1)
-    local scores = redis.call('ZMSCORE', leases, unpack(rids, k, last))
+    local entries = redis.call('HMGET', leases, unpack(rids, k, last))
     for j = k, last do
-      local score = scores[j - k + 1]
+      local entry = entries[j - k + 1]
+      local score = entry and string.match(entry, '^[^\t]*')
       if score then
         local base = first + (j - 1) * 6
         local rid, site = rids[j], ARGV[base + 1]
@@ -940,7 +999,7 @@ local function revisit_acks(node, first, n, now, rv, bloom)
     k = last + 1
   end
   if #held > 0 then
-    call_chunked('ZREM', leases, held, 1)
+    call_chunked('HDEL', leases, held, 1)
     call_chunked('HSET', P .. ':req', reqs, 2)
     call_chunked('ZADD', P .. ':revisit', due, 2)
     for site, count in pairs(per_site) do site_done(site, count) end
@@ -1080,7 +1139,7 @@ local function sync_command()
       tonumber(h['recover']) or 120000)
   end
 
-  local leases = P .. ':leases:' .. node
+  local leases = P .. ':held:' .. node
   -- dead letters first (the ack of the same request may travel in this very call), fenced
   -- like acks: one that ends a lease (rid ~= '') is written only while the node holds it
   if nd > 0 then
@@ -1089,7 +1148,7 @@ local function sync_command()
     for j = 1, nd do
       local base = at + (j - 1) * 4
       local rid = ARGV[base + 3]
-      if rid == '' or redis.call('ZSCORE', leases, rid) then
+      if rid == '' or redis.call('HEXISTS', leases, rid) == 1 then
         dead[#dead + 1] = ARGV[base]; dead[#dead + 1] = ARGV[base + 1]
       else
         stale = stale + 1
@@ -1100,30 +1159,29 @@ local function sync_command()
   -- acks (na rids, then their na sites): only leases this node still holds count; the rest
   -- changes nothing. A site is read only where a count or a waiting room needs it
   if na > 0 then
-    local held, every = {}, true
+    local held = {}
     local k = 1
-    while k <= na do
-      local last = math.min(na, k + BATCH - 1)
-      local scores = redis.call('ZMSCORE', leases, unpack(ARGV, i + k - 1, i + last - 1))
-      for j = k, last do
-        if scores[j - k + 1] then held[#held + 1] = j else every = false end
-      end
-      k = last + 1
-    end
-    acked = #held
-    if every then -- the common case: the rids as they came, no table of them
-      k = 1
+    if counting or any_waiting then
+      -- which are held: their sites' in-flight counts and waiting rooms need them
       while k <= na do
         local last = math.min(na, k + BATCH - 1)
-        redis.call('ZREM', leases, unpack(ARGV, i + k - 1, i + last - 1))
-        redis.call('HDEL', P .. ':req', unpack(ARGV, i + k - 1, i + last - 1))
+        local got = redis.call('HMGET', leases, unpack(ARGV, i + k - 1, i + last - 1))
+        for j = k, last do
+          if got[j - k + 1] then held[#held + 1] = j end
+        end
         k = last + 1
       end
-    elseif acked > 0 then
-      local rids = {}
-      for n, j in ipairs(held) do rids[n] = ARGV[i + j - 1] end
-      call_chunked('ZREM', leases, rids, 1)
-      call_chunked('HDEL', P .. ':req', rids, 1)
+      acked = #held
+      if acked == na then
+        call_chunked_args('HDEL', leases, i, na)
+      elseif acked > 0 then
+        local rids = {}
+        for n, j in ipairs(held) do rids[n] = ARGV[i + j - 1] end
+        call_chunked('HDEL', leases, rids, 1)
+      end
+    else
+      -- the common case: one HDEL of the rids as they came, its count the acks that held
+      acked = call_chunked_args('HDEL', leases, i, na)
     end
     if acked > 0 and (counting or any_waiting) then
       local per_site = {}
@@ -1169,11 +1227,12 @@ local function sync_command()
   local burst, adaptive_rate = tonumber(h['burst']) or 1, tonumber(h['adaptive']) or 8
   local out, paced, held_new = {}, {}, {}
   local into_wait = 0 -- [status registry]: requests into (+) and out of (-) waiting rooms
-  local function grant(rid, score, site, payload, spent_token)
+  -- line: "<order score>\t<rid>\t<value>", what the node's Q:held keeps and the reply carries
+  -- (one string per request: a reply element costs the script more than the concatenation)
+  local function grant(rid, line, spent_token)
     if spent_token then paced[#paced + 1] = rid end
-    held_new[#held_new + 1] = score; held_new[#held_new + 1] = rid
-    -- one string per request: a reply element costs the script more than the concatenation
-    out[#out + 1] = score .. '\t' .. rid .. '\t' .. site .. '\t' .. payload
+    held_new[#held_new + 1] = rid; held_new[#held_new + 1] = line
+    out[#out + 1] = line
   end
   if (lease_n > 0 or extra > 0) and h['paused'] ~= 1 and not has_paused then
     -- first the sites whose wait is over, oldest wait first
@@ -1198,8 +1257,8 @@ local function sync_command()
         into_wait = into_wait - 1
         local value = redis.call('HGET', P .. ':req', head[1])
         if value then
-          local _, payload = split_req(value)
-          grant(head[1], head[2], site, payload, spent)
+          redis.call('HDEL', P .. ':req', head[1]) -- its value moves into the node's Q:held
+          grant(head[1], head[2] .. '\t' .. head[1] .. '\t' .. value, spent)
         else
           -- a request without its payload (a reset dropped it): undo exactly what admit took
           if spent then
@@ -1217,20 +1276,22 @@ local function sync_command()
     local live = math.max(1, tonumber(h['live']) or 1)
     local share = math.max(1, math.ceil(qlen / live))
     local want = math.min(lease_n, #out + share)
+    local to_req, from_req = {}, {}
     local function take(popped)
       qlen = qlen - #popped / 2
-      -- an inline entry carries its value; a bare rid's is in Q:req. A leased or waiting
-      -- request's value is in Q:req: the inline ones are written there now
-      local rids, values, bare, inline = {}, {}, {}, {}
+      -- an inline entry "<rid>\t<value>" carries its value; a bare rid's is in Q:req. A
+      -- leased request's line "<order score>\t<rid>\t<value>" goes into its node's Q:held and
+      -- the reply as it is; a waiting one's value into Q:req (written below). The value itself
+      -- is cut out of an inline entry only where its site is read or it waits
+      local rids, entries, values, bare = {}, {}, {}, {}
       for j = 1, #popped, 2 do
         local entry = popped[j]
         local k = #rids + 1
         local tab = string.find(entry, '\t', 1, true)
         if tab then
-          rids[k], values[k] = string.sub(entry, 1, tab - 1), string.sub(entry, tab + 1)
-          inline[#inline + 1] = rids[k]; inline[#inline + 1] = values[k]
+          rids[k], entries[k], values[k] = string.sub(entry, 1, tab - 1), entry, false
         else
-          rids[k], values[k] = entry, false
+          rids[k], entries[k], values[k] = entry, false, false
           bare[#bare + 1] = k
         end
       end
@@ -1240,41 +1301,56 @@ local function sync_command()
         local got = redis.call('HMGET', P .. ':req', unpack(names))
         for j, k in ipairs(bare) do values[k] = got[j] end
       end
-      if #inline > 0 then call_chunked('HSET', P .. ':req', inline, 2) end
-      local sites, payloads, found = {}, {}, {}
+      local sites, found = {}, {}
       -- a request's site matters here only to a budget (a rate, a limit, a cut) or to the
-      -- in-flight counts; else the node reads it from the payload's URL itself ('' here)
+      -- in-flight counts, or where its value names it ("<site>\n<payload>"); else the node
+      -- reads it from the payload's URL itself
       local need_site = counting or def_rate > 0 or special
-      for j = 1, #rids do
-        local value = values[j]
-        if value then
-          if need_site or string.byte(value, 1) ~= 123 then
-            sites[j], payloads[j] = split_req(value)
-            found[#found + 1] = sites[j]
-          else
-            sites[j], payloads[j] = '', value
+      for k = 1, #rids do
+        local entry, value = entries[k], values[k]
+        local first -- the value's first byte
+        if entry then first = string.byte(entry, #rids[k] + 2) elseif value then
+          first = string.byte(value, 1)
+        end
+        sites[k] = ''
+        if first and (need_site or first ~= 123) then
+          if entry then
+            value = string.sub(entry, #rids[k] + 2)
+            values[k] = value
           end
+          sites[k] = split_req(value)
+          found[#found + 1] = sites[k]
         end
       end
       if def_rate <= 0 then mark_special(found) end -- one check for the batch's sites
-      for j, rid in ipairs(rids) do
-        local score = popped[2 * j]
-        local value = values[j]
-        if value then
-          local site, payload = sites[j], payloads[j]
+      for k, rid in ipairs(rids) do
+        local score, entry, value = popped[2 * k], entries[k], values[k]
+        if entry or value then
+          local site = sites[k]
           local ok, again, spent = true, 0, false
           if site ~= '' then
             ok, again, spent = admit(site, clock(), def_rate, def_conc, burst, adaptive_rate)
           end
           if ok then
-            grant(rid, score, site, payload, spent)
+            if entry then
+              grant(rid, score .. '\t' .. entry, spent)
+            else
+              grant(rid, score .. '\t' .. rid .. '\t' .. value, spent)
+              from_req[#from_req + 1] = rid
+            end
           else
+            if entry then
+              to_req[#to_req + 1] = rid
+              to_req[#to_req + 1] = value or string.sub(entry, #rid + 2)
+            end
             redis.call('ZADD', P .. ':wait:' .. site, score, rid)
             into_wait = into_wait + 1
             redis.call('ZADD', P .. ':waiting', 'NX', again, site)
           end
         end
       end
+      if #to_req > 0 then call_chunked('HSET', P .. ':req', to_req, 2); to_req = {} end
+      if #from_req > 0 then call_chunked('HDEL', P .. ':req', from_req, 1); from_req = {} end
       return #rids
     end
     local looked = 0
@@ -1299,10 +1375,10 @@ local function sync_command()
       end
     end
   end
-  if #held_new > 0 then call_chunked('ZADD', leases, held_new, 2) end
+  if #held_new > 0 then call_chunked('HSET', leases, held_new, 2) end
   if rv and #held_new > 0 then -- [revisit] leased: no longer behind schedule
     local granted = {}
-    for j = 2, #held_new, 2 do granted[#granted + 1] = held_new[j] end
+    for j = 1, #held_new, 2 do granted[#granted + 1] = held_new[j] end
     call_chunked('ZREM', P .. ':revisit:late', granted, 1)
   end
   save_budgets()
@@ -1388,7 +1464,10 @@ local function other_command()
 
   elseif cmd == 'drained' then
     local leased = 0
-    for j = 2, #ARGV do leased = leased + redis.call('ZCARD', P .. ':leases:' .. ARGV[j]) end
+    for j = 2, #ARGV do
+      leased = leased + redis.call('HLEN', P .. ':held:' .. ARGV[j])
+        + redis.call('ZCARD', P .. ':leases:' .. ARGV[j]) -- [older versions' leases]
+    end
     local queued = redis.call('ZCARD', P .. ':queue')
     for _, site in ipairs(redis.call('ZRANGE', P .. ':waiting', 0, -1)) do
       queued = queued + redis.call('ZCARD', P .. ':wait:' .. site)

@@ -161,7 +161,12 @@ class ShardKeys:
     def waiting(self) -> str:
         return self._key("waiting")
 
+    def held(self, node: str) -> str:
+        """The leases <node> holds in this shard: a HASH rid -> "<order score>\t<value>"."""
+        return f"{self.prefix}:held:{node}"
+
     def leases(self, node: str) -> str:
+        """Older versions' leases of <node> (a ZSET rid -> order score), read, never written."""
         return f"{self.prefix}:leases:{node}"
 
     def site(self, site: str) -> str:
@@ -338,6 +343,9 @@ class FrontierKeys:
     @property
     def waiting(self) -> str:
         return self._only_shard("waiting").waiting
+
+    def held(self, node: str) -> str:
+        return self._only_shard("held").held(node)
 
     def leases(self, node: str) -> str:
         return self._only_shard("leases").leases(node)

@@ -638,9 +638,11 @@ class FrontierStore:
 
     def _held_leases(self, node: str) -> _Step:
         shards = self.keys.all_shards()
-        replies = yield [("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards]
+        held = yield [("cmd", "HKEYS", [s.held(node)]) for s in shards]
+        older = yield [("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards]
         return {
-            s.index: [raw_text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)
+            s.index: [raw_text(r) for r in [*a, *b]]
+            for s, a, b in zip(shards, held, older, strict=True)
         }
 
     def mark_seen(self, fingerprints: Sequence[bytes | str]) -> Any:
