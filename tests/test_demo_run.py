@@ -151,3 +151,24 @@ def test_demo_on_a_3_master_cluster_stores_every_product_once(tmp_path) -> None:
         assert summary["shards_used"] >= 2 and summary["masters_used"] >= 2, summary
     finally:
         stop_services(home)
+
+
+@pytest.mark.slow
+def test_demo_without_a_home_leaves_no_folder_behind(tmp_path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MONGO_URI")}
+    done = subprocess.run(
+        [sys.executable, "-m", "distcrawl.cli", "demo", "--json", "--products", "40"],
+        capture_output=True,
+        text=True,
+        env={**env, "TMPDIR": str(scratch)},
+        timeout=600,
+    )
+    assert done.stdout, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert done.returncode == 0, (summary, done.stderr[-2000:])
+    _every_product_once(summary, 40)
+    # its embedded servers stopped, its temporary home (their data, the node logs) deleted
+    assert summary["home_kept"] is None
+    assert list(scratch.iterdir()) == []

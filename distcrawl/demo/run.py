@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -103,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--home",
         help="state folder for the embedded servers, kept after the run (default: a new "
-        "temporary folder whose servers are stopped at the end)",
+        "temporary folder whose servers are stopped at the end, deleted after a clean run)",
     )
     parser.add_argument(
         "--replace",
@@ -268,6 +269,18 @@ def run(args: argparse.Namespace) -> int:
             cluster.stop()
         if started_services:
             stop_services(home)
+    # a dead letter is the shop's doing, reported as such; a lost product is the crawler's
+    ok = (
+        summary["lost"] == 0
+        and summary["duplicates"] == 0
+        and summary["nodes_failed"] == 0
+        and summary["fields_wrong"] == 0
+    )
+    # a temporary home holds nothing a clean run needs afterwards; a failed run's node logs and
+    # server data stay for a look
+    summary["home_kept"] = str(home) if args.home or not ok else None
+    if not args.home and ok:
+        shutil.rmtree(home, ignore_errors=True)
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
@@ -284,13 +297,8 @@ def run(args: argparse.Namespace) -> int:
                 f"dead letters {summary['dead_letters']} ({reasons}): the shop failed them on "
                 "every try; `distcrawl deadletters catalog list` shows them"
             )
-    # a dead letter is the shop's doing, reported as such; a lost product is the crawler's
-    ok = (
-        summary["lost"] == 0
-        and summary["duplicates"] == 0
-        and summary["nodes_failed"] == 0
-        and summary["fields_wrong"] == 0
-    )
+    if not args.home and not ok:
+        say(f"node logs and server data kept in {home}")
     return 0 if ok else 1
 
 
