@@ -1311,8 +1311,11 @@ local function sync_command()
     local share = math.max(1, math.ceil(qlen / live))
     local want = math.min(lease_n, #out + share)
     local to_req, from_req = {}, {}
-    local function take(popped)
-      qlen = qlen - #popped / 2
+    -- a request's site matters here only to a budget (a rate, a limit, a cut) or to the
+    -- in-flight counts, or where its value names it ("<site>\n<payload>"); else the node
+    -- reads it from the payload's URL itself
+    local need_site = counting or def_rate > 0 or special
+    local function take_all(popped)
       -- an inline entry "<rid>\t<value>" carries its value; a bare rid's is in Q:req. A
       -- leased request's line "<order score>\t<rid>\t<value>" goes into its node's Q:held and
       -- the reply as it is; a waiting one's value into Q:req (written below). The value itself
@@ -1336,10 +1339,6 @@ local function sync_command()
         for j, k in ipairs(bare) do values[k] = got[j] end
       end
       local sites, found = {}, {}
-      -- a request's site matters here only to a budget (a rate, a limit, a cut) or to the
-      -- in-flight counts, or where its value names it ("<site>\n<payload>"); else the node
-      -- reads it from the payload's URL itself
-      local need_site = counting or def_rate > 0 or special
       for k = 1, #rids do
         local entry, value = entries[k], values[k]
         local first -- the value's first byte
@@ -1386,6 +1385,25 @@ local function sync_command()
       if #to_req > 0 then call_chunked('HSET', P .. ':req', to_req, 2); to_req = {} end
       if #from_req > 0 then call_chunked('HDEL', P .. ':req', from_req, 1); from_req = {} end
       return #rids
+    end
+    local function take(popped)
+      qlen = qlen - #popped / 2
+      if need_site then return take_all(popped) end
+      -- the common case first: an inline entry whose payload names its site is granted as it
+      -- comes, with no site read and no budget; the rest (bare rids, "<site>\n" values) as above
+      local rest
+      for j = 1, #popped, 2 do
+        local entry = popped[j]
+        local tab = string.find(entry, '\t', 1, true)
+        if tab and string.byte(entry, tab + 1) == 123 then
+          grant(string.sub(entry, 1, tab - 1), popped[j + 1] .. '\t' .. entry, false)
+        else
+          rest = rest or {}
+          rest[#rest + 1] = entry; rest[#rest + 1] = popped[j + 1]
+        end
+      end
+      if rest then take_all(rest) end
+      return #popped / 2
     end
     local looked = 0
     while #out < want and looked < 4 * lease_n do
