@@ -161,9 +161,10 @@ Shard commands (KEYS[1] = Q)
        head, at_head, site_events, revisited}. leased holds one string per leased request,
        "<order score>\t<rid>\t<value>", value as in Q:req (one reply element costs the script
        more than the concatenation): the node reads the site from "<site>\n" before the
-       payload, else from the payload's URL, as the script does. site_events lists the adaptive cuts
-       this call made and the cuts it found worn off, flat: site, 'cut'|'recovered', factor
-       before, factor after, reason ('throttled'|'slow', or the ms since the cut);
+       payload, else from the payload's URL, as the script does. site_events lists the
+       adaptive cuts this call made and the cuts it found worn off, flat: site,
+       'cut'|'recovered', factor before, factor after, reason ('throttled'|'slow', or the ms
+       since the cut);
        next_due_ms is how soon a parked retry or a waiting site falls due (-1: none), paced
        lists the leased rids that spent a rate token, queued, head and at_head are the
        queue's length, best order score ("" when empty) and how many queued requests share
@@ -1310,7 +1311,6 @@ local function sync_command()
     local live = math.max(1, tonumber(h['live']) or 1)
     local share = math.max(1, math.ceil(qlen / live))
     local want = math.min(lease_n, #out + share)
-    local to_req, from_req = {}, {}
     -- a request's site matters here only to a budget (a rate, a limit, a cut) or to the
     -- in-flight counts, or where its value names it ("<site>\n<payload>"); else the node
     -- reads it from the payload's URL itself
@@ -1320,7 +1320,7 @@ local function sync_command()
       -- leased request's line "<order score>\t<rid>\t<value>" goes into its node's Q:held and
       -- the reply as it is; a waiting one's value into Q:req (written below). The value itself
       -- is cut out of an inline entry only where its site is read or it waits
-      local rids, entries, values, bare = {}, {}, {}, {}
+      local rids, entries, values, bare, to_req, from_req = {}, {}, {}, {}, {}, {}
       for j = 1, #popped, 2 do
         local entry = popped[j]
         local k = #rids + 1
@@ -1382,8 +1382,8 @@ local function sync_command()
           end
         end
       end
-      if #to_req > 0 then call_chunked('HSET', P .. ':req', to_req, 2); to_req = {} end
-      if #from_req > 0 then call_chunked('HDEL', P .. ':req', from_req, 1); from_req = {} end
+      if #to_req > 0 then call_chunked('HSET', P .. ':req', to_req, 2) end
+      if #from_req > 0 then call_chunked('HDEL', P .. ':req', from_req, 1) end
       return #rids
     end
     local function take(popped)

@@ -162,7 +162,7 @@ class ShardKeys:
         return self._key("waiting")
 
     def held(self, node: str) -> str:
-        """The leases <node> holds in this shard: a HASH rid -> "<order score>\t<value>"."""
+        """The leases <node> holds in this shard: a HASH rid -> "<order score>\t<rid>\t<value>"."""
         return f"{self.prefix}:held:{node}"
 
     def leases(self, node: str) -> str:

@@ -297,33 +297,39 @@ class FrontierStore:
             return {"target_nodes": self.client.get_primaries()}
         return {}
 
-    def _load(self, results: list[Any]) -> None:
-        """Load the library (every master of a cluster) or the script that ``results`` found
-        missing; EVALSHA from now on where Redis refuses FCALL or the library."""
+    def _load_refused(self, results: list[Any]) -> None:
+        """EVALSHA from now on where a call's result says Redis has no FCALL or refuses it."""
         refused = next((r for r in results if _no_fcall(r)), None)
         if refused is not None:
             self._refused(refused)
+
+    def _library_refused(self, err: ResponseError) -> None:
+        """FUNCTION LOAD's error: EVALSHA from now on, unless the library was there already
+        (on a master of a cluster that had it)."""
+        if "already exists" not in str(err):
+            self._refused(err)
+
+    def _load(self, results: list[Any]) -> None:
+        """Load the library (every master of a cluster) or the script that ``results`` found
+        missing."""
+        self._load_refused(results)
         if self._functions:
             try:
                 self.client.execute_command("FUNCTION", "LOAD", _LIBRARY_LUA, **self._everywhere())
             except ResponseError as err:
-                if "already exists" not in str(err):  # (a master that had it, of a cluster)
-                    self._refused(err)
+                self._library_refused(err)
         if not self._functions:
             self.client.script_load(_EVAL_LUA)
 
     async def _load_async(self, results: list[Any]) -> None:
-        refused = next((r for r in results if _no_fcall(r)), None)
-        if refused is not None:
-            self._refused(refused)
+        self._load_refused(results)
         if self._functions:
             try:
                 await self.client.execute_command(
                     "FUNCTION", "LOAD", _LIBRARY_LUA, **self._everywhere()
                 )
             except ResponseError as err:
-                if "already exists" not in str(err):
-                    self._refused(err)
+                self._library_refused(err)
         if not self._functions:
             await self.client.script_load(_EVAL_LUA)
 
@@ -638,8 +644,11 @@ class FrontierStore:
 
     def _held_leases(self, node: str) -> _Step:
         shards = self.keys.all_shards()
-        held = yield [("cmd", "HKEYS", [s.held(node)]) for s in shards]
-        older = yield [("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards]
+        # the held hashes, and the leases sets older versions wrote: one round trip
+        replies = yield [("cmd", "HKEYS", [s.held(node)]) for s in shards] + [
+            ("cmd", "ZRANGE", [s.leases(node), 0, -1]) for s in shards
+        ]
+        held, older = replies[: len(shards)], replies[len(shards) :]
         return {
             s.index: [raw_text(r) for r in [*a, *b]]
             for s, a, b in zip(shards, held, older, strict=True)
