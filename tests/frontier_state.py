@@ -7,6 +7,7 @@ so a test reads the layout its nodes write.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import redis
@@ -22,6 +23,7 @@ __all__ = [
     "queued",
     "queued_values",
     "site_shard",
+    "wait_for_uptime",
 ]
 
 KEYS = FrontierKeys("catalog", "catalog:start_urls")
@@ -78,3 +80,12 @@ def dead_records(r: redis.Redis, keys: FrontierKeys = KEYS) -> list[dict[str, An
 def site_shard(site: str) -> Any:
     """The keys of the shard that holds ``site``."""
     return KEYS.site_keys(site)
+
+
+def wait_for_uptime(client: redis.Redis, seconds: int) -> None:
+    """Silence counts from the server's start only (``recover`` in the script): wait until it
+    has been up for ``seconds``."""
+    deadline = time.monotonic() + 60
+    while client.info("server")["uptime_in_seconds"] < seconds:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

@@ -291,9 +291,10 @@ ONE_SHARD = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shar
 
 def frontier_state(r: redis.Redis) -> dict:
     keys = ONE_SHARD
-    leases = {
-        k.decode(): sorted(r.zrange(k, 0, -1)) for k in r.scan_iter(f"{keys.prefix}:leases:*")
-    }
+    # the held hashes (rid -> its line), and the leases sets older versions wrote
+    leases = {k.decode(): sorted(r.hkeys(k)) for k in r.scan_iter(f"{keys.prefix}:held:*")}
+    for k in r.scan_iter(f"{keys.prefix}:leases:*"):
+        leases.setdefault(k.decode().replace(":leases:", ":held:"), []).extend(r.zrange(k, 0, -1))
     waiting = sum(r.zcard(k) for k in r.scan_iter(f"{keys.prefix}:wait:*"))
     queued = r.zcard(keys.queue) + waiting
     return {"queue": queued, "leases": leases, "parked": r.zcard(keys.delayed)}

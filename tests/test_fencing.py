@@ -4,10 +4,10 @@ and every path that frees a site slot frees exactly the slot its request took.""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 import redis
+from frontier_state import wait_for_uptime
 
 from distcrawl.frontier.store import (
     Child,
@@ -54,14 +54,6 @@ def stale_acks(store: FrontierStore) -> int:
 
 def site_shard(store: FrontierStore, site: str = SITE):
     return store.keys.site_keys(site)
-
-
-def wait_for_uptime(client: redis.Redis, seconds: int) -> None:
-    """Silence counts from the server's start only: wait until it has been up long enough."""
-    deadline = time.monotonic() + 60
-    while client.info("server")["uptime_in_seconds"] < seconds:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
 
 
 def presume_dead(store: FrontierStore, node: str) -> None:

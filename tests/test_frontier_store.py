@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from frontier_state import wait_for_uptime
 
 from distcrawl.cluster import build_status, read_snapshot
 from distcrawl.frontier.store import (
@@ -183,10 +184,7 @@ def test_recover_dead_node_once_even_when_two_nodes_race(
     store.sync("dead", children=[child(f"u{i}") for i in range(50)])
     assert len(store.sync("dead", lease=50).leased) == 50
     store.client.zadd(store.keys.nodes, {"dead": 1})  # last heartbeat long ago
-    # silence counts from the server's start only: let it be up for longer than the timeout
-    deadline = time.monotonic() + 30
-    while store.client.info("server")["uptime_in_seconds"] < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_uptime(store.client, 2)  # longer than the timeout
     results: list = []
     barrier = threading.Barrier(2)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 from crawl_nodes import start_nodes, stop_all, stored_urls, wait_for
-from frontier_state import queued_values
+from frontier_state import leases_left, queued_values
 
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 from distcrawl.services import RedisServer
@@ -120,7 +120,7 @@ def frontier_left(r: redis.Redis) -> dict[str, int]:
     return {
         "queued": sum(r.zcard(s.queue) for s in shards),
         "delayed": sum(r.zcard(s.delayed) for s in shards),
-        "leased": sum(r.zcard(k) for s in shards for k in r.keys(s.prefix + ":leases:*")),
+        "leased": len(leases_left(r)),
         "payloads": sum(r.hlen(s.requests) for s in shards),
         "site_active": sum(int(n) for s in shards for n in r.hvals(s.active)),
     }

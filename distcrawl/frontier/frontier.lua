@@ -198,6 +198,11 @@ Control commands (KEYS[1] = C, KEYS[2] = START)
        The node's seeds are in the shards: clears C:seeding:<node>; records rejected entries.
   stop node
        A clean stop: the seeding list back to the front of START, the node out of C:nodes.
+  rejoin node
+       At a node's open, after its claim: the seeding list an earlier run of it left goes back
+       to the front of START, and the node stays in C:nodes (heart-beats), so that it is a
+       member from before its first lease on: a node holding leases outside C:nodes would be
+       seen neither by `recover` nor by `drained`.
   recover node timeout_ms
        Claims nobody while the Redis server has been up for less than timeout_ms (after a
        restart every heartbeat is old). Else claims every node (other than <node>) whose
@@ -215,7 +220,9 @@ Control commands (KEYS[1] = C, KEYS[2] = START)
   recovered node*
        Ends the claims.
   census
-       Returns {seeding, start, {node*}}: seeds held by nodes, seeds waiting, the nodes.
+       Returns {seeding, start, {node*}}: seeds held by nodes, seeds waiting, the nodes, and
+       the nodes claimed and not recovered yet (their leases are held until every shard has
+       released them, and a claimer that died leaves them so until the claim is taken over).
 ]]
 
 -- The call's keys and arguments, its key prefix and command: set by `frontier` (the end of
@@ -1610,7 +1617,7 @@ local function other_command()
     end
     return 0
 
-  elseif cmd == 'stop' or cmd == 'recover' then
+  elseif cmd == 'stop' or cmd == 'rejoin' or cmd == 'recover' then
     local start_key = KEYS[2]
     local now = now_ms()
     local function return_seeds(node)
@@ -1621,6 +1628,12 @@ local function other_command()
       redis.call('DEL', seeding)
       redis.call('SREM', P .. ':idle', node)
       return #seeds
+    end
+    if cmd == 'rejoin' then
+      local node = ARGV[2]
+      local moved = return_seeds(node)
+      redis.call('ZADD', P .. ':nodes', now, node)
+      return moved
     end
     if cmd == 'stop' then
       local node = ARGV[2]
@@ -1686,6 +1699,11 @@ local function other_command()
     local nodes = redis.call('ZRANGE', P .. ':nodes', 0, -1)
     local seeding = 0
     for _, node in ipairs(nodes) do seeding = seeding + redis.call('LLEN', P .. ':seeding:' .. node) end
+    local named = {}
+    for _, node in ipairs(nodes) do named[node] = true end
+    for _, node in ipairs(redis.call('ZRANGE', P .. ':recovering', 0, -1)) do
+      if not named[node] then nodes[#nodes + 1] = node end
+    end
     return {seeding, redis.call('LLEN', KEYS[2]), nodes}
   end
 

@@ -433,7 +433,8 @@ class FrontierScheduler(BaseScheduler):
 
     async def _reclaim_own_leases(self) -> None:
         assert self.store is not None
-        moved = await self.store.release(self.node_id)
+        # the node stays a member: from its first lease on, a death is seen by recovery
+        moved = await self.store.rejoin(self.node_id)
         if moved:
             logger.info(
                 "Returned %d requests leased by an earlier run of node %s", moved, self.node_id
@@ -681,6 +682,11 @@ class FrontierScheduler(BaseScheduler):
         while not self._closing:
             try:
                 if self._needs_reconcile:
+                    # a member again before the next lease (the node may have been presumed
+                    # dead, or Redis may have lost C:nodes): leases of a node outside C:nodes
+                    # are seen neither by recovery nor by drain detection
+                    assert self.membership is not None
+                    await self.membership.heartbeat(self._heartbeat_info())
                     await self._reconcile_leases()
                     self._needs_reconcile = False
                 got = await self._cycle()
@@ -760,17 +766,19 @@ class FrontierScheduler(BaseScheduler):
         if leased == 0 and lease > 0:
             progressed |= await self._take_seeds()
         assert self.membership is not None
-        info = {
-            "started": self._started,
-            "prefetched": len(self._ready),
-            "sites": self._feedback.activity.top(PUBLISHED_SITES),
-        }
-        if await self.membership.tick(info):
+        if await self.membership.tick(self._heartbeat_info()):
             self._wake.set()
         if self.close_when_drained and not progressed:
             await self._check_drained()
         del now
         return progressed
+
+    def _heartbeat_info(self) -> dict[str, Any]:
+        return {
+            "started": self._started,
+            "prefetched": len(self._ready),
+            "sites": self._feedback.activity.top(PUBLISHED_SITES),
+        }
 
     async def _flush(self, *, lease: int) -> int:
         """Push, ack and lease in one round trip. Buffers are cleared only once Redis said OK."""
@@ -817,6 +825,8 @@ class FrontierScheduler(BaseScheduler):
                 self._dead[:0] = batch.dead
                 self._feedback.restore(batch.feedback)
             self._after_rewind(result.rewound)
+        if result.seeds_pending:
+            self._seeds_pending = True
         if result.site_events:
             self._log_site_events(result.site_events)
         due = result.next_due_ms

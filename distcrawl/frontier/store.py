@@ -203,6 +203,9 @@ class SyncResult:
     #: came back with older state); those shards did nothing, and their batches are in unsent
     rewound: bytes | None = None
     unsent: list[ShardBatch] = field(default_factory=list)
+    #: ``seeds_done`` was asked and a shard rewound: the seeding list stays (its seeds go
+    #: again with the unsent batches, and say ``seeds_done`` again then)
+    seeds_pending: bool = False
 
 
 class FrontierStore:
@@ -508,8 +511,6 @@ class FrontierStore:
                     mark = fence.pending[s] = f"{tag}:{fence.count}"
                 opts = {**options, "mp": fence.last.get(s, ""), "mn": mark, "tag": tag}
             calls.append(self._shard_call(s, *batches[s].args(node, opts, bloom=bloom)))
-        if seeds_done or rejected:
-            calls.append(self._control_call("seeded", node if seeds_done else "", *rejected))
         results = yield calls
         result = SyncResult(shards_called=len(order))
         replies = []
@@ -536,12 +537,23 @@ class FrontierStore:
             result.revisited += r.revisited
         result.priority_inversions = _inversions(replies)
         result.next_due_ms = self.views.next_due_ms()
-        if lease > 0:
-            idle = not result.leased
-            if idle != (node in self._idle):
-                # one control call per change, not per flush: nodes that sleep are woken
-                # by the shards that get work (the wake channel)
-                yield [self._control_call("heartbeat", node, "", "1" if idle else "0")]
+        after: list[_Call] = []
+        if seeds_done or rejected:
+            # Once the shards said OK, never in the same round trip: on a cluster the control
+            # slot's master may run its part before a shard's master runs the push, and seeds
+            # of a node killed in between would be in no list at all. A shard that rewound
+            # wrote none of what it carried: the seeding list stays until its seeds are in.
+            cleared = seeds_done and result.rewound is None
+            result.seeds_pending = seeds_done and not cleared
+            after.append(self._control_call("seeded", node if cleared else "", *rejected))
+        idle = not result.leased
+        if lease > 0 and idle != (node in self._idle):
+            # one control call per change, not per flush: nodes that sleep are woken by the
+            # shards that get work (the wake channel)
+            after.append(self._control_call("heartbeat", node, "", "1" if idle else "0"))
+        if after:
+            yield after
+            if lease > 0:
                 (self._idle.add if idle else self._idle.discard)(node)
         return result
 
@@ -612,10 +624,29 @@ class FrontierStore:
                 if n:
                     self.views.poke(shard)
             return sum(moved)
+        return (yield from self._return_all(node, "stop"))
+
+    def _return_all(self, node: str, then: str) -> _Step:
+        """Every lease of ``node`` back to the queue, and its seeds to the start list (the
+        control command ``then``: ``stop`` leaves the cluster, ``rejoin`` stays in it)."""
+        wake = self.keys.wake
         calls = [self._shard_call(s, "release", node, wake) for s in range(self.keys.shards)]
-        calls.append(self._control_call("stop", node))
+        moved = sum(int(n) for n in (yield calls))
+        # only then: a node out of C:nodes with leases still held (on a cluster the control
+        # slot's master could run its part first) would be seen by no recovery
+        [seeds] = yield [self._control_call(then, node)]
         self._idle.discard(node)
-        return sum(int(n) for n in (yield calls))
+        return moved + int(seeds)
+
+    def rejoin(self, node: str) -> Any:
+        """At a node's open, after its claim: return every lease and seed an earlier run of
+        ``node`` left, the node staying in the cluster (a member before its first lease, so
+        that a death right after it is seen by recovery and by drain detection). Returns how
+        many moved."""
+        return self._drive(self._rejoin(node))
+
+    def _rejoin(self, node: str) -> _Step:
+        return (yield from self._return_all(node, "rejoin"))
 
     def recover(self, node: str, timeout_ms: int) -> Any:
         """Return the leases and seeds of every node whose heartbeat is older than

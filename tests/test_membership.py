@@ -1,0 +1,114 @@
+"""A node holding leases is always a member the cluster can see: in C:nodes from its open on,
+or claimed in C:recovering until every shard released its leases; and its seeds are in a list
+until the shards have them. Else a death loses work: recovery and drain detection read the
+members' leases only."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import redis
+from frontier_state import wait_for_uptime
+
+from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
+
+SITE = "m.test"
+
+
+@pytest.fixture(params=[1, 16], ids=["1-shard", "16-shards"])
+def store(redis_url: str, request: pytest.FixtureRequest) -> FrontierStore:
+    client = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys("m", "m:start_urls", shards=request.param)
+    for pattern in keys.patterns():
+        for key in client.scan_iter(pattern):
+            client.delete(key)
+    client.delete(keys.start_urls)
+    return FrontierStore(client, keys, refresh=0.0)
+
+
+def child(path: str) -> Child:
+    return Child(path, 100, False, 0, SITE, json.dumps({"url": f"http://{SITE}/{path}"}))
+
+
+def leased(store: FrontierStore) -> int:
+    return int(store.drained()[2])
+
+
+def silent_since_long(store: FrontierStore, node: str) -> None:
+    store.client.zadd(store.keys.nodes, {node: 1})
+    wait_for_uptime(store.client, 2)
+
+
+def test_a_node_is_a_member_from_its_open_so_its_death_after_a_first_lease_is_recovered(
+    store: FrontierStore,
+) -> None:
+    # an earlier run of n1 died holding a lease and a seed
+    store.sync("n1", children=[child("a"), child("b")])
+    store.client.lpush(store.keys.start_urls, "http://m.test/seed")
+    assert store.take_seeds("n1", 5) == [b"http://m.test/seed"]
+    assert len(store.sync("n1", lease=1).leased) == 1
+    # the next run's open: its claim, then what the earlier run held goes back
+    assert store.claim("n1", json.dumps({"run": "2"}), 60_000, force=True)[0] == 1
+    assert store.rejoin("n1") == 2
+    assert leased(store) == 0 and store.drained()[0] == 2
+    assert store.client.lrange(store.keys.start_urls, 0, -1) == [b"http://m.test/seed"]
+    assert store.client.zscore(store.keys.nodes, "n1") is not None  # still a member
+    # its first lease, and it dies before its first heartbeat
+    assert len(store.sync("n1", lease=1).leased) == 1
+    assert leased(store) == 1  # the crawl is not drained
+    silent_since_long(store, "n1")
+    nodes, moved = store.recover("n2", 1_000)
+    assert nodes == ["n1"] and moved == 1
+    assert leased(store) == 0 and store.drained()[0] == 2
+
+
+def test_a_clean_stop_still_leaves_the_cluster(store: FrontierStore) -> None:
+    store.sync("n1", children=[child("a")])
+    store.claim("n1", json.dumps({"run": "1"}), 60_000)
+    store.sync("n1", lease=1)
+    assert store.release("n1") == 1
+    assert store.client.zscore(store.keys.nodes, "n1") is None
+    assert store.client.hget(store.keys.node("n1"), "stopped_at") is not None
+
+
+def test_leases_of_a_node_whose_recovery_did_not_finish_keep_the_crawl_from_draining(
+    store: FrontierStore,
+) -> None:
+    store.sync("dead", children=[child("a"), child("b")])
+    assert len(store.sync("dead", lease=2).leased) == 2
+    silent_since_long(store, "dead")
+    # a claimer takes the dead node out of C:nodes, and dies before any shard released its
+    # leases (what `recover` does first, in the control slot)
+    assert store.client.zrem(store.keys.nodes, "dead") == 1
+    now_ms = int(time.time() * 1000)
+    store.client.zadd(store.keys.recovering, {"dead": now_ms - 5_000})
+    assert leased(store) == 2  # the crawl is not drained
+    # a recovery later takes the stuck claim over
+    nodes, moved = store.recover("n2", 1_000)
+    assert nodes == ["dead"] and moved == 2
+    assert leased(store) == 0 and store.drained()[0] == 2
+    assert store.client.zcard(store.keys.recovering) == 0
+
+
+def test_seeds_stay_in_the_seeding_list_while_a_shard_refused_their_push(
+    store: FrontierStore,
+) -> None:
+    store.client.lpush(store.keys.start_urls, "http://m.test/")
+    assert store.take_seeds("n1", 5) == [b"http://m.test/"]
+    seeding = store.keys.seeding("n1")
+    # the node wrote its mark in the seeds' shard once; Redis then lost it (a restart from
+    # older data, a reset): the shard does nothing with the next fenced call
+    assert store.sync("n1", children=[child("x")], tag="t1").rewound is None
+    shard = store.keys.site_keys(SITE)
+    assert store.client.hdel(f"{shard.prefix}:marks", "n1") == 1
+    result = store.sync("n1", children=[child("seed")], seeds_done=True, tag="t1")
+    assert result.rewound is not None and result.seeds_pending
+    assert store.client.llen(seeding) == 1  # a death now returns the seed to the start list
+    # the node goes on with a new tag: the push lands, then the seeding list is cleared
+    store.forget_marks("n1")
+    (batch,) = result.unsent
+    again = store.sync("n1", children=batch.children, seeds_done=True, tag="t2")
+    assert again.rewound is None and not again.seeds_pending and again.added == 1
+    assert store.client.llen(seeding) == 0
