@@ -1,7 +1,7 @@
 """A node holding leases is always a member the cluster can see: in C:nodes from its open on,
-or claimed in C:recovering until every shard released its leases; and its seeds are in a list
-until the shards have them. Else a death loses work: recovery and drain detection read the
-members' leases only."""
+or claimed in C:recovering until every shard released its leases; its seeds are in a list
+until the shards have them, and an ack goes to Redis only with or after its page's children.
+Else a death loses work: recovery and drain detection read the members' leases only."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 import redis
 from frontier_state import wait_for_uptime
 
-from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
+from distcrawl.frontier.scheduler import hold_back
+from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, Lease
 
 SITE = "m.test"
 
@@ -112,3 +113,13 @@ def test_seeds_stay_in_the_seeding_list_while_a_shard_refused_their_push(
     again = store.sync("n1", children=batch.children, seeds_done=True, tag="t2")
     assert again.rewound is None and not again.seeds_pending and again.added == 1
     assert store.client.llen(seeding) == 0
+
+
+def test_an_ack_goes_with_children_of_its_own_shard_only_else_after_them() -> None:
+    acks = [Lease(shard, f"{i}.t", "s") for i, shard in enumerate((3, 5, 3))]
+    shard = lambda a: a.shard  # noqa: E731
+    assert hold_back(acks, set(), shard) == (acks, [])  # no children: every ack goes
+    # children to shard 3 only: shard 3's acks are one script call with them
+    assert hold_back(acks, {3}, shard) == ([acks[0], acks[2]], [acks[1]])
+    # children to two shards: any ack might be the parent of either, so none goes
+    assert hold_back(acks, {3, 5}, shard) == ([], acks)

@@ -23,7 +23,8 @@ import secrets
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -126,6 +127,21 @@ class NodeIdInUse(RuntimeError):
         )
 
 
+_A = TypeVar("_A")
+
+
+def hold_back(
+    acks: list[_A], kid_shards: set[int], shard: Callable[[_A], int]
+) -> tuple[list[_A], list[_A]]:
+    """``acks`` split into those that may go with a flush pushing children to ``kid_shards``
+    (it pushes none, or only to their own shard: one script call with them) and those held
+    back until Redis said it has those children."""
+    if not kid_shards:
+        return acks, []
+    now = [a for a in acks if kid_shards == {shard(a)}]
+    return now, [a for a in acks if kid_shards != {shard(a)}]
+
+
 class FrontierScheduler(BaseScheduler):
     """Scheduler backed by the Redis frontier.
 
@@ -197,6 +213,9 @@ class FrontierScheduler(BaseScheduler):
         self._started = 0  # leased requests the engine is working on
         self._children: list[Child] = []
         self._acks: list[Lease] = []
+        # acks held back by a flush that pushed children to other shards than theirs: they go
+        # with the next flush, once Redis said it has those children (see _flush)
+        self._acks_after: list[Lease] = []
         self._dead: list[DeadLetter] = []
         self._rejected: list[str] = []
         self._seeds_pending = False
@@ -217,6 +236,7 @@ class FrontierScheduler(BaseScheduler):
         # [revisit] revisit mode (set at open, from the settings and the spider's profiles)
         self.revisit: RevisitPolicy | None = None
         self._revisits: list[Revisit] = []
+        self._revisits_after: list[Revisit] = []  # held back as _acks_after
         self._payloads: dict[Request, bytes] = {}  # leased request -> the payload it came with
         self._outcomes: dict[Request, Outcome] = {}  # request -> its final answer
         self._no_revisit: set[Request] = set()  # dead-lettered: not scheduled again
@@ -475,11 +495,13 @@ class FrontierScheduler(BaseScheduler):
         unstarted = len(self._ready)
         self._ready.clear()
         try:
-            # what the engine finished is acked here; the rest (never started, or cut short by
-            # an unclean stop) goes back to the queue at once for the other nodes
-            await self._flush(lease=0)
-            if self._pending_writes():
-                await self._flush(lease=0)  # what a rewound shard did not take
+            # what the engine finished is acked here (a second and a third flush: acks held
+            # back behind their children, what a rewound shard did not take); the rest (never
+            # started, or cut short by an unclean stop) goes back to the queue at once
+            for _ in range(3):
+                await self._flush(lease=0)
+                if not self._pending_writes():
+                    break
             # the last stats (the pipeline's close, e.g. products left in its journal) stay
             # readable in `status` once the node is gone
             assert self.membership is not None
@@ -739,7 +761,11 @@ class FrontierScheduler(BaseScheduler):
             self.store,
             self.node_id,
             leased=self._leased,
-            acks=self._acks,
+            acks=[
+                *self._acks,
+                *self._acks_after,
+                *(rv.lease for rv in (*self._revisits, *self._revisits_after)),
+            ],
             ready=self._ready,
             stats=self.stats,
         )
@@ -748,7 +774,15 @@ class FrontierScheduler(BaseScheduler):
                 del self._payloads[request]
 
     def _pending_writes(self) -> bool:
-        return bool(self._children or self._acks or self._dead or self._rejected or self._revisits)
+        return bool(
+            self._children
+            or self._acks
+            or self._acks_after
+            or self._dead
+            or self._rejected
+            or self._revisits
+            or self._revisits_after
+        )
 
     async def _cycle(self) -> bool:
         """One round of I/O; returns whether anything happened (to pace the idle wait)."""
@@ -781,14 +815,27 @@ class FrontierScheduler(BaseScheduler):
         }
 
     async def _flush(self, *, lease: int) -> int:
-        """Push, ack and lease in one round trip. Buffers are cleared only once Redis said OK."""
+        """Push, ack and lease in one round trip. Buffers are cleared only once Redis said OK.
+
+        A page's ack and its children are one script call where they share a shard (its
+        site's). Children bound for other shards are separate calls, which a node killed mid
+        round trip (or a cluster's masters, each on its own) may run without the ack's, or the
+        ack's without them: so an ack goes only in a flush that pushes children to its own
+        shard or none, else in the next one, once Redis said it has them."""
         assert self.store is not None
-        children, acks, revisits = self._children, self._acks, self._revisits
-        dead, rejected, seeds_done = self._dead, self._rejected, self._seeds_pending
+        children, dead, rejected = self._children, self._dead, self._rejected
+        seeds_done = self._seeds_pending
+        kid_shards = {self.store.keys.shard_of(c.site) for c in children}
+        acks_now, acks_later = hold_back(self._acks, kid_shards, lambda a: a.shard)
+        acks = self._acks_after + acks_now
+        revisits_now, revisits_later = hold_back(
+            self._revisits, kid_shards, lambda r: r.lease.shard
+        )
+        revisits = self._revisits_after + revisits_now
         if not (children or acks or dead or rejected or seeds_done or lease or revisits):
-            return 0
+            return 0  # (acks are held back only by a flush with children)
         self._children, self._acks, self._dead, self._rejected = [], [], [], []
-        self._revisits = []
+        self._acks_after, self._revisits, self._revisits_after = [], [], []
         self._seeds_pending = False
         feedback = self._feedback.take()
         try:
@@ -808,8 +855,8 @@ class FrontierScheduler(BaseScheduler):
         except BaseException:
             # nothing was written (a script is all or nothing): keep it all for the next try
             self._children[:0] = children
-            self._acks[:0] = acks
-            self._revisits[:0] = revisits
+            self._acks[:0] = acks + acks_later
+            self._revisits[:0] = revisits + revisits_later
             self._dead[:0] = dead
             self._rejected[:0] = rejected
             self._seeds_pending = self._seeds_pending or seeds_done
@@ -825,6 +872,11 @@ class FrontierScheduler(BaseScheduler):
                 self._dead[:0] = batch.dead
                 self._feedback.restore(batch.feedback)
             self._after_rewind(result.rewound)
+            # their children may be among what a rewound shard did not take
+            self._acks[:0] = acks_later
+            self._revisits[:0] = revisits_later
+        else:
+            self._acks_after, self._revisits_after = acks_later, revisits_later
         if result.seeds_pending:
             self._seeds_pending = True
         if result.site_events:
