@@ -339,7 +339,7 @@ def _assert_stored_once(mongo_uri: str, shops: list[Any]) -> None:
 CRAWL = FrontierKeys("catalog", START_KEY)
 
 
-def _frontier_left(url: str) -> dict[str, int]:
+def _frontier_left(url: str, nodes: list[Node]) -> dict[str, int]:
     client = connection.client(url)
     try:
         shards = CRAWL.all_shards()
@@ -347,9 +347,14 @@ def _frontier_left(url: str) -> dict[str, int]:
             "queued": sum(client.zcard(s.queue) for s in shards),
             "payloads": sum(client.hlen(s.requests) for s in shards),
             "delayed": sum(client.zcard(s.delayed) for s in shards),
+            "leased": sum(client.hlen(s.held(n.node_id)) for s in shards for n in nodes),
         }
     finally:
         client.close()
+
+
+#: what a drained crawl leaves in the frontier
+NOTHING_LEFT = {"queued": 0, "payloads": 0, "delayed": 0, "leased": 0}
 
 
 @pytest.mark.slow
@@ -364,7 +369,7 @@ def test_two_nodes_crawl_three_sites_on_the_cluster(
     finally:
         stop_all(nodes)
     _assert_stored_once(mongo_uri, shops)
-    assert _frontier_left(redis_cluster_url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    assert _frontier_left(redis_cluster_url, nodes) == NOTHING_LEFT
     if CRAWL.shards == 16:
         # every master holds the seen URLs of one of the sites
         assert all(m.client().keys("*:seen:*") for m in redis_cluster.masters)
@@ -399,7 +404,7 @@ def test_kill_9_of_a_node_on_the_cluster_loses_nothing(
     finally:
         stop_all(nodes)
     _assert_stored_once(mongo_uri, shops)
-    assert _frontier_left(redis_cluster_url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    assert _frontier_left(redis_cluster_url, nodes) == NOTHING_LEFT
     assert "Recovered" in survivor.log()
     assert_clean_log(survivor.log())
 
@@ -429,7 +434,7 @@ def test_a_master_restarted_mid_crawl_loses_nothing(
     finally:
         stop_all(nodes)
     _assert_stored_once(mongo_uri, shops)
-    assert _frontier_left(redis_cluster_url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    assert _frontier_left(redis_cluster_url, nodes) == NOTHING_LEFT
     for node in nodes:
         assert "Redis is back" in node.log()
         assert "Recovered" not in node.log()
@@ -471,7 +476,7 @@ def test_a_master_killed_mid_crawl_fails_over_to_its_replica_and_loses_nothing(
         stop_all(nodes)
     assert not master.running
     _assert_stored_once(mongo_uri, shops)
-    assert _frontier_left(cluster.url) == {"queued": 0, "payloads": 0, "delayed": 0}
+    assert _frontier_left(cluster.url, nodes) == NOTHING_LEFT
     for node in nodes:
         assert "Redis is back" in node.log()  # the nodes saw the master go, and its replica
         assert "Recovered" not in node.log()  # no live node was declared dead
