@@ -122,3 +122,45 @@ def test_of_two_processes_claiming_one_node_id_at_once_one_wins(redis_url) -> No
     assert store.claim("twin", loser, 30_000, force=True)[0] == 1  # the other one is dead
     store.release("twin")  # a clean stop: the id is free
     assert store.claim("twin", winner, 30_000)[0] == 1
+
+
+@pytest.mark.slow
+def test_a_node_stays_in_the_cluster_from_its_open_on(
+    redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    """At its open a node returns what an earlier run of its id held without leaving
+    C:nodes: a death between its first lease and its first heartbeat is seen by recovery and
+    drain detection (it once was not, and the lease's whole site went uncrawled)."""
+    shop = shop_factory(products=30, latency_ms=100)
+    r = redis.Redis.from_url(redis_url)
+    before = r.config_get("notify-keyspace-events")["notify-keyspace-events"]
+    r.config_set("notify-keyspace-events", "Kz")  # sorted-set events, per key
+    db = r.connection_pool.connection_kwargs.get("db", 0)
+    events = r.pubsub(ignore_subscribe_messages=True)
+    events.subscribe(f"__keyspace@{db}__:{KEYS.nodes}")
+    r.lpush("catalog:start_urls", shop.url)
+    node = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="steady",
+        settings=SETTINGS,
+    )
+    seen: list[bytes] = []
+
+    def leased_yet() -> bool:
+        while (message := events.get_message()) is not None:
+            seen.append(message["data"])
+        return leased(r, "steady") > 0
+
+    try:
+        assert wait_for(leased_yet, 120), node.log()[-2000:]
+        assert b"zadd" in seen  # its claim (and heartbeats) joined C:nodes
+        assert b"zrem" not in seen  # and nothing took it out again
+        assert node.wait() == 0
+    finally:
+        stop_all([node])
+        events.close()
+        r.config_set("notify-keyspace-events", before)
+    urls = stored_urls(mongo_uri)
+    assert len(urls) == len(set(urls)) and set(urls) == shop.expected_product_urls()
