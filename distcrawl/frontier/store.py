@@ -545,7 +545,8 @@ class FrontierStore:
             # wrote none of what it carried: the seeding list stays until its seeds are in.
             cleared = seeds_done and result.rewound is None
             result.seeds_pending = seeds_done and not cleared
-            after.append(self._control_call("seeded", node if cleared else "", *rejected))
+            if cleared or rejected:
+                after.append(self._control_call("seeded", node if cleared else "", *rejected))
         idle = not result.leased
         if lease > 0 and idle != (node in self._idle):
             # one control call per change, not per flush: nodes that sleep are woken by the
