@@ -16,6 +16,7 @@ from distcrawl.frontier.keys import FrontierKeys
 
 __all__ = [
     "KEYS",
+    "clear_frontier",
     "dead_records",
     "delayed",
     "leased",
@@ -27,6 +28,13 @@ __all__ = [
 ]
 
 KEYS = FrontierKeys("catalog", "catalog:start_urls")
+
+
+def clear_frontier(r: redis.Redis, keys: FrontierKeys) -> None:
+    """Delete every key of the crawl ``keys`` names (its start list aside)."""
+    for pattern in keys.patterns():
+        for key in r.scan_iter(pattern):
+            r.delete(key)
 
 
 def _sum(r: redis.Redis, verb: str, key: Any, keys: FrontierKeys) -> int:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import redis
-from frontier_state import wait_for_uptime
+from frontier_state import clear_frontier, wait_for_uptime
 
 from distcrawl.frontier.store import (
     Child,
@@ -27,9 +27,7 @@ BUDGET = SiteBudget(concurrency=1)
 def store(redis_url: str, request: pytest.FixtureRequest) -> FrontierStore:
     client = redis.Redis.from_url(redis_url)
     keys = FrontierKeys("f", "f:start_urls", shards=request.param)
-    for pattern in keys.patterns():
-        for key in client.scan_iter(pattern):
-            client.delete(key)
+    clear_frontier(client, keys)
     return FrontierStore(client, keys, refresh=0.0)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import redis
-from frontier_state import wait_for_uptime
+from frontier_state import clear_frontier, wait_for_uptime
 
 from distcrawl.cluster import build_status, read_snapshot
 from distcrawl.frontier.store import (
@@ -36,9 +36,7 @@ def store(redis_url: str, request: pytest.FixtureRequest) -> FrontierStore:
     shards, functions = request.param
     client = redis.Redis.from_url(redis_url)
     keys = FrontierKeys("t", "t:start_urls", shards=shards)
-    for pattern in keys.patterns():
-        for key in client.scan_iter(pattern):
-            client.delete(key)
+    clear_frontier(client, keys)
     client.delete(keys.start_urls)
     return FrontierStore(client, keys, refresh=0.0, functions=functions)
 
@@ -399,9 +397,7 @@ def test_bloom_dupefilter_filters_seen_urls_within_its_error_rate(redis_url: str
 
     client = redis.Redis.from_url(redis_url)
     keys = FrontierKeys("bloomtest", "bloomtest:start_urls", shards=4)
-    for pattern in keys.patterns():
-        for key in client.scan_iter(pattern):
-            client.delete(key)
+    clear_frontier(client, keys)
     n = 20_000
     # sized for n URLs per shard; every URL here is of one site, so of one shard
     bloom_n = Dupefilter("bloom", 4 * n, 0.001)
@@ -626,9 +622,7 @@ def test_the_bloom_filter_is_made_at_its_full_size_and_keeps_its_error_rate(
 
     client = redis.Redis.from_url(redis_url)
     keys = FrontierKeys("bloomsize", "bloomsize:start_urls", shards=2)
-    for pattern in keys.patterns():
-        for key in client.scan_iter(pattern):
-            client.delete(key)
+    clear_frontier(client, keys)
     n, rate = 10_000, 0.01
     dupefilter = Dupefilter("bloom", 2 * n, rate)  # n URLs per shard; one site, one shard
     m, _ = dupefilter.bloom_shape(2) or (0, 0)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import redis
-from frontier_state import wait_for_uptime
+from frontier_state import clear_frontier, wait_for_uptime
 
 from distcrawl.frontier.scheduler import hold_back
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, Lease
@@ -22,9 +22,7 @@ SITE = "m.test"
 def store(redis_url: str, request: pytest.FixtureRequest) -> FrontierStore:
     client = redis.Redis.from_url(redis_url)
     keys = FrontierKeys("m", "m:start_urls", shards=request.param)
-    for pattern in keys.patterns():
-        for key in client.scan_iter(pattern):
-            client.delete(key)
+    clear_frontier(client, keys)
     client.delete(keys.start_urls)
     return FrontierStore(client, keys, refresh=0.0)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from pathlib import Path
 
 import frontier_state
 import pytest
@@ -23,6 +24,16 @@ def leased(r: redis.Redis, node: str) -> int:
     return frontier_state.leased(r, node)
 
 
+def node(redis_url: str, mongo_uri: str, log_dir: Path, node_id: str) -> Node:
+    return Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=log_dir,
+        node_id=node_id,
+        settings=SETTINGS,
+    )
+
+
 @pytest.mark.slow
 def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
     redis_url, mongo_uri, shop_factory, tmp_path
@@ -30,13 +41,7 @@ def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
     shop = shop_factory(products=150, latency_ms=100)
     r = redis.Redis.from_url(redis_url)
     r.lpush("catalog:start_urls", shop.url)
-    first = Node(
-        redis_url=redis_url,
-        mongo_uri=mongo_uri,
-        log_dir=tmp_path,
-        node_id="twin",
-        settings=SETTINGS,
-    )
+    first = node(redis_url, mongo_uri, tmp_path, "twin")
     nodes = [first]
     try:
         assert wait_for(lambda: leased(r, "twin") > 0, 120), first.log()[-2000:]
@@ -44,13 +49,7 @@ def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
         # takes to start on a loaded machine
         r.set("{catalog}:paused", '{"by": "test"}')
         (tmp_path / "second").mkdir()
-        second = Node(
-            redis_url=redis_url,
-            mongo_uri=mongo_uri,
-            log_dir=tmp_path / "second",
-            node_id="twin",
-            settings=SETTINGS,
-        )
+        second = node(redis_url, mongo_uri, tmp_path / "second", "twin")
         nodes.append(second)
         assert second.wait(120) != 0
         log = second.log()
@@ -75,20 +74,13 @@ def test_a_node_restarted_under_its_id_after_a_kill_takes_its_leases_back_at_onc
     shop = shop_factory(products=150, latency_ms=100)
     r = redis.Redis.from_url(redis_url)
     r.lpush("catalog:start_urls", shop.url)
-    mk = lambda log_dir: Node(  # noqa: E731
-        redis_url=redis_url,
-        mongo_uri=mongo_uri,
-        log_dir=log_dir,
-        node_id="phoenix",
-        settings=SETTINGS,
-    )
-    first = mk(tmp_path)
+    first = node(redis_url, mongo_uri, tmp_path, "phoenix")
     nodes = [first]
     try:
         assert wait_for(lambda: leased(r, "phoenix") > 0, 120), first.log()[-2000:]
         first.kill()  # its heartbeat is fresh, its leases are out
         (tmp_path / "again").mkdir()
-        again = mk(tmp_path / "again")
+        again = node(redis_url, mongo_uri, tmp_path / "again", "phoenix")
         nodes.append(again)
         assert again.wait() == 0  # with a 600 s timeout, only a reclaim at open can drain
     finally:
@@ -139,13 +131,7 @@ def test_a_node_stays_in_the_cluster_from_its_open_on(
     events = r.pubsub(ignore_subscribe_messages=True)
     events.subscribe(f"__keyspace@{db}__:{KEYS.nodes}")
     r.lpush("catalog:start_urls", shop.url)
-    node = Node(
-        redis_url=redis_url,
-        mongo_uri=mongo_uri,
-        log_dir=tmp_path,
-        node_id="steady",
-        settings=SETTINGS,
-    )
+    steady = node(redis_url, mongo_uri, tmp_path, "steady")
     seen: list[bytes] = []
 
     def leased_yet() -> bool:
@@ -154,12 +140,12 @@ def test_a_node_stays_in_the_cluster_from_its_open_on(
         return leased(r, "steady") > 0
 
     try:
-        assert wait_for(leased_yet, 120), node.log()[-2000:]
+        assert wait_for(leased_yet, 120), steady.log()[-2000:]
         assert b"zadd" in seen  # its claim (and heartbeats) joined C:nodes
         assert b"zrem" not in seen  # and nothing took it out again
-        assert node.wait() == 0
+        assert steady.wait() == 0
     finally:
-        stop_all([node])
+        stop_all([steady])
         events.close()
         r.config_set("notify-keyspace-events", before)
     urls = stored_urls(mongo_uri)

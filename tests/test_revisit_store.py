@@ -7,6 +7,7 @@ import time
 
 import pytest
 import redis
+from frontier_state import clear_frontier
 
 from distcrawl.frontier.batch import Lease, Revisit
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, SiteBudget
@@ -18,9 +19,7 @@ LONG = 3_600_000
 def make_store(redis_url: str, shards: int, forget_ms: int | None = LONG) -> FrontierStore:
     client = redis.Redis.from_url(redis_url)
     keys = FrontierKeys("rv", "rv:start_urls", shards=shards)
-    for pattern in keys.patterns():
-        for key in client.scan_iter(pattern):
-            client.delete(key)
+    clear_frontier(client, keys)
     return FrontierStore(client, keys, refresh=0.0, forget_ms=forget_ms)
 
 

@@ -644,10 +644,7 @@ class FrontierStore:
         ``node`` left, the node staying in the cluster (a member before its first lease, so
         that a death right after it is seen by recovery and by drain detection). Returns how
         many moved."""
-        return self._drive(self._rejoin(node))
-
-    def _rejoin(self, node: str) -> _Step:
-        return (yield from self._return_all(node, "rejoin"))
+        return self._drive(self._return_all(node, "rejoin"))
 
     def recover(self, node: str, timeout_ms: int) -> Any:
         """Return the leases and seeds of every node whose heartbeat is older than
