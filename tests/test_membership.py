@@ -6,11 +6,15 @@ Else a death loses work: recovery and drain detection read the members' leases o
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import pytest
 import redis
-from frontier_state import clear_frontier, wait_for_uptime
+from crawl_nodes import assert_clean_log, assert_each_product_once, start_nodes, stop_all, wait_for
+from frontier_state import KEYS, clear_frontier, wait_for_uptime
+from frontier_state import leased as leased_by
 
 from distcrawl.frontier.scheduler import hold_back
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, Lease
@@ -121,3 +125,74 @@ def test_an_ack_goes_with_children_of_its_own_shard_only_else_after_them() -> No
     assert hold_back(acks, {3}, shard) == ([acks[0], acks[2]], [acks[1]])
     # children to two shards: any ack might be the parent of either, so none goes
     assert hold_back(acks, {3, 5}, shard) == ([], acks)
+
+
+def test_a_node_presumed_dead_leases_nothing_before_it_is_a_member_again(
+    store: FrontierStore,
+) -> None:
+    # n1 pushed to one shard and never leased: it wrote no mark in any other shard
+    store.heartbeat("n1", "{}")
+    assert store.sync("n1", children=[child("a")], tag="t1").added == 1
+    # work in the other shards (with one shard: in that one), pushed by another node
+    others = [f"o{i}.test" for i in range(64)]
+    store.sync(
+        "n2", children=[Child(s, 100, False, 0, s, f'{{"url": "http://{s}/"}}') for s in others]
+    )
+    # n1 falls silent for longer than the timeout, and is recovered
+    silent_since_long(store, "n1")
+    assert store.recover("n2", 1_000)[0] == ["n1"]
+    assert store.client.zscore(store.keys.nodes, "n1") is None
+    # n1 was alive after all: its next call is told so by every shard, one it never called
+    # too, and leases nothing while it is outside C:nodes (a death then would leave a lease
+    # that no recovery and no drain count sees)
+    result = store.sync("n1", lease=1, tag="t1")
+    assert result.rewound is not None and result.rewound.startswith(b"!")
+    assert not result.leased and leased(store) == 0
+    # a member again (its heartbeat), it leases: the tombstones are what it expects now
+    store.heartbeat("n1", "{}")
+    again = store.sync("n1", lease=1, tag="t2")
+    assert again.rewound is None and len(again.leased) == 1
+    # a later run of n1 (its open returns what this one holds) starts from no mark
+    later = FrontierStore(store.client, store.keys, refresh=0.0)
+    assert later.rejoin("n1") == 1
+    assert later.sync("n1", lease=1, tag="t3").rewound is None
+
+
+@pytest.mark.slow
+def test_a_node_paused_past_its_timeout_joins_again_and_the_crawl_loses_nothing(
+    redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    """A node stopped (SIGSTOP: a long pause) until another one recovered its leases, then
+    resumed: it learns it at its next call, joins again, and the crawl stores every product
+    once."""
+    shop = shop_factory(products=200, latency_ms=200)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "5", "CONCURRENT_REQUESTS": "2"}
+    paused, other = nodes = start_nodes(
+        ["paused", "other"],
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        settings=settings,
+    )
+    try:
+        assert wait_for(lambda: leased_by(r, "paused") > 0, 120), paused.log()[-2000:]
+        os.kill(paused.proc.pid, signal.SIGSTOP)
+        try:
+            # its leases back in the frontier, and out of C:nodes: the other node recovered it
+            recovered = wait_for(
+                lambda: r.zscore(KEYS.nodes, "paused") is None and leased_by(r, "paused") == 0,
+                120,
+            )
+        finally:
+            os.kill(paused.proc.pid, signal.SIGCONT)
+        assert recovered, other.log()[-2000:]
+        assert paused.wait() == 0 and other.wait() == 0
+    finally:
+        stop_all(nodes)
+    log = paused.log()
+    assert "was presumed dead and its leases were recovered" in log, log[-3000:]
+    assert_clean_log(log)
+    assert_clean_log(other.log())
+    assert_each_product_once(mongo_uri, shop)

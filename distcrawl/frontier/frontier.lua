@@ -53,8 +53,11 @@ Shard slot (per shard)
   Q:marks            HASH  node -> the mark its last sync of this shard wrote; a node that does
                            not find its last mark knows Redis lost its writes (restarted from
                            older data, a failover to a lagging replica, a reset). Cleared when
-                           the node's leases are all released (clean stop, recovery). With
-                           N = 1 this is {S}:marks
+                           the node's leases are all released by its own clean stop or open;
+                           a recovery writes a tombstone instead ("!<id>", the same in every
+                           shard), so that a node presumed dead is told so by the first shard
+                           it calls, one it never called before included. With N = 1 this is
+                           {S}:marks
   Q:seq              STRING counter for rids and FIFO order (one INCRBY per batch)
   Q:seen:<b>         SET   the exact dupefilter (the default): 64-bit request fingerprints as
                            integers (compact intsets), bucket b by linear hashing (see seen_add)
@@ -134,9 +137,11 @@ Shard commands (KEYS[1] = Q)
        records follow the feedback), and for a fenced node mp, mn (the mark it wrote last to
        this shard, its next one) and tag (into the rids of its children).
        First, unless mn is '': Q:marks[node] must be mp (or mn: a call that ran but whose
-       reply was lost) or mp '' (the node's first sync of the shard); else nothing is done
-       and the reply is {'rewound', found}: the node forgets what it pushed, takes a new tag
-       and reconciles its leases. Records:
+       reply was lost) or, with mp '' (the node's first sync of the shard), anything but a
+       recovery's tombstone; else nothing is done and the reply is {'rewound', found}: the
+       node forgets what it pushed, takes a new tag and reconciles its leases. A found
+       tombstone ("!<id>") means the node was presumed dead: it heart-beats (a member again)
+       before it sends the tombstone as mp to any shard. Records:
          child    fp h spec payload   (spec: "[d]prio[ delay_ms site]", "d" = dont_filter,
                   delay_ms 0 and site "=" when left out; site "=": the payload's URL names
                   it; fp "" = none; exact: fp the fingerprint's first 8 bytes as a signed
@@ -177,7 +182,10 @@ Shard commands (KEYS[1] = Q)
        never was in the queue (robots.txt fetched by a node's middleware).
   release node wake [rid]*
        Returns the given leases of <node> (all of them when none are named) to the queue with
-       their order score. Clean stops, restarts, recovery of dead nodes.
+       their order score. Clean stops, restarts, leases whose grant was lost.
+  release_dead node wake tombstone
+       Recovery of a node presumed dead: all its leases back to the queue, and the tombstone
+       as its mark (see Q:marks).
   drained node*
        Returns {queued (incl. waiting for their site), delayed, leased by the named nodes}.
   revisit_status grace_ms
@@ -1086,7 +1094,8 @@ local function sync_command()
     -- this node's last write to this shard must be here; if not, Redis came back with older
     -- state: nothing is done
     local cur = redis.call('HGET', P .. ':marks', node)
-    if mark_prev ~= '' and cur ~= mark_prev and cur ~= mark_new then
+    if cur ~= mark_prev and cur ~= mark_new
+        and (mark_prev ~= '' or (cur and string.byte(cur) == 33)) then -- 33: '!', a tombstone
       return {'rewound', cur or ''}
     end
     redis.call('HSET', P .. ':marks', node, mark_new)
@@ -1516,8 +1525,16 @@ local function other_command()
     local rids = {}
     for j = 4, #ARGV do rids[#rids + 1] = ARGV[j] end
     local moved = release(node, rids)
-    -- all of them: a clean stop or a recovery; a node alive after all re-reconciles
+    -- all of them: the node's own clean stop or open
     if #rids == 0 then redis.call('HDEL', P .. ':marks', node) end
+    publish_wake(channel, moved)
+    return moved
+
+  elseif cmd == 'release_dead' then
+    local node, channel, tombstone = ARGV[2], ARGV[3], ARGV[4]
+    local moved = release(node, {})
+    -- a node alive after all learns it at its next call of this shard, whichever it is
+    redis.call('HSET', P .. ':marks', node, tombstone)
     publish_wake(channel, moved)
     return moved
 

@@ -63,7 +63,7 @@ from distcrawl.frontier.revisit import (
     parse_duration,
     revisit_payload,
 )
-from distcrawl.frontier.store import Dupefilter, FrontierStore
+from distcrawl.frontier.store import TOMBSTONE, Dupefilter, FrontierStore
 from distcrawl.frontier.tracking import (
     DEFAULT_KNOWN_FINGERPRINTS,
     PUBLISHED_SITES,
@@ -910,18 +910,33 @@ class FrontierScheduler(BaseScheduler):
         return self._accept_leases(result.leased)
 
     def _after_rewind(self, found: bytes) -> None:
-        """Redis came back without this node's last writes (restarted from older data, a
-        failover to a lagging replica, a reset): what the node remembers having pushed may be
-        gone, so it forgets it, takes a new rid tag, and reconciles its leases."""
-        self.stats.inc_value("frontier/redis_rewinds")
-        logger.warning(
-            "Redis lost this node's last writes (its last mark is gone, found %r; or the node "
-            "was presumed dead and recovered): node %s forgets %d pushed fingerprints and the "
-            "spider's known links, and reconciles its leases",
-            found.decode("utf-8", "backslashreplace") or "none",
-            self.node_id,
-            len(self._known),
-        )
+        """A shard lacked this node's last mark: Redis came back without the node's last writes
+        (restarted from older data, a failover to a lagging replica, a reset), or another node
+        presumed this one dead and recovered its leases (the shard holds the recovery's
+        tombstone). What the node remembers having pushed may be gone (a tombstone, too, may
+        be what an older state of Redis holds), so it forgets it, takes a new rid tag, and
+        reconciles its leases, a member again (a heartbeat) before it leases."""
+        if found.startswith(TOMBSTONE):
+            self.stats.inc_value("frontier/presumed_dead")
+            logger.warning(
+                "Node %s was presumed dead and its leases were recovered by another node (its "
+                "heartbeat was older than %.0fs: a long pause, or Redis out of its reach): it "
+                "joins the cluster again, forgets %d pushed fingerprints and the spider's "
+                "known links, and drops prefetched requests it no longer holds",
+                self.node_id,
+                self.heartbeat_timeout,
+                len(self._known),
+            )
+        else:
+            self.stats.inc_value("frontier/redis_rewinds")
+            logger.warning(
+                "Redis lost this node's last writes (its last mark is gone, found %r): node %s "
+                "forgets %d pushed fingerprints and the spider's known links, and reconciles "
+                "its leases",
+                found.decode("utf-8", "backslashreplace") or "none",
+                self.node_id,
+                len(self._known),
+            )
         self._known.clear()
         self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
         self._tag = new_rid_tag()

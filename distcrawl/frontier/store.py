@@ -33,6 +33,7 @@ import inspect
 import json
 import logging
 import math
+import secrets
 import time
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,8 @@ def _no_fcall(result: Any) -> bool:
 #: seconds after which a node reads a shard it has no news of again (work arriving in an empty
 #: shard is announced on the wake channel at once)
 DEFAULT_REFRESH = 5.0
+#: how a recovery's tombstone starts: a dead node's mark in every shard (``Q:marks``)
+TOMBSTONE = b"!"
 #: URLs the Bloom dupefilter is sized for, crawl-wide (DISTCRAWL_BLOOM_CAPACITY)
 DEFAULT_BLOOM_CAPACITY = 10_000_000
 #: the Bloom dupefilter's false-positive rate at capacity (DISTCRAWL_BLOOM_ERROR_RATE)
@@ -514,6 +517,7 @@ class FrontierStore:
         results = yield calls
         result = SyncResult(shards_called=len(order))
         replies = []
+        tombstone = None
         for s, raw in zip(order, results, strict=False):
             if fence is not None:
                 mark = fence.pending.pop(s, "")
@@ -522,9 +526,21 @@ class FrontierStore:
                     fence.last.pop(s, None)
                     result.rewound = found
                     result.unsent.append(batches[s])
+                    if found.startswith(TOMBSTONE):
+                        tombstone = found
                     continue
                 fence.last[s] = mark
             replies.append(ShardReply.parse(s, raw))
+        if fence is not None and tombstone is not None:
+            # presumed dead and recovered: every shard holds the recovery's tombstone as this
+            # node's mark (those this call wrote to ran before the recovery got there, and say
+            # so at their next call). The caller heart-beats before its next sync, which may
+            # then go to any shard, one never called before too
+            done = {r.shard for r in replies}
+            marked = tombstone.decode("utf-8", "replace")
+            for i in range(self.keys.shards):
+                if i not in done:
+                    fence.last[i] = marked
         for r in replies:
             self.views.update(r)
             result.added += r.added
@@ -658,7 +674,14 @@ class FrontierStore:
             return [[], 0]
         wake = self.keys.wake
         shards = range(self.keys.shards)
-        calls = [self._shard_call(s, "release", dead, wake) for dead in names for s in shards]
+        # the same tombstone in every shard: a dead node's mark, so that a node presumed dead
+        # is told at its next call of any shard, before it leases from one it never called
+        tombstone = TOMBSTONE.decode() + secrets.token_urlsafe(6)
+        calls = [
+            self._shard_call(s, "release_dead", dead, wake, tombstone)
+            for dead in names
+            for s in shards
+        ]
         counts = [int(n) for n in (yield calls)]
         for i, n in enumerate(counts):
             if n:
