@@ -282,6 +282,14 @@ class Bench:
                 redis_script_calls_per_page=round(delta["script_calls"] / n_pages, 3),
                 redis_cpu_s_per_1000_pages=round(delta["cpu_s"] * 1000 / n_pages, 3),
                 redis_by_command={k: round(v / n_pages, 3) for k, v in delta["by_command"].items()},
+                # Redis' own timing of each command (INFO commandstats usec) per page: fcall
+                # includes the script's commands, listed again by name; the rest of
+                # redis_cpu_s_per_1000_pages is I/O, the event loop and the AOF
+                redis_us_per_page_by_command={
+                    k: round(v / n_pages, 2)
+                    for k, v in sorted(delta["usec_by_command"].items(), key=lambda kv: -kv[1])
+                    if v / n_pages >= 0.01
+                },
             )
             if proxy_stats:
                 result.update(
