@@ -196,3 +196,22 @@ def test_a_node_paused_past_its_timeout_joins_again_and_the_crawl_loses_nothing(
     assert_clean_log(log)
     assert_clean_log(other.log())
     assert_each_product_once(mongo_uri, shop)
+
+
+def test_tombstones_of_nodes_that_never_came_back_go_after_a_day(store: FrontierStore) -> None:
+    day_ms = 86_400_000
+    now_ms = int(time.time() * 1000)
+    shards = [store.keys.shard(i) for i in range(store.keys.shards)]
+    for shard in shards:
+        store.client.hset(f"{shard.prefix}:marks", "gone", f"!{now_ms - day_ms - 60_000}.old")
+        store.client.hset(f"{shard.prefix}:marks", "recent", f"!{now_ms - day_ms // 2}.new")
+        store.client.hset(f"{shard.prefix}:marks", "live", "t:1")
+    store.heartbeat("n1", "{}")
+    silent_since_long(store, "n1")
+    assert store.recover("n2", 1_000)[0] == ["n1"]
+    for shard in shards:
+        marks = store.client.hgetall(f"{shard.prefix}:marks")
+        assert b"gone" not in marks  # a recovery drops tombstones older than a day
+        assert marks[b"recent"].endswith(b".new") and marks[b"live"] == b"t:1"
+        assert marks[b"n1"].startswith(b"!")  # and leaves its own, the same in every shard
+    assert len({store.client.hget(f"{s.prefix}:marks", "n1") for s in shards}) == 1

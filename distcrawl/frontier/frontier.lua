@@ -185,7 +185,9 @@ Shard commands (KEYS[1] = Q)
        their order score. Clean stops, restarts, leases whose grant was lost.
   release_dead node wake tombstone
        Recovery of a node presumed dead: all its leases back to the queue, and the tombstone
-       as its mark (see Q:marks).
+       ("!<ms>.<id>", ms the recovery's time) as its mark (see Q:marks). Tombstones older
+       than a day go (a node back after that long is told by the shards it called, whose
+       marks are gone, but not by one it never called).
   drained node*
        Returns {queued (incl. waiting for their site), delayed, leased by the named nodes}.
   revisit_status grace_ms
@@ -239,6 +241,7 @@ Control commands (KEYS[1] = C, KEYS[2] = START)
 -- the whole file still runs as one EVAL script (where FUNCTION is missing: Redis before 7)
 local KEYS, ARGV, P, cmd
 local BATCH = 1000 -- most arguments handed to one command (Lua's unpack has a stack limit)
+local TOMBSTONE_KEPT_MS = 86400000 -- a recovery's tombstone, in Q:marks, is kept a day
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -1534,7 +1537,15 @@ local function other_command()
     local node, channel, tombstone = ARGV[2], ARGV[3], ARGV[4]
     local moved = release(node, {})
     -- a node alive after all learns it at its next call of this shard, whichever it is
-    redis.call('HSET', P .. ':marks', node, tombstone)
+    local marks = P .. ':marks'
+    redis.call('HSET', marks, node, tombstone)
+    -- tombstones of nodes that never came back do not pile up (default node ids are new
+    -- for every process): a recovery, rare, reads the marks (one per node) and drops them
+    local all, old = redis.call('HGETALL', marks), now_ms() - TOMBSTONE_KEPT_MS
+    for j = 1, #all, 2 do
+      local at = tonumber(string.match(all[j + 1], '^!(%d+)%.'))
+      if at and at < old then redis.call('HDEL', marks, all[j]) end
+    end
     publish_wake(channel, moved)
     return moved
 

@@ -676,7 +676,7 @@ class FrontierStore:
         shards = range(self.keys.shards)
         # the same tombstone in every shard: a dead node's mark, so that a node presumed dead
         # is told at its next call of any shard, before it leases from one it never called
-        tombstone = TOMBSTONE.decode() + secrets.token_urlsafe(6)
+        tombstone = f"{TOMBSTONE.decode()}{int(time.time() * 1000)}.{secrets.token_urlsafe(6)}"
         calls = [
             self._shard_call(s, "release_dead", dead, wake, tombstone)
             for dead in names
