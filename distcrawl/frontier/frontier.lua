@@ -54,8 +54,8 @@ Shard slot (per shard)
                            not find its last mark knows Redis lost its writes (restarted from
                            older data, a failover to a lagging replica, a reset). Cleared when
                            the node's leases are all released by its own clean stop or open;
-                           a recovery writes a tombstone instead ("!<id>", the same in every
-                           shard), so that a node presumed dead is told so by the first shard
+                           a recovery writes a tombstone instead ("!<ms>.<id>", the same in
+                           every shard), so that a node presumed dead is told so by the first shard
                            it calls, one it never called before included. With N = 1 this is
                            {S}:marks
   Q:seq              STRING counter for rids and FIFO order (one INCRBY per batch)
@@ -140,7 +140,7 @@ Shard commands (KEYS[1] = Q)
        reply was lost) or, with mp '' (the node's first sync of the shard), anything but a
        recovery's tombstone; else nothing is done and the reply is {'rewound', found}: the
        node forgets what it pushed, takes a new tag and reconciles its leases. A found
-       tombstone ("!<id>") means the node was presumed dead: it heart-beats (a member again)
+       tombstone ("!...") means the node was presumed dead: it heart-beats (a member again)
        before it sends the tombstone as mp to any shard. Records:
          child    fp h spec payload   (spec: "[d]prio[ delay_ms site]", "d" = dont_filter,
                   delay_ms 0 and site "=" when left out; site "=": the payload's URL names

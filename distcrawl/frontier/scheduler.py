@@ -63,7 +63,7 @@ from distcrawl.frontier.revisit import (
     parse_duration,
     revisit_payload,
 )
-from distcrawl.frontier.store import TOMBSTONE, Dupefilter, FrontierStore
+from distcrawl.frontier.store import Dupefilter, FrontierStore, is_tombstone
 from distcrawl.frontier.tracking import (
     DEFAULT_KNOWN_FINGERPRINTS,
     PUBLISHED_SITES,
@@ -916,7 +916,7 @@ class FrontierScheduler(BaseScheduler):
         tombstone). What the node remembers having pushed may be gone (a tombstone, too, may
         be what an older state of Redis holds), so it forgets it, takes a new rid tag, and
         reconciles its leases, a member again (a heartbeat) before it leases."""
-        if found.startswith(TOMBSTONE):
+        if is_tombstone(found):
             self.stats.inc_value("frontier/presumed_dead")
             logger.warning(
                 "Node %s was presumed dead and its leases were recovered by another node (its "

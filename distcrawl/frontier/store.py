@@ -111,7 +111,7 @@ def _no_fcall(result: Any) -> bool:
 #: shard is announced on the wake channel at once)
 DEFAULT_REFRESH = 5.0
 #: how a recovery's tombstone starts: a dead node's mark in every shard (``Q:marks``)
-TOMBSTONE = b"!"
+TOMBSTONE = "!"
 #: URLs the Bloom dupefilter is sized for, crawl-wide (DISTCRAWL_BLOOM_CAPACITY)
 DEFAULT_BLOOM_CAPACITY = 10_000_000
 #: the Bloom dupefilter's false-positive rate at capacity (DISTCRAWL_BLOOM_ERROR_RATE)
@@ -158,6 +158,12 @@ class Dupefilter:
         bits = min(_MAX_BLOOM_BITS, bits)
         k = max(1, round(bits / per_shard * math.log(2)))
         return [bits, k]
+
+
+def is_tombstone(mark: bytes) -> bool:
+    """Whether a mark a shard holds for a node is a recovery's tombstone (the node was
+    presumed dead), not one the node wrote."""
+    return mark.startswith(TOMBSTONE.encode())
 
 
 def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
@@ -526,7 +532,7 @@ class FrontierStore:
                     fence.last.pop(s, None)
                     result.rewound = found
                     result.unsent.append(batches[s])
-                    if found.startswith(TOMBSTONE):
+                    if is_tombstone(found):
                         tombstone = found
                     continue
                 fence.last[s] = mark
@@ -676,7 +682,7 @@ class FrontierStore:
         shards = range(self.keys.shards)
         # the same tombstone in every shard: a dead node's mark, so that a node presumed dead
         # is told at its next call of any shard, before it leases from one it never called
-        tombstone = f"{TOMBSTONE.decode()}{int(time.time() * 1000)}.{secrets.token_urlsafe(6)}"
+        tombstone = f"{TOMBSTONE}{int(time.time() * 1000)}.{secrets.token_urlsafe(6)}"
         calls = [
             self._shard_call(s, "release_dead", dead, wake, tombstone)
             for dead in names
