@@ -370,6 +370,19 @@ def test_throttled_site_slows_down_for_everyone_then_recovers(store: FrontierSto
     assert float(store.client.hget(key, "factor")) == pytest.approx(0.7, abs=0.01)  # + wear-off
 
 
+def test_fine_answers_from_a_site_never_cut_cost_the_shard_no_reads(store: FrontierStore) -> None:
+    def calls(name: str) -> int:
+        return int(store.client.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0))
+
+    before = calls("hmget"), calls("time")
+    store.sync("n1", feedback=[Feedback("fine.test", 20, 0, 0)])
+    # only a cut's factor could change: with no cut in the shard nothing is read or written
+    assert (calls("hmget"), calls("time")) == before
+    assert not store.client.exists(store.keys.site("fine.test"))
+    store.sync("n1", feedback=[Feedback("fine.test", 0, 1, 0)])
+    assert float(store.client.hget(store.keys.site("fine.test"), "factor")) == 0.5
+
+
 def _fp(i: int) -> bytes:
     import hashlib
 

@@ -917,7 +917,7 @@ local function side_keys()
   local keys = {}
   for j, name in ipairs(SIDE) do keys[j] = P .. ':' .. name end
   local n = redis.call('EXISTS', unpack(keys))
-  if n == 0 then return false, false, false, false, false end
+  if n == 0 then return false, false, false, false, false, false end
   local args = {}
   for j, key in ipairs(keys) do
     for _ = 1, 2 ^ (j - 1) do args[#args + 1] = key end
@@ -928,7 +928,7 @@ local function side_keys()
     out[j] = n % 2 == 1
     n = math.floor(n / 2)
   end
-  return out[1], out[2], out[3], out[4] or out[5], out[6]
+  return out[1], out[2], out[3], out[4] or out[5], out[6], out[5]
 end
 
 local function head_score(key)
@@ -1116,7 +1116,7 @@ local function sync_command()
   -- the queue's length, kept up to date below instead of asked again
   local qlen = redis.call('ZCARD', queue)
   local queued_before = qlen
-  local has_waiting, has_delayed, has_paused, has_special, has_active = side_keys()
+  local has_waiting, has_delayed, has_paused, has_special, has_active, has_cuts = side_keys()
   any_waiting = has_waiting
   special = has_special
   counting = has_active or (tonumber(h['conc']) or 0) > 0 or (tonumber(h['rate']) or 0) > 0
@@ -1188,9 +1188,12 @@ local function sync_command()
   local fb = i + na * 2 + nd * 4
   for j = 1, nf do
     local base = fb + (j - 1) * 4
-    feedback(ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]),
-      tonumber(ARGV[base + 3]), clock(), tonumber(h['rate']) or 0, tonumber(h['adaptive']) or 8,
-      tonumber(h['recover']) or 120000)
+    local throttled, slow = tonumber(ARGV[base + 2]) or 0, tonumber(ARGV[base + 3]) or 0
+    -- fine answers only raise a cut factor: with no cut in the shard they change nothing
+    if throttled > 0 or slow > 0 or has_cuts then
+      feedback(ARGV[base], tonumber(ARGV[base + 1]) or 0, throttled, slow, clock(),
+        tonumber(h['rate']) or 0, tonumber(h['adaptive']) or 8, tonumber(h['recover']) or 120000)
+    end
   end
 
   local leases = P .. ':held:' .. node
