@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -181,6 +182,13 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.1) -> bool:
             return True
         time.sleep(interval)
     return False
+
+
+def stats_of(log: str) -> dict[str, Any]:
+    """The stats a node dumped at its end (Scrapy logs them as a Python dict literal)."""
+    dump = log[log.rindex("Dumping Scrapy stats:") :]
+    body = dump[dump.index("{") : dump.index("}\n") + 1]
+    return {k: int(v) for k, v in re.findall(r"'([^']+)': (\d+),?\n", body)}
 
 
 def assert_clean_log(text: str) -> None:

@@ -16,6 +16,7 @@ from crawl_nodes import (
     assert_clean_log,
     assert_each_product_once,
     product_fetches,
+    stats_of,
     stop_all,
     stored_urls,
 )
@@ -58,6 +59,38 @@ def test_two_nodes_store_every_product_exactly_once(
     for node in nodes:
         assert_clean_log(node.log())
         assert "Spider closed (frontier_drained)" in node.log()
+    r = redis.Redis.from_url(redis_url)
+    assert queued(r) == 0
+    assert not leases_left(r)
+
+
+def test_a_node_that_may_hold_its_writes_an_hour_flushes_them_when_its_work_runs_low(
+    redis_url, mongo_uri, redis_cli, shop_factory, tmp_path
+) -> None:
+    """DISTCRAWL_FLUSH_DELAY bounds how long a node keeps its acks and links while it has work
+    prefetched; running low on work, or closing, flushes them whatever the delay. The node
+    also takes its own links back as the spider made them, without decoding them again."""
+    shop = shop_factory(products=200)
+    lpush(redis_cli, redis_url, shop.url)
+    node = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="holder",
+        settings={"DISTCRAWL_FLUSH_DELAY": "3600"},
+    )
+    try:
+        assert node.wait() == 0
+    finally:
+        stop_all([node])
+    assert_each_product_once(mongo_uri, shop)
+    log = node.log()
+    assert_clean_log(log)
+    stats = stats_of(log)
+    assert stats["frontier/acked"] == stats["frontier/leased"] > 200
+    # every page was a request this node pushed and leased back itself (the seed's too: the
+    # node makes its request from the raw seed and pushes it like a link)
+    assert stats["frontier/requests_reused"] == stats["frontier/leased"]
     r = redis.Redis.from_url(redis_url)
     assert queued(r) == 0
     assert not leases_left(r)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import re
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import pymongo.errors
 import pytest
 import redis
 import scrapy
-from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls
+from crawl_nodes import Node, assert_clean_log, stats_of, stop_all, stored_urls
 from frontier_state import KEYS, dead_records
 
 from distcrawl import settings as project_settings
@@ -45,13 +44,6 @@ def safety_settings(**extra: Any) -> dict[str, str]:
         "DEPTH_LIMIT": str(DEPTH_LIMIT),
         **{k: str(v) for k, v in extra.items()},
     }
-
-
-def stats_of(log: str) -> dict[str, Any]:
-    """The stats a node dumped at its end (Scrapy logs them as a Python dict literal)."""
-    dump = log[log.rindex("Dumping Scrapy stats:") :]
-    body = dump[dump.index("{") : dump.index("}\n") + 1]
-    return {k: int(v) for k, v in re.findall(r"'([^']+)': (\d+),?\n", body)}
 
 
 class Marker:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from distcrawl.frontier.tracking import InProgress, SiteFeedback
-from distcrawl.recent import RecentKeys
+from distcrawl.recent import RecentKeys, RecentMap
 
 
 def test_in_progress_reports_each_request_the_engine_lets_go() -> None:
@@ -36,3 +36,12 @@ def test_site_feedback_classifies_and_survives_a_failed_flush() -> None:
     assert feedback.take() == []
     feedback.restore(taken)
     assert sorted(feedback.take()) == sorted(taken)
+
+
+def test_recent_map_is_bounded_and_hands_each_value_back_once() -> None:
+    kept: RecentMap[str, int] = RecentMap(limit=4)
+    for n, key in enumerate("abcde"):
+        kept.put(key, n)
+    assert len(kept) == 3  # the oldest half went when the fifth arrived
+    assert kept.pop("a") is None
+    assert kept.pop("e") == 4 and kept.pop("e") is None

@@ -66,6 +66,7 @@ from distcrawl.frontier.revisit import (
 from distcrawl.frontier.store import Dupefilter, FrontierStore, is_tombstone
 from distcrawl.frontier.tracking import (
     DEFAULT_KNOWN_FINGERPRINTS,
+    DEFAULT_PUSHED_KEPT,
     PUBLISHED_SITES,
     InProgress,
     SiteFeedback,
@@ -79,7 +80,7 @@ from distcrawl.frontier.unlisted import (
 )
 from distcrawl.frontier.wake import WakeListener
 from distcrawl.internals import check_engine
-from distcrawl.recent import RecentKeys
+from distcrawl.recent import RecentKeys, RecentMap
 from distcrawl.services import mask_url, pid_alive
 from distcrawl.urls import parse_allow_private, printable
 
@@ -105,8 +106,10 @@ DEFAULT_PREFETCH = 32
 DEFAULT_SEED_BATCH = 64
 #: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED stops
 DEFAULT_DRAIN_GRACE = 3.0
-#: seconds a flush waits for more acks and links while the node still has work prefetched
-DEFAULT_FLUSH_DELAY = 0.01
+#: longest a node keeps finished pages' acks and found links to itself while it still has more
+#: than a low-water mark of work prefetched (half its concurrency): one round trip then carries
+#: the pages of that whole wait, not of one turn of its I/O loop
+DEFAULT_FLUSH_DELAY = 0.05
 #: an answer slower than this many seconds counts as a sign of an overloaded site
 DEFAULT_SITE_LATENCY_TARGET = 5.0
 #: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
@@ -198,11 +201,16 @@ class FrontierScheduler(BaseScheduler):
         self.budget = budget or SiteBudget()
         self.dupefilter = dupefilter or Dupefilter()
         self.flush_delay = flush_delay
+        #: below this many prefetched requests the node flushes at once (to lease more)
+        self.low_water = max(1, self.concurrency // 2)
         self.record_dont_filter = record_dont_filter
         self.site_limits = dict(site_limits or {})
         self.latency_target = latency_target
         self._feedback = SiteFeedback(latency_target)
         self._known = RecentKeys(DEFAULT_KNOWN_FINGERPRINTS)
+        # the requests this node pushed, by payload: one it leases itself (a shallow frontier
+        # hands a node back mostly its own links) is the spider's object, not decoded again
+        self._pushed: RecentMap[bytes, Request] = RecentMap(DEFAULT_PUSHED_KEPT)
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None
@@ -220,6 +228,10 @@ class FrontierScheduler(BaseScheduler):
         self._rejected: list[str] = []
         self._seeds_pending = False
         self._wake = asyncio.Event()
+        # the I/O loop keeps its writes while the engine has work (see _hold_writes): it then
+        # needs waking only at low water or for something urgent, not at every page
+        self._holding = False
+        self._flushed_at = 0.0  # monotonic time the last round trip began
         self._task: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._seed_source = SeedSource(key="")
@@ -313,10 +325,12 @@ class FrontierScheduler(BaseScheduler):
             return False
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
+        if codec.round_trips(request):
+            self._pushed.put(payload.encode("utf-8"), request)
         self._children.append(
             Child(fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
         )
-        self._wake.set()
+        self._wrote()
         return True
 
     def next_request(self) -> Request | None:
@@ -331,7 +345,7 @@ class FrontierScheduler(BaseScheduler):
         self.stats.inc_value("frontier/started")
         self.stats.inc_value("scheduler/dequeued")
         self.stats.inc_value("scheduler/dequeued/redis")
-        if len(self._ready) < self.prefetch // 2:
+        if len(self._ready) <= self.low_water:
             self._wake.set()
         return request
 
@@ -537,7 +551,7 @@ class FrontierScheduler(BaseScheduler):
         self._started -= 1
         if self.revisit is None or not self._schedule_revisit(request, rid):
             self._acks.append(rid)
-        self._wake.set()
+        self._wrote()
 
     # -- [revisit] ---------------------------------------------------------------------------
 
@@ -689,7 +703,9 @@ class FrontierScheduler(BaseScheduler):
     # -- the I/O loop ----------------------------------------------------------------------------
 
     def _free_slots(self) -> int:
-        """How many more leases keep every download slot busy with one refill in hand.
+        """How many more leases keep every download slot busy with two refills in hand (the
+        node flushes its writes at low water, and one more lease must fill the slots while the
+        round trip is on its way).
 
         Counted against the downloader's requests, not every started one: a response that
         waits for the spider (Scrapy's scraper queue, long on a CPU-bound node) frees its
@@ -697,7 +713,7 @@ class FrontierScheduler(BaseScheduler):
         """
         engine = self.crawler.engine
         downloading = len(engine.downloader.active) if engine is not None else self._started
-        return self.concurrency * 2 - downloading - len(self._ready)
+        return self.concurrency * 3 - downloading - len(self._ready)
 
     async def _run(self) -> None:
         wait = 0.02
@@ -728,10 +744,18 @@ class FrontierScheduler(BaseScheduler):
             if self._closing:
                 break
             if self._pending_writes() and not self._outage.down:
-                if self._ready and self.flush_delay > 0:
-                    # the engine still has work: let acks and links of a few more pages join
-                    # this round trip (on slow sites each page would otherwise pay one)
-                    await asyncio.sleep(self.flush_delay)
+                hold = self._hold_writes()
+                if hold > 0:
+                    # the engine still has work: the acks and links of more pages join this
+                    # round trip, until the work runs low or the writes have waited enough
+                    self._wake.clear()
+                    self._holding = True
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), timeout=hold)
+                    except TimeoutError:
+                        pass
+                    finally:
+                        self._holding = False
                 continue
             self._wake.clear()
             if self._next_due is not None and self._free_slots() > 0:
@@ -742,6 +766,25 @@ class FrontierScheduler(BaseScheduler):
                 wait = 0.02 if not self._outage.down else wait
             except TimeoutError:
                 pass
+
+    def _hold_writes(self) -> float:
+        """How much longer the buffered writes may wait (0: flush now).
+
+        A round trip costs Redis and the node about as much for one page as for thirty, so
+        while the engine has more than :attr:`low_water` requests prefetched the writes wait,
+        up to ``DISTCRAWL_FLUSH_DELAY`` after the last round trip began. A node that runs low,
+        a dead letter or a refused seed, and a closing node flush at once."""
+        if self._closing or self._dead or self._rejected or self._seeds_pending:
+            return 0.0
+        if len(self._ready) <= self.low_water:
+            return 0.0
+        return self._flushed_at + self.flush_delay - time.monotonic()
+
+    def _wrote(self) -> None:
+        """A page's ack or a link joined the buffers: wake the I/O loop unless it is holding
+        its writes and the engine still has work (it wakes at low water or its deadline)."""
+        if not self._holding or len(self._ready) <= self.low_water:
+            self._wake.set()
 
     def _work_arrived(self, shard: int | None) -> None:
         """The wake channel said work arrived in ``shard``: read it at the next lease, and
@@ -823,6 +866,7 @@ class FrontierScheduler(BaseScheduler):
         ack's without them: so an ack goes only in a flush that pushes children to its own
         shard or none, else in the next one, once Redis said it has them."""
         assert self.store is not None
+        self._flushed_at = time.monotonic()
         children, dead, rejected = self._children, self._dead, self._rejected
         seeds_done = self._seeds_pending
         kid_shards = {self.store.keys.shard_of(c.site) for c in children}
@@ -938,6 +982,7 @@ class FrontierScheduler(BaseScheduler):
                 len(self._known),
             )
         self._known.clear()
+        self._pushed.clear()
         self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
         self._tag = new_rid_tag()
         self._needs_reconcile = True
@@ -971,17 +1016,27 @@ class FrontierScheduler(BaseScheduler):
         bad: list[Lease] = []
         for lease, payload, priority, paced in leased:
             rid = lease.rid
-            try:
-                request = codec.decode(payload, self.spider, allow_private=True, priority=priority)
-            except codec.BadEntry as exc:
-                shown = rid if isinstance(rid, str) else rid.decode("utf-8", "backslashreplace")
-                logger.warning("Refused queue entry %s: %s", printable(shown), printable(str(exc)))
-                self.stats.inc_value(f"frontier/refused/{exc.reason}")
-                self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
-                bad.append(lease)
-                continue
-            if request.meta.pop("distcrawl_dead_letter", None) is not None:
-                self.stats.inc_value("frontier/requeued_dead_letters")
+            request = self._pushed.pop(payload)
+            if request is not None:
+                # the payload this node made of it, as it came: the request as the spider made it
+                request.priority = priority
+                self.stats.inc_value("frontier/requests_reused")
+            else:
+                try:
+                    request = codec.decode(
+                        payload, self.spider, allow_private=True, priority=priority
+                    )
+                except codec.BadEntry as exc:
+                    shown = rid if isinstance(rid, str) else rid.decode("utf-8", "backslashreplace")
+                    logger.warning(
+                        "Refused queue entry %s: %s", printable(shown), printable(str(exc))
+                    )
+                    self.stats.inc_value(f"frontier/refused/{exc.reason}")
+                    self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
+                    bad.append(lease)
+                    continue
+                if request.meta.pop("distcrawl_dead_letter", None) is not None:
+                    self.stats.inc_value("frontier/requeued_dead_letters")
             self._leased[request] = lease
             if self.revisit is not None:
                 self._send_conditional(request, payload)
