@@ -15,8 +15,9 @@ import redis
 from crawl_nodes import assert_clean_log, assert_each_product_once, start_nodes, stop_all, wait_for
 from frontier_state import KEYS, clear_frontier, wait_for_uptime
 from frontier_state import leased as leased_by
+from scrapy import Request
 
-from distcrawl.frontier.scheduler import hold_back
+from distcrawl.frontier.scheduler import hold_back, write_hold
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, Lease
 
 SITE = "m.test"
@@ -215,3 +216,23 @@ def test_tombstones_of_nodes_that_never_came_back_go_after_a_day(store: Frontier
         assert marks[b"recent"].endswith(b".new") and marks[b"live"] == b"t:1"
         assert marks[b"n1"].startswith(b"!")  # and leaves its own, the same in every shard
     assert len({store.client.hget(f"{s.prefix}:marks", "n1") for s in shards}) == 1
+
+
+def test_a_node_keeps_its_writes_only_while_it_has_work_and_its_links_can_wait() -> None:
+    products = [Request(f"http://s.test/p/{i}", priority=0) for i in range(20)]
+    product = Child(b"", 0, False, 0, "s.test", "{}")
+    listing = Child(b"", 10, False, 0, "s.test", "{}")
+
+    def hold(ready: list[Request], children: list[Child], idle: int = 0) -> float:
+        return write_hold(
+            ready=ready, low_water=8, children=children, idle_nodes=idle, until=5.0, now=4.0
+        )
+
+    assert hold(products, []) == 1.0  # acks alone wait for the deadline
+    assert hold(products, [product]) == 1.0  # so do links no better than the work in hand
+    assert hold(products[:8], []) == 0.0  # low water: flush (and lease) now
+    assert hold(products, [product, listing]) == 0.0  # a link that outranks what it holds
+    assert hold(products, [product], idle=1) == 0.0  # some node has nothing to do
+    assert write_hold(
+        ready=products, low_water=8, children=[], idle_nodes=0, until=5.0, now=6.0
+    ) < 0  # the deadline passed

@@ -23,7 +23,7 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -143,6 +143,33 @@ def hold_back(
         return acks, []
     now = [a for a in acks if kid_shards == {shard(a)}]
     return now, [a for a in acks if kid_shards != {shard(a)}]
+
+
+def write_hold(
+    *,
+    ready: Collection[Request],
+    low_water: int,
+    children: list[Child],
+    idle_nodes: int,
+    until: float,
+    now: float,
+) -> float:
+    """How much longer a node's buffered writes may wait (0: flush now), ``until`` being the
+    last round trip's start plus ``DISTCRAWL_FLUSH_DELAY``.
+
+    A round trip costs Redis and the node about as much for one page as for thirty, so while
+    the engine has more than ``low_water`` requests prefetched (``ready``) the writes wait.
+    Links go at once where they are work for a node with none (``idle_nodes`` sleep) or where
+    they outrank the node's own prefetched work (a category or the next listing page found
+    among products): holding them would slow the crawl's widening."""
+    if len(ready) <= low_water:
+        return 0.0
+    if children:
+        if idle_nodes > 0:
+            return 0.0
+        if max(c.priority for c in children) > min(r.priority for r in ready):
+            return 0.0
+    return until - now
 
 
 class FrontierScheduler(BaseScheduler):
@@ -770,15 +797,19 @@ class FrontierScheduler(BaseScheduler):
     def _hold_writes(self) -> float:
         """How much longer the buffered writes may wait (0: flush now).
 
-        A round trip costs Redis and the node about as much for one page as for thirty, so
-        while the engine has more than :attr:`low_water` requests prefetched the writes wait,
-        up to ``DISTCRAWL_FLUSH_DELAY`` after the last round trip began. A node that runs low,
-        a dead letter or a refused seed, and a closing node flush at once."""
+        A dead letter, a refused seed and a closing node flush at once; else see
+        :func:`write_hold`."""
         if self._closing or self._dead or self._rejected or self._seeds_pending:
             return 0.0
-        if len(self._ready) <= self.low_water:
-            return 0.0
-        return self._flushed_at + self.flush_delay - time.monotonic()
+        assert self.store is not None
+        return write_hold(
+            ready=self._ready,
+            low_water=self.low_water,
+            children=self._children,
+            idle_nodes=self.store.idle_nodes,
+            until=self._flushed_at + self.flush_delay,
+            now=time.monotonic(),
+        )
 
     def _wrote(self) -> None:
         """A page's ack or a link joined the buffers: wake the I/O loop unless it is holding

@@ -570,14 +570,17 @@ class FrontierStore:
             if cleared or rejected:
                 after.append(self._control_call("seeded", node if cleared else "", *rejected))
         idle = not result.leased
-        if lease > 0 and idle != (node in self._idle):
+        flip = lease > 0 and idle != (node in self._idle)
+        if flip:
             # one control call per change, not per flush: nodes that sleep are woken by the
             # shards that get work (the wake channel)
             after.append(self._control_call("heartbeat", node, "", "1" if idle else "0"))
         if after:
-            yield after
+            answers = yield after
             if lease > 0:
                 (self._idle.add if idle else self._idle.discard)(node)
+            if flip:
+                self.idle_nodes = int(answers[-1][2])  # the heartbeat's reply: who sleeps now
         return result
 
     # -- membership (control slot) ---------------------------------------------------------------
