@@ -54,32 +54,6 @@ def test_round_trip_keeps_everything_a_request_carries() -> None:
     )
 
 
-def test_round_trips_says_whether_the_payload_leaves_anything_out() -> None:
-    """A node hands back a request it pushed and leased itself only where decoding its
-    payload would give the same request."""
-    spider = Spider()
-    plain = scrapy.Request(
-        "http://shop.test/p/1.html", meta={"depth": 1}, headers={"Referer": "http://shop.test/"}
-    )
-    assert codec.round_trips(plain)
-    assert codec.decode(codec.encode(plain, spider), spider).meta == plain.meta
-    left_out = [
-        scrapy.Request("http://shop.test/", meta={"proxy": "http://127.0.0.1:1"}),
-        scrapy.Request("http://shop.test/", headers={"Authorization": "Basic eDp5"}),
-        scrapy.Request("http://shop.test/", cookies={"s": ["a", "b"]}),
-        scrapy.Request("http://shop.test/", flags=[1]),
-    ]
-    for req in left_out:
-        assert not codec.round_trips(req), req
-        back = codec.decode(codec.encode(req, spider), spider)
-        assert (back.meta, back.headers, back.cookies, back.flags) != (
-            req.meta,
-            req.headers,
-            req.cookies,
-            req.flags,
-        )
-
-
 class _Marker:
     def __reduce__(self):  # what a hostile pickle would run
         return (open, ("/tmp/distcrawl-never-created", "w"))

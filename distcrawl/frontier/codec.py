@@ -38,7 +38,6 @@ __all__ = [
     "decode",
     "encode",
     "json_safe",
-    "round_trips",
 ]
 
 #: a payload larger than this is refused without parsing it
@@ -263,19 +262,6 @@ def encode(
     if request.encoding != "utf-8":
         data["e"] = request.encoding
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-
-
-def round_trips(request: Request) -> bool:
-    """Whether the decoding of ``request``'s payload (``encode``, strict) is the same request:
-    the payload leaves out none of it (no credential header, no meta key a node sets from its
-    own settings, no cookies of a shape decode refuses, no flag that is not a string)."""
-    if not UNSAFE_META_KEYS.isdisjoint(request.meta):
-        return False
-    if request.cookies and not _valid_cookies(request.cookies):
-        return False
-    if any(not isinstance(f, str) for f in request.flags):
-        return False
-    return not any(k.lower() in CREDENTIAL_HEADERS for k in request.headers)
 
 
 def _origin(url: str) -> str:

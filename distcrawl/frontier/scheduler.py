@@ -66,7 +66,6 @@ from distcrawl.frontier.revisit import (
 from distcrawl.frontier.store import Dupefilter, FrontierStore, is_tombstone
 from distcrawl.frontier.tracking import (
     DEFAULT_KNOWN_FINGERPRINTS,
-    DEFAULT_PUSHED_KEPT,
     PUBLISHED_SITES,
     InProgress,
     SiteFeedback,
@@ -80,7 +79,7 @@ from distcrawl.frontier.unlisted import (
 )
 from distcrawl.frontier.wake import WakeListener
 from distcrawl.internals import check_engine
-from distcrawl.recent import RecentKeys, RecentMap
+from distcrawl.recent import RecentKeys
 from distcrawl.services import mask_url, pid_alive
 from distcrawl.urls import parse_allow_private, printable
 
@@ -235,9 +234,6 @@ class FrontierScheduler(BaseScheduler):
         self.latency_target = latency_target
         self._feedback = SiteFeedback(latency_target)
         self._known = RecentKeys(DEFAULT_KNOWN_FINGERPRINTS)
-        # the requests this node pushed, by payload: one it leases itself (a shallow frontier
-        # hands a node back mostly its own links) is the spider's object, not decoded again
-        self._pushed: RecentMap[bytes, Request] = RecentMap(DEFAULT_PUSHED_KEPT)
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None
@@ -352,8 +348,6 @@ class FrontierScheduler(BaseScheduler):
             return False
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
-        if codec.round_trips(request):
-            self._pushed.put(payload.encode("utf-8"), request)
         self._children.append(
             Child(fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
         )
@@ -1013,7 +1007,6 @@ class FrontierScheduler(BaseScheduler):
                 len(self._known),
             )
         self._known.clear()
-        self._pushed.clear()
         self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
         self._tag = new_rid_tag()
         self._needs_reconcile = True
@@ -1047,27 +1040,17 @@ class FrontierScheduler(BaseScheduler):
         bad: list[Lease] = []
         for lease, payload, priority, paced in leased:
             rid = lease.rid
-            request = self._pushed.pop(payload)
-            if request is not None:
-                # the payload this node made of it, as it came: the request as the spider made it
-                request.priority = priority
-                self.stats.inc_value("frontier/requests_reused")
-            else:
-                try:
-                    request = codec.decode(
-                        payload, self.spider, allow_private=True, priority=priority
-                    )
-                except codec.BadEntry as exc:
-                    shown = rid if isinstance(rid, str) else rid.decode("utf-8", "backslashreplace")
-                    logger.warning(
-                        "Refused queue entry %s: %s", printable(shown), printable(str(exc))
-                    )
-                    self.stats.inc_value(f"frontier/refused/{exc.reason}")
-                    self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
-                    bad.append(lease)
-                    continue
-                if request.meta.pop("distcrawl_dead_letter", None) is not None:
-                    self.stats.inc_value("frontier/requeued_dead_letters")
+            try:
+                request = codec.decode(payload, self.spider, allow_private=True, priority=priority)
+            except codec.BadEntry as exc:
+                shown = rid if isinstance(rid, str) else rid.decode("utf-8", "backslashreplace")
+                logger.warning("Refused queue entry %s: %s", printable(shown), printable(str(exc)))
+                self.stats.inc_value(f"frontier/refused/{exc.reason}")
+                self._rejected.append(self._rejection(payload, exc.reason, kind="queue"))
+                bad.append(lease)
+                continue
+            if request.meta.pop("distcrawl_dead_letter", None) is not None:
+                self.stats.inc_value("frontier/requeued_dead_letters")
             self._leased[request] = lease
             if self.revisit is not None:
                 self._send_conditional(request, payload)

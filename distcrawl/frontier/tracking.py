@@ -11,7 +11,6 @@ from distcrawl.frontier.batch import Feedback
 
 __all__ = [
     "DEFAULT_KNOWN_FINGERPRINTS",
-    "DEFAULT_PUSHED_KEPT",
     "PUBLISHED_SITES",
     "InProgress",
     "SiteActivity",
@@ -22,8 +21,6 @@ __all__ = [
 PUBLISHED_SITES = 10
 #: fingerprints a node remembers having sent, to skip links the dupefilter would refuse
 DEFAULT_KNOWN_FINGERPRINTS = 200_000
-#: requests a node keeps after pushing them, to take back as they are if it leases them itself
-DEFAULT_PUSHED_KEPT = 10_000
 
 
 class InProgress(set[Any]):
