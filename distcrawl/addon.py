@@ -6,10 +6,11 @@ scrapy-redis'); replaces Scrapy's ``RetryMiddleware`` with the frontier's backof
 (retries parked in Redis; the last failure becomes a dead letter); keeps Scrapy's rule that
 a ``dont_filter`` request does not mark its URL seen (``DISTCRAWL_RECORD_DONT_FILTER``);
 uses scrapy-redis' fingerprint format (unless the project names its own
-``REQUEST_FINGERPRINTER_CLASS``); and translates scrapy-redis settings
-(:func:`distcrawl.compat.translate_settings`). A spider that is not a scrapy-redis one closes
-once the whole cluster is drained (``DISTCRAWL_CLOSE_WHEN_DRAINED``), as it would end on
-Scrapy. A setting given on the command line (``-s``) still wins.
+``REQUEST_FINGERPRINTER_CLASS``); keeps the process' start-up objects out of the garbage
+collector's full passes (:mod:`distcrawl.heap`, ``DISTCRAWL_GC_FREEZE``); and translates
+scrapy-redis settings (:func:`distcrawl.compat.translate_settings`). A spider that is not a
+scrapy-redis one closes once the whole cluster is drained (``DISTCRAWL_CLOSE_WHEN_DRAINED``),
+as it would end on Scrapy. A setting given on the command line (``-s``) still wins.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ FINGERPRINTER = "distcrawl.compat.ScrapyRedisFingerprinter"
 #: Scrapy's retry middleware and the frontier's, which takes its place (same order, 550)
 _SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 _FRONTIER_RETRY = "distcrawl.middlewares.BackoffRetryMiddleware"
+#: start-up objects out of the collector's full passes (``DISTCRAWL_GC_FREEZE``)
+_FREEZE = "distcrawl.heap.FreezeStartupObjects"
 
 
 class Frontier:
@@ -63,6 +66,9 @@ class Frontier:
             order = settings["DOWNLOADER_MIDDLEWARES_BASE"].get(_SCRAPY_RETRY, 550)
             middlewares.set(_SCRAPY_RETRY, None, priority)
             middlewares.set(_FRONTIER_RETRY, order, priority)
+        extensions = settings["EXTENSIONS"]
+        if _FREEZE not in extensions:
+            extensions.set(_FREEZE, 0, priority)
         # Scrapy's rule, which a project's spiders rely on: a dont_filter request (a start
         # URL) does not mark its URL seen, so a rule that links back to it still parses it
         if (settings.getpriority("DISTCRAWL_RECORD_DONT_FILTER") or 0) <= priority:

@@ -153,7 +153,10 @@ EXTENSIONS = {
     "scrapy.extensions.remote_control.RemoteControl": None,
     # one INFO line with the whole cluster's figures every DISTCRAWL_PROGRESS_INTERVAL s
     "distcrawl.extensions.ClusterProgress": 500,
+    # gc.freeze() once the spider is open: full collections skip the start-up objects
+    "distcrawl.heap.FreezeStartupObjects": 0,
 }
+DISTCRAWL_GC_FREEZE = True
 DISTCRAWL_PROGRESS_INTERVAL = float(os.environ.get("DISTCRAWL_PROGRESS_INTERVAL", "30"))
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 FEED_EXPORT_ENCODING = "utf-8"

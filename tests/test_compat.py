@@ -58,6 +58,7 @@ def test_the_add_on_switches_a_scrapy_redis_project() -> None:
     middlewares = settings["DOWNLOADER_MIDDLEWARES"]
     assert middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] is None
     assert middlewares["distcrawl.middlewares.BackoffRetryMiddleware"] == 550
+    assert "distcrawl.heap.FreezeStartupObjects" in settings["EXTENSIONS"]
     assert settings.getbool("DISTCRAWL_CLOSE_WHEN_DRAINED")
     assert settings.getfloat("DISTCRAWL_DRAIN_GRACE") == 7
     assert settings.getint("DISTCRAWL_SEED_BATCH") == 5
