@@ -225,6 +225,7 @@ def distcrawl_node(
     rng = random.Random(name)
     payloads = Payloads(queue_payload)
     links, seen_share, lease_n = args["links"], args["seen"], args["lease"]
+    pace = float(args.get("pace") or 0.0)
     # as the scheduler: fenced calls (a rid tag, a mark per shard) and the fingerprints the
     # node already sent, whose links it drops without asking Redis (None: every link is sent)
     tag = new_rid_tag()
@@ -273,6 +274,8 @@ def distcrawl_node(
                     known.add(key)
                 children.append(child(payloads, u, kind, prio, page_url))
         pages += len(reply.leased)
+        if pace > 0:  # a node held to `pace` pages/s (the single Redis at a master's rate)
+            stop.wait(max(0.0, t0 + pages / pace - time.perf_counter()))
         if time.perf_counter() - last_beat > 2.0:  # as a node does: learns the live nodes
             store.heartbeat(name, "{}")
             roundtrips += 1
@@ -383,14 +386,16 @@ def run_load(
     node_main: Any,
     args: argparse.Namespace,
     seconds: float | None = None,
+    pace: float = 0.0,
 ) -> dict[str, Any]:
     """*args.nodes* node processes for *seconds* (default ``--seconds``); what they did and
-    what Redis spent."""
+    what Redis spent. ``pace``: the pages per second of all nodes together (0: as many as
+    they can)."""
     ctx = mp.get_context("fork")
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     procs = []
     for i in range(args.nodes):
-        params = {**node_args(args), "index": i}
+        params = {**node_args(args), "index": i, "pace": pace / args.nodes}
         p = ctx.Process(
             target=node_main, args=(target["url"], f"sim-{i}", params, start, stop, out)
         )
@@ -469,11 +474,16 @@ def run_alternating(
     windows of ``--seconds / --rounds`` each, so that both see the same machine load however
     the rest of the machine's work comes and goes. Returns both runs, windows combined."""
     seconds = args.seconds / args.rounds
-    on_single, on_cluster = [], []
+    on_single, on_cluster, at_rate = [], [], []
     for _ in range(args.rounds):
         on_single.append(run_load(single, distcrawl_node, args, seconds))
         on_cluster.append(run_load(cluster, distcrawl_node, args, seconds))
-    return combine(on_single), combine(on_cluster)
+        # and the single Redis held to the pages per second one master just served: what a
+        # server costs per page depends on how busy it is (on this VM a server that idles
+        # between calls runs them with cold caches), so this compares like with like
+        rate = on_cluster[-1]["pages_per_second"] / args.cluster
+        at_rate.append(run_load(single, distcrawl_node, args, seconds, pace=rate))
+    return combine(on_single), combine(on_cluster), combine(at_rate)
 
 
 def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -649,13 +659,26 @@ def node_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cluster_report(
-    single: dict[str, Any], run: dict[str, Any], args: argparse.Namespace
+    single: dict[str, Any],
+    run: dict[str, Any],
+    args: argparse.Namespace,
+    at_rate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     cpu = run["cpu_per_master"]
     total = sum(cpu) or 1e-9
     shares = [c / total for c in cpu]
     overhead = run["redis_cpu_us_per_page"] / single["redis_cpu_us_per_page"]
+    same_rate: dict[str, Any] = {}
+    if at_rate is not None:
+        # the masters' CPU per page over that of the single Redis serving one master's rate
+        equal = run["redis_cpu_us_per_page"] / at_rate["redis_cpu_us_per_page"]
+        same_rate = {
+            "single_at_master_rate_pages_per_second": at_rate["pages_per_second"],
+            "single_at_master_rate_redis_cpu_us_per_page": at_rate["redis_cpu_us_per_page"],
+            "cluster_cpu_overhead_at_master_rate": round(equal, 3),
+        }
     return {
+        **same_rate,
         "cluster_masters": args.cluster,
         "rounds": args.rounds,
         "cluster_pages_per_second": run["pages_per_second"],
@@ -749,8 +772,10 @@ def main(argv: list[str] | None = None) -> int:
                 preload(services.redis_url, args.sites, params)
                 if cluster is not None:
                     preload(cluster.url, args.sites, params)
-                    run, on_cluster = run_alternating(single, cluster_target(cluster), args)
-                    report.update(cluster_report(run, on_cluster, args))
+                    run, on_cluster, at_rate = run_alternating(
+                        single, cluster_target(cluster), args
+                    )
+                    report.update(cluster_report(run, on_cluster, args, at_rate))
                 else:
                     run = run_load(single, distcrawl_node, args)
                 run.pop("cpu_per_master")
