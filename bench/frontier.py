@@ -469,10 +469,11 @@ def run_load(
 
 def run_alternating(
     single: dict[str, Any], cluster: dict[str, Any], args: argparse.Namespace
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The distcrawl load on the single Redis and on the cluster in ``--rounds`` alternating
     windows of ``--seconds / --rounds`` each, so that both see the same machine load however
-    the rest of the machine's work comes and goes. Returns both runs, windows combined."""
+    the rest of the machine's work comes and goes; then, in each round, the single Redis held
+    to the cluster's rate over its masters. Returns the three runs, windows combined."""
     seconds = args.seconds / args.rounds
     on_single, on_cluster, at_rate = [], [], []
     for _ in range(args.rounds):
