@@ -8,7 +8,9 @@ time, for nothing collected. :class:`FreezeStartupObjects` calls ``gc.freeze()``
 spider is open: what exists then moves into a permanent generation the collector skips, and
 what the crawl makes afterwards is collected as before. The price: a reference cycle among
 those start-up objects that becomes garbage later is never freed (they are the process' own
-code and configuration, which stay). ``DISTCRAWL_GC_FREEZE = False`` turns it off.
+code and configuration, which stay). A process freezes once: a second crawl opening in the
+same process (``CrawlerProcess`` with several spiders) would freeze the first one's requests
+and responses too. ``DISTCRAWL_GC_FREEZE = False`` turns it off.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ __all__ = ["FreezeStartupObjects"]
 
 logger = logging.getLogger(__name__)
 
+#: whether this process has frozen its start-up objects already
+_frozen_once = False
+
 
 class FreezeStartupObjects:
     """Scrapy extension: ``gc.freeze()`` once the spider is open (``DISTCRAWL_GC_FREEZE``)."""
@@ -46,6 +51,10 @@ class FreezeStartupObjects:
         return ext
 
     def spider_opened(self, spider: Spider) -> None:
+        global _frozen_once
+        if _frozen_once:
+            return  # another crawl of this process froze start-up; this one's objects stay free
+        _frozen_once = True
         gc.collect()  # what start-up left as garbage goes first: frozen, it would stay
         gc.freeze()
         frozen = gc.get_freeze_count()

@@ -10,12 +10,14 @@ from scrapy import Spider
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
+from distcrawl import heap
 from distcrawl.heap import FreezeStartupObjects
 
 
 @pytest.fixture
-def unfrozen() -> Iterator[None]:
+def unfrozen(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     gc.unfreeze()
+    monkeypatch.setattr(heap, "_frozen_once", False)  # as in a fresh process
     yield
     gc.unfreeze()  # the test process' collector as it was
 
@@ -41,3 +43,16 @@ def test_the_setting_turns_it_off(unfrozen: None) -> None:
     with pytest.raises(NotConfigured):
         FreezeStartupObjects.from_crawler(crawler)
     assert gc.get_freeze_count() == 0
+
+
+def test_a_second_crawl_in_the_same_process_freezes_nothing_more(unfrozen: None) -> None:
+    first = get_crawler(Spider)
+    FreezeStartupObjects.from_crawler(first).spider_opened(Spider("a"))
+    frozen = gc.get_freeze_count()
+    running: list[object] = []  # the first crawl's objects: requests, responses
+    running.append(running)
+    second = get_crawler(Spider)
+    FreezeStartupObjects.from_crawler(second).spider_opened(Spider("b"))
+    assert any(x is running for x in gc.get_objects())  # still the collector's to free
+    assert gc.get_freeze_count() <= frozen
+    assert second.stats is not None and second.stats.get_value("gc/frozen_objects") is None
