@@ -10,7 +10,7 @@ what the crawl makes afterwards is collected as before. The price: a reference c
 those start-up objects that becomes garbage later is never freed (they are the process' own
 code and configuration, which stay). A process freezes once: a second crawl opening in the
 same process (``CrawlerProcess`` with several spiders) would freeze the first one's requests
-and responses too. ``DISTCRAWL_GC_FREEZE = False`` turns it off.
+and responses too, so nothing is frozen where something already is. ``DISTCRAWL_GC_FREEZE = False`` turns it off.
 """
 
 from __future__ import annotations
@@ -32,9 +32,6 @@ __all__ = ["FreezeStartupObjects"]
 
 logger = logging.getLogger(__name__)
 
-#: whether this process has frozen its start-up objects already
-_frozen_once = False
-
 
 class FreezeStartupObjects:
     """Scrapy extension: ``gc.freeze()`` once the spider is open (``DISTCRAWL_GC_FREEZE``)."""
@@ -51,10 +48,8 @@ class FreezeStartupObjects:
         return ext
 
     def spider_opened(self, spider: Spider) -> None:
-        global _frozen_once
-        if _frozen_once:
-            return  # another crawl of this process froze start-up; this one's objects stay free
-        _frozen_once = True
+        if gc.get_freeze_count():
+            return  # this process froze already (another crawl, or the application itself)
         gc.collect()  # what start-up left as garbage goes first: frozen, it would stay
         gc.freeze()
         frozen = gc.get_freeze_count()

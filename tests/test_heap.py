@@ -10,14 +10,12 @@ from scrapy import Spider
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
-from distcrawl import heap
 from distcrawl.heap import FreezeStartupObjects
 
 
 @pytest.fixture
-def unfrozen(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    gc.unfreeze()
-    monkeypatch.setattr(heap, "_frozen_once", False)  # as in a fresh process
+def unfrozen() -> Iterator[None]:
+    gc.unfreeze()  # as in a fresh process
     yield
     gc.unfreeze()  # the test process' collector as it was
 
