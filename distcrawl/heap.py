@@ -10,7 +10,8 @@ what the crawl makes afterwards is collected as before. The price: a reference c
 those start-up objects that becomes garbage later is never freed (they are the process' own
 code and configuration, which stay). A process freezes once: a second crawl opening in the
 same process (``CrawlerProcess`` with several spiders) would freeze the first one's requests
-and responses too, so nothing is frozen where something already is. ``DISTCRAWL_GC_FREEZE = False`` turns it off.
+and responses too, so nothing is frozen where something already is.
+``DISTCRAWL_GC_FREEZE = False`` turns it off.
 """
 
 from __future__ import annotations
