@@ -50,6 +50,7 @@ from distcrawl.frontier import codec
 from distcrawl.frontier.batch import new_rid_tag
 from distcrawl.frontier.keys import DEFAULT_SHARDS
 from distcrawl.frontier.revisit import revisit_payload
+from distcrawl.frontier.scheduler import DEFAULT_PREFETCH
 from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore, Revisit
 from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS
 from distcrawl.localcluster import LocalRedisCluster
@@ -710,7 +711,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sites", type=int, default=1000)
     parser.add_argument("--links", type=int, default=20, help="links pushed per page")
     parser.add_argument("--seen", type=float, default=0.95, help="share of links already seen")
-    parser.add_argument("--lease", type=int, default=32, help="leases per flush (prefetch)")
+    parser.add_argument(
+        "--lease",
+        type=int,
+        default=DEFAULT_PREFETCH,
+        help=f"leases per flush (default {DEFAULT_PREFETCH}, a node's DISTCRAWL_PREFETCH)",
+    )
     parser.add_argument("--urls", type=int, default=1_000_000, help="URLs loaded for memory")
     parser.add_argument("--cluster", type=int, default=0, help="masters of a Redis Cluster run")
     parser.add_argument(

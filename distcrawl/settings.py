@@ -43,7 +43,9 @@ DISTCRAWL_DRAIN_GRACE = 3.0
 #: seconds between two heartbeats of a node
 DISTCRAWL_HEARTBEAT_INTERVAL = 2.0
 #: most requests a node leases in one round trip (never more than its free slots)
-DISTCRAWL_PREFETCH = 32
+DISTCRAWL_PREFETCH = 64
+#: longest a node keeps acks and links while it has more than half its concurrency prefetched
+DISTCRAWL_FLUSH_DELAY = 0.2
 #: seeds a node takes from the seed list per round trip
 DISTCRAWL_SEED_BATCH = 64
 #: start (or reuse) embedded servers when REDIS_URL / MONGO_URI are empty

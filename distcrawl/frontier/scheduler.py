@@ -100,7 +100,11 @@ DEFAULT_HEARTBEAT_INTERVAL = 2.0
 #: a node whose last heartbeat is older than this many seconds is dead; its leases return
 DEFAULT_HEARTBEAT_TIMEOUT = 30.0
 #: most requests leased in one round trip (the node also never holds more than its free slots)
-DEFAULT_PREFETCH = 32
+DEFAULT_PREFETCH = 64
+#: a node holds at most this many times its CONCURRENT_REQUESTS, downloads included: room for
+#: a whole lease of DEFAULT_PREFETCH above the low-water mark, so that a round trip carries the
+#: pages of ~3 CONCURRENT_REQUESTS rather than of one (Redis' CPU per page falls with it)
+LEASE_WINDOW = 5
 #: seeds taken from the start list in one round trip
 DEFAULT_SEED_BATCH = 64
 #: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED stops
@@ -108,7 +112,7 @@ DEFAULT_DRAIN_GRACE = 3.0
 #: longest a node keeps finished pages' acks and found links to itself while it still has more
 #: than a low-water mark of work prefetched (half its concurrency): one round trip then carries
 #: the pages of that whole wait, not of one turn of its I/O loop
-DEFAULT_FLUSH_DELAY = 0.05
+DEFAULT_FLUSH_DELAY = 0.2
 #: an answer slower than this many seconds counts as a sign of an overloaded site
 DEFAULT_SITE_LATENCY_TARGET = 5.0
 #: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
@@ -724,9 +728,10 @@ class FrontierScheduler(BaseScheduler):
     # -- the I/O loop ----------------------------------------------------------------------------
 
     def _free_slots(self) -> int:
-        """How many more leases keep every download slot busy with two refills in hand (the
-        node flushes its writes at low water, and one more lease must fill the slots while the
-        round trip is on its way).
+        """How many more leases keep every download slot busy with refills in hand: up to
+        ``LEASE_WINDOW`` times the concurrency, downloads included. The node flushes its writes
+        at low water (or after ``DISTCRAWL_FLUSH_DELAY``), and what it holds must keep the
+        slots busy while that round trip is on its way.
 
         Counted against the downloader's requests, not every started one: a response that
         waits for the spider (Scrapy's scraper queue, long on a CPU-bound node) frees its
@@ -734,7 +739,7 @@ class FrontierScheduler(BaseScheduler):
         """
         engine = self.crawler.engine
         downloading = len(engine.downloader.active) if engine is not None else self._started
-        return self.concurrency * 3 - downloading - len(self._ready)
+        return self.concurrency * LEASE_WINDOW - downloading - len(self._ready)
 
     async def _run(self) -> None:
         wait = 0.02
