@@ -101,9 +101,11 @@ DEFAULT_HEARTBEAT_INTERVAL = 2.0
 DEFAULT_HEARTBEAT_TIMEOUT = 30.0
 #: most requests leased in one round trip (the node also never holds more than its free slots)
 DEFAULT_PREFETCH = 64
-#: a node holds at most this many times its CONCURRENT_REQUESTS, downloads included: room for
-#: a whole lease of DEFAULT_PREFETCH above the low-water mark, so that a round trip carries the
-#: pages of ~3 CONCURRENT_REQUESTS rather than of one (Redis' CPU per page falls with it)
+#: a node holds at most this many times its CONCURRENT_REQUESTS, downloads included. With the
+#: default 16 that is up to 64 prefetched beside 16 downloads, and the node flushes at 8 left:
+#: a round trip carries the writes of up to ~56 pages, against ~24 with three times (~33 and
+#: ~22 measured: links that outrank prefetched work go at once). Redis' CPU per page falls with
+#: the round trips (bench/README.md, "Larger leases").
 LEASE_WINDOW = 5
 #: seeds taken from the start list in one round trip
 DEFAULT_SEED_BATCH = 64
