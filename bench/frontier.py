@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import multiprocessing as mp
 import random
@@ -382,6 +383,12 @@ def _snapshots(target: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: a number per simulated node process of the whole run: the new URLs a node makes carry it, so
+#: that the nodes of a later window on the same server never make an earlier window's URLs again
+#: (those would be filtered, and the queue would drain over the windows)
+_node_numbers = itertools.count()
+
+
 def run_load(
     target: dict[str, Any],
     node_main: Any,
@@ -396,7 +403,7 @@ def run_load(
     start, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
     procs = []
     for i in range(args.nodes):
-        params = {**node_args(args), "index": i, "pace": pace / args.nodes}
+        params = {**node_args(args), "index": next(_node_numbers), "pace": pace / args.nodes}
         p = ctx.Process(
             target=node_main, args=(target["url"], f"sim-{i}", params, start, stop, out)
         )
