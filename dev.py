@@ -3,7 +3,7 @@
 
     python3 dev.py demo [distcrawl demo options]   # a demo crawl on embedded services
     python3 dev.py test [pytest options]           # the test suite (3 workers; -n 0: one)
-    python3 dev.py lint                            # ruff + mypy
+    python3 dev.py lint                            # ruff, mypy, layer contracts
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ def main(argv: list[str]) -> int:
         rc = subprocess.call([str(BIN / "ruff"), "check", "distcrawl", "tests", "bench"], cwd=ROOT)
         rc |= subprocess.call([str(BIN / "ruff"), "format", "--check", "distcrawl"], cwd=ROOT)
         rc |= subprocess.call([str(BIN / "mypy")], cwd=ROOT)
+        # the layer contracts of pyproject.toml: no module imports a layer above its own
+        rc |= subprocess.call([str(BIN / "lint-imports"), "--no-cache"], cwd=ROOT)
         return rc
     if not any(a.startswith(("-n", "--numprocesses")) for a in rest):
         # most of a test's time is spent waiting for servers and crawls: three workers on

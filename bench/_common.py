@@ -36,8 +36,8 @@ from typing import Any
 from scrapy_redis.spiders import RedisSpider
 from scrapy_redis.utils import bytes_to_str
 
-from distcrawl.frontier.seeds import Seed, parse_seed
-from distcrawl.spiders.catalog import CatalogSpider
+from distcrawl.node.seeds.parse import Seed, parse_seed
+from distcrawl.node.spiders.catalog import CatalogSpider
 
 BENCH_DIR = Path(__file__).resolve().parent
 #: the seed list every Redis-based variant reads (scrapy-redis and distcrawl alike)
@@ -90,7 +90,7 @@ def plain_settings() -> dict[str, str]:
     from distcrawl import settings as project
 
     middlewares = dict(project.DOWNLOADER_MIDDLEWARES)
-    middlewares["distcrawl.frontier.robots.SharedRobotsTxt"] = None
+    middlewares["distcrawl.node.middlewares.robots.SharedRobotsTxt"] = None
     return {**PLAIN_SETTINGS, "DOWNLOADER_MIDDLEWARES": json.dumps(middlewares)}
 
 
@@ -296,7 +296,7 @@ def print_report(report: dict[str, Any], keys: Iterable[str], *, as_json: bool) 
 
 def spider_modules_setting() -> dict[str, str]:
     """Settings that let a node find the bench spiders next to the catalog spider."""
-    return {"SPIDER_MODULES": "distcrawl.spiders,_common"}
+    return {"SPIDER_MODULES": "distcrawl.node.spiders,_common"}
 
 
 def wait_all(nodes: Iterable[Node], timeout: float) -> bool:
@@ -313,7 +313,7 @@ class Services:
     """
 
     def __init__(self, *, mongo: bool = False, home: Path | None = None) -> None:
-        from distcrawl.services import MongoServer, RedisServer
+        from distcrawl.servers.process import MongoServer, RedisServer
 
         #: a folder this object made is removed by :meth:`stop` (a bench's Redis data and
         #: append-only file: hundreds of MB after a memory run)

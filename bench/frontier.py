@@ -46,16 +46,16 @@ from scrapy.http import Request
 from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.queue import PriorityQueue
 
-from distcrawl import connection
-from distcrawl.frontier import codec
+from distcrawl.base.recent import RecentKeys
+from distcrawl.frontier import connection
 from distcrawl.frontier.batch import new_rid_tag
 from distcrawl.frontier.keys import DEFAULT_SHARDS
-from distcrawl.frontier.revisit import revisit_payload
-from distcrawl.frontier.scheduler import DEFAULT_PREFETCH
 from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore, Revisit
-from distcrawl.frontier.tracking import DEFAULT_KNOWN_FINGERPRINTS
-from distcrawl.localcluster import LocalRedisCluster
-from distcrawl.recent import RecentKeys
+from distcrawl.node.requests import codec
+from distcrawl.node.revisit.schedule import revisit_payload
+from distcrawl.node.scheduler import DEFAULT_PREFETCH
+from distcrawl.node.tracking import DEFAULT_KNOWN_FINGERPRINTS
+from distcrawl.servers.cluster import LocalRedisCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

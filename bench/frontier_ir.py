@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import frontier as fb
 from _common import print_report
 
-from distcrawl import connection
-from distcrawl.recent import RecentKeys
-from distcrawl.services import redis_server_binary
+from distcrawl.base.recent import RecentKeys
+from distcrawl.frontier import connection
+from distcrawl.servers.process import redis_server_binary
 
 HEADLINE = ("redis_instructions_per_page", "instructions_per_call", "commands_per_page")
 #: flushes before the measured window (connections made, the shards' views filled)

@@ -35,8 +35,8 @@ from typing import Any
 import pymongo
 from itemadapter import ItemAdapter
 
-from distcrawl.items import Product
-from distcrawl.services import MongoServer
+from distcrawl.node.items import Product
+from distcrawl.servers.process import MongoServer
 from distcrawl.storage.documents import to_bson
 
 #: Scrapy settings of both variants (nothing else differs but the pipeline)
@@ -186,7 +186,7 @@ async def _through_a_crawl(settings: dict[str, Any], products: list[Product]) ->
 async def bench(items: int, *, mode: str, concurrency: int) -> dict[str, Any]:
     products = make_products(items)
     variants = {"per_item": f"{__name__}.PerItemMongoPipeline",
-                "bulk": "distcrawl.pipelines.MongoPipeline"}  # fmt: skip
+                "bulk": "distcrawl.node.pipeline.MongoPipeline"}  # fmt: skip
     results = {}
     with tempfile.TemporaryDirectory(prefix="distcrawl-bench-") as tmp:
         for name, pipeline in variants.items():

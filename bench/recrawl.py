@@ -50,7 +50,7 @@ from _common import Node, Services, print_report
 
 from distcrawl.demo.change_checks import check_changes
 from distcrawl.demo.server import DemoShop, ShopConfig
-from distcrawl.frontier.revisit import (
+from distcrawl.node.revisit.schedule import (
     DEFAULT_REVISIT_BACKOFF,
     DEFAULT_REVISIT_EARLY,
     DEFAULT_REVISIT_MAX_BACKOFF,

@@ -11,7 +11,7 @@ __all__ = ["Frontier"]
 def __getattr__(name: str) -> Any:
     # ``ADDONS = {"distcrawl.Frontier": 0}``; imported on use so ``import distcrawl`` stays light
     if name == "Frontier":
-        from distcrawl.addon import Frontier
+        from distcrawl.node.addon import Frontier
 
         return Frontier
     raise AttributeError(f"module 'distcrawl' has no attribute {name!r}")

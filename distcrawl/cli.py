@@ -25,7 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "journal": ("distcrawl.commands.journal", "show or replay a node's local journal"),
     "migrate": ("distcrawl.commands.migrate", "move a scrapy-redis crawl into the frontier"),
     "web": ("distcrawl.commands.web", "serve the live dashboard and Prometheus /metrics"),
-    "services": ("distcrawl.services", "start or show the embedded Redis and MongoDB"),
+    "services": ("distcrawl.commands.services", "start or show the embedded Redis and MongoDB"),
 }
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 BOT_NAME = "distcrawl"
-SPIDER_MODULES = ["distcrawl.spiders"]
-NEWSPIDER_MODULE = "distcrawl.spiders"
+SPIDER_MODULES = ["distcrawl.node.spiders"]
+NEWSPIDER_MODULE = "distcrawl.node.spiders"
 COMMANDS_MODULE = "distcrawl.commands"
 
 # -- where the node's state lives -------------------------------------------------------------
@@ -25,7 +25,7 @@ MONGO_DATABASE = os.environ.get("MONGO_DATABASE", "")
 DISTCRAWL_HOME = os.environ.get("DISTCRAWL_HOME", "")
 
 # -- the shared frontier -------------------------------------------------------------------------
-SCHEDULER = "distcrawl.frontier.scheduler.FrontierScheduler"
+SCHEDULER = "distcrawl.node.scheduler.FrontierScheduler"
 DISTCRAWL_NODE_ID = os.environ.get("DISTCRAWL_NODE_ID", "")
 DISTCRAWL_CLOSE_WHEN_DRAINED = os.environ.get("DISTCRAWL_CLOSE_WHEN_DRAINED", "0") == "1"
 DISTCRAWL_HEARTBEAT_TIMEOUT = float(os.environ.get("DISTCRAWL_HEARTBEAT_TIMEOUT", "30"))
@@ -69,12 +69,12 @@ DISTCRAWL_SITE_LATENCY_TARGET = 5.0
 #: seconds a site's shared robots.txt serves every node
 DISTCRAWL_ROBOTS_TTL = 24 * 3600
 
-ADDONS = {"distcrawl.services.EmbeddedServices": 0}
+ADDONS = {"distcrawl.node.embedded.EmbeddedServices": 0}
 
-ITEM_PIPELINES = {"distcrawl.pipelines.MongoPipeline": 300}
+ITEM_PIPELINES = {"distcrawl.node.pipeline.MongoPipeline": 300}
 # a revisit's 304 and a product page's 404/410 become updates of last_seen / gone_at, before
 # Scrapy's HttpErrorMiddleware (50) would drop them
-SPIDER_MIDDLEWARES = {"distcrawl.freshness.FreshnessMiddleware": 45}
+SPIDER_MIDDLEWARES = {"distcrawl.node.revisit.freshness.FreshnessMiddleware": 45}
 #: statuses of a product page that mark its product gone (gone_at)
 DISTCRAWL_GONE_STATUSES = [404, 410]
 #: collection of the change log: one document per price/currency/availability change ("" = off)
@@ -123,17 +123,17 @@ RETRY_TIMES = 3
 # takes them when due); the last failure goes to the dead letters.
 DOWNLOADER_MIDDLEWARES = {
     # robots.txt: fetched once per cluster, shared through Redis, charged to the site budget
-    "distcrawl.frontier.robots.SharedRobotsTxt": 50,
+    "distcrawl.node.middlewares.robots.SharedRobotsTxt": 50,
     # no request reaches a private, loopback or metadata address, checked after DNS and
     # after redirects (before robots: no robots.txt fetch from a refused host either)
-    "distcrawl.safety.AddressGuardMiddleware": 60,
+    "distcrawl.node.middlewares.safety.AddressGuardMiddleware": 60,
     # Scrapy's, fixed: requests that arrive while robots.txt is being fetched wait for it
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "distcrawl.safety.RobotsTxtMiddleware": 100,
+    "distcrawl.node.middlewares.safety.RobotsTxtMiddleware": 100,
     # pages-per-site budget shared by the cluster, redirect loops, oversized bodies
-    "distcrawl.safety.PageLimitsMiddleware": 110,
+    "distcrawl.node.middlewares.safety.PageLimitsMiddleware": 110,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
-    "distcrawl.middlewares.BackoffRetryMiddleware": 550,
+    "distcrawl.node.middlewares.retry.BackoffRetryMiddleware": 550,
 }
 # crawler traps (endless pagination, calendars) end at this many hops from the seed
 DEPTH_LIMIT = 100
@@ -154,9 +154,9 @@ TELNETCONSOLE_ENABLED = False
 EXTENSIONS = {
     "scrapy.extensions.remote_control.RemoteControl": None,
     # one INFO line with the whole cluster's figures every DISTCRAWL_PROGRESS_INTERVAL s
-    "distcrawl.extensions.ClusterProgress": 500,
+    "distcrawl.ops.progress.ClusterProgress": 500,
     # gc.freeze() once the spider is open: full collections skip the start-up objects
-    "distcrawl.heap.FreezeStartupObjects": 0,
+    "distcrawl.node.heap.FreezeStartupObjects": 0,
 }
 DISTCRAWL_GC_FREEZE = True
 DISTCRAWL_PROGRESS_INTERVAL = float(os.environ.get("DISTCRAWL_PROGRESS_INTERVAL", "30"))

@@ -1,7 +1,7 @@
 """A real 3-master Redis Cluster on loopback (valkey-server, ``--cluster-enabled yes``), started
-once per test module by :class:`distcrawl.localcluster.LocalRedisCluster` and stopped after it.
+once per test module by :class:`distcrawl.servers.cluster.LocalRedisCluster` and stopped after it.
 
-- ``redis_cluster``: the running :class:`~distcrawl.localcluster.LocalRedisCluster`
+- ``redis_cluster``: the running :class:`~distcrawl.servers.cluster.LocalRedisCluster`
   (``.masters``, ``.url``, ``.wait_ready()``, per node ``.kill()`` / ``.start()``).
 - ``redis_cluster_url``: its ``redis+cluster://`` URL, every master running and emptied.
 - ``redis_cluster_with_replicas``: a fresh cluster of 3 masters with a replica each (for a
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from distcrawl.localcluster import LocalRedisCluster
+from distcrawl.servers.cluster import LocalRedisCluster
 
 
 @pytest.fixture(scope="module")

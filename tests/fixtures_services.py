@@ -2,11 +2,11 @@
 SecantusDB MongoDB-wire-protocol server, each on a free 127.0.0.1 port in a temporary directory,
 started once per test module and killed by PID after it, even when a test failed.
 
-- ``redis_server``: a :class:`distcrawl.services.RedisServer` with ``.url``, ``.port``,
+- ``redis_server``: a :class:`distcrawl.servers.process.RedisServer` with ``.url``, ``.port``,
   ``.client()`` (redis-py, ``decode_responses=False``), ``.stop()``, ``.start()`` (same port,
   same data directory: the append-only file brings the data back), ``.restart()``, ``.kill()``.
 - ``redis_url``: the URL, with the server running and emptied (FLUSHALL) for this test.
-- ``mongo_server``: a :class:`distcrawl.services.MongoServer` with ``.uri``
+- ``mongo_server``: a :class:`distcrawl.servers.process.MongoServer` with ``.uri``
   (``directConnection=true``), ``.uri_for(db)``, ``.client()``, ``.stop()``, ``.start()``,
   ``.restart()``, ``.kill()``.
 - ``mongo_uri``: a URI naming a database of its own for this test.
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from distcrawl.services import MongoServer, RedisServer, redis_cli_binary
+from distcrawl.servers.process import MongoServer, RedisServer, redis_cli_binary
 from distcrawl.storage.writer import MongoWriter
 
 _database_numbers = itertools.count(1)

@@ -28,7 +28,7 @@ EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": None}
 LOG_LEVEL = "INFO"
 
 if os.environ.get("EXAMPLE_STORE") == "mongo":
-    ITEM_PIPELINES = {"distcrawl.pipelines.MongoPipeline": 300}
+    ITEM_PIPELINES = {"distcrawl.node.pipeline.MongoPipeline": 300}
 
 if os.environ.get("EXAMPLE_FRONTIER") == "1":
     ADDONS = {"distcrawl.Frontier": 0}

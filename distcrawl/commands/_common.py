@@ -21,13 +21,13 @@ from scrapy.utils.conf import arglist_to_dict
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
-from distcrawl import connection
-from distcrawl.cluster import DEFAULT_PAGE_PRIORITIES
-from distcrawl.frontier.redis_seeds import SeedSource
-from distcrawl.frontier.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
+from distcrawl.base.urls import mask_url, parse_allow_private
+from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys
-from distcrawl.services import mask_url, resolve_home, services_status
-from distcrawl.urls import parse_allow_private
+from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
+from distcrawl.node.seeds.sources import SeedSource
+from distcrawl.ops.status import DEFAULT_PAGE_PRIORITIES
+from distcrawl.servers.embedded import resolve_home, services_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -21,7 +21,6 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
-from distcrawl.cluster import record_site
 from distcrawl.commands._common import (
     add_spider_argument,
     crawl_keys,
@@ -32,6 +31,7 @@ from distcrawl.commands._common import (
     warn_if_no_crawl,
 )
 from distcrawl.frontier.store import FrontierStore
+from distcrawl.ops.status import record_site
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING, Any
 from pymongo.errors import PyMongoError
 from pymongo.write_concern import WriteConcern
 
+from distcrawl.base.urls import mask_url
 from distcrawl.commands._common import entry_points
-from distcrawl.pipelines import (
+from distcrawl.node.pipeline import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_PRICE_HISTORY,
     DEFAULT_TIMEOUT,
     DEFAULT_WRITE_CONCERN,
 )
-from distcrawl.services import ensure_mongo, mask_url, resolve_home
+from distcrawl.servers.embedded import ensure_mongo, resolve_home
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.replay import ReplaySummary, replay_journal
 from distcrawl.storage.writer import DEFAULT_CHANGES_COLLECTION, MongoWriter

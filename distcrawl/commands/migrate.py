@@ -14,7 +14,7 @@ rebuilds only plain values (no class, no function is ever loaded), so only ``scr
 state comes back. Each entry is checked as a node checks a queue entry; one that cannot be
 moved is counted with its reason and stays where it was. The dupefilter's fingerprints are
 copied as they are: with the add-on the frontier uses scrapy-redis' fingerprint format
-(:class:`distcrawl.compat.ScrapyRedisFingerprinter`). Progress goes to stderr; the summary to
+(:class:`distcrawl.node.compat.ScrapyRedisFingerprinter`). Progress goes to stderr; the summary to
 stdout (``--json``: one object). Exit status 0, or 1 if any entry was refused.
 """
 
@@ -35,11 +35,11 @@ from urllib.parse import urlsplit
 import redis
 from scrapy import Request
 
-from distcrawl import connection
 from distcrawl.commands._common import add_spider_argument, crawl_keys, entry_points, redis_error
-from distcrawl.compat import redis_url_from_settings, scrapy_redis_fingerprint
-from distcrawl.frontier import callbacks, classes, codec
+from distcrawl.frontier import connection
 from distcrawl.frontier.store import Child, FrontierStore
+from distcrawl.node.compat import redis_url_from_settings, scrapy_redis_fingerprint
+from distcrawl.node.requests import callbacks, classes, codec
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

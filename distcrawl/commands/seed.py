@@ -4,7 +4,7 @@ why each refused one was refused.
 ``scrapy seed catalog URL... [--priority P] [--meta JSON] [--file F]`` (or ``distcrawl seed``).
 A seed is a URL or a JSON object ``{"url", "priority", "meta"}``; ``--priority`` / ``--meta``
 turn plain URLs into JSON seeds and fill the keys a JSON seed leaves out. The check is
-:func:`distcrawl.frontier.seeds.parse_seed`, with ``DISTCRAWL_ALLOW_PRIVATE`` as the nodes read
+:func:`distcrawl.node.seeds.parse.parse_seed`, with ``DISTCRAWL_ALLOW_PRIVATE`` as the nodes read
 it. Exit status: 0 when every seed was queued, 1 when any was refused, 2 on a usage error.
 """
 
@@ -27,7 +27,7 @@ from distcrawl.commands._common import (
     redis_error,
     redis_url,
 )
-from distcrawl.frontier.seeds import BadSeed, parse_seed, refusal_hint
+from distcrawl.node.seeds.parse import BadSeed, parse_seed, refusal_hint
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -23,7 +23,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from distcrawl.cluster import RateTracker, build_status, read_snapshot
+from distcrawl.base.urls import mask_url
 from distcrawl.commands._common import (
     add_spider_argument,
     crawl_keys,
@@ -36,8 +36,9 @@ from distcrawl.commands._common import (
     redis_url,
     warn_if_no_crawl,
 )
-from distcrawl.extensions import progress_line
-from distcrawl.services import mask_url, resolve_home, services_status
+from distcrawl.ops.progress import progress_line
+from distcrawl.ops.status import RateTracker, build_status, read_snapshot
+from distcrawl.servers.embedded import resolve_home, services_status
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

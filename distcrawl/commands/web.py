@@ -14,6 +14,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from distcrawl.base.urls import mask_url
 from distcrawl.commands._common import (
     add_spider_argument,
     allow_private,
@@ -23,7 +24,6 @@ from distcrawl.commands._common import (
     page_priorities,
     redis_url,
 )
-from distcrawl.services import mask_url
 from distcrawl.web.app import WebConfig
 from distcrawl.web.sampler import DEFAULT_INTERVAL
 from distcrawl.web.security import TOKEN_ENV, UnsafeBind

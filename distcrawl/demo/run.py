@@ -21,19 +21,14 @@ from typing import Any
 import pymongo
 from scrapy.settings import Settings
 
-from distcrawl import connection
+from distcrawl.base.urls import mask_url
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
 from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
+from distcrawl.frontier import connection
 from distcrawl.frontier.keys import MAX_SHARDS, default_shards
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
-from distcrawl.localcluster import LocalRedisCluster
-from distcrawl.services import (
-    ensure_mongo,
-    ensure_redis,
-    mask_url,
-    services_status,
-    stop_services,
-)
+from distcrawl.servers.cluster import LocalRedisCluster
+from distcrawl.servers.embedded import ensure_mongo, ensure_redis, services_status, stop_services
 
 #: the seed list on a Redis Cluster: inside the crawl's hash tag
 CLUSTER_START_KEY = "{catalog}:start_urls"

@@ -63,6 +63,8 @@ from lxml import etree
 from parsel import Selector
 from parsel.csstranslator import css2xpath
 
+from distcrawl.base.durations import parse_duration
+
 from .links import LINK_KINDS
 
 __all__ = [
@@ -345,8 +347,6 @@ def _field(value: Any, where: str) -> FieldRule:
 
 
 def _revisit(value: dict[str, Any], path: Path) -> dict[str, float]:
-    from distcrawl.frontier.revisit import parse_duration
-
     out: dict[str, float] = {}
     for key, raw in value.items():
         try:

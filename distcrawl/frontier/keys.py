@@ -46,7 +46,7 @@ def shard_tags(spider: str, shards: int) -> tuple[str, ...]:
     equal slot ranges (or the slot nearest it that a suffix reaches).
 
     A cluster whose M masters hold equal slot ranges (as ``redis-cli --cluster create`` and
-    :class:`~distcrawl.localcluster.LocalRedisCluster` assign them) so holds S // M or
+    :class:`~distcrawl.servers.cluster.LocalRedisCluster` assign them) so holds S // M or
     S // M + 1 shards on every master (plain ``spider:k`` tags put 8 of 16 shards on one of
     3 masters). Every node and tool computes the same tags; a one-shard crawl has the control
     slot's tag, ``spider``."""

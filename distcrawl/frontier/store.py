@@ -43,7 +43,6 @@ from urllib.parse import urlsplit
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from distcrawl.connection import is_cluster_client
 from distcrawl.frontier.batch import (
     DEFAULT_SITE_RECOVERY,
     Child,
@@ -61,6 +60,7 @@ from distcrawl.frontier.batch import (
     raw_text,
     text,
 )
+from distcrawl.frontier.connection import is_cluster_client
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
 from distcrawl.frontier.views import ShardViews
 

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from distcrawl.services import mask_url
+from distcrawl.base.urls import mask_url
 from distcrawl.storage.replay import distinct_rounds, replay_journal
 
 if TYPE_CHECKING:

@@ -25,8 +25,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from distcrawl import connection
-from distcrawl.cluster import (
+from distcrawl.commands import control, deadletters, seed
+from distcrawl.frontier import connection
+from distcrawl.frontier.store import FrontierKeys
+from distcrawl.ops.status import (
     DEFAULT_PAGE_PRIORITIES,
     in_flight_by_shard,
     in_flight_of,
@@ -34,8 +36,6 @@ from distcrawl.cluster import (
     site_budget,
     site_status,
 )
-from distcrawl.commands import control, deadletters, seed
-from distcrawl.frontier.store import FrontierKeys
 from distcrawl.web.metrics import CONTENT_TYPE, render_metrics
 from distcrawl.web.sampler import DEFAULT_INTERVAL, Sampler
 from distcrawl.web.security import Guard

@@ -2,7 +2,7 @@
 
 Every browser tab and every Prometheus scrape is served from the latest sample, so the Redis
 cost of the dashboard is one status read per interval (the bounded read of
-:mod:`distcrawl.cluster`), however many people look at it. The sampler also keeps a short
+:mod:`distcrawl.ops.status`), however many people look at it. The sampler also keeps a short
 history for the charts and the MongoDB figures, read on their own task so a slow or absent
 MongoDB never delays the Redis view.
 """
@@ -18,14 +18,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from distcrawl.cluster import (
+from distcrawl.frontier.store import FrontierKeys
+from distcrawl.ops.status import (
     DEFAULT_DEAD_SAMPLE,
     DEFAULT_PAGE_PRIORITIES,
     RateTracker,
     aread_snapshot,
     build_status,
 )
-from distcrawl.frontier.store import FrontierKeys
 
 __all__ = [
     "DEFAULT_HISTORY",

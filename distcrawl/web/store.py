@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pymongo
 from pymongo.errors import PyMongoError
 
-from distcrawl.services import resolve_home, services_status
+from distcrawl.servers.embedded import resolve_home, services_status
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

@@ -1,10 +1,11 @@
-"""Spiders used only by tests, loaded with ``SPIDER_MODULES=distcrawl.spiders,probe_spiders``."""
+"""Spiders used only by tests, loaded with
+``SPIDER_MODULES=distcrawl.node.spiders,probe_spiders``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from distcrawl.spiders.catalog import CatalogSpider
+from distcrawl.node.spiders.catalog import CatalogSpider
 
 
 class RaisingCatalogSpider(CatalogSpider):

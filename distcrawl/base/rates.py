@@ -1,0 +1,77 @@
+"""Per-minute rates of a node's counters: what a node publishes with its heartbeat and what
+a reader derives from successive heartbeats."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "PAGES_PREFIX",
+    "PUBLISHED_RATE_WINDOW",
+    "OwnRates",
+    "counters",
+    "is_number",
+    "prune",
+    "published_rates",
+]
+
+PAGES_PREFIX = "catalog/pages/"
+
+
+def counters(stats: Mapping[str, Any]) -> dict[str, float]:
+    """The node counters rates are derived from."""
+    pages = sum(v for k, v in stats.items() if k.startswith(PAGES_PREFIX) and is_number(v))
+    if not pages:
+        pages = stats.get("response_received_count", 0)
+    return {
+        "pages": float(pages),
+        "products": float(stats.get("item_scraped_count", 0)),
+        "acked": float(stats.get("frontier/acked", 0)),
+    }
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: seconds of its own heartbeats over which a node derives the rates it publishes
+PUBLISHED_RATE_WINDOW = 60.0
+
+
+class OwnRates:
+    """A node's own per-minute rates over its last :data:`PUBLISHED_RATE_WINDOW` seconds,
+    published with its heartbeat (``rates`` in its info): every reader, the status command and
+    each node's progress line alike, then sums the same figures for the cluster."""
+
+    def __init__(self, window: float = PUBLISHED_RATE_WINDOW) -> None:
+        self.window_ms = int(window * 1000)
+        self._ring: deque[tuple[int, dict[str, float]]] = deque()
+
+    def update(self, now_ms: int, stats: Mapping[str, Any]) -> dict[str, float] | None:
+        """Record the node's stats at *now_ms*; its rates, or None before two samples."""
+        self._ring.append((now_ms, counters(stats)))
+        prune(self._ring, now_ms - self.window_ms)
+        if len(self._ring) < 2:
+            return None
+        (t0, first), (t1, last) = self._ring[0], self._ring[-1]
+        if t1 <= t0:
+            return None
+        minutes = (t1 - t0) / 60_000
+        return {k: round((last[k] - first[k]) / minutes, 1) for k in last}
+
+
+def published_rates(info: Mapping[str, Any]) -> dict[str, float] | None:
+    rates = info.get("rates")
+    if not isinstance(rates, dict):
+        return None
+    if not all(is_number(rates.get(k)) for k in ("pages", "products", "acked")):
+        return None
+    return {k: float(rates[k]) for k in ("pages", "products", "acked")}
+
+
+def prune(ring: deque[Any], since: int) -> None:
+    # keep one sample at or before the window start, so the window is covered in full
+    while len(ring) > 2 and ring[1][0] <= since:
+        ring.popleft()

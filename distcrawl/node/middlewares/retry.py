@@ -1,0 +1,144 @@
+"""Retries that back off, parked in the shared frontier, and dead letters for the last failure.
+
+Extends Scrapy's RetryMiddleware (``RETRY_TIMES``, ``RETRY_HTTP_CODES``, ``RETRY_EXCEPTIONS``,
+``RETRY_PRIORITY_ADJUST``, per-request ``max_retry_times`` / ``dont_retry`` all still apply).
+A retry is not re-sent at once: it carries a delay in ``meta["distcrawl_delay"]`` and the
+frontier parks it in Redis until it falls due, so any node may take it and a node that dies
+while it waits loses nothing. When the last try fails, the request goes to the dead letters.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+
+from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.python import global_object_name
+
+from distcrawl.node.internals import check_retry_middleware
+from distcrawl.node.signals import request_dead_lettered
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+
+__all__ = ["BackoffRetryMiddleware", "backoff_delay", "parse_retry_after"]
+
+#: seconds before the first retry; attempt n waits base * 2**(n-1), plus jitter
+DEFAULT_BACKOFF_BASE = 1.0
+#: longest backoff, seconds
+DEFAULT_BACKOFF_MAX = 120.0
+#: jitter: the delay is multiplied by a random factor in [1, 1 + jitter]
+DEFAULT_BACKOFF_JITTER = 0.5
+#: a Retry-After longer than this many seconds is capped to it
+DEFAULT_RETRY_AFTER_MAX = 600.0
+#: statuses whose Retry-After header is honoured
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+def backoff_delay(attempt: int, *, base: float, cap: float, jitter: float) -> float:
+    """Seconds to wait before retry number ``attempt`` (1 = first retry); never below the
+    un-jittered minimum ``min(cap, base * 2**(attempt-1))``."""
+    minimum = min(cap, base * 2.0 ** max(0, attempt - 1))
+    return float(minimum) * (1.0 + random.random() * max(0.0, jitter))
+
+
+def parse_retry_after(value: bytes | str | None, *, now: float | None = None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or HTTP-date), or None if unusable."""
+    if not value:
+        return None
+    text = value.decode("latin-1") if isinstance(value, bytes) else value
+    text = text.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class BackoffRetryMiddleware(RetryMiddleware):
+    """RetryMiddleware with exponential backoff, jitter, Retry-After and dead letters.
+
+    Settings (besides Scrapy's RETRY_*): ``RETRY_BACKOFF_BASE``, ``RETRY_BACKOFF_MAX``,
+    ``RETRY_BACKOFF_JITTER``, ``RETRY_AFTER_MAX``.
+    """
+
+    def __init__(self, settings: BaseSettings) -> None:
+        check_retry_middleware(type(self))  # _backoff() calls Scrapy's private _retry()
+        super().__init__(settings)
+        self.base = settings.getfloat("RETRY_BACKOFF_BASE", DEFAULT_BACKOFF_BASE)
+        self.cap = settings.getfloat("RETRY_BACKOFF_MAX", DEFAULT_BACKOFF_MAX)
+        self.jitter = settings.getfloat("RETRY_BACKOFF_JITTER", DEFAULT_BACKOFF_JITTER)
+        self.retry_after_max = settings.getfloat("RETRY_AFTER_MAX", DEFAULT_RETRY_AFTER_MAX)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        mw = cls(crawler.settings)
+        mw.crawler = crawler
+        return mw
+
+    def process_response(
+        self, request: Request, response: Response, spider: Spider | None = None
+    ) -> Request | Response:
+        if request.meta.get("dont_retry", False) or response.status not in self.retry_http_codes:
+            return response
+        retry_after = None
+        if response.status in RETRY_AFTER_STATUSES:
+            retry_after = parse_retry_after(response.headers.get(b"Retry-After"))
+        retry = self._backoff(request, f"http_{response.status}", retry_after, response.status)
+        return retry or response
+
+    def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> Request | Response | None:
+        if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
+            "dont_retry", False
+        ):
+            retry = self._backoff(request, global_object_name(exception.__class__), None, None)
+            if retry is None:
+                # dead-lettered, and the give-up is logged: no second report with a traceback
+                raise IgnoreRequest(f"dead-lettered after its last try: {exception!r}")
+            return retry
+        return None
+
+    def _backoff(
+        self, request: Request, reason: str, retry_after: float | None, status: int | None
+    ) -> Request | None:
+        now = time.time()
+        first = request.meta.get("retry_first_attempt", now)
+        retry = self._retry(request, reason)
+        stats = self.crawler.stats
+        assert stats is not None
+        if retry is None:
+            attempts = int(request.meta.get("retry_times", 0)) + 1
+            details: dict[str, Any] = {
+                "attempts": attempts,
+                "first_attempt": first,
+                "last_attempt": now,
+            }
+            if status is not None:
+                details["status"] = status
+            self.crawler.signals.send_catch_log(
+                request_dead_lettered, request=request, reason=reason, **details
+            )
+            return None
+        attempt = int(retry.meta["retry_times"])
+        delay = backoff_delay(attempt, base=self.base, cap=self.cap, jitter=self.jitter)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.retry_after_max))
+            stats.inc_value("retry/retry_after_honoured")
+        retry.meta["distcrawl_delay"] = round(delay, 3)
+        retry.meta["retry_first_attempt"] = first
+        stats.inc_value("retry/delayed_ms", int(delay * 1000))
+        return retry

@@ -1,0 +1,205 @@
+"""Embedded Redis and MongoDB for one machine: start a real server, or reuse the one another node
+on the same machine already started.
+
+Everything lives under one *home* directory (``DISTCRAWL_HOME``; default ``.distcrawl/`` in the
+current working directory, so a project checkout keeps its own crawl state)::
+
+    <home>/redis/        Redis data directory (append-only file: a restart loses no queued work)
+    <home>/redis.json    state of the running Redis: pid, port, url
+    <home>/redis.log     its log
+    <home>/redis.lock    fcntl lock: nodes starting at the same moment agree on one server
+    <home>/mongo/ ...    the same for MongoDB (SecantusDB's WiredTiger storage path)
+
+A server is reused when its state file names a port that answers (``PING`` / ``ping``).
+Servers are started detached (a session of their own) so they outlive the node that started
+them; ``distcrawl services stop`` stops them. They bind 127.0.0.1 only, on a free port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distcrawl.base.processes import pid_runs, terminate_pid
+from distcrawl.servers.process import (
+    DEFAULT_START_TIMEOUT,
+    MongoServer,
+    RedisServer,
+    ServerProcess,
+    ServiceError,
+    mongo_answers,
+    redis_answers,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = [
+    "DEFAULT_HOME",
+    "HOME_ENV",
+    "ensure_mongo",
+    "ensure_redis",
+    "resolve_home",
+    "services_status",
+    "stop_services",
+]
+
+logger = logging.getLogger(__name__)
+
+#: environment variable (and setting) naming the home directory of the embedded services
+HOME_ENV = "DISTCRAWL_HOME"
+#: home directory when neither the setting nor the environment names one (relative to the cwd)
+DEFAULT_HOME = ".distcrawl"
+#: database name in the URI of the embedded MongoDB
+DEFAULT_MONGO_DATABASE = "catalog"
+#: how many free ports to try when another process grabs the port between pick and bind
+START_ATTEMPTS = 3
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """The home directory: *home* if given, else ``$DISTCRAWL_HOME``, else ``./.distcrawl``."""
+    value = os.fspath(home) if home else os.environ.get(HOME_ENV, "") or DEFAULT_HOME
+    return Path(value).expanduser().resolve()
+
+
+@contextlib.contextmanager
+def _locked(path: Path, timeout: float) -> Iterator[None]:
+    """Hold an exclusive fcntl lock on *path* (released if this process dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ServiceError(f"timed out waiting for the lock {path}") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _write_state(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _server(kind: type[ServerProcess], home: Path, port: int | None = None) -> ServerProcess:
+    return kind(data_dir=home / kind.name, port=port, log_path=home / f"{kind.name}.log")
+
+
+def _ensure(kind: type[ServerProcess], home: Path) -> tuple[ServerProcess, bool]:
+    """The running server of *kind* under *home*, started if needed; and whether we started it."""
+    home = resolve_home(home)
+    state_path = home / f"{kind.name}.json"
+    with _locked(home / f"{kind.name}.lock", timeout=DEFAULT_START_TIMEOUT + 30):
+        state = _read_state(state_path)
+        if state is not None:
+            server = _server(kind, home, int(state["port"]))
+            server.pid = int(state["pid"])
+            if server.ping():
+                return server, False
+            if pid_runs(server.pid, kind.marker):
+                # Alive but silent: give it the time a start takes, then replace it (its data
+                # directory is locked while it lives, so a second server could not open it).
+                deadline = time.monotonic() + 10.0
+                while time.monotonic() < deadline:
+                    if server.ping():
+                        return server, False
+                    time.sleep(0.2)
+                logger.warning(
+                    "Embedded %s (pid %d) does not answer; restarting", kind.name, server.pid
+                )
+                terminate_pid(server.pid)
+            state_path.unlink(missing_ok=True)
+        last_error: ServiceError | None = None
+        for _ in range(START_ATTEMPTS):
+            server = _server(kind, home)
+            try:
+                server.start(detached=True)
+            except ServiceError as exc:  # most likely the port was taken before the bind
+                last_error = exc
+                continue
+            assert server.pid is not None
+            state = {
+                "pid": server.pid,
+                "port": server.port,
+                "url": _url_of(server),
+                "started_at": time.time(),
+            }
+            _write_state(state_path, state)
+            return server, True
+        raise ServiceError(f"could not start the embedded {kind.name}: {last_error}")
+
+
+def _url_of(server: ServerProcess) -> str:
+    if isinstance(server, MongoServer):
+        return server.uri_for(DEFAULT_MONGO_DATABASE)
+    assert isinstance(server, RedisServer)
+    return server.url
+
+
+def ensure_redis(home: Path) -> str:
+    """The URL of the embedded Redis under *home*, started if no live one is recorded there."""
+    return _url_of(_ensure(RedisServer, home)[0])
+
+
+def ensure_mongo(home: Path) -> str:
+    """The URI (database ``catalog``, ``directConnection=true``) of the embedded MongoDB under
+    *home*, started if no live one is recorded there."""
+    return _url_of(_ensure(MongoServer, home)[0])
+
+
+def stop_services(home: Path) -> list[str]:
+    """Stop the embedded servers recorded under *home*; return the names of those stopped."""
+    home = resolve_home(home)
+    stopped = []
+    for kind in (RedisServer, MongoServer):
+        state_path = home / f"{kind.name}.json"
+        if not state_path.exists():
+            continue
+        with _locked(home / f"{kind.name}.lock", timeout=DEFAULT_START_TIMEOUT + 30):
+            state = _read_state(state_path)
+            if state is not None and pid_runs(int(state["pid"]), kind.marker):
+                terminate_pid(int(state["pid"]))
+                stopped.append(kind.name)
+            state_path.unlink(missing_ok=True)
+    return stopped
+
+
+def services_status(home: Path) -> dict[str, dict[str, Any]]:
+    """For each embedded service under *home*: ``running``, ``pid``, ``port``, ``url``."""
+    home = resolve_home(home)
+    status: dict[str, dict[str, Any]] = {}
+    for kind in (RedisServer, MongoServer):
+        state = _read_state(home / f"{kind.name}.json") or {}
+        url = state.get("url")
+        answers = False
+        if url:
+            answers = redis_answers(url) if kind is RedisServer else mongo_answers(url)
+        status[kind.name] = {
+            "running": answers,
+            "pid": state.get("pid"),
+            "port": state.get("port"),
+            "url": url,
+            "data_dir": str(home / kind.name),
+        }
+    return status

@@ -1,0 +1,191 @@
+"""``distcrawl migrate``: a half-done scrapy-redis crawl moves into the frontier and finishes
+there with nothing missing and nothing fetched twice; pickles are refused unless trusted."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import scrapy
+from crawl_nodes import TESTS, Node, stop_all, wait_for
+from frontier_state import queued as queued_in
+from frontier_state import queued_values
+
+from distcrawl.commands.migrate import MigrationRefused, entry_request, load_entry
+from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.node.requests import codec
+
+
+def _migrate(redis_url: str, *args: str) -> tuple[int, dict[str, Any], str]:
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_url,
+        SCRAPY_SETTINGS_MODULE="redis_example_settings",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "distcrawl.cli", "migrate", *args, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    summary = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+    return proc.returncode, summary, proc.stderr
+
+
+def test_pickled_entries_are_refused_unless_trusted() -> None:
+    request = scrapy.Request("http://shop.test/p/1.html", meta={"rule": 0}, priority=3)
+    raw = pickle.dumps({**request.to_dict(), "callback": "_callback"}, protocol=-1)
+    with pytest.raises(MigrationRefused) as exc:
+        load_entry(raw, trust_pickle=False)
+    assert exc.value.reason == "pickle_refused"
+    back, payload = entry_request(load_entry(raw, trust_pickle=True))
+    assert (back.url, back.priority) == (request.url, 3)
+    assert json.loads(payload)["cb"] == "@rule"
+
+
+class _Marker:
+    def __reduce__(self) -> Any:  # what a hostile pickle would run
+        return (os.system, ("touch /tmp/distcrawl-migrate-never-created",))
+
+
+def test_even_a_trusted_pickle_loads_no_class_or_function() -> None:
+    raw = pickle.dumps({"url": "http://shop.test/", "meta": {"x": _Marker()}})
+    with pytest.raises(MigrationRefused) as exc:
+        load_entry(raw, trust_pickle=True)
+    assert exc.value.reason == "bad_pickle"
+    assert not Path("/tmp/distcrawl-migrate-never-created").exists()
+    form = scrapy.FormRequest("http://shop.test/s", formdata={"q": "a"}).to_dict()
+    raw = pickle.dumps(form, protocol=-1)  # names its class only as a string
+    back, _ = entry_request(load_entry(raw, trust_pickle=True))
+    assert type(back) is scrapy.FormRequest and back.body == b"q=a"
+
+
+def test_entries_a_node_would_refuse_are_refused_with_their_reason() -> None:
+    cases = [
+        ({"url": "http://shop.test/", "callback": "_secret"}, "private_callback"),
+        ({"url": "http://shop.test/", "_class": "os.system"}, "unknown_request_class"),
+        ({"url": "http://shop.test/", "meta": {"when": {1, 2}}}, "unqueueable"),
+        ({"url": "file:///etc/passwd"}, None),
+    ]
+    for data, reason in cases:
+        with pytest.raises(MigrationRefused) as exc:
+            entry_request(data)
+        if reason:
+            assert exc.value.reason == reason, (data, exc.value)
+    assert codec.decode(entry_request({"url": "http://shop.test/a"})[1]).url.endswith("/a")
+    # meta a node sets from its own settings (a proxy) never travels, as in the codec
+    _, payload = entry_request({"url": "http://shop.test/", "meta": {"proxy": "http://evil/"}})
+    assert "proxy" not in payload
+
+
+@pytest.mark.slow
+def test_half_done_scrapy_redis_crawl_finishes_on_the_frontier(
+    redis_url: str, mongo_uri: str, shop_factory: Any, tmp_path: Path
+) -> None:
+    shop = shop_factory(products=80, tracking_params=False, latency_ms=100)
+    base = shop.url.rstrip("/")
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("mycrawler:start_urls", base + "/")
+    common: dict[str, Any] = {
+        "redis_url": redis_url,
+        "mongo_uri": mongo_uri,
+        "log_dir": tmp_path,
+        "spider": "mycrawler_redis",
+        "spider_args": {"domain": "127.0.0.1"},
+        "settings_module": "redis_example_settings",
+    }
+    old = Node(
+        node_id="scrapy-redis",
+        settings={
+            "SCHEDULER_SERIALIZER": "json_request_serializer",
+            "CONCURRENT_REQUESTS": "2",
+            "MAX_IDLE_TIME_BEFORE_CLOSE": "3",
+        },
+        **common,
+    )
+    try:
+        assert wait_for(lambda: r.llen("mycrawler_redis:items") >= 15, 120), old.log()[-2000:]
+        old.terminate()  # SIGTERM: scrapy-redis finishes what it started, keeps its queue
+        assert old.wait() == 0
+    finally:
+        old.kill()
+    queued = r.zcard("mycrawler_redis:requests")
+    seen = r.scard("mycrawler_redis:dupefilter")
+    assert queued > 10, "the crawl was not half done"
+
+    # pickles are never read without the flag
+    code, summary, err = _migrate(redis_url, "mycrawler_redis", "--dry-run")
+    assert code == 0, err
+    assert summary["entries"] == queued and summary["refused"] == 0
+    keys = FrontierKeys("mycrawler_redis", "mycrawler_redis:start_urls")
+    assert queued_in(r, keys) == 0  # a dry run writes nothing
+
+    code, summary, err = _migrate(redis_url, "mycrawler_redis")
+    assert code == 0, err
+    assert "queue entries read" in err  # progress
+    assert summary["migrated"] == queued
+    assert summary["fingerprints"] == summary["fingerprints_copied"] == seen
+    # a bare fingerprint names no site: every shard's dupefilter has them all
+    assert {int(r.hget(s.seen_info, "n") or 0) for s in keys.all_shards()} == {seen}
+    assert queued_in(r, keys) == queued
+    # the old keys are untouched
+    assert (r.zcard("mycrawler_redis:requests"), r.scard("mycrawler_redis:dupefilter")) == (
+        queued,
+        seen,
+    )
+    # running it again moves nothing twice
+    code, again, err = _migrate(redis_url, "mycrawler_redis")
+    assert code == 0, err
+    assert (again["migrated"], again["already_in_frontier"]) == (0, queued)
+
+    new = Node(node_id="frontier", env={"EXAMPLE_FRONTIER": "1"}, **common)
+    try:
+        assert new.wait() == 0, new.log()[-3000:]
+    finally:
+        stop_all([new])
+    assert "Cannot queue" not in new.log() and "Refused" not in new.log()
+    items = [json.loads(x)["url"] for x in r.lrange("mycrawler_redis:items", 0, -1)]
+    fetches = Counter(base + e["path"] for e in shop.request_log() if e["path"] != "/robots.txt")
+    # nothing fetched twice; the seed's page twice, as on scrapy-redis itself (a dont_filter
+    # seed does not mark its URL seen, so the home link of every page is fetched once more)
+    assert {u: n for u, n in fetches.items() if n > 1} == {base + "/": 2}
+    # nothing missing: every product, every page's item once
+    assert Counter(items) == Counter(set(fetches))
+    assert shop.expected_product_urls() <= set(items)
+
+
+def test_a_pickled_queue_moves_only_with_the_trust_flag(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    for i, prio in enumerate((5, 0)):
+        entry = scrapy.Request(f"http://shop.test/p/{i}.html", priority=prio).to_dict()
+        # what scrapy-redis' PriorityQueue writes with its default serializer (picklecompat)
+        r.zadd("pickled:requests", {pickle.dumps(entry, protocol=-1): -prio})
+    r.sadd("pickled:dupefilter", "0" * 40, "not a fingerprint")
+    code, summary, err = _migrate(redis_url, "pickled")
+    assert code == 1
+    assert summary["refused_by_reason"] == {"pickle_refused": 2}
+    assert "--trust-pickle" in err
+    shards = FrontierKeys("pickled", "pickled:start_urls").all_shards()
+    assert sum(r.zcard(s.queue) for s in shards) == 0
+    code, summary, _ = _migrate(redis_url, "pickled", "--trust-pickle")
+    assert code == 1  # the bad fingerprint
+    assert (summary["migrated"], summary["fingerprints_refused"]) == (2, 1)
+    # a stored payload is "<site>\n<payload>" unless its URL names its site
+    queued = [v for s in shards for v in queued_values(r, s).values()]
+    values = [v.decode().rpartition("\n")[2] for v in queued]
+    payloads = [json.loads(v) for v in values]
+    assert sorted(p.get("u") or p["url"] for p in payloads) == [
+        "http://shop.test/p/0.html",
+        "http://shop.test/p/1.html",
+    ]
+    assert r.zcard("pickled:requests") == 2 and r.scard("pickled:dupefilter") == 2  # untouched

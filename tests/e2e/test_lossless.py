@@ -1,0 +1,171 @@
+"""No URL lost: kill -9, SIGTERM, every terminal path of a request, and a Redis restart."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+
+import frontier_state
+import pytest
+import redis
+from crawl_nodes import (
+    HEARTBEAT_TIMEOUT,
+    Node,
+    assert_clean_log,
+    assert_each_product_once,
+    stop_all,
+    stored_urls,
+    wait_for,
+)
+from frontier_state import dead_records, delayed, leases_left, payloads, queued
+
+from distcrawl.frontier.keys import FrontierKeys
+
+pytestmark = pytest.mark.slow
+
+
+def frontier_left(r: redis.Redis, spider: str = "catalog") -> dict[str, int]:
+    keys = FrontierKeys(spider, f"{spider}:start_urls")
+    return {
+        "queued": queued(r, keys),
+        "delayed": delayed(r, keys),
+        "leased": sum(r.zcard(k) for k in leases_left(r, keys)),
+        "payloads": payloads(r, keys),  # every accepted request's payload lives until its ack
+        "seeding": sum(r.llen(k) for k in r.keys(keys.seeding("*"))),
+    }
+
+
+def leased(r: redis.Redis, node: str) -> int:
+    return frontier_state.leased(r, node)
+
+
+def test_kill_9_three_times_loses_nothing(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
+    # slow enough (250 ms a page, 4 at a time per node) that all three kills land mid-crawl
+    shop = shop_factory(products=300, latency_ms=250)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT), "CONCURRENT_REQUESTS": "4"}
+    mk = lambda name: Node(  # noqa: E731
+        redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id=name, settings=settings
+    )
+    nodes = [mk("a0"), mk("b0")]
+    rng = random.Random(7)
+    kills = 0
+    try:
+        for round_no in range(1, 4):
+            victim = nodes[0]
+            # kill while it holds leases: requests in flight, prefetched, children unflushed
+            victim_id = victim.node_id
+            assert wait_for(lambda v=victim_id: leased(r, v) > 0, 60), victim.log()[-2000:]
+            time.sleep(rng.uniform(0.2, 1.0))
+            victim.kill()
+            kills += 1
+            nodes = [*nodes[1:], mk(f"k{round_no}")]
+        assert [n.wait() for n in nodes] == [0, 0]
+    finally:
+        stop_all(nodes)
+    assert kills == 3
+    urls = stored_urls(mongo_uri)
+    assert_each_product_once(mongo_uri, shop)  # by SKU: _id (the URL) cannot show it
+    assert set(urls) == shop.expected_product_urls()
+    assert frontier_left(r) == {"queued": 0, "delayed": 0, "leased": 0, "payloads": 0, "seeding": 0}
+    logs = "".join(n.log() for n in nodes)
+    assert "Recovered" in logs
+
+
+def test_sigterm_returns_leases_at_once(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
+    shop = shop_factory(products=200, latency_ms=60)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    # a heartbeat timeout far longer than the test: only a clean stop can return the leases
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "600"}
+    a = Node(
+        redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="a", settings=settings
+    )
+    b = Node(
+        redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="b", settings=settings
+    )
+    try:
+        assert wait_for(lambda: leased(r, "a") > 3, 60)
+        a.terminate()
+        assert a.wait(60) == 0
+        assert leased(r, "a") == 0
+        assert "returned" in a.log()
+        assert b.wait(120) == 0
+    finally:
+        stop_all([a, b])
+    assert sorted(stored_urls(mongo_uri)) == sorted(shop.expected_product_urls())
+    assert_clean_log(a.log())
+
+
+def test_every_terminal_path_acks_its_lease(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
+    """Parsed, failed after the last retry, dropped by robots.txt, callback raised: all acked."""
+    shop = shop_factory(products=120, hostile=True, fail_products=3)
+    r = redis.Redis.from_url(redis_url)
+    # robots.txt-forbidden, oversized, not HTML, a redirect loop: each ends its own way
+    extra = ["private/secret", "big", "file.bin", "loop/a"]
+    r.lpush("catalog_raising:start_urls", shop.url, *(shop.url + path for path in extra))
+    node = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="paths",
+        spider="catalog_raising",
+        settings={
+            "SPIDER_MODULES": "distcrawl.node.spiders,probe_spiders",
+            "RETRY_TIMES": 1,
+            "RETRY_BACKOFF_BASE": 0.1,
+            "DEPTH_LIMIT": 8,
+        },
+    )
+    try:
+        assert node.wait() == 0  # a leaked lease would keep the frontier from draining
+    finally:
+        node.kill()
+    log = node.log()
+    assert "probe: callback raised" in log
+    assert "robotstxt/forbidden" in log  # the stats dump: a request dropped by robots.txt
+    assert len(dead_records(r, FrontierKeys("catalog_raising", "catalog_raising:start_urls"))) >= 3
+    assert frontier_left(r, "catalog_raising") == {
+        "queued": 0,
+        "delayed": 0,
+        "leased": 0,
+        "payloads": 0,
+        "seeding": 0,
+    }
+
+
+def test_redis_restart_mid_crawl(redis_server, mongo_uri, shop_factory, tmp_path) -> None:
+    redis_url = redis_server.url
+    r = redis.Redis.from_url(redis_url)
+    r.flushall()
+    shop = shop_factory(products=200, latency_ms=30)
+    r.lpush("catalog:start_urls", shop.url)
+    nodes = [
+        Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id=f"r{i}",
+            settings={"DISTCRAWL_HEARTBEAT_TIMEOUT": "20"},
+        )
+        for i in (1, 2)
+    ]
+    try:
+        # mid-crawl: Redis holds accepted work, queued or leased (a node prefetches up to five
+        # times its concurrency, so most of a small shop's pages may be leased at once)
+        assert wait_for(lambda: queued(r) + leased(r, "r1") + leased(r, "r2") > 20, 60)
+        redis_server.stop()
+        time.sleep(3)
+        redis_server.start()
+        assert [n.wait() for n in nodes] == [0, 0]
+    finally:
+        stop_all(nodes)
+    urls = stored_urls(mongo_uri)
+    assert Counter(urls).most_common(1)[0][1] == 1
+    assert set(urls) == shop.expected_product_urls()
+    logs = "".join(n.log() for n in nodes)
+    assert "Redis unavailable" in logs and "Redis is back" in logs
+    r = redis.Redis.from_url(redis_url)
+    assert frontier_left(r) == {"queued": 0, "delayed": 0, "leased": 0, "payloads": 0, "seeding": 0}

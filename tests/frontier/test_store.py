@@ -1,0 +1,673 @@
+"""The frontier's Redis protocol (frontier.lua) against a real Redis-protocol server."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+from frontier_state import clear_frontier, wait_for_uptime
+
+from distcrawl.frontier.store import (
+    Child,
+    DeadLetter,
+    Feedback,
+    FrontierKeys,
+    FrontierStore,
+    Lease,
+    SiteBudget,
+    SyncResult,
+    effective_factor,
+)
+from distcrawl.ops.status import build_status, read_snapshot
+
+
+@pytest.fixture(
+    params=[(1, True), (16, True), (16, False)], ids=["1-shard", "16-shards", "16-shards-eval"]
+)
+def store(redis_url: str, request: pytest.FixtureRequest) -> FrontierStore:
+    """The script as a function library (FCALL) where the server has FUNCTION, and as an EVAL
+    script (what Redis before 7 and Redis Cluster clients run)."""
+    shards, functions = request.param
+    client = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys("t", "t:start_urls", shards=shards)
+    clear_frontier(client, keys)
+    client.delete(keys.start_urls)
+    return FrontierStore(client, keys, refresh=0.0, functions=functions)
+
+
+def child(
+    url: str,
+    prio: int = 0,
+    fp: str | None = None,
+    dont_filter: bool = False,
+    delay: int = 0,
+    site: str = "",
+) -> Child:
+    raw = (fp if fp is not None else url).encode()
+    return Child(raw, prio, dont_filter, delay, site, json.dumps({"url": url}))
+
+
+def leased_urls(result: SyncResult) -> list[str]:
+    return [json.loads(leased.payload)["url"] for leased in result.leased]
+
+
+def queued(store: FrontierStore) -> int:
+    return int(store.drained()[0])
+
+
+def leases_of(store: FrontierStore, node: str) -> int:
+    return sum(len(rids) for rids in store.held_leases(node).values())
+
+
+def test_priority_first_then_first_in_first_out(store: FrontierStore) -> None:
+    kids = [
+        child("p1", 100),
+        child("c1", 300),
+        child("p2", 100),
+        child("l1", 200),
+        child("c2", 300),
+    ]
+    assert store.sync("n1", children=kids).added == 5
+    assert leased_urls(store.sync("n1", lease=10)) == ["c1", "c2", "l1", "p1", "p2"]
+
+
+def test_dupefilter_records_on_first_accept_and_dont_filter_bypasses(store: FrontierStore) -> None:
+    r = store.sync("n1", children=[child("a"), child("a"), child("a", dont_filter=True)])
+    assert (r.added, r.filtered) == (2, 1)
+    assert store.seen() == 1
+
+
+def in_flight(store: FrontierStore, site: str) -> int | None:
+    """The site's requests in flight as its shard counts them (None: the shard counts none)."""
+    active = store.keys.site_keys(site).active
+    if not store.client.exists(active):
+        return None
+    return int(store.client.hget(active, site) or 0)
+
+
+def test_requests_in_flight_are_counted_per_site_once_a_limit_applies(
+    store: FrontierStore,
+) -> None:
+    sites = ["a.test", "b.test"]
+    store.sync("n1", children=[child(f"http://{s}/{i}", site=s) for s in sites for i in range(4)])
+    # no limit anywhere: a lease and its ack count nothing per site (nothing reads it)
+    first = store.sync("n1", lease=2).leased
+    assert [in_flight(store, s) for s in sites] == [None, None]
+    assert {leased.lease.site for leased in first} <= set(sites)  # the node reads it itself
+    # a limit of one site's own starts the counting in its shard, for every site there
+    store.set_site_limits("a.test", rate=None, concurrency=10)
+    assert in_flight(store, "a.test") == 0
+    # the acks of leases made before it count down from zero: never below
+    assert store.sync("n1", acks=[leased.lease for leased in first]).acked == 2
+    assert in_flight(store, "a.test") == 0
+    second = store.sync("n1", lease=2).leased
+    counted = [leased.lease.site for leased in second if leased.lease.site == "a.test"]
+    assert in_flight(store, "a.test") == len(counted)
+    store.sync("n1", acks=[leased.lease for leased in second])
+    assert in_flight(store, "a.test") == 0
+    # so does a node's default concurrency, in every shard it leases from
+    third = [
+        leased.lease.site
+        for leased in store.sync("n2", lease=4, budget=SiteBudget(concurrency=5)).leased
+    ]
+    assert len(third) == 4
+    for site in set(third):
+        assert in_flight(store, site) == third.count(site)
+
+
+def test_lease_moves_to_in_flight_and_ack_removes(store: FrontierStore) -> None:
+    store.sync("n1", children=[child("a"), child("b")])
+    [leased] = store.sync("n1", lease=1).leased
+    assert leases_of(store, "n1") == 1
+    assert queued(store) == 1
+    assert store.sync("n1", acks=[leased.lease]).acked == 1
+    assert leases_of(store, "n1") == 0
+    assert not store.client.hexists(store.keys.shard(0).requests, leased.lease.rid)
+    # a second ack of the same lease (a node that lost it) changes nothing and is counted
+    again = store.sync("n1", acks=[leased.lease])
+    assert (again.acked, again.stale_acks) == (0, 1)
+
+
+def test_release_returns_leases_with_their_priority(store: FrontierStore) -> None:
+    store.sync("n1", children=[child("hi", 300), child("lo", 100)])
+    store.sync("n1", lease=2)
+    assert store.release("n1") == 2
+    assert leased_urls(store.sync("n2", lease=1)) == ["hi"]
+
+
+def test_a_lease_is_one_hash_entry_with_its_value_and_its_ack_removes_it(
+    store: FrontierStore,
+) -> None:
+    payload = '{"u":"http://a.test/x"}'  # its URL names its site: the value is the payload
+    store.sync("n1", children=[Child(b"a", 100, False, 0, "a.test", payload)])
+    (got,) = store.sync("n1", lease=1).leased
+    shard = store.keys.shard(got.lease.shard)
+    score, rid, value = store.client.hget(shard.held("n1"), got.lease.rid).split(b"\t", 2)
+    assert (float(score), rid.decode(), value) == (-100e10 + 1, got.lease.rid, payload.encode())
+    assert not store.client.hexists(shard.requests, got.lease.rid)  # one copy of the value
+    assert store.sync("n1", acks=[got.lease]).acked == 1
+    assert not store.client.exists(shard.held("n1")) and queued(store) == 0
+
+
+def test_leases_an_older_version_left_are_counted_listed_and_returned(
+    store: FrontierStore,
+) -> None:
+    """Before the held hashes a lease was a ZSET entry (rid -> order score) with its value in
+    Q:req: a node that died holding such leases is drained, reconciled and recovered."""
+    s0, r = store.keys.shard(0), store.client
+    values = {"7.x": json.dumps({"url": "lo"}), "8.x": json.dumps({"url": "hi"})}
+    r.hset(s0.requests, mapping=values)
+    r.zadd(s0.leases("old"), {"7.x": -100e10 + 7, "8.x": -300e10 + 8})
+    store.heartbeat("old", "{}")
+    assert store.drained()[2] == 2
+    assert sorted(store.held_leases("old")[0]) == ["7.x", "8.x"]
+    assert store.release("old", [Lease(0, "8.x", ""), Lease(0, "9.x", "")]) == 1
+    assert store.release("old") == 1
+    assert not r.exists(s0.leases("old")) and store.drained()[:3] == [2, 0, 0]
+    got = leased_urls(store.sync("n2", lease=5))
+    got += leased_urls(store.sync("n2", lease=5))  # (its fair share may be one at a time)
+    assert got == ["hi", "lo"]
+    assert sorted(store.held_leases("n2")[0]) == ["7.x", "8.x"]
+
+
+def test_recover_dead_node_once_even_when_two_nodes_race(
+    store: FrontierStore, redis_url: str
+) -> None:
+    store.sync("dead", children=[child(f"u{i}") for i in range(50)])
+    assert len(store.sync("dead", lease=50).leased) == 50
+    store.client.zadd(store.keys.nodes, {"dead": 1})  # last heartbeat long ago
+    wait_for_uptime(store.client, 2)  # longer than the timeout
+    results: list = []
+    barrier = threading.Barrier(2)
+
+    def recover(me: str) -> None:
+        s = FrontierStore(redis.Redis.from_url(redis_url), store.keys)
+        barrier.wait()
+        results.append(s.recover(me, 1000))
+
+    threads = [threading.Thread(target=recover, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r[1] for r in results) == [0, 50]
+    assert queued(store) == 50
+    assert leases_of(store, "dead") == 0
+
+
+def test_live_node_is_not_recovered(store: FrontierStore) -> None:
+    store.sync("alive", children=[child("a")])
+    store.sync("alive", lease=1)
+    store.heartbeat("alive", "{}")
+    assert store.recover("other", 60_000) == [[], 0]
+    assert leases_of(store, "alive") == 1
+
+
+def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
+    # parked for a minute: no slow machine gets from one sync to the next in that time
+    r = store.sync("n1", children=[child("r", delay=60_000, dont_filter=True)])
+    assert r.parked == 1
+    r = store.sync("n1", lease=5)
+    assert r.leased == []
+    assert 0 <= r.next_due_ms <= 60_000
+    # the minute passes: its due time (server clock, ms) is now in the past
+    for shard in store.keys.all_shards():
+        for rid in store.client.zrange(shard.delayed, 0, -1):
+            store.client.zadd(shard.delayed, {rid: 0})
+    store.views.poke()
+    assert leased_urls(store.sync("n1", lease=5)) == ["r"]
+
+
+def test_seeds_move_through_a_per_node_list_and_return_on_release(store: FrontierStore) -> None:
+    store.client.lpush(store.keys.start_urls, "s1", "s2", "s3")
+    assert store.take_seeds("n1", 2) == [b"s1", b"s2"]
+    assert store.drained()[3] == 2  # held by n1, not lost
+    store.release("n1")
+    assert store.client.lrange(store.keys.start_urls, 0, -1) == [b"s3", b"s2", b"s1"]
+    assert store.take_seeds("n2", 3) == [b"s1", b"s2", b"s3"]
+    store.sync("n2", children=[child("s1")], seeds_done=True)  # the seeds' requests are in
+    assert store.drained() == [1, 0, 0, 0, 0]
+
+
+def test_dead_letters_and_requeue(store: FrontierStore) -> None:
+    record = json.dumps(
+        {"request": json.dumps({"url": "http://x.test/"}), "priority": 100, "reason": "http_500"}
+    )
+    store.sync("n1", dead=[DeadLetter("fp1", record, "x.test")])
+    dead = store.keys.site_keys("x.test").dead
+    assert store.client.hlen(dead) == 1
+    assert store.requeue_dead() == 1
+    assert leased_urls(store.sync("n1", lease=1)) == ["http://x.test/"]
+    assert store.client.hlen(dead) == 0
+    assert store.client.hget(store.keys.counters, "requeued_dead_letters") == b"1"
+
+
+def test_paused_cluster_hands_out_nothing(store: FrontierStore) -> None:
+    store.sync("n1", children=[child("a", site="a.test")])
+    store.set_paused("1")
+    assert store.sync("n1", lease=5).leased == []
+    store.set_paused(None)
+    assert leased_urls(store.sync("n1", lease=5)) == ["a"]
+
+
+def test_a_shallow_queue_is_shared_among_the_live_nodes(store: FrontierStore) -> None:
+    store.heartbeat("n2", "{}")  # a second live node
+    store.heartbeat("n1", "{}")
+    store.sync("n1", children=[child(f"u{i}") for i in range(10)])
+    # n1 found the ten links and may hold 32, but takes its half; then n2 its half of the rest
+    assert len(leased_urls(store.sync("n1", lease=32))) == 5
+    assert len(leased_urls(store.sync("n2", lease=32))) == 3
+    # a deep queue is not cut: the share is above what a node asks for
+    store.sync("n1", children=[child(f"v{i}") for i in range(100)])
+    assert len(leased_urls(store.sync("n1", lease=32))) == 32
+
+
+def _next_message(pubsub: redis.client.PubSub, timeout: float) -> dict | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # the subscription's own confirmation comes first and reads as None
+        message = pubsub.get_message(timeout=max(0.0, deadline - time.monotonic()))
+        if message is not None:
+            return message
+    return None
+
+
+def test_idle_nodes_are_woken_when_links_arrive(store: FrontierStore) -> None:
+    pubsub = store.client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(store.keys.wake)
+    assert store.sync("idle", lease=16).leased == []  # nothing to do: it sleeps
+    assert store.client.smembers(store.keys.idle) == {b"idle"}
+    busy = FrontierStore(store.client, store.keys, refresh=0.0)
+    busy.heartbeat("busy", "{}")  # learns that a node sleeps
+    busy.sync("busy", children=[child("a", site="a.test"), child("b", site="a.test")])
+    message = _next_message(pubsub, 2.0)
+    shard = str(store.keys.shard_of("a.test")).encode()
+    assert message is not None and message["data"] == shard  # the shard that got work
+    store.heartbeat("idle", "{}")  # learns that two nodes are live
+    assert len(leased_urls(store.sync("idle", lease=16))) == 1  # its share of two
+    assert not store.client.exists(store.keys.idle)  # it works again
+    assert len(leased_urls(busy.sync("busy", lease=16))) == 1
+    # leases returned by a stopping node wake the others too
+    busy.release("busy")
+    message = _next_message(pubsub, 2.0)
+    assert message is not None and message["data"] == shard
+    assert len(leased_urls(store.sync("idle", lease=16))) == 1
+    pubsub.close()
+
+
+def test_leases_follow_priority_across_shards(store: FrontierStore) -> None:
+    sites = [f"s{i}.test" for i in range(40)]
+    kids = [child(f"{site}/p{j}", 100, site=site) for site in sites for j in range(3)]
+    kids += [child(f"{site}/c", 300, site=site) for site in sites]
+    store.sync("n1", children=kids)
+    first = store.sync("n1", lease=40)
+    # every category page before any product page, whichever shard it is in
+    assert sorted(leased.priority for leased in first.leased) == [300] * 40
+    second = store.sync("n1", lease=200)
+    assert {leased.priority for leased in second.leased} == {100}
+    assert len(second.leased) == 120
+    assert first.priority_inversions == 0
+
+
+def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
+    from redis.crc import key_slot
+
+    keys = store.keys
+    control = [keys.nodes, keys.rejected, keys.paused, keys.idle, keys.wake, keys.counters]
+    control += [keys.recovering, keys.seeding("n"), keys.node("n")]
+    assert len({key_slot(k.encode()) for k in control}) == 1
+    slots = set()
+    for shard in keys.all_shards():
+        names = [shard.queue, shard.requests, shard.seq, shard.seen_bucket(7), shard.bloom]
+        names += [shard.seen_info]
+        names += [shard.delayed, shard.delayed_score, shard.dead, shard.paused, shard.waiting]
+        names += [shard.held("n"), shard.leases("n"), shard.site("a.test"), shard.wait("a.test")]
+        assert len({key_slot(k.encode()) for k in names}) == 1
+        slots.add(key_slot(shard.queue.encode()))
+    assert len(slots) == keys.shards  # each shard a slot of its own
+
+
+def test_site_budget_rate_limits_one_site_without_blocking_another(store: FrontierStore) -> None:
+    kids = [child(f"a{i}", 100, site="a.test") for i in range(10)]
+    kids += [child(f"b{i}", 100, site="b.test") for i in range(10)]
+    store.sync("n1", children=kids)
+    store.set_site_limits("a.test", rate=5, concurrency=None)
+    urls = leased_urls(store.sync("n1", lease=20))
+    # one token for a.test (burst 1), every b.test request: a.test waits aside, unpolled
+    assert [u for u in urls if u.startswith("a")] == ["a0"]
+    assert sorted(u for u in urls if u.startswith("b")) == sorted(f"b{i}" for i in range(10))
+    assert store.client.zcard(store.keys.site_keys("a.test").wait("a.test")) == 9
+    assert store.drained()[0] == 9  # waiting requests still count as queued
+    time.sleep(0.25)  # 5/s: one more token after 200 ms
+    assert leased_urls(store.sync("n1", lease=20)) == ["a1"]
+
+
+def test_site_concurrency_is_cluster_wide_and_acks_free_slots(store: FrontierStore) -> None:
+    store.sync("n1", children=[child(f"a{i}", site="a.test") for i in range(5)])
+    budget = SiteBudget(concurrency=2)
+    first = store.sync("n1", lease=5, budget=budget)
+    assert len(leased_urls(first)) == 2
+    assert leased_urls(store.sync("n2", lease=5, budget=budget)) == []
+    store.sync("n1", acks=[first.leased[0].lease], budget=budget)
+    assert len(leased_urls(store.sync("n2", lease=5, budget=budget))) == 1
+    store.release("n1")  # returned leases free their slots too
+    assert len(leased_urls(store.sync("n2", lease=5, budget=budget))) == 1
+
+
+def test_throttled_site_slows_down_for_everyone_then_recovers(store: FrontierStore) -> None:
+    key = store.keys.site("a.test")
+    store.sync("n1", feedback=[Feedback("a.test", 0, 3, 0)])
+    assert float(store.client.hget(key, "factor")) == 0.5
+    store.sync("n2", feedback=[Feedback("a.test", 0, 1, 0)])  # one cut per second at most
+    assert float(store.client.hget(key, "factor")) == 0.5
+    store.sync("n2", feedback=[Feedback("a.test", 20, 0, 0)])
+    assert float(store.client.hget(key, "factor")) == pytest.approx(0.7, abs=0.01)  # + wear-off
+
+
+def test_fine_answers_from_a_site_never_cut_cost_the_shard_no_reads(store: FrontierStore) -> None:
+    def calls(name: str) -> int:
+        return int(store.client.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0))
+
+    before = calls("hmget"), calls("time")
+    store.sync("n1", feedback=[Feedback("fine.test", 20, 0, 0)])
+    # only a cut's factor could change: with no cut in the shard nothing is read or written
+    assert (calls("hmget"), calls("time")) == before
+    assert not store.client.exists(store.keys.site("fine.test"))
+    store.sync("n1", feedback=[Feedback("fine.test", 0, 1, 0)])
+    assert float(store.client.hget(store.keys.site("fine.test"), "factor")) == 0.5
+
+
+def _fp(i: int) -> bytes:
+    import hashlib
+
+    return hashlib.sha1(f"http://s.test/{i}".encode()).digest()[:16]
+
+
+def test_exact_dupefilter_costs_at_most_40_bytes_per_url(store: FrontierStore) -> None:
+    n = 60_000
+    for start in range(0, n, 3000):
+        kids = [
+            Child(_fp(i), 0, False, 0, f"s{i % 50}.test", "{}") for i in range(start, start + 3000)
+        ]
+        assert store.sync("n1", children=kids).added == 3000
+        # at every size, also right after the buckets grew
+        assert store.dupefilter_bytes() / (start + 3000) <= 40
+    assert store.seen() == n
+    again = store.sync(
+        "n1", children=[Child(_fp(i), 0, False, 0, f"s{i % 50}.test", "{}") for i in range(0, n, 7)]
+    )
+    assert again.added == 0 and again.filtered == len(range(0, n, 7))  # exact: none is new
+
+
+def test_bloom_dupefilter_filters_seen_urls_within_its_error_rate(redis_url: str) -> None:
+    from distcrawl.frontier.store import Dupefilter
+
+    client = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys("bloomtest", "bloomtest:start_urls", shards=4)
+    clear_frontier(client, keys)
+    n = 20_000
+    # sized for n URLs per shard; every URL here is of one site, so of one shard
+    bloom_n = Dupefilter("bloom", 4 * n, 0.001)
+    store = FrontierStore(client, keys, dupefilter=bloom_n, refresh=0.0)
+    site = "s.test"
+    added = 0
+    for start in range(0, n, 2000):
+        kids = [Child(_fp(i), 0, False, 0, site, "{}") for i in range(start, start + 2000)]
+        kids.append(kids[0])  # a duplicate in the same batch
+        r = store.sync("n1", children=kids)
+        added += r.added
+    false_positives = n - added
+    assert false_positives <= n * 0.003
+    again = store.sync("n1", children=[Child(_fp(i), 0, False, 0, site, "{}") for i in range(500)])
+    assert (again.added, again.filtered) == (0, 500)  # every seen URL is filtered
+    bloom = keys.site_keys(site).bloom
+    assert client.memory_usage(bloom, samples=0) / n <= 2.0
+
+
+def test_a_payload_that_names_its_site_is_stored_without_it(store: FrontierStore) -> None:
+    cases = {
+        '{"u":"http://User@A.Test:8080/x"}': "a.test",
+        '{"u":"https://[::1]:8443/y"}': "::1",
+        '{"u":"http://b.test/z"}': "other.test",  # a site of its own: kept next to it
+        '{"u":"http://C.Test/q"}': "c.test",  # a plain host, in upper case
+        '{"u":"http://d.test"}': "d.test",  # no path
+        '{"u":"http://e.test?x=1"}': "e.test",
+        '{"u":"http://f_g.test/"}': "f_g.test",  # not a plain host name: the long way
+    }
+    kids = [Child(p, 0, False, 0, site, p) for p, site in cases.items()]
+    store.sync("n1", children=kids)
+    got = store.sync("n1", lease=10).leased
+    assert sorted((x.payload.decode(), x.lease.site) for x in got) == sorted(cases.items())
+    # a leased request's value is in its node's held hash, after its order score and rid
+    held = [v for s in store.keys.all_shards() for v in store.client.hvals(s.held("n1"))]
+    stored = {v.split(b"\t", 2)[2] for v in held}
+    assert b'{"u":"http://b.test/z"}' not in stored  # prefixed with its site
+    assert b'{"u":"http://User@A.Test:8080/x"}' in stored
+    plain = {b'{"u":"http://C.Test/q"}', b'{"u":"http://d.test"}', b'{"u":"http://f_g.test/"}'}
+    assert plain <= stored  # stored without their site, found again from the URL
+
+
+def test_a_cut_wears_off_with_time_as_a_function_of_server_time() -> None:
+    # cut to 0.5 at t=1000 ms, wearing off from 0 to 1 in 1000 ms: +0.25 per 250 ms
+    fields = {"factor": "0.5", "fts": "1000", "recover_ms": "1000"}
+    assert effective_factor(fields, 1000) == 0.5
+    assert effective_factor(fields, 1250) == pytest.approx(0.75)
+    assert effective_factor(fields, 1500) == 1.0
+    assert effective_factor(fields, 10**9) == 1.0
+    assert effective_factor({}, 1000) == 1.0  # never cut
+
+
+def test_an_idle_sites_cut_recovers_and_is_reported_cut_then_recovered(
+    store: FrontierStore,
+) -> None:
+    budget = SiteBudget(recovery=0.5)  # a cut to 0 wears off within half a second
+    key = store.keys.site("a.test")
+    events = store.sync("n1", feedback=[("a.test", 0, 1, 0)], budget=budget).site_events
+    assert [tuple(e) for e in events] == [("a.test", "cut", 1.0, 0.5, "throttled")]
+    assert float(store.client.hget(key, "factor")) == 0.5
+    # nothing of the site comes by: the cut wears off all the same (status sees it)
+    deadline = time.monotonic() + 60
+    while True:
+        status = build_status(read_snapshot(store.client, store.keys), heartbeat_timeout=30)
+        if not status["sites"]:
+            break
+        assert time.monotonic() < deadline, status["sites"]
+        time.sleep(0.05)
+    # the next call that looks at the site forgets the cut and reports it as recovered
+    store.sync("n1", children=[child("a1", site="a.test")], budget=budget)
+    (event,) = store.sync("n1", lease=1, budget=budget).site_events
+    assert tuple(event)[:4] == ("a.test", "recovered", 0.5, 1.0)
+    assert int(event.detail) >= 250  # ms since the cut: at least half of the factor to make up
+    assert store.client.hget(key, "factor") is None
+
+
+def test_status_shows_the_effective_rate_of_a_cut_site_without_a_limit(
+    store: FrontierStore,
+) -> None:
+    budget = SiteBudget(adaptive_rate=8.0, recovery=3600)
+    store.sync("n1", children=[child("a1", site="a.test")], budget=budget)
+    store.sync("n1", lease=1, budget=budget)  # in flight: a busy site
+    store.sync("n1", feedback=[("a.test", 0, 1, 0)], budget=budget)
+    (site,) = build_status(read_snapshot(store.client, store.keys), heartbeat_timeout=30)["sites"]
+    assert site["limit_rate"] is None
+    assert site["factor"] == pytest.approx(0.5, abs=0.01)
+    assert site["allowed_rate"] == pytest.approx(4.0, abs=0.1)  # 8/s halved
+
+
+def test_a_cut_stored_before_cuts_wore_off_wears_off_from_its_cut_at(
+    store: FrontierStore,
+) -> None:
+    key = store.keys.site("old.test")
+    seconds, _ = store.client.time()
+    long_ago = (int(seconds) - 3600) * 1000  # an hour ago: long worn off
+    store.client.hset(key, mapping={"factor": "0.107", "cut_at": long_ago})
+    # in the shard's registry of cut sites, as every cut since the registry (a lease reads the
+    # budget hash only of sites with a cut or limits of their own)
+    store.client.zadd(store.keys.site_keys("old.test").prefix + ":cuts", {"old.test": long_ago})
+    assert effective_factor({"factor": "0.107", "cut_at": str(long_ago)}, long_ago + 1000) < 0.2
+    store.sync("n1", children=[child("o1", site="old.test")])
+    events = store.sync("n1", lease=1).site_events
+    assert [(e.site, e.kind) for e in events] == [("old.test", "recovered")]
+    assert store.client.hget(key, "factor") is None
+
+
+# -- per-batch work: the dupefilter, the lease plan, the Bloom filter's size ---------------------
+
+
+def test_a_split_reads_each_members_bucket_bits_as_the_node_computes_them(redis_url: str) -> None:
+    """``low_bits`` (what a bucket split reads of every member) against the node's ``h``, at
+    every bucket count: short and long numbers, negative ones, the int64 extremes."""
+    import re
+
+    from distcrawl.frontier import store as store_module
+
+    lua = store_module._LUA
+    helpers = "\n".join(
+        re.search(rf"^local function {name}\(.*?^end$", lua, re.S | re.M).group(0)  # type: ignore[union-attr]
+        for name in ("low32", "low_bits")
+    )
+    rng = random.Random(5)
+    members = [0, 1, -1, 7, -8, 2**63 - 1, -(2**63), 10**15 - 1, -(10**15) + 1, 10**15, -(10**15)]
+    members += [rng.randrange(-(2**63), 2**63) for _ in range(300)]
+    members += [rng.randrange(-(10**16), 10**16) for _ in range(100)]
+    mods = [2**k for k in range(0, 27)]
+    script = (
+        helpers
+        + """
+local out = {}
+for _, dec in ipairs(ARGV) do
+  for k = 0, 26 do out[#out + 1] = low_bits(dec, 2 ^ k) end
+end
+return out
+"""
+    )
+    client = redis.Redis.from_url(redis_url)
+    got = client.eval(script, 0, *[str(m) for m in members])
+    want = [(m & 0xFFFFFFFF) % mod for m in members for mod in mods]
+    assert got == want
+
+
+def test_exact_dupefilter_checks_a_batch_by_bucket_and_keeps_duplicates_out(
+    store: FrontierStore,
+) -> None:
+    # enough URLs that the buckets split, then a batch of seen, new and repeated ones
+    n = 3000
+    kids = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(n)]
+    first = store.sync("n1", children=kids)
+    assert first.added == n
+    mixed = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(n - 50, n + 50)]
+    mixed += mixed[-10:]  # new ones twice in the same batch
+    r = store.sync("n1", children=mixed)
+    assert (r.added, r.filtered) == (50, 60)
+    assert store.seen() == n + 50
+
+
+def test_an_ack_frees_a_slot_even_when_the_sites_in_flight_count_is_not_a_number(
+    store: FrontierStore,
+) -> None:
+    store.sync("n1", children=[child(f"a{i}", site="a.test") for i in range(3)])
+    budget = SiteBudget(concurrency=1)
+    [leased] = store.sync("n1", lease=3, budget=budget).leased
+    store.client.hset(store.keys.site_keys("a.test").active, "a.test", "1.0")  # by hand, say
+    assert store.sync("n1", acks=[leased.lease]).acked == 1
+    assert len(store.sync("n2", lease=3, budget=budget).leased) == 1
+
+
+def _spread(store: FrontierStore, sites: int, per_site: int, prio: int = 100) -> list[str]:
+    names = [f"s{i}.test" for i in range(sites)]
+    store.sync(
+        "loader",
+        children=[child(f"{s}/p{j}", prio, site=s) for s in names for j in range(per_site)],
+    )
+    return names
+
+
+def test_a_flush_leases_from_a_few_shards_and_every_shard_gets_its_turn(
+    store: FrontierStore,
+) -> None:
+    if store.keys.shards == 1:
+        pytest.skip("one shard")
+    _spread(store, 200, 10)  # ~125 per shard
+    store.sync("n1", lease=1)  # the node reads every shard once
+    touched: set[int] = set()
+    acks: list[Any] = []
+    for _ in range(16):
+        r = store.sync("n1", acks=acks, lease=32)
+        assert len(r.leased) >= 32
+        shards = {leased.lease.shard for leased in r.leased}
+        # a chunk from each shard while the shards hold that many: a few calls, not 16
+        assert len(shards) <= 5
+        assert r.priority_inversions == 0
+        touched |= shards
+        acks = [leased.lease for leased in r.leased]
+    assert touched == set(range(store.keys.shards))
+
+
+def test_a_shard_called_for_other_work_hands_out_what_beats_the_worst_leased(
+    store: FrontierStore,
+) -> None:
+    if store.keys.shards == 1:
+        pytest.skip("one shard")
+    names = _spread(store, 200, 3)
+    store.sync("n1", lease=1)  # every shard read: all hold priority 100 at their heads
+    # another node pushes a category page into a shard where this node knows only products
+    other = names[0]
+    helper = FrontierStore(store.client, store.keys)
+    helper.sync("n2", children=[child(f"{other}/c", 300, site=other)])
+    # this node's next flush pushes a product there (so calls that shard anyway) and leases 8,
+    # all from another shard (one shard takes its turn with at least 8)
+    r = store.sync("n1", children=[child(f"{other}/p-new", 100, site=other)], lease=8)
+    got = [(leased.lease.shard, leased.priority) for leased in r.leased]
+    assert (store.keys.shard_of(other), 300) in got
+    assert r.priority_inversions == 0
+
+
+def test_the_bloom_filter_is_made_at_its_full_size_and_keeps_its_error_rate(
+    redis_url: str,
+) -> None:
+    from distcrawl.frontier.store import Dupefilter
+
+    client = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys("bloomsize", "bloomsize:start_urls", shards=2)
+    clear_frontier(client, keys)
+    n, rate = 10_000, 0.01
+    dupefilter = Dupefilter("bloom", 2 * n, rate)  # n URLs per shard; one site, one shard
+    m, _ = dupefilter.bloom_shape(2) or (0, 0)
+    store = FrontierStore(client, keys, dupefilter=dupefilter, refresh=0.0)
+    bloom = keys.site_keys("s.test").bloom
+    store.sync("n1", children=[Child(_fp(0), 0, False, 0, "s.test", "{}")])
+    # the first write makes the whole filter: no growth (and no over-allocation) later
+    assert client.strlen(bloom) == (m + 7) // 8
+    size = client.memory_usage(bloom, samples=0)
+    for start in range(1, n, 2000):
+        ids = range(start, min(n, start + 2000))
+        kids = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in ids]
+        store.sync("n1", children=kids)
+    assert client.memory_usage(bloom, samples=0) == size
+    assert size / n <= 1.2 * (-math.log(rate) / math.log(2) ** 2 / 8)  # ~the theoretical bytes
+    # measured on URLs never pushed, at capacity: about the rate it was sized for
+    probes = [Child(_fp(i), 0, False, 0, "s.test", "{}") for i in range(10**6, 10**6 + 20_000)]
+    false_positives = store.sync("n1", children=probes).filtered
+    assert 0 < false_positives <= 1.5 * rate * len(probes)
+
+
+def test_rids_carry_the_pushing_nodes_short_tag(store: FrontierStore) -> None:
+    """A fenced push names its requests ``<seq>.<tag>``: the 4-character tag the node chose,
+    which holds none of the characters the script splits on."""
+    from distcrawl.frontier.batch import new_rid_tag
+
+    tags = {new_rid_tag() for _ in range(200)}
+    assert len(tags) > 190  # random, not a constant
+    assert all(len(t) == 4 and "." not in t and ":" not in t for t in tags)
+    tag = new_rid_tag()
+    store.sync("n1", children=[child("http://a.test/1", site="a.test")], tag=tag)
+    result = store.sync("n1", lease=1, tag=tag)
+    [leased] = result.leased
+    seq, _, got = leased.lease.rid.partition(".")
+    assert got == tag and seq.isdigit()

@@ -1,0 +1,467 @@
+"""The dashboard over HTTP against a real Redis: reads, /metrics, actions behind the token and
+CSRF, the bind refusal, and the Redis cost of a refresh with 10 and with 10,000 sites."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymongo
+import pytest
+import redis
+import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
+
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.ops.status import SCORE_SCALE
+from distcrawl.web.app import WebConfig
+from distcrawl.web.metrics import METRICS, render_metrics
+from distcrawl.web.sampler import Sampler
+from distcrawl.web.security import UnsafeBind, check_bind
+from distcrawl.web.server import DashboardServer
+from distcrawl.web.store import ProductStore
+
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+#: the shards of the crawl's keys (one when the keys have no shards)
+SHARDS: list[Any] = list(getattr(KEYS, "all_shards", lambda: [KEYS])())
+
+
+def site_shard(site: str) -> Any:
+    """The keys of the shard *site* lives in (the crawl's keys when there are no shards)."""
+    return KEYS.site_keys(site) if hasattr(KEYS, "site_keys") else KEYS
+
+
+TOKEN = "correct horse battery staple"
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def dashboard(redis_url: str, token: str | None = TOKEN, interval: float = 0.2) -> DashboardServer:
+    config = WebConfig(
+        keys=KEYS,
+        redis_url=redis_url,
+        heartbeat_timeout=30.0,
+        token=token,
+        allow_private=frozenset({"127.0.0.1"}),
+        interval=interval,
+    )
+    return DashboardServer(config, port=0).start()
+
+
+@pytest.fixture
+def web(redis_url: str) -> Iterator[DashboardServer]:
+    server = dashboard(redis_url)
+    yield server
+    server.stop()
+
+
+def get(url: str) -> tuple[int, bytes, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status, resp.read(), dict(resp.headers)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read(), dict(exc.headers)
+
+
+def post(
+    server: DashboardServer,
+    path: str,
+    body: Any = None,
+    *,
+    token: str | None = TOKEN,
+    csrf: str | None = "page",
+    origin: str | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, dict[str, Any]]:
+    headers = {"Content-Type": content_type}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    if csrf is not None:
+        headers["X-CSRF-Token"] = server.app.state.guard.csrf if csrf == "page" else csrf
+    if origin is not None:
+        headers["Origin"] = origin
+    data = json.dumps(body or {}).encode()
+    req = urllib.request.Request(server.url + path.lstrip("/"), data, headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read())
+
+
+def wait_for(check: Any, what: str, timeout: float = 60.0) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def metric_values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    values = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            values[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return values
+
+
+# --------------------------------------------------------------------------- binding
+
+
+def test_binding_beyond_loopback_without_a_token_is_refused(redis_url: str) -> None:
+    check_bind("127.0.0.1", None)
+    check_bind("::1", None)
+    check_bind("localhost", None)
+    check_bind("0.0.0.0", "a token")
+    with pytest.raises(UnsafeBind, match="DISTCRAWL_WEB_TOKEN"):
+        check_bind("0.0.0.0", None)
+    env = {k: v for k, v in os.environ.items() if k != "DISTCRAWL_WEB_TOKEN"}
+    env["REDIS_URL"] = redis_url
+    for command in (["distcrawl.cli", "web"], ["scrapy", "web"]):
+        done = subprocess.run(
+            [sys.executable, "-m", *command, "catalog", "--host", "0.0.0.0"],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "refusing to serve the dashboard on '0.0.0.0' without a token" in done.stderr
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.Redis) -> None:
+    r.zadd(KEYS.shard(0).queue, {"1": -100 * SCORE_SCALE + 1, "2": -300 * SCORE_SCALE + 2})
+    stats = {"catalog/pages/product": 12, "item_scraped_count": 9}
+    FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"pid": 1, "host": "h", "stats": stats}))
+    dead = {"url": "http://127.0.0.1/x", "reason": "http_503"}
+    r.hset(KEYS.shard(0).dead, "d1", json.dumps(dead))
+
+    status, page, headers = get(web.url)
+    assert status == 200
+    assert "script-src 'self'" in headers["content-security-policy"]
+    assert b'<meta name="writable" content="1">' in page
+    # no CDN: every script, style and link is the process' own (the CSRF token is random
+    # text, so a word search of the page could match it)
+    links = re.findall(rb'(?:src|href)="([^"]*)"', page)
+    assert links and all(link.startswith((b"/", b"#", b"data:")) for link in links), links
+    assert b"https://" not in page and b"http://" not in page
+    for asset in ("uPlot.iife.min.js", "uPlot.min.css", "dashboard.js", "dashboard.css"):
+        assert get(f"{web.url}static/{asset}")[0] == 200
+
+    def current() -> Any:
+        body = json.loads(get(web.url + "api/status")[1])
+        status = body["status"]
+        done = status and status["frontier"]["queued"] == 2 and status["dead_letters"]["total"]
+        return body if done else None
+
+    body = wait_for(current, "the status to show the queue and the dead letter")
+    assert body["status"]["frontier"]["queued_by_kind"] == {
+        "seed": 0,
+        "category": 1,
+        "listing": 0,
+        "product": 1,
+    }
+    assert [n["node"] for n in body["status"]["nodes"]] == ["n1"]
+
+    status, text, headers = get(web.url + "metrics")
+    assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    values = metric_values(text.decode())
+    assert values[("distcrawl_frontier_requests", (("kind", "product"),))] == 1
+    assert values[("distcrawl_frontier_requests", (("kind", "category"),))] == 1
+    assert values[("distcrawl_frontier_queued_requests", ())] == 2
+    assert values[("distcrawl_pages_total", ())] == 12
+    assert values[("distcrawl_items_total", ())] == 9
+    assert values[("distcrawl_nodes", (("state", "live"),))] == 1
+    assert values[("distcrawl_nodes", (("state", "dead"),))] == 0
+    assert values[("distcrawl_dead_letters", (("reason", "http_503"),))] == 1
+    assert values[("distcrawl_up", ())] == 1
+    names = {family.name for family in text_string_to_metric_families(text.decode())}
+    assert names <= set(METRICS), names - set(METRICS)
+    # no URL is ever a label value
+    assert "://" not in "".join(str(labels) for _, labels in values)
+
+    dead = json.loads(get(web.url + "api/deadletters?reason=http_503")[1])
+    assert [(d["id"], d["site"]) for d in dead["rows"]] == [("d1", "127.0.0.1")]
+    assert dead["cursor"] is None  # the last page
+    assert json.loads(get(web.url + "api/deadletters?reason=other")[1])["rows"] == []
+
+
+def test_metrics_label_only_the_top_sites_and_reasons(web: DashboardServer, r: redis.Redis) -> None:
+    pipe = r.pipeline(transaction=False)
+    for i in range(300):
+        site = f"site{i}.example"
+        pipe.hset(KEYS.site(site), mapping={"factor": 1})
+        pipe.hset(site_shard(site).active, site, 1 + i % 5)
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
+        dead = {"url": f"http://s{i}/", "reason": f"r{i}"}
+        pipe.hset(KEYS.shard(0).dead, f"d{i}", json.dumps(dead))
+    pipe.execute()
+
+    def metrics() -> Any:
+        values = metric_values(get(web.url + "metrics")[1].decode())
+        dead = sum(v for k, v in values.items() if k[0] == "distcrawl_dead_letters")
+        return values if dead == 300 else None  # a read after the writes above
+
+    values = wait_for(metrics, "metrics")
+    sites = [k for k in values if k[0] == "distcrawl_site_requests_in_flight"]
+    assert 0 < len(sites) <= 20
+    reasons = {
+        dict(k[1])["reason"]: v for k, v in values.items() if k[0] == "distcrawl_dead_letters"
+    }
+    assert len(reasons) == 21 and reasons["other"] == 280
+    assert sum(reasons.values()) == 300
+
+
+def test_a_hundred_nodes_and_ten_thousand_sites_come_in_pages(
+    web: DashboardServer, r: redis.Redis
+) -> None:
+    store = FrontierStore(r, KEYS)
+    for i in range(100):
+        stats = {"catalog/pages/product": i, "item_scraped_count": i}
+        store.heartbeat(f"node-{i:03d}", json.dumps({"pid": i, "host": "h", "stats": stats}))
+    pipe = r.pipeline(transaction=False)
+    for i in range(10_000):
+        site = f"shop{i:05d}.example"
+        pipe.hset(KEYS.site(site), mapping={"factor": 0.5})
+        pipe.hset(site_shard(site).active, site, 1 + i % 7)
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
+        if len(pipe) > 5000:
+            pipe.execute()
+    pipe.execute()
+
+    def status() -> Any:
+        body = json.loads(get(web.url + "api/status")[1])["status"]
+        return body if body and len(body["nodes"]) == 100 and body["sites"] else None
+
+    body = wait_for(status, "100 nodes and the busy sites")
+    assert 0 < len(body["sites"]) <= 20
+    assert len(json.dumps(body)) < 100_000  # the page gets top lists, not one row per site
+    slow = json.loads(get(web.url + "api/sites?order=slowest&page=2&per_page=10")[1])
+    assert slow["total"] == 10_000
+    assert [row["site"] for row in slow["rows"]] == [
+        f"shop{i:05d}.example" for i in range(9979, 9969, -1)
+    ]
+    assert all(row["factor"] == 0.5 and row["waiting"] == 1 for row in slow["rows"])
+    busiest = json.loads(get(web.url + "api/sites?order=busiest&page=1&per_page=5")[1])
+    assert busiest["total"] == len(body["sites"]) and len(busiest["rows"]) == 5
+
+
+def test_mongodb_products_write_rate_and_outage(mongo_uri: str) -> None:
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongo_uri)
+    collection = client.get_default_database()["products"]
+    collection.insert_many([{"_id": f"p{i}", "name": f"product {i}"} for i in range(5)])
+    store = ProductStore(mongo_uri, database=None, collection="products")
+    away = ProductStore(
+        "mongodb://127.0.0.1:1/x?directConnection=true&serverSelectionTimeoutMS=200",
+        database=None,
+        collection="products",
+    )
+    try:
+        sampler = Sampler(client=None, keys=KEYS, heartbeat_timeout=30.0)
+        sampler.count_products = store.count
+        assert asyncio.run(sampler.refresh_store())["products"] == 5
+        collection.insert_many([{"_id": f"q{i}", "name": f"product {i}"} for i in range(5)])
+        state = asyncio.run(sampler.refresh_store())
+        assert state["reachable"] and state["products"] == 10 and state["writes_per_s"] > 0
+        assert metric_values(render_metrics(sampler).decode())[("distcrawl_store_up", ())] == 1
+        assert [p["name"] for p in store.latest(3) or []]  # the latest products, named
+
+        sampler.count_products = away.count
+        state = asyncio.run(sampler.refresh_store())
+        assert not state["reachable"] and state["outage_since"] and state["products"] == 10
+        values = metric_values(render_metrics(sampler).decode())
+        assert values[("distcrawl_store_up", ())] == 0
+        assert away.latest(3) is None
+    finally:
+        store.close()
+        away.close()
+        client.close()
+
+
+def test_every_metric_is_documented_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    documented = set(re.findall(r"`(distcrawl_[a-z_]+?)(?:_total)?[`{]", readme))
+    assert documented >= set(METRICS), set(METRICS) - documented
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def test_actions_need_the_token_and_the_page_csrf_value(
+    web: DashboardServer, r: redis.Redis
+) -> None:
+    assert post(web, "/api/pause", token=None)[0] == 401
+    assert post(web, "/api/pause", token="wrong")[0] == 401
+    assert post(web, "/api/pause", csrf=None)[0] == 403
+    assert post(web, "/api/pause", csrf="forged")[0] == 403
+    assert post(web, "/api/pause", origin="http://evil.example")[0] == 403
+    assert post(web, "/api/pause", content_type="text/plain")[0] == 415
+    assert not r.exists(KEYS.paused)
+    assert get(web.url + "api/pause")[0] == 405  # a link cannot act
+
+    status, body = post(web, "/api/pause", origin=web.url.rstrip("/"))
+    assert status == 200 and body["ok"] and body["paused"]
+    assert r.exists(KEYS.paused)
+    status, body = post(web, "/api/resume")
+    assert status == 200 and body["was_paused"]
+    assert not r.exists(KEYS.paused)
+
+
+def test_seed_and_requeue_from_the_dashboard(web: DashboardServer, r: redis.Redis) -> None:
+    status, body = post(
+        web, "/api/seed", {"urls": ["http://127.0.0.1:1/a", "javascript:<script>alert(1)</script>"]}
+    )
+    assert status == 200 and body["queued"] == 1
+    assert [x["seed"] for x in body["refused"]] == ["javascript:<script>alert(1)</script>"]
+    assert r.lrange(KEYS.start_urls, 0, -1) == [b"http://127.0.0.1:1/a"]
+    assert post(web, "/api/seed", {"urls": "not a list"})[0] == 400
+
+    store = FrontierStore(r, KEYS)
+    request = json.dumps({"url": "http://127.0.0.1:1/p", "priority": 100})
+    for dead_id, reason in (("a", "http_503"), ("b", "http_503"), ("c", "timeout")):
+        record = {"url": "http://127.0.0.1:1/p", "reason": reason, "request": request}
+        r.hset(KEYS.shard(0).dead, f"{dead_id}", json.dumps(record))
+    status, body = post(web, "/api/deadletters/requeue", {"reason": "http_503"})
+    assert status == 200 and body["requeued"] == 2
+    assert r.hkeys(KEYS.shard(0).dead) == [b"c"]
+    status, body = post(web, "/api/deadletters/requeue", {"ids": ["c"]})
+    assert status == 200 and body["requeued"] == 1
+    assert int(store.drained()[0]) == 3
+    assert post(web, "/api/deadletters/requeue", {})[0] == 400
+
+
+def test_without_a_token_the_dashboard_is_read_only(redis_url: str, r: redis.Redis) -> None:
+    server = dashboard(redis_url, token=None)
+    try:
+        status, page, _ = get(server.url)
+        assert b'<meta name="writable" content="0">' in page
+        status, body = post(server, "/api/pause")
+        assert status == 403 and "read-only" in body["error"]
+        assert not r.exists(KEYS.paused)
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- Redis cost
+
+
+def _calls(client: redis.Redis) -> dict[str, int]:
+    stats: Any = client.info("commandstats")
+    return {
+        name.removeprefix("cmdstat_"): int(value["calls"])
+        for name, value in stats.items()
+        if name not in ("cmdstat_info",)
+    }
+
+
+def _cost(client: redis.Redis, action: Any) -> dict[str, int]:
+    before = _calls(client)
+    action()
+    after = _calls(client)
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+def _fill(client: redis.Redis, sites: int) -> None:
+    """*sites* sites, each with its budget, a request waiting for it, a queued request and a
+    seen URL; 50 dead letters and three nodes."""
+    client.flushall()
+    pipe = client.pipeline(transaction=False)
+    for i in range(sites):
+        site = f"shop{i}.example"
+        pipe.hset(KEYS.site(site), mapping={"factor": 0.5, "limit_rate": 4})
+        pipe.hset(site_shard(site).active, site, 2)
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
+        pipe.sadd(KEYS.shard(0).dupefilter, f"fp{i}")
+        pipe.zadd(KEYS.shard(0).queue, {f"q{i}": -100 * SCORE_SCALE + i + 1})
+        if len(pipe) > 5000:
+            pipe.execute()
+    for i in range(50):
+        record = {"url": f"http://shop{i}.example/", "reason": "http_503"}
+        pipe.hset(KEYS.shard(0).dead, f"d{i}", json.dumps(record))
+    pipe.execute()
+    store = FrontierStore(client, KEYS)
+    for node in ("n1", "n2", "n3"):
+        store.heartbeat(node, json.dumps({"pid": 1, "host": "h", "stats": {}}))
+
+
+def test_a_refresh_costs_a_bounded_number_of_redis_commands(redis_url: str) -> None:
+    """With 10, 1,000 and 10,000 sites: a refresh of the dashboard (the status read) costs the
+    same past the top sites, the pages and /metrics cost nothing, a page of a list a page."""
+    client = redis.Redis.from_url(redis_url)
+
+    async def refresh() -> dict[str, int]:
+        aclient = aioredis.Redis.from_url(redis_url)
+        try:
+            await aclient.ping()  # connect outside the measured refresh
+            sampler = Sampler(client=aclient, keys=KEYS, heartbeat_timeout=30.0)
+            await sampler.refresh()  # the rates' first sample
+            before = _calls(client)
+            await sampler.refresh()
+            after = _calls(client)
+            return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k)}
+        finally:
+            await aclient.aclose()
+
+    costs: dict[int, tuple[int, int, int, int]] = {}
+    try:
+        for sites in (10, 1_000, 10_000):
+            _fill(client, sites)
+            refresh_cost = asyncio.run(refresh())
+            server = dashboard(redis_url, interval=3600)  # one read at start, then none
+            try:
+                wait_for(lambda s=server: s.app.state.sampler.refreshes, "the first read")
+                pages = ("metrics", "api/status", "api/series", "api/sites?order=busiest")
+                page_cost = _cost(client, lambda s=server, ps=pages: [get(s.url + p) for p in ps])
+                sites_cost = _cost(
+                    client, lambda s=server: get(s.url + "api/sites?order=slowest&page=0")
+                )
+                dead_cost = _cost(client, lambda s=server: get(s.url + "api/deadletters?limit=20"))
+                rejected_cost = _cost(client, lambda s=server: get(s.url + "api/rejected?page=2"))
+            finally:
+                server.stop()
+            assert page_cost == {}, (sites, "pages and /metrics are served from the last read")
+            costs[sites] = (
+                sum(refresh_cost.values()),
+                sum(sites_cost.values()),
+                sum(dead_cost.values()),
+                sum(rejected_cost.values()),
+            )
+            print(sites, "sites: a refresh costs", refresh_cost, "pages", costs[sites][1:])
+    finally:
+        client.close()
+    big = costs[10_000]
+    # the top sites are read in detail, nothing past them: 1,000 sites cost what 10,000 do
+    assert costs[1_000] == big, costs
+    assert big[0] < 1_000, costs
+    # one page of sites: ZCARD and ZREVRANGE per shard, HGETALL and ZCARD per site shown,
+    # their requests in flight (one HMGET per shard)
+    assert big[1] <= 3 * len(SHARDS) + 2 * 10, big
+    assert big[2] <= len(SHARDS) + 5 and big[3] == 2
