@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLUSTER_SCHEMES",
     "DEFAULT_REDIS_URL",
+    "REDIS_FAILURES",
     "RedisTarget",
     "RedisURLError",
     "async_client",
@@ -40,6 +41,13 @@ __all__ = [
     "parse_redis_url",
     "settings_url",
 ]
+
+#: what a failed Redis call raises: redis-py's errors and the socket's, and the AttributeError or
+#: TypeError that redis-py's asyncio clients raise when a connection is closed under a command
+#: (its stream writer or transport is None by then). Code that degrades gracefully while Redis is
+#: away (a page budget, a shared robots.txt) catches all of them: any of them is an outage, never
+#: a reason to fail the request that was waiting on the call.
+REDIS_FAILURES: tuple[type[Exception], ...] = (redis.RedisError, OSError, AttributeError, TypeError)
 
 #: URL schemes naming a Redis Cluster -> the scheme of one of its nodes
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}

@@ -14,7 +14,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -110,7 +109,7 @@ class SharedRobotsTxt:
                         stats.inc_value("robotstxt/shared")
                         return shared
             await store.take_token(site, self.budget)
-        except RedisError as exc:
+        except connection.REDIS_FAILURES as exc:
             logger.warning("robots.txt of %s fetched without the cluster's copy: %s", site, exc)
         return None
 
@@ -132,6 +131,6 @@ class SharedRobotsTxt:
                 pipe.hset(key, mapping={"status": response.status, "body": response.body})
                 pipe.expire(key, self.ttl)
                 await pipe.execute()
-            except RedisError as exc:
+            except connection.REDIS_FAILURES as exc:
                 logger.warning("robots.txt of %s not shared: %s", request.url, exc)
         return response

@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.downloadermiddlewares.robotstxt import (
     RobotsTxtMiddleware as _ScrapyRobotsTxtMiddleware,
@@ -387,7 +386,7 @@ class PageLimitsMiddleware:
                     return False
                 try:
                     granted = await self._reserve(site)
-                except (RedisError, OSError) as exc:
+                except connection.REDIS_FAILURES as exc:
                     self.stats.inc_value("safety/page_budget_unavailable")
                     if not self._redis_failing:
                         logger.error("Page budget unavailable (%s); pages fetched uncounted", exc)
