@@ -4,6 +4,7 @@
     python3 dev.py demo [distcrawl demo options]   # a demo crawl on embedded services
     python3 dev.py test [pytest options]           # the test suite (3 workers; -n 0: one)
     python3 dev.py lint                            # ruff, mypy, layer contracts
+    python3 dev.py docs [sphinx-build options]     # the documentation site, into build/docs
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ STAMP = VENV / ".distcrawl-installed"
 
 
 def ensure_venv() -> None:
-    """Create .venv and install the project with its test extras, once per pyproject change."""
+    """Create .venv and install the project with its test and docs extras, once per
+    pyproject change."""
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text().strip() == wanted:
         return
@@ -33,18 +35,23 @@ def ensure_venv() -> None:
     # set-up talk goes to stderr: stdout is the command's own (`demo --json` prints one object)
     print("installing distcrawl and its dependencies into .venv", file=sys.stderr, flush=True)
     subprocess.run([*pip, "install", "-q", "--upgrade", "pip"], check=True, stdout=sys.stderr)
-    subprocess.run([*pip, "install", "-q", "-e", f"{ROOT}[test]"], check=True, stdout=sys.stderr)
+    subprocess.run([*pip, "install", "-q", "-e", f"{ROOT}[test,docs]"], check=True, stdout=sys.stderr)
     STAMP.write_text(wanted)
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("demo", "test", "lint"):
+    if not argv or argv[0] not in ("demo", "test", "lint", "docs"):
         print(__doc__)
         return 2
     ensure_venv()
     command, rest = argv[0], argv[1:]
     if command == "demo":
         return subprocess.call([str(BIN / "distcrawl"), "demo", *rest], cwd=ROOT)
+    if command == "docs":
+        # warnings are errors (-W), every one of them reported (--keep-going); -n: nitpicky
+        # about references that lead nowhere
+        build = [str(BIN / "sphinx-build"), "-W", "--keep-going", "-n", "-q"]
+        return subprocess.call([*build, *rest, "docs", "build/docs"], cwd=ROOT)
     if command == "lint":
         rc = subprocess.call([str(BIN / "ruff"), "check", "distcrawl", "tests", "bench"], cwd=ROOT)
         rc |= subprocess.call([str(BIN / "ruff"), "format", "--check", "distcrawl"], cwd=ROOT)
