@@ -76,6 +76,7 @@ from _common import (
     median,
     page_fetches,
     spider_modules_setting,
+    write_result,
 )
 
 #: the frontier's key prefix (hash tag) for the catalog spider
@@ -563,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
             "ok_runs": sum(1 for r in results if r["ok"]),
             "machine": machine,
         }
+    write_result(output)
     if args.json:
         print(json.dumps(output))
     elif args.runs > 1:

@@ -32,6 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import write_result  # noqa: E402
+
 from distcrawl.demo import pages  # noqa: E402
 from distcrawl.demo.catalog import Catalog  # noqa: E402
 from distcrawl.extract import analyze  # noqa: E402
@@ -149,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         result["ref_us_per_page"] = round(totals["ref"] / totals["pages"] * 1e6, 1)
         result["this_us_per_page"] = round(totals["this"] / totals["pages"] * 1e6, 1)
         result["ratio"] = round(totals["this"] / totals["ref"], 3)
+    write_result(result)
     if args.json:
         print(json.dumps(result, sort_keys=True))
     else:

@@ -51,6 +51,7 @@ from _common import (
     ShopProcess,
     page_fetches,
     wait_all,
+    write_result,
 )
 
 from distcrawl.demo.pages import HOSTILE_LINKS
@@ -311,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    write_result(result)
     if args.json:
         print(json.dumps(result))
     else:

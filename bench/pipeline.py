@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pymongo
+from _common import write_result
 from itemadapter import ItemAdapter
 
 from distcrawl.node.items import Product
@@ -252,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(result, dict):
         print(f"benchmark failed: {result}", file=sys.stderr)
         return 1
+    write_result(result)
     if args.json:
         print(json.dumps(result))
     else:

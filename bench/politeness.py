@@ -38,7 +38,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import START_URLS_KEY, Node, Services, wait_all
+from _common import START_URLS_KEY, Node, Services, wait_all, write_result
 
 from distcrawl.demo.server import DemoShop, ShopConfig
 from distcrawl.frontier.store import FrontierKeys
@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     if args.keep:
         result["logs"] = str(work)
+    write_result(result)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -58,6 +58,7 @@ from _common import (
     redis_snapshot,
     spider_modules_setting,
     wait_all,
+    write_result,
 )
 
 #: products of the shop when the site answers at once: even distcrawl on 2 nodes with Redis
@@ -469,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["work"] = str(work)
     else:
         shutil.rmtree(work, ignore_errors=True)
+    write_result(summary)
     if args.json:
         print(json.dumps(summary, sort_keys=False))
     else:

@@ -2,7 +2,7 @@
 
 Each variant has its own product page, listing and pager, and none of them has JSON-LD,
 microdata, RDFa or OpenGraph, nor the class names a site profile would key on. They are
-what the generic extraction (issue 16) must read with no profile:
+what the generic extraction must read with no profile:
 
 * ``dlist``: a "product information" definition list (``dt``/``dd``: product code, EAN,
   brand, stock count), an ARIA breadcrumb, a disabled "Add to basket" button when sold out;

@@ -68,9 +68,7 @@ def commands(records: Iterable[Command]) -> str:
 
 
 def stats(records: Iterable[Stat]) -> str:
-    rows = [
-        (f"`{s.key}`", s.help, ", ".join(f"`{m}`" for m in s.counted_in)) for s in records
-    ]
+    rows = [(f"`{s.key}`", s.help, ", ".join(f"`{m}`" for m in s.counted_in)) for s in records]
     return _GENERATED + _table(("stats key", "what it counts", "counted in"), rows)
 
 
@@ -120,8 +118,7 @@ BENCHES: dict[str, str] = {
     "pipeline": "The bulk MongoDB pipeline against the Scrapy docs' one-insert-per-item one.",
     "politeness": "Does a shared per-site rate hold across nodes, without blocking other sites?",
     "hostile": "Are hostile seeds and queue entries refused, with every product still stored?",
-    "recrawl": "Revisit mode on a changing shop: changes missed, freshness lag, 304s, bytes "
-    "saved.",
+    "recrawl": "Revisit mode on a changing shop: changes missed, freshness lag, 304s, bytes saved.",
     "extract": "What extraction costs per page, against a git ref.",
 }
 
@@ -190,6 +187,8 @@ def bench_results(results: Iterable[dict[str, Any]]) -> str:
             keys = [k for k in HEADLINES.get(tool, ()) if k in report]
             if not keys:
                 keys = [k for k, v in report.items() if isinstance(v, int | float)][:10]
-            parts.append(_table(("figure", "value"), [(f"`{k}`", _figure(report[k])) for k in keys]))
+            parts.append(
+                _table(("figure", "value"), [(f"`{k}`", _figure(report[k])) for k in keys])
+            )
             parts.append("\n")
     return "".join(parts)

@@ -101,7 +101,7 @@ def _settings_module() -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
             continue
         name = target.id
         code = compile(ast.Expression(value), str(path), "eval")
-        values[name] = eval(code, {"os": blank_os})  # noqa: S307 (our own settings module)
+        values[name] = eval(code, {"os": blank_os})
         for call in ast.walk(value):
             if (
                 isinstance(call, ast.Call)
@@ -123,17 +123,21 @@ def _env_reads() -> dict[str, str]:
     """Environment variables read outside settings.py: ``os.environ.get(NAME)`` with a string
     or a module constant naming it (env name -> module)."""
     found: dict[str, str] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "settings.py" or "demo" in path.parts:
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        consts = {
-            t.id: n.value.value
-            for n in tree.body
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-            for t in n.targets
-            if isinstance(t, ast.Name) and isinstance(n.value.value, str)
-        }
+    trees = {
+        path: ast.parse(path.read_text(encoding="utf-8"))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "settings.py" and "demo" not in path.parts
+    }
+    # module constants of every module: a name may be imported from another one
+    consts = {
+        t.id: n.value.value
+        for tree in trees.values()
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+        for t in n.targets
+        if isinstance(t, ast.Name) and isinstance(n.value.value, str)
+    }
+    for path, tree in trees.items():
         for call in ast.walk(tree):
             if isinstance(call, ast.Call) and ast.unparse(call.func) == "os.environ.get":
                 arg = call.args[0]
@@ -187,14 +191,17 @@ def scrapy_changes() -> list[tuple[str, str, str, str]]:
     why = {name: text for name, _, text, _ in NOTES} | SCRAPY_CHANGES
     rows = []
     for name, value in values.items():
-        if not hasattr(default_settings, name) or name in ("BOT_NAME", "SPIDER_MODULES"):
+        if not hasattr(default_settings, name) or name in _PROJECT_PLUMBING:
             continue
         scrapy_value = getattr(default_settings, name)
-        if isinstance(scrapy_value, dict) or value == scrapy_value:
-            if name not in SCRAPY_CHANGES:
-                continue
+        if (isinstance(scrapy_value, dict) or value == scrapy_value) and name not in SCRAPY_CHANGES:
+            continue
         rows.append((name, _short(value), _short(scrapy_value), why.get(name, "")))
     return rows
+
+
+#: settings.py names that make it a Scrapy project, not choices a user weighs
+_PROJECT_PLUMBING = ("BOT_NAME", "SPIDER_MODULES", "NEWSPIDER_MODULE", "COMMANDS_MODULE")
 
 
 def _short(value: Any) -> str:
@@ -233,8 +240,9 @@ def _options(parser: argparse.ArgumentParser, skip: set[str]) -> tuple[Option, .
 
 def _scrapy_commands() -> dict[str, Any]:
     """The ``scrapy`` sub-commands distcrawl adds or replaces (distcrawl/commands/*)."""
-    import distcrawl.commands as package
     from scrapy.commands import ScrapyCommand
+
+    import distcrawl.commands as package
 
     found = {}
     for info in pkgutil.iter_modules(package.__path__):
@@ -250,10 +258,12 @@ def _scrapy_commands() -> dict[str, Any]:
 def commands_from_code() -> list[Command]:
     """``distcrawl`` sub-commands (cli.SUBCOMMANDS and each module's ``add_arguments``) and
     the ``scrapy`` sub-commands of distcrawl/commands/."""
-    from distcrawl.cli import SUBCOMMANDS, plain_text
     from scrapy.commands import ScrapyCommand
 
+    from distcrawl.cli import SUBCOMMANDS, plain_text
+
     scrapy_cmds = _scrapy_commands()
+
     class _Bare(ScrapyCommand):
         def short_desc(self) -> str:
             return ""
@@ -343,6 +353,10 @@ def counted_stats() -> dict[str, set[str]]:
     for key in _frontier_loop_keys():
         found.setdefault(f"frontier/{key}", set()).add("distcrawl/frontier/scheduler.py")
     found.pop("frontier/<key>", None)
+    # the scheduler's revisit verdicts: revisit/{verdict}
+    found.pop("revisit/<verdict>", None)
+    for verdict in ("first", "changed", "unchanged", "gone"):
+        found.setdefault(f"revisit/{verdict}", set()).add("distcrawl/frontier/scheduler.py")
     return found
 
 
@@ -395,7 +409,9 @@ def metrics_from_code() -> list[Metric]:
             labels: tuple[str, ...] = ()
             for kw in node.keywords:
                 if kw.arg == "labels" and isinstance(kw.value, ast.List):
-                    labels = tuple(str(e.value) for e in kw.value.elts if isinstance(e, ast.Constant))
+                    labels = tuple(
+                        str(e.value) for e in kw.value.elts if isinstance(e, ast.Constant)
+                    )
             kinds[str(node.args[0].value)] = (node.func.id.lstrip("_"), labels)
     records = []
     for name, help_text in metrics.METRICS.items():

@@ -29,8 +29,7 @@ STATS: dict[str, str] = {
     "queued in another shard read in the same round trip",
     "frontier/leased": "requests leased to this node",
     "frontier/started": "leased requests handed to Scrapy's engine",
-    "frontier/starved": "times the engine asked for a request while the node had none "
-    "prefetched",
+    "frontier/starved": "times the engine asked for a request while the node had none prefetched",
     "frontier/roundtrips": "round trips to Redis (one pipelined flush each)",
     "frontier/dead_lettered": "requests this node sent to the dead letters",
     "frontier/requeued_dead_letters": "dead letters an operator re-queued, seen by this node",
