@@ -731,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help=f"frontier shards (default {DEFAULT_SHARDS}; with --cluster M, the first multiple "
-        f"of M from {DEFAULT_SHARDS}, as the README advises for a cluster)",
+        f"of M from {DEFAULT_SHARDS}, as the docs advise for a cluster)",
     )
     parser.add_argument("--dupefilter", choices=("exact", "bloom"), default="exact")
     parser.add_argument(

@@ -1,7 +1,7 @@
 """Scrapy settings of a distcrawl node.
 
 Deployment-specific values come from the environment (``REDIS_URL``, ``MONGO_URI``, ...);
-leave them unset to run on the embedded servers. Every knob is listed in the README.
+leave them unset to run on the embedded servers. Every setting is in the docs' settings reference.
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ DEFAULT_PREFETCH = 64
 #: default 16 that is up to 64 prefetched beside 16 downloads, and the node flushes at 8 left:
 #: a round trip carries the writes of up to ~56 pages, against ~24 with three times (~33 and
 #: ~22 measured: links that outrank prefetched work go at once). Redis' CPU per page falls with
-#: the round trips (bench/README.md, "Larger leases").
+#: the round trips (bench/throughput.py measures them).
 LEASE_WINDOW = 5
 #: seeds taken from the start list in one round trip
 DEFAULT_SEED_BATCH = 64

@@ -28,7 +28,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: node states, always all present (0 when none), so an alert on ``live == 0`` fires
 NODE_STATES = ("live", "dead", "stopped", "orphan", "gone")
 
-#: name -> help text of every metric (the list in the README)
+#: name -> help text of every metric (the docs' metrics reference is generated from it)
 METRICS = {
     "distcrawl_up": "1 when the dashboard's last read of Redis succeeded",
     "distcrawl_paused": "1 while the cluster is paused (control pause)",

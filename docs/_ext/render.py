@@ -37,12 +37,20 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def settings(records: Iterable[Setting]) -> str:
-    rows = []
+    """One definition per setting: its name, then what it does, its default, where it is read
+    from and whether it is crawl-wide."""
+    parts = [_GENERATED]
     for s in records:
-        env = f"`{s.env}`" if s.env else ""
-        scope = "crawl-wide" if s.scope == "crawl" else "per node"
-        rows.append((f"`{s.name}`", s.default, env, scope, s.help))
-    return _GENERATED + _table(("setting", "default", "environment", "scope", "what it does"), rows)
+        facts = [f"Default: {s.default}."]
+        facts.append(
+            f"Environment: `{s.env}`." if s.env else "Not read from the environment: use `-s`."
+        )
+        if s.scope == "crawl":
+            facts.append("**Crawl-wide**: the same on every node and command.")
+        help_text = " ".join(s.help.split())
+        help_text = help_text[:1].upper() + help_text[1:]
+        parts.append(f"`{s.name}`\n: {help_text}. {' '.join(facts)}\n\n")
+    return "".join(parts)
 
 
 def scrapy_changes(rows: Iterable[tuple[str, str, str, str]]) -> str:

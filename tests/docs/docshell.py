@@ -67,10 +67,11 @@ class Shell:
             target = workdir / name
             if not target.exists():
                 target.symlink_to(ROOT / name)
-        if not (workdir / "scrapy.cfg").exists():
-            (workdir / "scrapy.cfg").write_text((ROOT / "scrapy.cfg").read_text())
         #: fixed ports of the docs -> the free ports this session uses instead
         self.ports = dict(ports or {})
+        if not (workdir / "scrapy.cfg").exists():
+            # its scrapyd deploy targets name the docs' ports too
+            (workdir / "scrapy.cfg").write_text(self.substitute((ROOT / "scrapy.cfg").read_text()))
         base = {
             k: v
             for k, v in os.environ.items()
@@ -94,7 +95,7 @@ class Shell:
         threading.Thread(target=self._read, daemon=True).start()
         self._count = 0
         # each failing command of a block is reported on stdout, where the block's end is
-        self._send(f"trap 'echo \"{_ERR} $?: $BASH_COMMAND\"' ERR\n")
+        self._send(f"trap '__rc=$?; echo; echo \"{_ERR} $__rc: $BASH_COMMAND\"' ERR\n")
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -117,7 +118,9 @@ class Shell:
         self._count += 1
         marker = f"{_DONE} {self._count}"
         self._send(
-            "{\n" + self.substitute(text).rstrip("\n") + f"\n}} < /dev/null\necho '{marker}'\n"
+            "{\n"
+            + self.substitute(text).rstrip("\n")
+            + f"\n}} < /dev/null\necho; echo '{marker}'\n"
         )
         output: list[str] = []
         deadline = time.monotonic() + timeout
@@ -135,7 +138,8 @@ class Shell:
                     f"the shell exited during:\n{text}\n--- output:\n{''.join(output)[-3000:]}"
                     f"\n--- stderr:\n{self.stderr()}"
                 )
-            if line.strip() == marker:
+            if line.rstrip("\n").endswith(marker):  # a last line without a newline: on it
+                output.append(line.rstrip("\n")[: -len(marker)])
                 break
             output.append(line)
         errors = [ln.split(" ", 1)[1].strip() for ln in output if ln.startswith(_ERR)]

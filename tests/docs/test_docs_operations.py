@@ -67,9 +67,9 @@ def test_operations_examples(tmp_path: Path) -> None:
 
         # the dashboard runs until stopped: as in a second terminal
         sh.run_ok(block("ops-web").rstrip() + " > web.out 2>&1 & web=$!\n")
-        assert wait_until(lambda: _dashboard_read_redis(f"http://127.0.0.1:{web_port}/metrics"), 120), (
-            sh.stderr() + (sh.workdir / "web.out").read_text(errors="replace")
-        )
+        assert wait_until(
+            lambda: _dashboard_read_redis(f"http://127.0.0.1:{web_port}/metrics"), 120
+        ), sh.stderr() + (sh.workdir / "web.out").read_text(errors="replace")
         read = sh.run_ok(block("ops-web-read")).output
         assert re.search(r"^distcrawl_up 1\.0$", read, re.M), read
         assert '"crawl": "catalog"' in read, read

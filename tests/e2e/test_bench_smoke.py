@@ -1,6 +1,8 @@
 """Smoke runs of the benchmark tools with tiny sizes: they start, crawl and report.
 
-No timing assertions: CI machines are too noisy for them. The figures belong in bench/README.md.
+No timing assertions: CI machines are too noisy for them. The figures belong in the result
+files a real run writes (bench/results/, shown by the docs' benchmarks page); these runs write
+theirs into a temporary folder.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ import pytest
 pytestmark = pytest.mark.slow
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture(autouse=True)
+def results_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where a smoke run writes its result file: never bench/results/."""
+    folder = tmp_path / "bench-results"
+    monkeypatch.setenv("DISTCRAWL_BENCH_RESULTS", str(folder))
+    return folder
 
 
 def run_tool(*args: str, timeout: float = 300) -> dict[str, Any]:
@@ -114,7 +124,7 @@ def test_frontier_bench_runs_single_cluster_and_baseline() -> None:
     assert out["cluster_cpu_overhead_at_master_rate"] > 0
 
 
-def test_extract_bench_compares_a_git_ref_with_the_working_tree() -> None:
+def test_extract_bench_compares_a_git_ref_with_the_working_tree(results_folder: Path) -> None:
     out = run_tool(
         str(BENCH / "extract.py"),
         "--ref",
@@ -134,3 +144,9 @@ def test_extract_bench_compares_a_git_ref_with_the_working_tree() -> None:
         assert figures["pages"] > 12
         assert figures["ref_us_per_page"] > 0 and figures["this_us_per_page"] > 0
     assert out["ratio"] > 0
+    # the run's result file: the command, the machine and the report --json printed
+    (written,) = results_folder.glob("extract--*.json")
+    result = json.loads(written.read_text())
+    assert result["tool"] == "extract" and result["report"] == out
+    assert result["command"].startswith(".venv/bin/python bench/extract.py --ref HEAD")
+    assert result["machine"]["cpus"] >= 1 and result["finished_at"] >= result["started_at"]

@@ -115,7 +115,7 @@ def test_rate_limited_site_stays_within_its_budget_while_the_other_is_crawled(
     pages_b = [e["t"] for e in log_b if e["path"] != "/robots.txt"]
     # rate + burst from the token bucket; one more when a node's event loop sends a request
     # late on this loaded 2-core machine (a token's request then lands next to the following
-    # one: seen in 1 of 6 runs, measured gap 26 ms), as documented in the README
+    # one: seen in 1 of 6 runs, measured gap 26 ms), as the politeness guide documents
     assert max_in_window(frontier) <= rate + burst + 1
     assert len(robots) <= NODES  # the allowance on top: one robots.txt per node
     # the budget, not the crawl, paced A: its pages cannot have come any faster than this

@@ -1,5 +1,5 @@
-"""README's "Real multi-node use" on one machine: its shell lines, run as written (the shop's
-port 8000 replaced by a free one), store every product of the demo shop once."""
+"""The README's five-minute multi-node start on one machine: its shell lines, run as written
+(the shop's port 8000 replaced by a free one), store every product of the demo shop once."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from distcrawl.servers.embedded import ensure_mongo, stop_services
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+#: the mark of the README block this test runs (<!-- run: readme-multinode -->)
+RUN_ID = "readme-multinode"
 
 
 def readme_lines() -> str:

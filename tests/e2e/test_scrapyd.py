@@ -157,7 +157,7 @@ def project_copy(dest: Path, daemons: list[Scrapyd]) -> Path:
 
 @pytest.fixture(scope="module")
 def deployed(daemons: list[Scrapyd], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Deploy exactly as the README says: ``scrapyd-deploy node1``, ``scrapyd-deploy node2``."""
+    """Deploy as the scrapyd guide says: ``scrapyd-deploy node1``, ``scrapyd-deploy node2``."""
     project = project_copy(tmp_path_factory.mktemp("project"), daemons)
     egg = project.parent / "distcrawl.egg"
     deploy = str(BIN / "scrapyd-deploy")

@@ -305,12 +305,6 @@ def test_mongodb_products_write_rate_and_outage(mongo_uri: str) -> None:
         client.close()
 
 
-def test_every_metric_is_documented_in_the_readme() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
-    documented = set(re.findall(r"`(distcrawl_[a-z_]+?)(?:_total)?[`{]", readme))
-    assert documented >= set(METRICS), set(METRICS) - documented
-
-
 # --------------------------------------------------------------------------- actions
 
 
