@@ -250,7 +250,7 @@ NOTES: list[tuple[str, str, str, str]] = [
     ),
     (
         "SPIDER_MIDDLEWARES",
-        "`distcrawl.freshness.FreshnessMiddleware: 45`",
+        "`distcrawl.node.revisit.freshness.FreshnessMiddleware: 45`",
         "turns a 304 into a `last_seen` update and a gone product page into `gone_at`, without parsing",
         "node",
     ),

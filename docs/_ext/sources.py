@@ -335,7 +335,7 @@ def counted_stats() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = str(path.relative_to(ROOT))
-        piped = "storage" in path.parts or path.name == "pipelines.py"
+        piped = "storage" in path.parts or path.name == "pipeline.py"
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef) and node.name in ("_count", "_gauge"):
                 continue
@@ -351,17 +351,17 @@ def counted_stats() -> dict[str, set[str]]:
                 found.setdefault(f"pipeline/{key}", set()).add(rel)
     # the scheduler counts its flush results through one loop: frontier/{key}
     for key in _frontier_loop_keys():
-        found.setdefault(f"frontier/{key}", set()).add("distcrawl/frontier/scheduler.py")
+        found.setdefault(f"frontier/{key}", set()).add("distcrawl/node/scheduler.py")
     found.pop("frontier/<key>", None)
     # the scheduler's revisit verdicts: revisit/{verdict}
     found.pop("revisit/<verdict>", None)
     for verdict in ("first", "changed", "unchanged", "gone"):
-        found.setdefault(f"revisit/{verdict}", set()).add("distcrawl/frontier/scheduler.py")
+        found.setdefault(f"revisit/{verdict}", set()).add("distcrawl/node/scheduler.py")
     return found
 
 
 def _frontier_loop_keys() -> list[str]:
-    text = (PACKAGE / "frontier" / "scheduler.py").read_text(encoding="utf-8")
+    text = (PACKAGE / "node" / "scheduler.py").read_text(encoding="utf-8")
     loop = re.search(r"for key, value in \((.*?)\):\s*\n\s*if value:", text, re.S)
     return re.findall(r'\("([a-z_/]+)", result\.', loop.group(1)) if loop else []
 

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import docblocks
 
-from distcrawl.services import free_port, stop_services
+from distcrawl.base.processes import free_port
+from distcrawl.servers.embedded import stop_services
 
 ROOT = Path(__file__).resolve().parents[2]
 

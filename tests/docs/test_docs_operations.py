@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from docshell import Shell, block, free_port, wait_until
 
-from distcrawl.items import Product
+from distcrawl.node.items import Product
 from distcrawl.storage.documents import make_record
 from distcrawl.storage.journal import Journal
 
