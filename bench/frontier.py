@@ -54,7 +54,7 @@ from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierSt
 from distcrawl.node.requests import codec
 from distcrawl.node.revisit.schedule import revisit_payload
 from distcrawl.node.scheduler import DEFAULT_PREFETCH
-from distcrawl.node.tracking import DEFAULT_KNOWN_FINGERPRINTS
+from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS
 from distcrawl.servers.cluster import LocalRedisCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -45,7 +45,7 @@ def check_engine(engine: Any) -> None:
     finished requests from with ``.remove()``, which is where the frontier's acks come from),
     ``nextcall.schedule()`` (to wake the engine when leases arrive), and the downloader's
     ``active`` set (free download slots). Raises :class:`ScrapyInternalsMissing`."""
-    from distcrawl.node.tracking import InProgress
+    from distcrawl.node.scheduler.tracking import InProgress
 
     missing: list[str] = []
     slot = getattr(engine, "_slot", None)

@@ -349,19 +349,19 @@ def counted_stats() -> dict[str, set[str]]:
                 found.setdefault(key, set()).add(rel)
             elif node.func.attr in ("_count", "_gauge") and piped:
                 found.setdefault(f"pipeline/{key}", set()).add(rel)
-    # the scheduler counts its flush results through one loop: frontier/{key}
+    # the I/O loop counts its flush results through one loop: frontier/{key}
     for key in _frontier_loop_keys():
-        found.setdefault(f"frontier/{key}", set()).add("distcrawl/node/scheduler.py")
+        found.setdefault(f"frontier/{key}", set()).add("distcrawl/node/scheduler/loop.py")
     found.pop("frontier/<key>", None)
-    # the scheduler's revisit verdicts: revisit/{verdict}
+    # the revisit hooks' verdicts: revisit/{verdict}
     found.pop("revisit/<verdict>", None)
     for verdict in ("first", "changed", "unchanged", "gone"):
-        found.setdefault(f"revisit/{verdict}", set()).add("distcrawl/node/scheduler.py")
+        found.setdefault(f"revisit/{verdict}", set()).add("distcrawl/node/scheduler/revisits.py")
     return found
 
 
 def _frontier_loop_keys() -> list[str]:
-    text = (PACKAGE / "node" / "scheduler.py").read_text(encoding="utf-8")
+    text = (PACKAGE / "node" / "scheduler" / "loop.py").read_text(encoding="utf-8")
     loop = re.search(r"for key, value in \((.*?)\):\s*\n\s*if value:", text, re.S)
     return re.findall(r'\("([a-z_/]+)", result\.', loop.group(1)) if loop else []
 

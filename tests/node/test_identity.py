@@ -1,10 +1,15 @@
 """One process per node id: a second live process refuses to start; a restart after a death
-takes the old process's leases back at once."""
+takes the old process's leases back at once (end to end, then ``claim_node_id`` alone)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -14,7 +19,9 @@ import redis
 from crawl_nodes import Node, stop_all, stored_urls, wait_for
 from frontier_state import KEYS
 
+from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.node.scheduler.identity import NodeIdInUse, claim_node_id
 
 #: far longer than the test: only the restarted node itself can return the dead one's leases
 SETTINGS = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "600", "CONCURRENT_REQUESTS": "4"}
@@ -150,3 +157,89 @@ def test_a_node_stays_in_the_cluster_from_its_open_on(
         r.config_set("notify-keyspace-events", before)
     urls = stored_urls(mongo_uri)
     assert len(urls) == len(set(urls)) and set(urls) == shop.expected_product_urls()
+
+
+# -- claim_node_id alone, against a real Redis -------------------------------------------------
+
+#: seconds the claim watches another owner's heartbeat (a node's default is 2.5)
+WATCH = 1.0
+
+
+def claim_as(redis_url: str, node_id: str, *, beating: bool = False) -> None:
+    """Claim ``node_id`` as this process (run ``mine``); ``beating``: the process that owns
+    it heart-beats under it until the claim is over."""
+
+    async def main() -> None:
+        client = connection.async_client(redis_url)
+        store = FrontierStore(client, FrontierKeys("c", "c:start_urls"), refresh=0.0)
+        over = asyncio.Event()
+
+        async def beat() -> None:
+            while not over.is_set():
+                await store.heartbeat(node_id, "{}")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(over.wait(), timeout=0.05)
+
+        beats = asyncio.ensure_future(beat()) if beating else None
+        try:
+            await claim_node_id(
+                store, node_id=node_id, run_id="mine", heartbeat_timeout=30.0, watch=WATCH
+            )
+        finally:
+            over.set()
+            if beats is not None:
+                await beats
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+def owner_of(r: redis.Redis, node_id: str) -> dict:
+    return json.loads(r.hget(FrontierKeys("c", "c:start_urls").node(node_id), "owner"))
+
+
+def other_owner(r: redis.Redis, node_id: str, *, host: str, pid: int) -> None:
+    store = FrontierStore(r, FrontierKeys("c", "c:start_urls"))
+    owner = json.dumps({"host": host, "pid": pid, "run": "theirs"})
+    assert store.claim(node_id, owner, 30_000)[0] == 1  # it claimed and heart-beat just now
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_free_node_id_is_claimed(redis_url) -> None:
+    claim_as(redis_url, "free")
+    assert owner_of(redis.Redis.from_url(redis_url), "free") == {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "run": "mine",
+    }
+
+
+def test_a_node_id_whose_process_is_alive_and_beating_is_refused(redis_url) -> None:
+    r = redis.Redis.from_url(redis_url)
+    other_owner(r, "busy", host="elsewhere", pid=4242)
+    with pytest.raises(NodeIdInUse) as refused:
+        claim_as(redis_url, "busy", beating=True)
+    assert "pid 4242 on host elsewhere" in str(refused.value)
+    assert "DISTCRAWL_NODE_ID" in str(refused.value)
+    assert owner_of(r, "busy")["run"] == "theirs"  # the id stays the other one's
+
+
+def test_a_node_id_whose_process_died_on_this_host_is_taken_over(redis_url) -> None:
+    r = redis.Redis.from_url(redis_url)
+    other_owner(r, "ghost", host=socket.gethostname(), pid=dead_pid())
+    claim_as(redis_url, "ghost")  # its heartbeat is fresh, but its pid is gone
+    assert owner_of(r, "ghost")["run"] == "mine"
+
+
+def test_a_node_id_whose_process_on_another_host_stopped_beating_is_taken_over(
+    redis_url,
+) -> None:
+    r = redis.Redis.from_url(redis_url)
+    other_owner(r, "silent", host="elsewhere", pid=4242)
+    claim_as(redis_url, "silent")  # its heartbeat is fresh, but does not advance
+    assert owner_of(r, "silent")["run"] == "mine"

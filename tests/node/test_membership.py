@@ -15,10 +15,8 @@ import redis
 from crawl_nodes import assert_clean_log, assert_each_product_once, start_nodes, stop_all, wait_for
 from frontier_state import KEYS, clear_frontier, wait_for_uptime
 from frontier_state import leased as leased_by
-from scrapy import Request
 
-from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, Lease
-from distcrawl.node.scheduler import hold_back, write_hold
+from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 
 SITE = "m.test"
 
@@ -118,16 +116,6 @@ def test_seeds_stay_in_the_seeding_list_while_a_shard_refused_their_push(
     assert store.client.llen(seeding) == 0
 
 
-def test_an_ack_goes_with_children_of_its_own_shard_only_else_after_them() -> None:
-    acks = [Lease(shard, f"{i}.t", "s") for i, shard in enumerate((3, 5, 3))]
-    shard = lambda a: a.shard  # noqa: E731
-    assert hold_back(acks, set(), shard) == (acks, [])  # no children: every ack goes
-    # children to shard 3 only: shard 3's acks are one script call with them
-    assert hold_back(acks, {3}, shard) == ([acks[0], acks[2]], [acks[1]])
-    # children to two shards: any ack might be the parent of either, so none goes
-    assert hold_back(acks, {3, 5}, shard) == ([], acks)
-
-
 def test_a_node_presumed_dead_leases_nothing_before_it_is_a_member_again(
     store: FrontierStore,
 ) -> None:
@@ -216,23 +204,3 @@ def test_tombstones_of_nodes_that_never_came_back_go_after_a_day(store: Frontier
         assert marks[b"recent"].endswith(b".new") and marks[b"live"] == b"t:1"
         assert marks[b"n1"].startswith(b"!")  # and leaves its own, the same in every shard
     assert len({store.client.hget(f"{s.prefix}:marks", "n1") for s in shards}) == 1
-
-
-def test_a_node_keeps_its_writes_only_while_it_has_work_and_its_links_can_wait() -> None:
-    products = [Request(f"http://s.test/p/{i}", priority=0) for i in range(20)]
-    product = Child(b"", 0, False, 0, "s.test", "{}")
-    listing = Child(b"", 10, False, 0, "s.test", "{}")
-
-    def hold(ready: list[Request], children: list[Child], idle: int = 0) -> float:
-        return write_hold(
-            ready=ready, low_water=8, children=children, idle_nodes=idle, until=5.0, now=4.0
-        )
-
-    assert hold(products, []) == 1.0  # acks alone wait for the deadline
-    assert hold(products, [product]) == 1.0  # so do links no better than the work in hand
-    assert hold(products[:8], []) == 0.0  # low water: flush (and lease) now
-    assert hold(products, [product, listing]) == 0.0  # a link that outranks what it holds
-    assert hold(products, [product], idle=1) == 0.0  # some node has nothing to do
-    assert write_hold(
-        ready=products, low_water=8, children=[], idle_nodes=0, until=5.0, now=6.0
-    ) < 0  # the deadline passed

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from distcrawl.base.recent import RecentKeys, RecentMap
-from distcrawl.node.tracking import InProgress, SiteFeedback
+from distcrawl.node.scheduler.tracking import InProgress, SiteFeedback
 
 
 def test_in_progress_reports_each_request_the_engine_lets_go() -> None:

@@ -330,7 +330,7 @@ def test_a_busy_site_with_nothing_waiting_shows_from_what_the_nodes_publish(r) -
 
 
 def test_site_activity_counts_recent_pages_per_minute_and_forgets_old_ones() -> None:
-    from distcrawl.node.tracking import SiteActivity
+    from distcrawl.node.scheduler.tracking import SiteActivity
 
     now = [0.0]
     activity = SiteActivity(window=30.0, clock=lambda: now[0])

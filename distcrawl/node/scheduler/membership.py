@@ -1,4 +1,4 @@
-"""A node's membership in the cluster: heartbeats, recovery of dead nodes, drain detection."""
+"""A node's membership in the cluster: its heartbeats, and the recovery of dead nodes' leases."""
 
 from __future__ import annotations
 
@@ -16,47 +16,39 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["Membership"]
+__all__ = ["DEFAULT_HEARTBEAT_INTERVAL", "DEFAULT_HEARTBEAT_TIMEOUT", "Membership"]
 
 logger = logging.getLogger(__name__)
 
+#: seconds between heartbeats when the node is otherwise quiet
+DEFAULT_HEARTBEAT_INTERVAL = 2.0
+#: a node whose last heartbeat is older than this many seconds is dead; its leases return
+DEFAULT_HEARTBEAT_TIMEOUT = 30.0
+
 
 class Membership:
-    """Heart-beats every ``heartbeat_interval`` s, recovers nodes silent for
-    ``heartbeat_timeout`` s, and tells when the whole cluster looked drained for
-    ``drain_grace`` s."""
+    """Heart-beats every ``heartbeat_interval`` s and recovers nodes silent for
+    ``heartbeat_timeout`` s."""
 
     def __init__(
         self,
+        *,
         store: FrontierStore,
         node_id: str,
         stats: StatsCollector,
-        *,
         heartbeat_interval: float,
         heartbeat_timeout: float,
-        drain_grace: float,
     ) -> None:
         self.store = store
         self.node_id = node_id
         self.stats = stats
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
-        self.drain_grace = drain_grace
         self._last_heartbeat = 0.0
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
-        self._drained_since: float | None = None
         #: this node's rates, published with its heartbeat (one set of figures for all readers)
         self._own_rates = OwnRates()
-        #: whether the frontier ever held a request (CLOSE_WHEN_DRAINED waits until it did)
-        self._crawl_begun = False
-        self._waiting_logged = False
-        #: [revisit] revisit mode: drained also means no revisit falls due within this many s
-        self.revisit_grace: float | None = None
-
-    def crawl_begun(self) -> None:
-        """The node took seeds: the crawl has begun."""
-        self._crawl_begun = True
 
     def recover_after(self, when: float) -> None:
         """Recover nobody before ``when``: after an outage every heartbeat went stale, ours as
@@ -103,36 +95,3 @@ class Membership:
         self.stats.inc_value("frontier/recovered", int(reqs))
         self.store.views.poke()
         return True
-
-    def not_drained(self) -> None:
-        self._drained_since = None
-
-    async def drained(self) -> bool:
-        """Whether every shard, node and seed list has looked empty for ``drain_grace`` s."""
-        counts = await self.store.drained()
-        if any(int(c) for c in counts):
-            self._drained_since = None
-            return False
-        if self.revisit_grace is not None:
-            revisits = await self.store.revisit_status(self.revisit_grace)
-            if revisits["due_within_grace"] or revisits["due_queued"]:
-                self._drained_since = None
-                return False
-        if not self._crawl_begun:
-            # Nodes may start before the first seed: an empty frontier that never held a
-            # request is a crawl not begun yet, not a drained one. Wait for work.
-            self._crawl_begun = bool(await self.store.ever_used())
-            if not self._crawl_begun:
-                if not self._waiting_logged:
-                    logger.info(
-                        "Frontier empty and never seeded: node %s waits for the first seed (%s)",
-                        self.node_id,
-                        self.store.keys.start_urls,
-                    )
-                    self._waiting_logged = True
-                return False
-        now = time.monotonic()
-        if self._drained_since is None:
-            self._drained_since = now
-            return False
-        return now - self._drained_since >= self.drain_grace

@@ -1,18 +1,27 @@
-"""A node's view of a Redis outage: since when Redis has not answered, and the two log lines an
-operator reads when it goes away and when it is back."""
+"""A node's view of a Redis outage: since when Redis has not answered, the two log lines an
+operator reads when it goes away and when it is back, and the retries of a node's start."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["RedisOutage"]
+__all__ = ["UNREACHABLE", "RedisOutage", "retry_at_start"]
 
-logger = logging.getLogger("distcrawl.node.scheduler")  # the node's log lines, as before
+logger = logging.getLogger(__name__)
+
+#: the errors of a Redis out of reach (a round trip's outcome is then unknown)
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 class RedisOutage:
@@ -54,3 +63,16 @@ class RedisOutage:
         )
         self.since = None
         return True
+
+
+async def retry_at_start(func: Callable[[], Awaitable[None]]) -> None:
+    """Run ``func`` until Redis answers it, waiting longer between tries (0.5 s up to 10 s)."""
+    delay = 0.5
+    while True:
+        try:
+            await func()
+            return
+        except UNREACHABLE as exc:
+            logger.error("Redis unavailable at start (%s); retrying in %.1fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)

@@ -1,15 +1,16 @@
 """Reconciling a node's leases with what Redis holds for it, after a round trip whose outcome
-is unknown (a lost reply, a Redis outage, a rewind)."""
+is unknown (a lost reply, a Redis outage) or a rewind of Redis."""
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from typing import TYPE_CHECKING
 
 from distcrawl.frontier.batch import Lease
+from distcrawl.frontier.store import is_tombstone
 
 if TYPE_CHECKING:
+    from collections import deque
     from collections.abc import Iterable
 
     from scrapy import Request
@@ -17,9 +18,9 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["reconcile_leases"]
+__all__ = ["reconcile_leases", "report_rewind"]
 
-logger = logging.getLogger("distcrawl.node.scheduler")  # the node's log lines, as before
+logger = logging.getLogger(__name__)
 
 
 async def reconcile_leases(
@@ -30,9 +31,9 @@ async def reconcile_leases(
     acks: Iterable[Lease],
     ready: deque[Request],
     stats: StatsCollector,
-) -> deque[Request]:
+) -> None:
     """Return leases ``node_id`` holds in Redis but does not know about, and drop prefetched
-    requests whose lease it no longer holds; returns what is left of ``ready``.
+    requests whose lease it no longer holds from ``ready``.
 
     A sync whose reply was lost with the connection (or that failed while its reply was
     handled) may still have leased requests on the server; unknown to the node, they would
@@ -62,7 +63,7 @@ async def reconcile_leases(
 
     gone = [r for r in ready if lost(r)]
     if not gone:
-        return ready
+        return
     dropped = set(gone)
     for request in gone:
         leased.pop(request, None)
@@ -72,4 +73,45 @@ async def reconcile_leases(
         node_id,
         len(gone),
     )
-    return deque(r for r in ready if r not in dropped)
+    kept = [r for r in ready if r not in dropped]
+    ready.clear()
+    ready.extend(kept)
+
+
+def report_rewind(
+    found: bytes,
+    *,
+    node_id: str,
+    heartbeat_timeout: float,
+    forgotten: int,
+    stats: StatsCollector,
+) -> None:
+    """Log and count that a shard lacked this node's last mark (``found`` instead).
+
+    Either Redis came back without the node's last writes (restarted from older data, a
+    failover to a lagging replica, a reset), or another node presumed this one dead and
+    recovered its leases (the shard holds the recovery's tombstone). What the node remembers
+    having pushed (``forgotten`` fingerprints) may be gone either way: it forgets it, takes a
+    new rid tag, and reconciles its leases, a member again (a heartbeat) before it leases.
+    """
+    if is_tombstone(found):
+        stats.inc_value("frontier/presumed_dead")
+        logger.warning(
+            "Node %s was presumed dead and its leases were recovered by another node (its "
+            "heartbeat was older than %.0fs: a long pause, or Redis out of its reach): it "
+            "joins the cluster again, forgets %d pushed fingerprints and the spider's "
+            "known links, and drops prefetched requests it no longer holds",
+            node_id,
+            heartbeat_timeout,
+            forgotten,
+        )
+    else:
+        stats.inc_value("frontier/redis_rewinds")
+        logger.warning(
+            "Redis lost this node's last writes (its last mark is gone, found %r): node %s "
+            "forgets %d pushed fingerprints and the spider's known links, and reconciles "
+            "its leases",
+            found.decode("utf-8", "backslashreplace") or "none",
+            node_id,
+            forgotten,
+        )

@@ -1,0 +1,53 @@
+"""The Scrapy scheduler of a node: a local window onto the shared, lossless Redis frontier.
+
+``next_request()`` and ``enqueue_request()`` never touch the network. A background task on
+the asyncio reactor (the I/O loop) does all Redis I/O in one script call per flush (``sync``):
+it pushes the children discovered since the last flush, acknowledges the requests Scrapy has
+finished with, and leases the next batch, sized to the node's free slots.
+
+A request is acknowledged only when Scrapy is done with it for good: its response was parsed,
+every item it produced went through the item pipelines (which complete only once an item is
+durable), and every child request is in the same flush, ahead of the ack. Requests the node
+never started are returned to the queue on a clean stop; a node that dies is recovered by any
+live node once its heartbeat is older than ``DISTCRAWL_HEARTBEAT_TIMEOUT``.
+
+The parts, one job each: ``adapter`` (Scrapy's scheduler API, signals and engine hooks),
+``loop`` (the I/O loop: round trips, write holding, backoff), ``buffers`` (what waits to be
+written), ``leases`` (leased payloads into requests), ``identity`` (node id claim and
+refusal), ``membership`` (heartbeats, recovery of dead nodes), ``drain`` (drain detection),
+``seeds`` (seed intake), ``reconcile`` (leases after a failed round trip or a rewind),
+``outage`` (Redis out of reach), ``revisits`` (revisit mode's hooks), ``sites`` (per-site
+budgets), ``tracking`` (the engine's in-progress set, site feedback).
+"""
+
+from __future__ import annotations
+
+from distcrawl.node.scheduler.adapter import FrontierScheduler
+from distcrawl.node.scheduler.drain import DEFAULT_DRAIN_GRACE
+from distcrawl.node.scheduler.identity import NodeIdInUse
+from distcrawl.node.scheduler.loop import (
+    DEFAULT_FLUSH_DELAY,
+    DEFAULT_IDLE_MAX_WAIT,
+    DEFAULT_PREFETCH,
+    LEASE_WINDOW,
+)
+from distcrawl.node.scheduler.membership import (
+    DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_HEARTBEAT_TIMEOUT,
+)
+from distcrawl.node.scheduler.seeds import DEFAULT_SEED_BATCH
+from distcrawl.node.scheduler.tracking import DEFAULT_SITE_LATENCY_TARGET
+
+__all__ = [
+    "DEFAULT_DRAIN_GRACE",
+    "DEFAULT_FLUSH_DELAY",
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_HEARTBEAT_TIMEOUT",
+    "DEFAULT_IDLE_MAX_WAIT",
+    "DEFAULT_PREFETCH",
+    "DEFAULT_SEED_BATCH",
+    "DEFAULT_SITE_LATENCY_TARGET",
+    "LEASE_WINDOW",
+    "FrontierScheduler",
+    "NodeIdInUse",
+]

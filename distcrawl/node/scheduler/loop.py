@@ -1,0 +1,387 @@
+"""The I/O loop of a node: the background task that does all its Redis I/O, one ``sync`` per
+round trip, held while the engine has work and backing off while Redis is away."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from distcrawl.frontier.batch import new_rid_tag
+from distcrawl.node.scheduler.outage import UNREACHABLE, RedisOutage
+from distcrawl.node.scheduler.reconcile import reconcile_leases
+from distcrawl.node.scheduler.sites import log_site_events
+from distcrawl.node.scheduler.tracking import PUBLISHED_SITES
+
+if TYPE_CHECKING:
+    from collections import deque
+    from collections.abc import Callable, Collection
+
+    from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
+
+    from distcrawl.frontier.batch import Child, Lease, SiteBudget
+    from distcrawl.frontier.store import FrontierStore, SyncResult
+    from distcrawl.node.scheduler.buffers import WriteBuffers
+    from distcrawl.node.scheduler.drain import DrainWatch
+    from distcrawl.node.scheduler.leases import LeaseIntake
+    from distcrawl.node.scheduler.membership import Membership
+    from distcrawl.node.scheduler.revisits import RevisitHooks
+    from distcrawl.node.scheduler.seeds import SeedFeed
+
+__all__ = [
+    "DEFAULT_FLUSH_DELAY",
+    "DEFAULT_IDLE_MAX_WAIT",
+    "DEFAULT_PREFETCH",
+    "LEASE_WINDOW",
+    "FrontierLoop",
+    "write_hold",
+]
+
+logger = logging.getLogger(__name__)
+
+#: most requests leased in one round trip (the node also never holds more than its free slots)
+DEFAULT_PREFETCH = 64
+#: a node holds at most this many times its CONCURRENT_REQUESTS, downloads included. With the
+#: default 16 that is up to 64 prefetched beside 16 downloads, and the node flushes at 8 left:
+#: a round trip carries the writes of up to ~56 pages, against ~24 with three times (~33 and
+#: ~22 measured: links that outrank prefetched work go at once). Redis' CPU per page falls with
+#: the round trips (bench/throughput.py measures them).
+LEASE_WINDOW = 5
+#: longest a node keeps finished pages' acks and found links to itself while it still has more
+#: than a low-water mark of work prefetched (half its concurrency): one round trip then carries
+#: the pages of that whole wait, not of one turn of its I/O loop
+DEFAULT_FLUSH_DELAY = 0.2
+#: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
+DEFAULT_IDLE_MAX_WAIT = 1.0
+
+#: the first idle wait, and the wait after a round trip that did something
+_BUSY_WAIT = 0.02
+
+
+def write_hold(
+    *,
+    ready: Collection[Request],
+    low_water: int,
+    children: list[Child],
+    idle_nodes: int,
+    until: float,
+    now: float,
+) -> float:
+    """How much longer a node's buffered writes may wait (0: flush now), ``until`` being the
+    last round trip's start plus ``DISTCRAWL_FLUSH_DELAY``.
+
+    A round trip costs Redis and the node about as much for one page as for thirty, so while
+    the engine has more than ``low_water`` requests prefetched (``ready``) the writes wait.
+    Links go at once where they are work for a node with none (``idle_nodes`` sleep) or where
+    they outrank the node's own prefetched work (a category or the next listing page found
+    among products): holding them would slow the crawl's widening."""
+    if len(ready) <= low_water:
+        return 0.0
+    if children:
+        if idle_nodes > 0:
+            return 0.0
+        if max(c.priority for c in children) > min(r.priority for r in ready):
+            return 0.0
+    return until - now
+
+
+class FrontierLoop:
+    """Round trips while the node runs: each pushes the buffered writes, acknowledges what the
+    engine finished and leases up to ``prefetch`` requests for the free slots; seeds are taken
+    when nothing was leased, heartbeats and recovery ride along, and a failed round trip is
+    followed by a reconcile of the node's leases.
+
+    ``ready`` and ``leased`` are the scheduler's own (prefetched requests; request -> lease,
+    until acked): the requests started are those leased and no longer ready. ``wake`` is set
+    by the scheduler when the engine wants work or a write should not wait.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: FrontierStore,
+        client: Any,
+        node_id: str,
+        membership: Membership,
+        writes: WriteBuffers,
+        ready: deque[Request],
+        leased: dict[Request, Lease],
+        intake: LeaseIntake,
+        seeds: SeedFeed,
+        drain: DrainWatch,
+        close_when_drained: bool,
+        revisits: RevisitHooks | None,
+        wake: asyncio.Event,
+        stats: StatsCollector,
+        budget: SiteBudget,
+        prefetch: int,
+        concurrency: int,
+        low_water: int,
+        flush_delay: float,
+        heartbeat_timeout: float,
+        downloading: Callable[[], int],
+        on_rewind: Callable[[bytes], None],
+        on_drained: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.node_id = node_id
+        self.membership = membership
+        self.writes = writes
+        self.ready = ready
+        self.leased = leased
+        self.intake = intake
+        self.seeds = seeds
+        self.drain = drain
+        self.close_when_drained = close_when_drained
+        self.revisits = revisits
+        self.wake = wake
+        self.stats = stats
+        self.budget = budget
+        self.prefetch = max(1, prefetch)
+        self.concurrency = concurrency
+        self.low_water = low_water
+        self.flush_delay = flush_delay
+        self.heartbeat_timeout = heartbeat_timeout
+        self.downloading = downloading
+        self.on_rewind = on_rewind
+        self.on_drained = on_drained
+        #: the node stops: no more leases, and the task ends after its current round trip
+        self.closing = False
+        self.outage = RedisOutage(node_id, stats, heartbeat_timeout=heartbeat_timeout)
+        # Redis rewind detection: every sync writes a new mark in each shard it calls and
+        # expects to find the last one there; the tag goes into the rids this node creates and
+        # changes after a rewind
+        self.tag = new_rid_tag()
+        self._needs_reconcile = False  # a round trip failed: leases may be unknown to us
+        # the loop keeps its writes while the engine has work (see _hold_writes): it then needs
+        # waking only at low water or for something urgent, not at every page
+        self._holding = False
+        self._flushed_at = 0.0  # monotonic time the last round trip began
+        self._next_due: float | None = None  # monotonic time the next retry/site falls due
+        self._task: asyncio.Task[None] | None = None
+
+    # -- what the scheduler calls ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        """End the task after its current round trip (waiting up to 60 s for it)."""
+        self.closing = True
+        self.wake.set()
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=60)
+
+    def wrote(self) -> None:
+        """A page's ack or a link joined the buffers: wake the loop unless it is holding its
+        writes and the engine still has work (it wakes at low water or its deadline)."""
+        if not self._holding or len(self.ready) <= self.low_water:
+            self.wake.set()
+
+    def work_arrived(self, shard: int | None) -> None:
+        """The wake channel said work arrived in ``shard``: read it at the next lease, and
+        wake the loop if the engine has nothing prefetched."""
+        self.store.views.poke(shard)
+        if not self.ready:
+            self.stats.inc_value("frontier/woken")
+            self.wake.set()
+
+    def started(self) -> int:
+        """Leased requests the engine is working on."""
+        return len(self.leased) - len(self.ready)
+
+    async def write_out(self) -> None:
+        """Flush what is buffered, leasing nothing: up to three round trips, for acks held
+        back behind their children and what a rewound shard did not take."""
+        for _ in range(3):
+            await self.flush(lease=0)
+            if not self.writes.pending():
+                break
+
+    def heartbeat_info(self) -> dict[str, Any]:
+        return {
+            "started": self.started(),
+            "prefetched": len(self.ready),
+            "sites": self.writes.feedback.activity.top(PUBLISHED_SITES),
+        }
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def _free_slots(self) -> int:
+        """How many more leases keep every download slot busy with refills in hand: up to
+        ``LEASE_WINDOW`` times the concurrency, downloads included. The node flushes its writes
+        at low water (or after ``DISTCRAWL_FLUSH_DELAY``), and what it holds must keep the
+        slots busy while that round trip is on its way.
+
+        Counted against the downloader's requests, not every started one: a response that
+        waits for the spider (Scrapy's scraper queue, long on a CPU-bound node) frees its
+        download slot, and Scrapy's own scheduler would hand that slot a request at once.
+        """
+        return self.concurrency * LEASE_WINDOW - self.downloading() - len(self.ready)
+
+    async def _run(self) -> None:
+        wait = _BUSY_WAIT
+        while not self.closing:
+            try:
+                if self._needs_reconcile:
+                    # a member again before the next lease (the node may have been presumed
+                    # dead, or Redis may have lost C:nodes): leases of a node outside C:nodes
+                    # are seen neither by recovery nor by drain detection
+                    await self.membership.heartbeat(self.heartbeat_info())
+                    await self._reconcile()
+                    self._needs_reconcile = False
+                got = await self._cycle()
+                if self.outage.answered():
+                    # every heartbeat went stale while Redis was away, ours as well as the
+                    # live nodes': silence counts again only from now
+                    self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
+                wait = _BUSY_WAIT if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
+            except UNREACHABLE as exc:
+                self._needs_reconcile = True
+                self.outage.failed(exc)
+                wait = min(max(wait * 2, 0.25), 5.0)
+            except Exception:
+                self._needs_reconcile = True
+                logger.exception("Frontier loop error on node %s; retrying", self.node_id)
+                wait = 1.0
+            if self.closing:
+                break
+            if self.writes.pending() and not self.outage.down:
+                hold = self._hold_writes()
+                if hold > 0:
+                    # the engine still has work: the acks and links of more pages join this
+                    # round trip, until the work runs low or the writes have waited enough
+                    self.wake.clear()
+                    self._holding = True
+                    try:
+                        await asyncio.wait_for(self.wake.wait(), timeout=hold)
+                    except TimeoutError:
+                        pass
+                    finally:
+                        self._holding = False
+                continue
+            self.wake.clear()
+            if self._next_due is not None and self._free_slots() > 0:
+                # wake up when a parked retry or a waiting site falls due, not a poll later
+                wait = min(wait, max(0.002, self._next_due - time.monotonic()))
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=wait)
+                wait = _BUSY_WAIT if not self.outage.down else wait
+            except TimeoutError:
+                pass
+
+    def _hold_writes(self) -> float:
+        """How much longer the buffered writes may wait (0: flush now).
+
+        A dead letter, a refused entry, taken seeds and a closing node flush at once; else see
+        :func:`write_hold`."""
+        if self.closing or self.writes.urgent():
+            return 0.0
+        return write_hold(
+            ready=self.ready,
+            low_water=self.low_water,
+            children=self.writes.children,
+            idle_nodes=self.store.idle_nodes,
+            until=self._flushed_at + self.flush_delay,
+            now=time.monotonic(),
+        )
+
+    async def _reconcile(self) -> None:
+        """Leases Redis holds for this node and it does not know go back; prefetched requests
+        whose lease it lost are dropped (see :func:`reconcile_leases`)."""
+        await reconcile_leases(
+            self.store,
+            self.node_id,
+            leased=self.leased,
+            acks=self.writes.held_leases(),
+            ready=self.ready,
+            stats=self.stats,
+        )
+        if self.revisits is not None:
+            self.revisits.forget_dropped()
+
+    async def _cycle(self) -> bool:
+        """One round of I/O; returns whether anything happened (to pace the idle wait)."""
+        free = self._free_slots()
+        lease = min(self.prefetch, free) if free > 0 and not self.closing else 0
+        if self.revisits is not None:
+            await self.revisits.before_flush(self.client)
+        leased = await self.flush(lease=lease)
+        progressed = leased > 0
+        if leased == 0 and lease > 0 and await self.seeds.take():
+            await self.flush(lease=0)
+            progressed = True
+        if await self.membership.tick(self.heartbeat_info()):
+            self.wake.set()
+        if self.close_when_drained and not progressed:
+            busy = bool(self.ready or self.started() or self.writes.pending())
+            if await self.drain.check(busy=busy):
+                self.closing = True
+                self.on_drained()
+        return progressed
+
+    async def flush(self, *, lease: int) -> int:
+        """Push, ack and lease in one round trip; returns the entries leased. Buffers are
+        cleared only once Redis said OK (see :class:`WriteBuffers` for the order of acks)."""
+        self._flushed_at = time.monotonic()
+        out = self.writes.take(self.store.keys.shard_of, lease=lease)
+        if out is None:
+            return 0
+        try:
+            result = await self.store.sync(
+                self.node_id,
+                children=out.children,
+                acks=out.acks,
+                dead=out.dead,
+                rejected=out.rejected,
+                seeds_done=out.seeds_done,
+                lease=lease,
+                budget=self.budget,
+                feedback=out.feedback,
+                tag=self.tag,
+                revisits=out.revisits,
+            )
+        except BaseException:
+            self.writes.restore(out)
+            raise
+        self.writes.sent(out, result)
+        if result.rewound is not None:
+            # the node forgets what it pushed, takes a new tag, and reconciles before it leases
+            self.on_rewind(result.rewound)
+            self.tag = new_rid_tag()
+            self._needs_reconcile = True
+        if result.site_events:
+            log_site_events(result.site_events, recovery=self.budget.recovery, stats=self.stats)
+        due = result.next_due_ms
+        self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
+        self._count_round_trip(result)
+        return self.intake.accept(result.leased)
+
+    def _count_round_trip(self, result: SyncResult) -> None:
+        stats = self.stats
+        stats.inc_value("frontier/roundtrips")
+        for key, value in (
+            ("enqueued", result.added),
+            ("filtered", result.filtered),
+            ("parked", result.parked),
+            ("acked", result.acked),
+            ("acks/stale", result.stale_acks),
+            ("priority_inversions", result.priority_inversions),
+        ):
+            if value:
+                stats.inc_value(f"frontier/{key}", value)
+        if result.added:
+            stats.inc_value("scheduler/enqueued", result.added)
+            stats.inc_value("scheduler/enqueued/redis", result.added)
+        if result.filtered:
+            stats.inc_value("dupefilter/filtered", result.filtered)
+        if result.stale_acks:
+            # reports for leases this node no longer holds (it was presumed dead): fenced off
+            logger.warning(
+                "Node %s: %d acks or dead letters for leases it no longer holds were ignored",
+                self.node_id,
+                result.stale_acks,
+            )

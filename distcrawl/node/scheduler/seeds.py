@@ -1,0 +1,84 @@
+"""Seed feed: a node takes a batch of seeds from the crawl's start list when it has nothing
+leased, and queues the requests they make like any other link."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from distcrawl.base.urls import mask_url
+from distcrawl.node.seeds.intake import SeedIntake
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request, Spider
+    from scrapy.statscollectors import StatsCollector
+
+    from distcrawl.frontier.store import FrontierStore
+    from distcrawl.node.scheduler.buffers import WriteBuffers
+    from distcrawl.node.scheduler.drain import DrainWatch
+    from distcrawl.node.seeds.sources import SeedSource
+
+__all__ = ["DEFAULT_SEED_BATCH", "SeedFeed"]
+
+logger = logging.getLogger(__name__)
+
+#: seeds taken from the start list in one round trip
+DEFAULT_SEED_BATCH = 64
+
+
+class SeedFeed:
+    """Takes up to ``batch`` seeds from ``source`` into this node's seeding list; their
+    requests go to ``enqueue`` and the seeds leave that list with the flush that queues them
+    (a node that dies in between leaves them for recovery)."""
+
+    def __init__(
+        self,
+        *,
+        store: FrontierStore,
+        client: Any,
+        source: SeedSource,
+        spider: Spider,
+        node_id: str,
+        batch: int,
+        allow_private: bool | frozenset[str],
+        stats: StatsCollector,
+        writes: WriteBuffers,
+        drain: DrainWatch,
+        enqueue: Callable[[Request], bool],
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.source = source
+        self.spider = spider
+        self.node_id = node_id
+        self.batch = max(1, batch)
+        self.allow_private = allow_private
+        self.stats = stats
+        self.writes = writes
+        self.drain = drain
+        self.enqueue = enqueue
+
+    async def take(self) -> bool:
+        """Take a batch of seeds; returns whether there were any (they then wait in the write
+        buffers: the caller flushes)."""
+        if self.source.kind != "list":
+            # a set or zset of seeds is staged into a list first
+            await self.source.stage(self.client, self.batch)
+        raws = await self.store.take_seeds(self.node_id, self.batch)
+        if not raws:
+            return False
+        self.drain.crawl_begun()
+        intake = SeedIntake(
+            self.spider, node_id=self.node_id, allow_private=self.allow_private, stats=self.stats
+        )
+        requests, rejected = intake.read(raws)
+        self.writes.rejected += rejected
+        for request in requests:
+            self.stats.inc_value("frontier/seeds/accepted")
+            logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
+            self.enqueue(request)
+        # the seeds leave this node's seeding list in the same flush that queues them
+        self.writes.seeds_pending = True
+        return True
