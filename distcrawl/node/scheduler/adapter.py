@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import secrets
 import time
@@ -22,16 +21,16 @@ from scrapy.utils.httpobj import urlparse_cached
 from distcrawl.base.recent import RecentKeys
 from distcrawl.base.urls import mask_url, parse_allow_private
 from distcrawl.frontier import connection
-from distcrawl.frontier.batch import Child, DeadLetter, SiteBudget
+from distcrawl.frontier.batch import Child, SiteBudget
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.store import Dupefilter, FrontierStore
-from distcrawl.frontier.wake import WakeListener
 from distcrawl.node import compat
 from distcrawl.node import signals as dc_signals
 from distcrawl.node.internals import check_engine
 from distcrawl.node.requests import codec
 from distcrawl.node.revisit.schedule import RevisitPolicy
 from distcrawl.node.scheduler.buffers import WriteBuffers
+from distcrawl.node.scheduler.deadletter import dead_letter
 from distcrawl.node.scheduler.drain import DEFAULT_DRAIN_GRACE, DrainWatch
 from distcrawl.node.scheduler.identity import (
     NodeIdInUse,
@@ -53,7 +52,7 @@ from distcrawl.node.scheduler.membership import (
 )
 from distcrawl.node.scheduler.outage import retry_at_start
 from distcrawl.node.scheduler.reconcile import report_rewind
-from distcrawl.node.scheduler.revisits import RevisitHooks, unlisted_watch
+from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
 from distcrawl.node.scheduler.seeds import DEFAULT_SEED_BATCH, SeedFeed
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
 from distcrawl.node.scheduler.tracking import (
@@ -78,8 +77,6 @@ if TYPE_CHECKING:
 __all__ = ["FrontierScheduler"]
 
 logger = logging.getLogger(__name__)
-
-_RETRY_META = frozenset({"retry_times", "retry_first_attempt", "distcrawl_delay"})
 
 
 class FrontierScheduler(BaseScheduler):
@@ -165,7 +162,6 @@ class FrontierScheduler(BaseScheduler):
         self._known = RecentKeys(DEFAULT_KNOWN_FINGERPRINTS)  # fingerprints this node pushed
         self._known_until = 0.0  # [revisit] monotonic time the known fingerprints are wiped
         self._loop: FrontierLoop | None = None
-        self._listener: asyncio.Task[None] | None = None
         self._refused = False  # another live process has this node id: this one never ran
         self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
         #: revisit mode (set at open, from the settings and the spider's profiles)
@@ -372,11 +368,7 @@ class FrontierScheduler(BaseScheduler):
         await retry_at_start(lambda: rejoin(store, node_id=self.node_id, stats=self.stats))
         limits = site_limits(profiles, self.site_limits)
         await retry_at_start(lambda: publish_site_limits(store, limits))
-        loop.start()
-        listener = WakeListener(
-            client, keys.wake, on_wake=loop.work_arrived, stopped=lambda: loop.closing
-        )
-        self._listener = asyncio.ensure_future(listener.run())
+        loop.start(wake_channel=keys.wake)
 
     def _revisit_hooks(
         self, policy: RevisitPolicy, store: FrontierStore, keys: FrontierKeys
@@ -384,18 +376,7 @@ class FrontierScheduler(BaseScheduler):
         unlisted = unlisted_watch(
             policy, keys.unlisted, enabled=self.unlisted, grace=self.unlisted_grace
         )
-        logger.info(
-            "Revisit mode: %s (fixed rate, %.0f%% early; %s; URLs forgotten %.0f-%.0fs "
-            "after their last visit)",
-            ", ".join(f"{k} every {v:.0f}s" for k, v in policy.intervals.items())
-            or "site profiles only",
-            100 * policy.early,
-            f"backoff x{policy.backoff:.2f} up to x{policy.max_backoff:.1f}"
-            if policy.max_backoff > 1
-            else "no backoff",
-            policy.forget_ms / 1000,
-            2 * policy.forget_ms / 1000,
-        )
+        log_revisit_mode(policy)
         return RevisitHooks(
             policy=policy,
             store=store,
@@ -429,9 +410,6 @@ class FrontierScheduler(BaseScheduler):
             if self._client is not None:
                 await self._client.aclose()
             return
-        if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.wait([self._listener], timeout=5)
         await loop.stop()
         # never started: they return with the node's leases below
         unstarted = len(self._ready)
@@ -442,19 +420,8 @@ class FrontierScheduler(BaseScheduler):
             # what the engine finished is acked here; the rest (never started, or cut short
             # by an unclean stop) goes back to the queue at once
             await loop.write_out()
-            # the last stats (the pipeline's close, e.g. products left in its journal) stay
-            # readable in `status` once the node is gone
-            await loop.membership.heartbeat({"started": loop.started(), "prefetched": 0})
-            moved = await self.store.release(self.node_id)
-            logger.info(
-                "Node %s closing (%s): returned %d requests to the frontier (%d prefetched, "
-                "never started)",
-                self.node_id,
-                reason,
-                moved,
-                unstarted,
-            )
-            self.stats.inc_value("frontier/returned", int(moved))
+            info = {"started": loop.started(), "prefetched": 0}
+            await loop.membership.leave(info, reason=reason, unstarted=unstarted)
         except RedisError as exc:
             logger.error(
                 "Node %s could not return its leases (%s); they return when its heartbeat "
@@ -478,27 +445,19 @@ class FrontierScheduler(BaseScheduler):
         self._wrote()
 
     def _dead_letter(self, request: Request, reason: str, **details: Any) -> None:
-        # re-queued later as a fresh request: its retry count starts again
-        meta = {k: v for k, v in request.meta.items() if k not in _RETRY_META}
-        meta["distcrawl_dead_letter"] = reason  # counted as re-queued if an operator does so
-        fresh = request.replace(meta=meta, dont_filter=True)
+        """``request_dead_lettered``: the request goes to the dead letters with its reason."""
         if self._revisits is not None:
             self._revisits.dead_lettered(request)
-        record = {
-            "request": codec.encode(fresh, self.spider, strict=False),
-            "url": request.url,
-            "priority": request.priority,
-            "site": urlparse_cached(request).hostname or "",
-            "reason": reason,
-            "node": self.node_id,
-            "at": time.time(),
-            **{k: v for k, v in details.items() if codec.json_safe(v)},
-        }
-        fp = self.crawler.request_fingerprinter.fingerprint(request).hex()
-        lease = self._leased.get(request)
-        # ends that lease (fenced: written only while this node holds it); else written as is
         self._writes.dead.append(
-            DeadLetter(fp, json.dumps(record, separators=(",", ":")), record["site"], lease)
+            dead_letter(
+                request,
+                reason,
+                details,
+                spider=self.spider,
+                node_id=self.node_id,
+                fingerprint=self.crawler.request_fingerprinter.fingerprint(request),
+                lease=self._leased.get(request),
+            )
         )
         self.stats.inc_value("frontier/dead_lettered")
         self._wake.set()

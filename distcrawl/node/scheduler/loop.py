@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from distcrawl.frontier.batch import new_rid_tag
+from distcrawl.frontier.wake import WakeListener
 from distcrawl.node.scheduler.outage import UNREACHABLE, RedisOutage
 from distcrawl.node.scheduler.reconcile import reconcile_leases
 from distcrawl.node.scheduler.sites import log_site_events
@@ -162,16 +163,25 @@ class FrontierLoop:
         self._flushed_at = 0.0  # monotonic time the last round trip began
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
         self._task: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
 
     # -- what the scheduler calls ----------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, wake_channel: str) -> None:
+        """Start the task, and the listener of ``wake_channel`` (work arrived elsewhere)."""
         self._task = asyncio.ensure_future(self._run())
+        listener = WakeListener(
+            self.client, wake_channel, on_wake=self.work_arrived, stopped=lambda: self.closing
+        )
+        self._listener = asyncio.ensure_future(listener.run())
 
     async def stop(self) -> None:
-        """End the task after its current round trip (waiting up to 60 s for it)."""
+        """End the listener, and the task after its current round trip (waiting up to 60 s)."""
         self.closing = True
         self.wake.set()
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.wait([self._listener], timeout=5)
         if self._task is not None:
             await asyncio.wait([self._task], timeout=60)
 

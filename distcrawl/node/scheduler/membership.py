@@ -1,4 +1,5 @@
-"""A node's membership in the cluster: its heartbeats, and the recovery of dead nodes' leases."""
+"""A node's membership in the cluster: its heartbeats, the recovery of dead nodes' leases, and
+its leaving at a clean stop."""
 
 from __future__ import annotations
 
@@ -80,6 +81,22 @@ class Membership:
         }
         await self.store.heartbeat(self.node_id, json.dumps(payload, default=str))
         self._last_heartbeat = time.monotonic()
+
+    async def leave(self, info: dict[str, Any], *, reason: str, unstarted: int) -> None:
+        """A clean stop: a last heartbeat (the last stats, e.g. products left in the pipeline's
+        journal, stay readable in ``status`` once the node is gone), then every lease of the
+        node, ``unstarted`` of them never started, goes back to the queue."""
+        await self.heartbeat(info)
+        moved = await self.store.release(self.node_id)
+        logger.info(
+            "Node %s closing (%s): returned %d requests to the frontier (%d prefetched, "
+            "never started)",
+            self.node_id,
+            reason,
+            moved,
+            unstarted,
+        )
+        self.stats.inc_value("frontier/returned", int(moved))
 
     async def recover(self) -> bool:
         self._last_recovery = time.monotonic()

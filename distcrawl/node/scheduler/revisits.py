@@ -34,9 +34,24 @@ if TYPE_CHECKING:
     from distcrawl.node.revisit.schedule import RevisitPolicy
     from distcrawl.node.scheduler.buffers import WriteBuffers
 
-__all__ = ["RevisitHooks", "unlisted_watch"]
+__all__ = ["RevisitHooks", "log_revisit_mode", "unlisted_watch"]
 
 logger = logging.getLogger(__name__)
+
+
+def log_revisit_mode(policy: RevisitPolicy) -> None:
+    logger.info(
+        "Revisit mode: %s (fixed rate, %.0f%% early; %s; URLs forgotten %.0f-%.0fs "
+        "after their last visit)",
+        ", ".join(f"{k} every {v:.0f}s" for k, v in policy.intervals.items())
+        or "site profiles only",
+        100 * policy.early,
+        f"backoff x{policy.backoff:.2f} up to x{policy.max_backoff:.1f}"
+        if policy.max_backoff > 1
+        else "no backoff",
+        policy.forget_ms / 1000,
+        2 * policy.forget_ms / 1000,
+    )
 
 
 def unlisted_watch(
