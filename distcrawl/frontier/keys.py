@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "CLUSTER_SLOTS",
     "DEFAULT_SHARDS",
+    "STATUS_LEASES_FIELD",
     "FrontierKeys",
     "ShardKeys",
     "default_shards",
@@ -211,6 +212,27 @@ class ShardKeys:
     def wait(self, site: str) -> str:
         return f"{self.prefix}:wait:{site}"
 
+    # -- the status registry: what the status reads instead of a key per node or per site -----
+
+    @property
+    def status(self) -> str:
+        """``waiting`` (requests in the shard's waiting rooms) and :meth:`status_leases`."""
+        return self._key("status")
+
+    @staticmethod
+    def status_leases(node: str) -> str:
+        """The field of :attr:`status` counting the leases <node> holds in the shard."""
+        return f"{STATUS_LEASES_FIELD}{node}"
+
+    @property
+    def cuts(self) -> str:
+        """Sites whose shared rate is cut: site -> ms of the cut, while it lasts."""
+        return self._key("cuts")
+
+
+#: the prefix of the :attr:`ShardKeys.status` fields that count a node's leases
+STATUS_LEASES_FIELD = "leases:"
+
 
 @dataclass(frozen=True)
 class FrontierKeys:
@@ -292,6 +314,11 @@ class FrontierKeys:
     @property
     def recovering(self) -> str:
         return self._key("recovering")
+
+    @property
+    def gone(self) -> str:
+        """Nodes that stopped cleanly or were recovered as dead in the last day: node -> ms."""
+        return self._key("gone")
 
     @property
     def wake(self) -> str:
