@@ -1,0 +1,34 @@
+"""distcrawl's vocabulary: every name an operator meets (reasons, stats keys, status words,
+metric names, command words), defined once with its meaning.
+
+Code takes each name from here; the docs render :func:`vocabulary`.
+"""
+
+from __future__ import annotations
+
+from distcrawl.base.names import commands, metrics, reasons, stats, status
+from distcrawl.base.names.terms import Term, registered
+
+__all__ = ["GROUPS", "Term", "vocabulary"]
+
+#: the groups of terms, in the order :func:`vocabulary` lists them
+GROUPS = (
+    reasons.DEAD_LETTER,
+    reasons.REFUSAL,
+    stats.STATS,
+    status.NODE_STATE,
+    status.ERROR_KIND,
+    metrics.METRIC,
+    commands.COMMAND,
+    commands.ACTION,
+)
+
+
+def vocabulary(group: str | None = None) -> list[Term]:
+    """Every term (or those of one of :data:`GROUPS`): name, meaning, and for a metric its
+    type and labels; a family's variable part is written ``<part>``."""
+    if group is not None and group not in GROUPS:
+        raise ValueError(f"no group {group!r}; the groups: {', '.join(GROUPS)}")
+    order = {name: i for i, name in enumerate(GROUPS)}
+    terms = sorted(registered(), key=lambda t: order[t.group])  # stable within a group
+    return [t for t in terms if group is None or t.group == group]

@@ -1,0 +1,90 @@
+"""Metric names of the dashboard's ``/metrics`` (Prometheus), with their type and labels.
+
+A counter's samples carry Prometheus' ``_total`` suffix after the name given here.
+"""
+
+from __future__ import annotations
+
+from distcrawl.base.names.terms import term
+
+__all__ = ["METRIC"]
+
+METRIC = "metric"
+
+
+def _gauge(name: str, meaning: str, *labels: str) -> str:
+    return term(METRIC, name, meaning, kind="gauge", labels=labels)
+
+
+def _counter(name: str, meaning: str, *labels: str) -> str:
+    return term(METRIC, name, meaning, kind="counter", labels=labels)
+
+
+UP = _gauge("distcrawl_up", "1 when the dashboard's last read of Redis succeeded")
+PAUSED = _gauge("distcrawl_paused", "1 while the cluster is paused (control pause)")
+DRAINED = _gauge(
+    "distcrawl_drained", "1 when nothing is left: queue, retries, in flight and seeds all empty"
+)
+FRONTIER_REQUESTS = _gauge(
+    "distcrawl_frontier_requests",
+    "requests queued, by page kind (queue and site waiting rooms)",
+    "kind",
+)
+QUEUED_REQUESTS = _gauge("distcrawl_frontier_queued_requests", "requests queued, all kinds")
+WAITING_FOR_SITE_REQUESTS = _gauge(
+    "distcrawl_frontier_waiting_for_site_requests", "queued requests waiting for their site"
+)
+PARKED_REQUESTS = _gauge("distcrawl_frontier_parked_requests", "parked retries (delayed until due)")
+IN_FLIGHT_REQUESTS = _gauge(
+    "distcrawl_frontier_in_flight_requests", "requests leased to nodes and not acked yet"
+)
+BACKLOG_REQUESTS = _gauge(
+    "distcrawl_frontier_backlog_requests",
+    "requests not finished: queued, parked, in flight, seeds",
+)
+SEEN_URLS = _gauge("distcrawl_frontier_seen_urls", "URLs in the shared dupefilter")
+REJECTED_ENTRIES = _gauge(
+    "distcrawl_frontier_rejected_entries", "refused seeds and queue entries kept for inspection"
+)
+SEEDS_WAITING = _gauge("distcrawl_seeds_waiting", "seeds in the start list or being seeded")
+PAGES = _counter("distcrawl_pages", "pages crawled by all nodes (sum of the nodes' counters)")
+ITEMS = _counter("distcrawl_items", "products scraped by all nodes (sum of the nodes' counters)")
+DRAIN_ETA_SECONDS = _gauge(
+    "distcrawl_drain_eta_seconds",
+    "estimated seconds until the backlog is drained (NaN: unknown)",
+)
+NODES = _gauge("distcrawl_nodes", "nodes by state", "state")
+NODE_PAGES = _counter("distcrawl_node_pages", "pages crawled by a node", "node")
+NODE_ITEMS = _counter("distcrawl_node_items", "products scraped by a node", "node")
+NODE_IN_FLIGHT = _gauge("distcrawl_node_requests_in_flight", "requests leased to a node", "node")
+NODE_HEARTBEAT_AGE = _gauge(
+    "distcrawl_node_heartbeat_age_seconds", "seconds since a node's last heartbeat", "node"
+)
+DEAD_LETTERS = _gauge(
+    "distcrawl_dead_letters",
+    "dead letters by dead-letter reason (reasons beyond the top ones: other; past the counted "
+    "sample: unsampled)",
+    "reason",
+)
+ERRORS = _counter(
+    "distcrawl_errors", "errors by kind (as status shows them), summed over the nodes", "kind"
+)
+SITE_IN_FLIGHT = _gauge(
+    "distcrawl_site_requests_in_flight", "requests in flight for a site (top sites only)", "site"
+)
+SITE_WAITING = _gauge(
+    "distcrawl_site_requests_waiting",
+    "requests waiting for a site's budget (top sites only)",
+    "site",
+)
+SITE_FACTOR = _gauge(
+    "distcrawl_site_adaptive_factor", "a site's adaptive rate factor, 0-1 (top sites only)", "site"
+)
+STORE_UP = _gauge("distcrawl_store_up", "1 when MongoDB answered the dashboard's last count")
+STORE_PRODUCTS = _gauge("distcrawl_store_products", "products stored in MongoDB")
+REFRESHES = _counter("distcrawl_dashboard_refreshes", "reads of the cluster made by this dashboard")
+
+#: label values a metric shows for what is not named: the rest of the top labels, and what
+#: lies past the counted sample of dead letters
+OTHER = "other"
+UNSAMPLED = "unsampled"

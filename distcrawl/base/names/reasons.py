@@ -1,0 +1,124 @@
+"""Reasons: why a request became a dead letter, and why a seed, a queue entry, a request or an
+item was refused. Each is a short, stable name: the same in logs, stats keys, ``status``, the
+``--reason`` filters, the dashboard and ``/metrics``."""
+
+from __future__ import annotations
+
+from distcrawl.base.names.terms import Family, term
+
+__all__ = ["DEAD_LETTER", "REFUSAL", "exception_reason", "http_reason"]
+
+DEAD_LETTER = "dead letter reason"
+REFUSAL = "refusal reason"
+
+# -- dead letters --------------------------------------------------------------------------
+
+HTTP = Family(
+    DEAD_LETTER,
+    "http_",
+    "status",
+    "the last try was answered with this HTTP status, one of RETRY_HTTP_CODES (http_503)",
+)
+EXCEPTION = term(
+    DEAD_LETTER,
+    "<ExceptionName>",
+    "the last try failed with this exception, one of RETRY_EXCEPTIONS, named by its class "
+    "without its module (DownloadConnectionRefusedError, DownloadTimeoutError)",
+)
+UNKNOWN = term(DEAD_LETTER, "unknown", "a dead letter whose record names no reason")
+UNREADABLE_RECORD = term(
+    DEAD_LETTER, "unreadable_record", "a dead letter (or refused entry) that is not a JSON object"
+)
+
+
+def http_reason(status: int) -> str:
+    """The reason of a request whose last try was answered *status*: ``http_503``."""
+    return HTTP(str(int(status)))
+
+
+def exception_reason(failure: BaseException | type | str) -> str:
+    """The reason of a request whose last try raised *failure* (an exception, its class, or
+    its dotted path as Scrapy's stats write it): the class name without its module."""
+    if isinstance(failure, BaseException):
+        failure = type(failure)
+    name = failure.__name__ if isinstance(failure, type) else str(failure)
+    return name.rpartition(".")[2]
+
+
+# -- refusals: seeds, queue entries, requests before download, items -----------------------
+# Where a reason applies: seed (``seed``, the start list), entry (a queue entry a node leases,
+# or one ``migrate`` moves), request (before its download), item (before MongoDB).
+
+EMPTY_URL = term(REFUSAL, "empty_url", "seed, entry: the URL is empty")
+URL_TOO_LONG = term(REFUSAL, "url_too_long", "seed, entry: the URL is longer than allowed")
+BAD_CHARACTERS = term(REFUSAL, "bad_characters", "seed, entry: the URL holds control characters")
+MALFORMED_URL = term(REFUSAL, "malformed_url", "seed, entry, request: the URL does not parse")
+BAD_SCHEME = term(REFUSAL, "bad_scheme", "seed, entry, request: not http or https")
+MISSING_HOST = term(REFUSAL, "missing_host", "seed, entry: the URL names no host")
+PRIVATE_ADDRESS = term(
+    REFUSAL,
+    "private_address",
+    "seed, entry, request: a private or loopback host (or one resolving to such an address), "
+    "not listed in DISTCRAWL_ALLOW_PRIVATE",
+)
+METADATA_ADDRESS = term(
+    REFUSAL, "metadata_address", "request: a cloud metadata address, never fetched"
+)
+SEED_TOO_LARGE = term(REFUSAL, "seed_too_large", "seed: larger than the seed size limit")
+EMPTY_SEED = term(REFUSAL, "empty_seed", "seed: blank")
+NOT_UTF8 = term(REFUSAL, "not_utf8", "seed, entry: not UTF-8 text")
+NOT_AN_OBJECT = term(REFUSAL, "not_an_object", "seed, entry: JSON, but not an object")
+BAD_JSON = term(REFUSAL, "bad_json", "seed: starts like a JSON object but does not parse")
+NOT_JSON = term(REFUSAL, "not_json", "entry: not JSON")
+MISSING_URL = term(REFUSAL, "missing_url", "seed, entry: a JSON object without a string url")
+UNKNOWN_KEYS = term(REFUSAL, "unknown_keys", "seed: keys other than url, priority and meta")
+BAD_PRIORITY = term(REFUSAL, "bad_priority", "seed, entry: a priority that is not a small integer")
+BAD_META = term(REFUSAL, "bad_meta", "seed, entry: meta that is not a JSON object")
+RESERVED_META = term(
+    REFUSAL, "reserved_meta", "seed: meta keys that steer the crawl's limits (depth, retries, ...)"
+)
+SPIDER_REFUSED = term(REFUSAL, "spider_refused", "seed: the spider made no request of it")
+TOO_LARGE = term(
+    REFUSAL,
+    "too_large",
+    "entry: a payload over the size limit; request: an answer over DOWNLOAD_MAXSIZE; item: a "
+    "product over MongoDB's document size",
+)
+PICKLE_REFUSED = term(
+    REFUSAL, "pickle_refused", "entry: a pickle (never loaded; migrate: without --trust-pickle)"
+)
+BAD_PICKLE = term(REFUSAL, "bad_pickle", "entry (migrate): a pickle that does not load as data")
+UNKNOWN_FIELDS = term(REFUSAL, "unknown_fields", "entry: fields the payload format does not have")
+DUPLICATE_FIELDS = term(REFUSAL, "duplicate_fields", "entry: a field given twice")
+BAD_FIELD = Family(
+    REFUSAL,
+    "bad_",
+    "field",
+    "entry: a field of the wrong type or out of range (bad_method, bad_headers, bad_body, "
+    "bad_cookies, bad_callback, ...)",
+)
+UNKNOWN_CALLBACK = term(
+    REFUSAL, "unknown_callback", "entry: a callback the spider does not have (or cannot queue)"
+)
+UNKNOWN_ERRBACK = term(
+    REFUSAL, "unknown_errback", "entry: an errback the spider does not have (or cannot queue)"
+)
+PRIVATE_CALLBACK = term(REFUSAL, "private_callback", "entry (migrate): a private callback")
+PRIVATE_ERRBACK = term(REFUSAL, "private_errback", "entry (migrate): a private errback")
+UNSAFE_META = term(REFUSAL, "unsafe_meta", "entry: meta keys that could steer the downloader")
+UNKNOWN_REQUEST_CLASS = term(
+    REFUSAL,
+    "unknown_request_class",
+    "entry: a request class not in DISTCRAWL_REQUEST_CLASSES",
+)
+UNQUEUEABLE = term(REFUSAL, "unqueueable", "entry (migrate): a request the codec cannot write")
+REDIRECT_LOOP = term(REFUSAL, "redirect_loop", "request: a redirect back to a URL already taken")
+PAGE_BUDGET = term(REFUSAL, "page_budget", "request: its site has used its page budget")
+MISSING_ITEM_FIELD = Family(
+    REFUSAL, "missing_", "field", "item: a product without this field (missing_url, missing_name)"
+)
+UNENCODABLE = term(REFUSAL, "unencodable", "item: a product MongoDB cannot encode")
+REVISIT_STATUS = term(
+    REFUSAL, "revisit_status", "item: a revisit with an answer that says nothing of the product"
+)
+REJECTED = term(REFUSAL, "rejected", "item: a product MongoDB refused (its message is logged)")

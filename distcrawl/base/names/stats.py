@@ -1,0 +1,211 @@
+"""Stats keys: what a node counts in ``crawler.stats`` (and publishes with its heartbeat), and
+the keys of Scrapy's own stats that ``status`` reads."""
+
+from __future__ import annotations
+
+from distcrawl.base.names.terms import Family, term
+
+__all__ = ["STATS"]
+
+STATS = "stats key"
+
+
+def _stat(name: str, meaning: str) -> str:
+    return term(STATS, name, meaning)
+
+
+# -- the catalog spider --------------------------------------------------------------------
+
+PAGES = Family(STATS, "catalog/pages/", "kind", "pages parsed, by page kind")
+PAGES_NOT_HTML = _stat("catalog/pages/not_html", "answers that were not HTML (not parsed)")
+LINKS_KNOWN = _stat(
+    "catalog/links/known",
+    "links not built again because the spider handed them over before (CATALOG_KNOWN_LINKS)",
+)
+LINKS_OFFSITE = _stat("catalog/links/offsite", "links to another site than the seed's, dropped")
+
+# -- the frontier, as a node sees it -------------------------------------------------------
+
+ENQUEUED = _stat("frontier/enqueued", "requests this node pushed that the frontier took as new")
+FILTERED = _stat("frontier/filtered", "requests the shared dupefilter dropped as already seen")
+FILTERED_LOCALLY = _stat(
+    "frontier/filtered_locally",
+    "requests dropped by the node itself: it had already sent the same fingerprint",
+)
+PARKED = _stat("frontier/parked", "retries parked in Redis until their backoff is over")
+ACKED = _stat("frontier/acked", "leases acknowledged (the request is finished for good)")
+STALE_ACKS = _stat(
+    "frontier/acks/stale",
+    "acks or dead letters for leases this node no longer held (it was presumed dead): fenced "
+    "off, they changed nothing",
+)
+PRIORITY_INVERSIONS = _stat(
+    "frontier/priority_inversions",
+    "leases of lower priority than the best request still queued in another shard read in the "
+    "same round trip",
+)
+LEASED = _stat("frontier/leased", "requests leased to this node")
+STARTED = _stat("frontier/started", "leased requests handed to Scrapy's engine")
+STARVED = _stat(
+    "frontier/starved", "times the engine asked for a request while the node had none prefetched"
+)
+ROUNDTRIPS = _stat("frontier/roundtrips", "round trips to Redis (one pipelined flush each)")
+DEAD_LETTERED = _stat("frontier/dead_lettered", "requests this node sent to the dead letters")
+REQUEUED_DEAD_LETTERS = _stat(
+    "frontier/requeued_dead_letters", "dead letters an operator re-queued, leased by this node"
+)
+UNQUEUEABLE = _stat(
+    "frontier/unqueueable",
+    "requests refused when queued (meta or cb_kwargs that are not JSON values, an unknown "
+    "callback)",
+)
+REFUSED = Family(
+    STATS, "frontier/refused/", "reason", "queue entries refused when leased, by refusal reason"
+)
+SEEDS_ACCEPTED = _stat("frontier/seeds/accepted", "seeds taken into the frontier")
+SEEDS_REFUSED = Family(
+    STATS, "frontier/seeds/refused/", "reason", "seeds refused, by refusal reason"
+)
+RECLAIMED = _stat(
+    "frontier/reclaimed", "leases of an earlier run of this node id taken back at start"
+)
+RETURNED = _stat("frontier/returned", "unfinished leases returned to the queue at a clean stop")
+RECOVERED = _stat("frontier/recovered", "requests this node returned to the queue from dead nodes")
+PRESUMED_DEAD = _stat(
+    "frontier/presumed_dead",
+    "times this node learnt it had been presumed dead and its leases recovered",
+)
+REDIS_REWINDS = _stat(
+    "frontier/redis_rewinds", "times this node found that Redis had lost its last writes"
+)
+LEASES_LOST = _stat("frontier/leases/lost", "leases Redis no longer knew (after a rewind), dropped")
+REDIS_ERRORS = _stat("frontier/redis_errors", "failed round trips to Redis (outages included)")
+SITE_CUTS = Family(
+    STATS,
+    "frontier/site_cuts/",
+    "cause",
+    "cuts of a site's shared rate this node made, by cause (throttled: 429 or 503, slow: over "
+    "DISTCRAWL_SITE_LATENCY_TARGET)",
+)
+SITE_RECOVERIES = _stat("frontier/site_recoveries", "sites seen back at their full shared rate")
+WOKEN = _stat("frontier/woken", "times an idle node was woken by the wake channel")
+
+# -- Scrapy's and scrapy-redis' names, kept ------------------------------------------------
+
+SCHEDULER_ENQUEUED = _stat("scheduler/enqueued", "as in Scrapy: requests queued")
+SCHEDULER_ENQUEUED_REDIS = _stat(
+    "scheduler/enqueued/redis", "as in scrapy-redis: requests queued in Redis"
+)
+SCHEDULER_DEQUEUED = _stat("scheduler/dequeued", "as in Scrapy: requests taken from the scheduler")
+SCHEDULER_DEQUEUED_REDIS = _stat(
+    "scheduler/dequeued/redis", "as in scrapy-redis: requests taken from Redis"
+)
+DUPEFILTER_FILTERED = _stat("dupefilter/filtered", "as in Scrapy: requests dropped as already seen")
+ITEM_SCRAPED = _stat(
+    "item_scraped_count",
+    "as in Scrapy; counts products only (revisit items are counted apart)",
+)
+RESPONSE_RECEIVED = _stat("response_received_count", "as in Scrapy: answers received")
+LOG_ERRORS = _stat("log_count/ERROR", "as in Scrapy: lines logged at level ERROR")
+RESPONSE_STATUS = Family(
+    STATS,
+    "downloader/response_status_count/",
+    "status",
+    "as in Scrapy: answers by HTTP status",
+)
+EXCEPTION_TYPE = Family(
+    STATS,
+    "downloader/exception_type_count/",
+    "exception",
+    "as in Scrapy: failed downloads by exception (its dotted path)",
+)
+SPIDER_EXCEPTIONS = Family(
+    STATS, "spider_exceptions/", "exception", "as in Scrapy: callbacks that raised, by exception"
+)
+RETRY_COUNT = _stat("retry/count", "as in Scrapy: retries scheduled")
+RETRY_MAX_REACHED = _stat(
+    "retry/max_reached", "as in Scrapy: requests that failed their last try (dead-lettered here)"
+)
+RETRY_REASONS = Family(
+    STATS,
+    "retry/reason_count/",
+    "reason",
+    "retries by dead-letter reason (the reason a request's dead letter gets after its last try)",
+)
+
+# -- retries -------------------------------------------------------------------------------
+
+RETRY_DELAYED_MS = _stat("retry/delayed_ms", "milliseconds of backoff the node's retries waited")
+RETRY_AFTER_HONOURED = _stat(
+    "retry/retry_after_honoured", "retries that waited as a Retry-After header asked"
+)
+
+# -- revisit mode --------------------------------------------------------------------------
+
+REVISIT_SCHEDULED = _stat("revisit/scheduled", "pages scheduled for a revisit")
+REVISIT_VERDICT = Family(
+    STATS,
+    "revisit/",
+    "verdict",
+    "revisits by what they found: first (scheduled after a first visit), changed, unchanged "
+    "(a 304 or the same body), gone (404 or 410)",
+)
+REVISIT_CONDITIONAL = _stat(
+    "revisit/conditional", "revisits sent with If-None-Match / If-Modified-Since"
+)
+REVISIT_NOT_MODIFIED = _stat("revisit/not_modified", "revisits answered 304 Not Modified")
+REVISIT_UNLISTED = _stat("revisit/unlisted", "products a revisited listing no longer links")
+REVISIT_UNSCHEDULABLE = _stat(
+    "revisit/unschedulable", "pages that could not be scheduled again (their state did not fit)"
+)
+REVISIT_SCRAPED = _stat(
+    "revisit_scraped_count", "revisit items (a 304 or a gone page turned into an update)"
+)
+FRESHNESS_NOT_MODIFIED = _stat(
+    "freshness/not_modified", "304 answers turned into a last_seen update"
+)
+FRESHNESS_GONE = _stat("freshness/gone", "product pages answering a gone status, marked gone_at")
+FRESHNESS_UNLISTED = _stat(
+    "freshness/unlisted", "products stored as gone because they left every listing"
+)
+
+# -- the MongoDB pipeline ------------------------------------------------------------------
+
+#: the prefix of the pipeline's and the store's counters (their names below)
+PIPELINE_PREFIX = "pipeline/"
+WRITTEN = _stat("pipeline/written", "products written to MongoDB")
+INSERTED = _stat("pipeline/inserted", "new products inserted")
+UPDATED = _stat("pipeline/updated", "known products updated")
+BATCHES = _stat("pipeline/batches", "bulk writes")
+WRITE_RETRIES = _stat("pipeline/retries", "bulk writes retried after a failure")
+CHANGES = _stat("pipeline/changes", "changes of price, currency or availability logged")
+NOT_MODIFIED = _stat("pipeline/not_modified", "products seen again by a 304")
+GONE = _stat("pipeline/gone", "products marked gone")
+REVISIT_UNKNOWN = _stat(
+    "pipeline/revisit_unknown", "revisits of a page whose product is not stored"
+)
+JOURNALED = _stat("pipeline/journaled", "products written to the local journal during an outage")
+REPLAYED = _stat("pipeline/replayed", "products replayed from a journal into MongoDB")
+JOURNAL_DAMAGED = _stat("pipeline/journal_damaged", "damaged journal records skipped at replay")
+JOURNAL_HELD = _stat(
+    "pipeline/journal_held", "products left in the local journal (not in MongoDB yet)"
+)
+ITEMS_DROPPED = Family(STATS, "pipeline/dropped/", "reason", "items dropped, by refusal reason")
+
+# -- safety --------------------------------------------------------------------------------
+
+SAFETY_REFUSED = Family(
+    STATS, "safety/refused/", "reason", "requests refused before download, by refusal reason"
+)
+SAFETY_UNRESOLVED = _stat("safety/unresolved", "host names that did not resolve")
+PAGE_BUDGET_UNAVAILABLE = _stat(
+    "safety/page_budget_unavailable",
+    "pages let through while the page budget in Redis could not be read",
+)
+ROBOTSTXT_SHARED = _stat(
+    "robotstxt/shared", "robots.txt answers taken from Redis instead of fetched"
+)
+GC_FROZEN = _stat(
+    "gc/frozen_objects",
+    "objects moved out of the garbage collector's way at start (DISTCRAWL_GC_FREEZE)",
+)
