@@ -4,7 +4,9 @@ Extends Scrapy's RetryMiddleware (``RETRY_TIMES``, ``RETRY_HTTP_CODES``, ``RETRY
 ``RETRY_PRIORITY_ADJUST``, per-request ``max_retry_times`` / ``dont_retry`` all still apply).
 A retry is not re-sent at once: it carries a delay in ``meta["distcrawl_delay"]`` and the
 frontier parks it in Redis until it falls due, so any node may take it and a node that dies
-while it waits loses nothing. When the last try fails, the request goes to the dead letters.
+while it waits loses nothing. When the last try fails, the request goes to the dead letters
+with its reason (:mod:`distcrawl.base.names.reasons`): ``http_503`` for an answer, the
+exception's class name (``DownloadConnectionRefusedError``) for a failure.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.python import global_object_name
 
+from distcrawl.base.names import stats as stat_keys
+from distcrawl.base.names.reasons import exception_reason, http_reason
 from distcrawl.node.internals import check_retry_middleware
 from distcrawl.node.signals import request_dead_lettered
 
@@ -96,7 +99,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         retry_after = None
         if response.status in RETRY_AFTER_STATUSES:
             retry_after = parse_retry_after(response.headers.get(b"Retry-After"))
-        retry = self._backoff(request, f"http_{response.status}", retry_after, response.status)
+        retry = self._backoff(request, http_reason(response.status), retry_after, response.status)
         return retry or response
 
     def process_exception(
@@ -105,7 +108,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
             "dont_retry", False
         ):
-            retry = self._backoff(request, global_object_name(exception.__class__), None, None)
+            retry = self._backoff(request, exception_reason(exception), None, None)
             if retry is None:
                 # dead-lettered, and the give-up is logged: no second report with a traceback
                 raise IgnoreRequest(f"dead-lettered after its last try: {exception!r}")
@@ -137,8 +140,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
         delay = backoff_delay(attempt, base=self.base, cap=self.cap, jitter=self.jitter)
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.retry_after_max))
-            stats.inc_value("retry/retry_after_honoured")
+            stats.inc_value(stat_keys.RETRY_AFTER_HONOURED)
         retry.meta["distcrawl_delay"] = round(delay, 3)
         retry.meta["retry_first_attempt"] = first
-        stats.inc_value("retry/delayed_ms", int(delay * 1000))
+        stats.inc_value(stat_keys.RETRY_DELAYED_MS, int(delay * 1000))
         return retry
