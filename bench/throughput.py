@@ -34,8 +34,8 @@ from typing import Any
 
 import redis
 
-from distcrawl.commands.control import pause, resume
 from distcrawl.frontier.store import FrontierKeys
+from distcrawl.ops.control import pause, resume
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -12,20 +12,30 @@ import re
 import sys
 from collections.abc import Sequence
 
+from distcrawl.base.names import commands as words
+from distcrawl.base.names import vocabulary
+
 #: sub-command name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
+MODULES: dict[str, str] = {
+    words.DEMO: "distcrawl.demo.run",
+    words.SHOP: "distcrawl.demo.server",
+    words.EXTRACT: "distcrawl.extract.cli",
+    words.PROFILE: "distcrawl.extract.draft",
+    words.STATUS: "distcrawl.commands.status",
+    words.SEED: "distcrawl.commands.seed",
+    words.DEADLETTERS: "distcrawl.commands.deadletters",
+    words.CONTROL: "distcrawl.commands.control",
+    words.JOURNAL: "distcrawl.commands.journal",
+    words.MIGRATE: "distcrawl.commands.migrate",
+    # the dashboard's command lives with the dashboard (the CLI and the web never meet)
+    words.WEB: "distcrawl.web.command",
+    words.SERVICES: "distcrawl.commands.services",
+}
+#: sub-command name -> (module, one line of help from the vocabulary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("distcrawl.demo.run", "run a demo crawl of the bundled shop on embedded services"),
-    "shop": ("distcrawl.demo.server", "serve the bundled demo shop on 127.0.0.1"),
-    "extract": ("distcrawl.extract.cli", "show what the spider would extract from pages"),
-    "profile": ("distcrawl.extract.draft", "draft a site profile from a shop's pages"),
-    "status": ("distcrawl.commands.status", "show the whole cluster: queue, nodes, rates"),
-    "seed": ("distcrawl.commands.seed", "validate and push seeds into the frontier"),
-    "deadletters": ("distcrawl.commands.deadletters", "list, re-queue or purge dead letters"),
-    "control": ("distcrawl.commands.control", "pause, resume or reset the crawl"),
-    "journal": ("distcrawl.commands.journal", "show or replay a node's local journal"),
-    "migrate": ("distcrawl.commands.migrate", "move a scrapy-redis crawl into the frontier"),
-    "web": ("distcrawl.commands.web", "serve the live dashboard and Prometheus /metrics"),
-    "services": ("distcrawl.commands.services", "start or show the embedded Redis and MongoDB"),
+    term.name: (MODULES[term.name], term.meaning)
+    for term in vocabulary(words.COMMAND)
+    if term.name in MODULES
 }
 
 

@@ -1,11 +1,11 @@
 """``deadletters``: see, count, re-queue and purge the requests whose last try failed.
 
-``scrapy deadletters catalog list|count|requeue|purge [--site S] [--reason R] [--json]``;
-``refused`` lists the refused seeds and queue entries (kept in ``{catalog}:rejected``).
-(or ``distcrawl deadletters``). ``--site`` (a host) and ``--reason`` (as recorded, e.g.
-``http_503``) may be repeated and combine: a dead letter matches when its site is one of the
-sites and its reason one of the reasons. ``requeue`` moves the matching ones back to the queue
-atomically (``requeue_dead`` in ``frontier.lua``); ``purge`` deletes them and needs
+``scrapy deadletters catalog list|count|requeue|purge [--site S] [--reason R] [--json]``
+(or ``distcrawl deadletters``); ``refused`` lists the refused seeds and queue entries (kept in
+``{catalog}:rejected``). ``--site`` (a host) and ``--reason`` (as ``status`` shows it, e.g.
+``http_503`` or ``DownloadConnectionRefusedError``) may be repeated and combine: a dead letter
+matches when its site is one of the sites and its reason one of the reasons. ``requeue``
+moves the matching ones back to the queue atomically; ``purge`` deletes them and needs
 ``--yes-really``.
 """
 
@@ -21,39 +21,28 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
-from distcrawl.commands._common import (
-    add_spider_argument,
-    crawl_keys,
-    entry_points,
-    redis_client,
-    redis_error,
-    redis_url,
-    warn_if_no_crawl,
-)
-from distcrawl.frontier.store import FrontierStore
-from distcrawl.ops.status import record_site
+from distcrawl.base.names import commands as words
+from distcrawl.commands._common import redis_error, warn_if_no_crawl
+from distcrawl.ops import deadletters
+from distcrawl.ops.context import Context
+from distcrawl.ops.entry import add_spider_argument, entry_points
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from scrapy.settings import BaseSettings
 
-    from distcrawl.frontier.store import FrontierKeys
+    from distcrawl.ops.deadletters import DeadLetter, Refused, Tally
 
-__all__ = ["Command", "add_arguments", "count", "execute", "matching", "purge", "requeue", "run"]
+__all__ = ["Command", "add_arguments", "execute", "run"]
 
-ACTIONS = ("list", "count", "requeue", "purge", "refused")
 #: dead letters shown by ``list`` unless ``--limit`` says otherwise (0 = all)
 DEFAULT_LIST_LIMIT = 50
-#: dead letters moved or deleted per Redis call, so no single call blocks the server for long
-_BATCH = 500
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     add_spider_argument(parser)
     parser.add_argument(
         "action",
-        choices=ACTIONS,
+        choices=words.DEADLETTERS_ACTIONS,
         help="list | count | requeue | purge dead letters; refused lists the refused seeds "
         "and queue entries, kept in {SPIDER}:rejected (newest first, --limit)",
     )
@@ -61,7 +50,10 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
         "--site", action="append", default=[], help="only this site (host); repeatable"
     )
     parser.add_argument(
-        "--reason", action="append", default=[], help="only this reason; repeatable"
+        "--reason",
+        action="append",
+        default=[],
+        help="only this reason, as status shows it; repeatable",
     )
     parser.add_argument(
         "--limit",
@@ -73,184 +65,103 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _record(raw: Any) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        return {"reason": "unreadable_record"}
-    return value if isinstance(value, dict) else {"reason": "unreadable_record"}
-
-
-def matching(
-    client: redis.Redis, keys: FrontierKeys, *, sites: list[str], reasons: list[str]
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(id, record)`` of every dead letter that matches the filters (empty = any)."""
-    wanted_sites = {s.lower() for s in sites}
-    wanted_reasons = set(reasons)
-    for dead_id, raw in _all_dead(client, keys):
-        record = _record(raw)
-        if wanted_sites and record_site(record).lower() not in wanted_sites:
-            continue
-        if wanted_reasons and str(record.get("reason")) not in wanted_reasons:
-            continue
-        yield _text(dead_id), record
-
-
-def _all_dead(client: redis.Redis, keys: FrontierKeys) -> Iterator[tuple[Any, Any]]:
-    for shard in keys.all_shards():
-        yield from client.hscan_iter(shard.dead, count=1000)
-
-
-def count(records: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    by_reason: dict[str, int] = {}
-    by_site: dict[str, int] = {}
-    for _, record in records:
-        reason = str(record.get("reason") or "unknown")
-        by_reason[reason] = by_reason.get(reason, 0) + 1
-        site = record_site(record)
-        by_site[site] = by_site.get(site, 0) + 1
-    return {"total": len(records), "by_reason": _most(by_reason), "by_site": _most(by_site)}
-
-
-def _most(counts: dict[str, int]) -> dict[str, int]:
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def requeue(client: redis.Redis, keys: FrontierKeys, ids: list[str]) -> int:
-    """Move the dead letters *ids* back to the queue; returns how many moved."""
-    store = FrontierStore(client, keys)
-    moved = 0
-    for i in range(0, len(ids), _BATCH):
-        moved += int(store.requeue_dead(ids[i : i + _BATCH]))
-    return moved
-
-
-def purge(client: redis.Redis, keys: FrontierKeys, ids: list[str]) -> int:
-    deleted = 0
-    for i in range(0, len(ids), _BATCH):
-        for shard in keys.all_shards():
-            deleted += int(client.hdel(shard.dead, *ids[i : i + _BATCH]))
-    return deleted
-
-
-def _summary(dead_id: str, record: dict[str, Any]) -> dict[str, Any]:
-    """A record without its request payload (which is long and only for re-queueing)."""
-    return {"id": dead_id, **{k: v for k, v in record.items() if k != "request"}}
-
-
 def _when(value: Any) -> str:
-    if not isinstance(value, (int, float)):
+    if not isinstance(value, (int, float)) or not value:
         return "-"
     return dt.datetime.fromtimestamp(value, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _show_list(records: list[tuple[str, dict[str, Any]]], total: int) -> None:
+def _show_list(letters: list[DeadLetter], total: int) -> None:
     table = Table(box=None, header_style="bold")
     for column in ("id", "reason", "attempts", "last attempt (UTC)", "node", "url"):
         table.add_column(column, overflow="fold" if column == "url" else "ellipsis")
-    for dead_id, record in records:
+    for letter in letters:
+        record = letter.record
         table.add_row(
-            dead_id[:12],
-            str(record.get("reason", "-")),
+            letter.id[:12],
+            letter.reason,
             str(record.get("attempts", "-")),
-            _when(record.get("last_attempt", record.get("at"))),
+            _when(letter.when),
             str(record.get("node", "-")),
             str(record.get("url", "-")),
         )
     console = Console()
     console.print(table)
-    console.print(f"{len(records)} of {total} matching dead letters shown")
+    console.print(f"{len(letters)} of {total} matching dead letters shown")
 
 
-def _show_counts(counts: dict[str, Any]) -> None:
+def _show_counts(counts: Tally) -> None:
     console = Console()
-    console.print(f"{counts['total']} dead letters")
-    for title, key in (("by reason", "by_reason"), ("by site", "by_site")):
+    console.print(f"{counts.total} dead letters")
+    for title, pairs in (("by reason", counts.by_reason), ("by site", counts.by_site)):
         table = Table(title=title, title_justify="left", box=None, show_header=False)
         table.add_column(style="cyan")
         table.add_column(justify="right")
-        for name, n in counts[key].items():
+        for name, n in pairs.items():
             table.add_row(name, str(n))
         console.print(table)
 
 
-def _show_refused(client: redis.Redis, keys: FrontierKeys, opts: argparse.Namespace) -> int:
-    """The refused seeds and queue entries, newest first (the list is bounded by the nodes)."""
-    total = int(client.llen(keys.rejected))
-    end = opts.limit - 1 if opts.limit > 0 else -1
-    entries = []
-    for raw in client.lrange(keys.rejected, 0, end):
-        try:
-            entry = json.loads(raw)
-        except ValueError:
-            entry = {"raw": _text(raw), "reason": "unreadable"}
-        entries.append(entry if isinstance(entry, dict) else {"raw": str(entry)})
-    if opts.json:
-        print(json.dumps({"total": total, "refused": entries}))
-        return 0
+def _show_refused(found: Refused, where: str) -> None:
     table = Table(box=None, header_style="bold")
     for column in ("when (UTC)", "kind", "reason", "node", "entry"):
         table.add_column(column, overflow="fold")
-    for entry in entries:
-        at = entry.get("at")
-        when = (
-            dt.datetime.fromtimestamp(float(at), tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-            if isinstance(at, (int, float))
-            else "-"
-        )
-        raw = str(entry.get("raw", ""))
+    for entry in found.entries:
+        raw = entry["raw"]
         table.add_row(
-            when,
-            str(entry.get("kind", "-")),
-            str(entry.get("reason", "-")),
-            str(entry.get("node", "-")),
+            _when(entry["at"]),
+            str(entry["kind"] or "-"),
+            entry["reason"],
+            str(entry["node"] or "-"),
             raw if len(raw) <= 120 else raw[:117] + "...",
         )
     console = Console()
     console.print(table)
-    console.print(f"{len(entries)} of {total} refused entries shown (kept in {keys.rejected})")
-    return 0
+    console.print(f"{len(found.entries)} of {found.total} refused entries shown (kept in {where})")
 
 
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
-    if opts.action == "purge" and not opts.yes_really:
+    if opts.action == words.PURGE and not opts.yes_really:
         print("purge deletes dead letters for good: add --yes-really to confirm", file=sys.stderr)
         return 2
-    keys = crawl_keys(settings, opts.spider)
-    url = redis_url(settings)
-    client = redis_client(settings)
+    ctx = Context(settings, opts.spider)
+    keys = ctx.keys
+    client = ctx.client()
     try:
-        warn_if_no_crawl(client, keys, url)
-        if opts.action == "refused":
-            return _show_refused(client, keys, opts)
-        records = list(matching(client, keys, sites=opts.site, reasons=opts.reason))
+        warn_if_no_crawl(ctx, client)
+        if opts.action == words.REFUSED:
+            found = deadletters.refused(client, keys, opts.limit)
+            if opts.json:
+                print(json.dumps({"total": found.total, "refused": found.entries}))
+            else:
+                _show_refused(found, keys.rejected)
+            return 0
+        letters = deadletters.matching(client, keys, sites=opts.site, reasons=opts.reason)
         outcome: dict[str, Any]
-        if opts.action == "list":
-            records.sort(key=lambda r: -float(r[1].get("last_attempt") or r[1].get("at") or 0))
-            shown = records[: opts.limit] if opts.limit > 0 else records
+        if opts.action == words.LIST:
+            letters.sort(key=lambda letter: -letter.when)
+            shown = letters[: opts.limit] if opts.limit > 0 else letters
             if not opts.json:
-                _show_list(shown, len(records))
+                _show_list(shown, len(letters))
                 return 0
-            outcome = {"total": len(records), "dead_letters": [_summary(*r) for r in shown]}
-        elif opts.action == "count":
-            outcome = count(records)
+            outcome = {"total": len(letters), "dead_letters": [d.summary() for d in shown]}
+        elif opts.action == words.COUNT:
+            counts = deadletters.tally(letters)
             if not opts.json:
-                _show_counts(outcome)
+                _show_counts(counts)
                 return 0
-        elif opts.action == "requeue":
-            moved = requeue(client, keys, [dead_id for dead_id, _ in records])
-            outcome = {"matched": len(records), "requeued": moved}
-            message = f"re-queued {moved} of {len(records)} matching dead letters"
+            outcome = {"total": counts.total, "by_reason": counts.by_reason}
+            outcome["by_site"] = counts.by_site
+        elif opts.action == words.REQUEUE:
+            moved = deadletters.requeue(client, keys, [letter.id for letter in letters])
+            outcome = {"matched": len(letters), "requeued": moved}
+            message = f"re-queued {moved} of {len(letters)} matching dead letters"
         else:
-            deleted = purge(client, keys, [dead_id for dead_id, _ in records])
-            outcome = {"matched": len(records), "purged": deleted}
-            message = f"purged {deleted} of {len(records)} matching dead letters"
+            deleted = deadletters.purge(client, keys, letters)
+            outcome = {"matched": len(letters), "purged": deleted}
+            message = f"purged {deleted} of {len(letters)} matching dead letters"
     except (redis.RedisError, OSError) as exc:
-        return redis_error(url, exc)
+        return redis_error(ctx.redis_url, exc)
     finally:
         client.close()
     print(json.dumps(outcome) if opts.json else message)

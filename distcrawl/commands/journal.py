@@ -19,24 +19,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pymongo.errors import PyMongoError
-from pymongo.write_concern import WriteConcern
-
-from distcrawl.base.urls import mask_url
-from distcrawl.commands._common import entry_points
-from distcrawl.node.pipeline import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_PRICE_HISTORY,
-    DEFAULT_TIMEOUT,
-    DEFAULT_WRITE_CONCERN,
-)
-from distcrawl.servers.embedded import ensure_mongo, resolve_home
-from distcrawl.storage.journal import Journal
-from distcrawl.storage.replay import ReplaySummary, replay_journal
-from distcrawl.storage.writer import DEFAULT_CHANGES_COLLECTION, MongoWriter
+from distcrawl.base.names import commands as words
+from distcrawl.ops import journal
+from distcrawl.ops.entry import entry_points
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
+
+    from distcrawl.storage.replay import ReplaySummary
 
 __all__ = ["Command", "add_arguments", "execute", "run"]
 
@@ -45,7 +35,7 @@ _PROGRESS_EVERY = 1.0
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=("show", "replay"), help="what to do")
+    parser.add_argument("action", choices=words.JOURNAL_ACTIONS, help="what to do")
     parser.add_argument("directory", type=Path, metavar="DIR", help="the journal directory")
     parser.add_argument(
         "--mongo-uri", default=None, metavar="URI", help="MongoDB to replay onto (MONGO_URI)"
@@ -56,78 +46,16 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
 
 
-def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
-    directory: Path = opts.directory
-    if not directory.is_dir():
-        print(f"error: {directory} is not a directory", file=sys.stderr)
-        return 2
-    targets = Journal.targets(directory)
-    if opts.action == "show":
-        return _show(directory, targets, opts.json)
-    if not targets:
-        _report(opts.json, {"directory": str(directory), "targets": [], "replayed": 0, "left": 0})
-        return 0
-    uri = opts.mongo_uri or settings.get("MONGO_URI") or ""
-    if not uri and settings.getbool("DISTCRAWL_EMBEDDED", True):
-        uri = ensure_mongo(resolve_home(settings.get("DISTCRAWL_HOME") or None))
-    if not uri:
-        print("error: no MongoDB: give --mongo-uri or set MONGO_URI", file=sys.stderr)
-        return 2
-    batch_size = opts.batch_size or settings.getint("MONGO_BATCH_SIZE", DEFAULT_BATCH_SIZE)
-    outcome: dict[str, Any] = {
-        "directory": str(directory),
-        "mongo_uri": mask_url(uri),
-        "targets": [],
-        "replayed": 0,
-        "rejected": 0,
-        "damaged": 0,
-        "left": 0,
-    }
-    status = 0
-    for database, collection in targets:
-        journal = Journal(directory, database=database, collection=collection)
-        onto = (opts.database or database, opts.collection or collection)
-        result = _replay(journal, uri, onto, batch_size, settings)
-        outcome["targets"].append(result)
-        for key in ("replayed", "rejected", "damaged", "left"):
-            outcome[key] += result[key]
-        if result["left"] or result["rejected"] or result.get("error"):
-            status = 1
-    _report(opts.json, outcome)
-    return status
+class _Progress:
+    """A progress line on stderr at most every :data:`_PROGRESS_EVERY` seconds."""
 
+    def __init__(self) -> None:
+        self.last = 0.0
 
-def _replay(
-    journal: Journal,
-    uri: str,
-    onto: tuple[str, str],
-    batch_size: int,
-    settings: BaseSettings,
-) -> dict[str, Any]:
-    source = f"{journal.header['database']}.{journal.header['collection']}"
-    segments, products = journal.held()
-    result: dict[str, Any] = {
-        "journal": source,
-        "onto": f"{onto[0]}.{onto[1]}",
-        "segments": segments,
-        "products": products,
-        "held_by_live_nodes": len(_target_segments(journal)) - segments,
-    }
-    writer = MongoWriter(
-        uri=uri,
-        database=onto[0],
-        collection=onto[1],
-        history=max(0, settings.getint("MONGO_PRICE_HISTORY", DEFAULT_PRICE_HISTORY)),
-        write_concern=WriteConcern(**DEFAULT_WRITE_CONCERN),
-        timeout=settings.getfloat("MONGO_TIMEOUT", DEFAULT_TIMEOUT),
-        changes=settings.get("MONGO_CHANGES_COLLECTION", DEFAULT_CHANGES_COLLECTION) or None,
-    )
-    last = [0.0]
-
-    def progress(summary: ReplaySummary) -> None:
+    def __call__(self, source: str, summary: ReplaySummary, products: int, segments: int) -> None:
         now = time.monotonic()
-        if now - last[0] >= _PROGRESS_EVERY:
-            last[0] = now
+        if now - self.last >= _PROGRESS_EVERY:
+            self.last = now
             print(
                 f"{source}: {summary.replayed}/{products} products, "
                 f"{summary.segments}/{segments} segments",
@@ -135,52 +63,45 @@ def _replay(
                 flush=True,
             )
 
-    summary = ReplaySummary()
-    try:
-        writer.ensure_collection()
-        summary = replay_journal(journal, writer, batch_size=batch_size, progress=progress)
-    except PyMongoError as exc:
-        result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-        print(f"error: MongoDB at {mask_url(uri)}: {result['error']}", file=sys.stderr)
-    finally:
-        writer.close()
-    result.update(
-        replayed=summary.replayed,
-        rejected=summary.rejected,
-        damaged=summary.damaged,
-        segments_done=summary.segments,
-        left=journal.held()[1],
+
+def _refused(message: str) -> None:
+    print(f"refused by MongoDB: {message}", file=sys.stderr)
+
+
+def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
+    directory: Path = opts.directory
+    if not directory.is_dir():
+        print(f"error: {directory} is not a directory", file=sys.stderr)
+        return 2
+    if opts.action == words.SHOW:
+        return _show(directory, journal.held(directory), opts.json)
+    if not journal.targets(directory):
+        _report(opts.json, {"directory": str(directory), "targets": [], "replayed": 0, "left": 0})
+        return 0
+    uri = journal.replay_uri(settings, opts.mongo_uri)
+    if not uri:
+        print("error: no MongoDB: give --mongo-uri or set MONGO_URI", file=sys.stderr)
+        return 2
+    outcome = journal.replay(
+        directory,
+        uri,
+        journal.ReplayOptions(settings, opts.batch_size),
+        database=opts.database,
+        collection=opts.collection,
+        progress=_Progress(),
+        refused=_refused,
     )
-    for message in summary.messages or ():
-        print(f"refused by MongoDB: {message}", file=sys.stderr)
-    return result
+    status = 0
+    for target in outcome["targets"]:
+        if target.get("error"):
+            print(f"error: MongoDB at {outcome['mongo_uri']}: {target['error']}", file=sys.stderr)
+        if target["left"] or target["rejected"] or target.get("error"):
+            status = 1
+    _report(opts.json, outcome)
+    return status
 
 
-def _target_segments(journal: Journal) -> list[Path]:
-    paths = []
-    for path in journal.segments():
-        try:
-            with open(path, encoding="utf-8") as handle:
-                if json.loads(handle.readline()) == journal.header:
-                    paths.append(path)
-        except (OSError, ValueError):
-            continue
-    return paths
-
-
-def _show(directory: Path, targets: list[tuple[str, str]], as_json: bool) -> int:
-    rows = []
-    for database, collection in targets:
-        journal = Journal(directory, database=database, collection=collection)
-        segments, products = journal.held()
-        rows.append(
-            {
-                "journal": f"{database}.{collection}",
-                "segments": segments,
-                "products": products,
-                "held_by_live_nodes": len(_target_segments(journal)) - segments,
-            }
-        )
+def _show(directory: Path, rows: list[dict[str, Any]], as_json: bool) -> int:
     if as_json:
         print(json.dumps({"directory": str(directory), "targets": rows}))
         return 0

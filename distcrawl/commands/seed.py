@@ -3,9 +3,9 @@ why each refused one was refused.
 
 ``scrapy seed catalog URL... [--priority P] [--meta JSON] [--file F]`` (or ``distcrawl seed``).
 A seed is a URL or a JSON object ``{"url", "priority", "meta"}``; ``--priority`` / ``--meta``
-turn plain URLs into JSON seeds and fill the keys a JSON seed leaves out. The check is
-:func:`distcrawl.node.seeds.parse.parse_seed`, with ``DISTCRAWL_ALLOW_PRIVATE`` as the nodes read
-it. Exit status: 0 when every seed was queued, 1 when any was refused, 2 on a usage error.
+turn plain URLs into JSON seeds and fill the keys a JSON seed leaves out. The check is the
+nodes' own, with ``DISTCRAWL_ALLOW_PRIVATE`` as the nodes read it. Exit status: 0 when every
+seed was queued, 1 when any was refused, 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -14,30 +14,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis
 
-from distcrawl.commands._common import (
-    add_spider_argument,
-    allow_private,
-    crawl_keys,
-    entry_points,
-    redis_client,
-    redis_error,
-    redis_url,
-)
-from distcrawl.node.seeds.parse import BadSeed, parse_seed, refusal_hint
+from distcrawl.commands._common import redis_error
+from distcrawl.ops import seeds
+from distcrawl.ops.context import Context
+from distcrawl.ops.entry import add_spider_argument, entry_points
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from scrapy.settings import BaseSettings
 
-__all__ = ["Command", "add_arguments", "execute", "prepare", "run"]
-
-#: seeds pushed per LPUSH
-_PUSH_BATCH = 1000
+__all__ = ["Command", "add_arguments", "execute", "run"]
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,44 +57,6 @@ def read_lines(paths: Iterable[str]) -> list[str]:
     return lines
 
 
-def prepare(raw: str, priority: int | None, meta: dict[str, Any] | None) -> str:
-    """The seed to push: *raw* as given, or a JSON seed carrying *priority* and *meta*."""
-    raw = raw.strip()
-    if priority is None and meta is None:
-        return raw
-    extra: dict[str, Any] = {}
-    if priority is not None:
-        extra["priority"] = priority
-    if meta is not None:
-        extra["meta"] = meta
-    if raw.startswith("{"):
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return raw  # parse_seed says why
-        if not isinstance(data, dict):
-            return raw
-        return json.dumps({**extra, **data}, separators=(",", ":"))
-    return json.dumps({"url": raw, **extra}, separators=(",", ":"))
-
-
-def check(
-    seeds: Iterable[tuple[str, str]], *, allow: bool | frozenset[str]
-) -> tuple[list[str], list[dict[str, str]]]:
-    """Split ``(as given, as pushed)`` seeds into the accepted ones (as pushed) and refusals
-    ``{seed (as given), reason, error}``."""
-    accepted: list[str] = []
-    refused: list[dict[str, str]] = []
-    for given, raw in seeds:
-        try:
-            parse_seed(raw, allow_private=allow)
-        except BadSeed as exc:
-            refused.append({"seed": given[:300], "reason": exc.reason, "error": str(exc)})
-            continue
-        accepted.append(raw)
-    return accepted, refused
-
-
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     meta = None
     if opts.meta is not None:
@@ -122,28 +75,28 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     if not raws:
         print("error: no seeds given (URL arguments or --file)", file=sys.stderr)
         return 2
-    keys = crawl_keys(settings, opts.spider)
-    accepted, refused = check(
-        ((r, prepare(r, opts.priority, meta)) for r in raws), allow=allow_private(settings)
+    ctx = Context(settings, opts.spider)
+    keys = ctx.keys
+    checked = seeds.check(
+        ((r, seeds.prepare(r, opts.priority, meta)) for r in raws), allow=ctx.allow_private
     )
-    for refusal in refused:
-        hint = refusal_hint(refusal["reason"])
+    for refusal in checked.refused:
+        hint = seeds.refusal_hint(refusal["reason"])
         print(f"refused {refusal['seed']!r}: {refusal['reason']}{hint}", file=sys.stderr)
-    if accepted and not opts.dry_run:
-        client = redis_client(settings)
+    if checked.accepted and not opts.dry_run:
+        client = ctx.client()
         try:
-            for i in range(0, len(accepted), _PUSH_BATCH):
-                # LPUSH in order: the nodes take from the other end, so the first seed goes first
-                client.lpush(keys.start_urls, *accepted[i : i + _PUSH_BATCH])
+            seeds.push(client, keys, checked.accepted)
         except (redis.RedisError, OSError) as exc:
-            return redis_error(redis_url(settings), exc, "cannot push to ")
+            return redis_error(ctx.redis_url, exc, "cannot push to ")
         finally:
             client.close()
-    verb = "would queue" if opts.dry_run else "queued"
+    accepted, refused = checked.accepted, checked.refused
     if opts.json:
         outcome = {"key": keys.start_urls, "queued": 0 if opts.dry_run else len(accepted)}
         print(json.dumps({**outcome, "accepted": accepted, "refused": refused}))
     else:
+        verb = "would queue" if opts.dry_run else "queued"
         print(f"{verb} {len(accepted)} seed(s) to {keys.start_urls}; {len(refused)} refused")
     return 1 if refused else 0
 

@@ -15,45 +15,31 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-import pymongo
 import redis
-from pymongo.errors import PyMongoError
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from distcrawl.base.urls import mask_url
-from distcrawl.commands._common import (
-    add_spider_argument,
-    crawl_keys,
-    entry_points,
-    heartbeat_interval,
-    heartbeat_timeout,
-    page_priorities,
-    redis_client,
-    redis_error,
-    redis_url,
-    warn_if_no_crawl,
-)
+from distcrawl.base.names import status as words
+from distcrawl.commands._common import redis_error, warn_if_no_crawl
+from distcrawl.ops.context import Context
+from distcrawl.ops.entry import add_spider_argument, entry_points
+from distcrawl.ops.products import ProductStore
 from distcrawl.ops.progress import progress_line
-from distcrawl.ops.status import RateTracker, build_status, read_snapshot
-from distcrawl.servers.embedded import resolve_home, services_status
+from distcrawl.ops.rates import RateTracker
+from distcrawl.ops.status import read_status
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import RenderableType
     from scrapy.settings import BaseSettings
-
-    from distcrawl.frontier.store import FrontierKeys
 
 __all__ = ["Command", "add_arguments", "collect", "execute", "render", "run"]
 
 #: seconds between two redraws of ``--watch``
 DEFAULT_WATCH_INTERVAL = 2.0
-#: polls per second while a one-shot status waits for a second heartbeat of every node
-_POLL = 0.25
-#: MongoDB collection of the products (setting ``MONGO_COLLECTION``)
-DEFAULT_COLLECTION = "products"
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,66 +73,31 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def collect(
+    ctx: Context,
     client: Any,
-    keys: FrontierKeys,
-    settings: BaseSettings,
     *,
+    products: Callable[[], int | None] | None,
     sample: float | None = None,
     tracker: RateTracker | None = None,
 ) -> dict[str, Any]:
-    """One status. Without a *tracker* (one-shot), sample until every live node has shown two
-    heartbeats or *sample* seconds have passed."""
-    priorities = page_priorities(settings)
-    timeout = heartbeat_timeout(settings)
-    grace = settings.getfloat("DISTCRAWL_REVISIT_GRACE", 60.0)
-    if tracker is not None:
-        snapshot = read_snapshot(client, keys, page_priorities=priorities)
-        tracker.update(snapshot)
-        return build_status(snapshot, tracker, heartbeat_timeout=timeout, revisit_grace=grace)
-    tracker = RateTracker()
-    wait = heartbeat_interval(settings) + 1.0 if sample is None else sample
-    deadline = time.monotonic() + wait
-    while True:
-        snapshot = read_snapshot(client, keys, page_priorities=priorities, dead_sample=0)
-        tracker.update(snapshot)
-        status = build_status(snapshot, tracker, heartbeat_timeout=timeout, revisit_grace=grace)
-        live = [n for n in status["nodes"] if n["state"] == "live"]
-        if all(n["pages_per_min"] is not None for n in live) or time.monotonic() >= deadline:
-            break
-        time.sleep(_POLL)
-    snapshot = read_snapshot(client, keys, page_priorities=priorities)
-    tracker.update(snapshot)
-    return build_status(snapshot, tracker, heartbeat_timeout=timeout, revisit_grace=grace)
-
-
-def stored_products(settings: BaseSettings) -> int | None:
-    """Products in MongoDB (``MONGO_URI``, else the embedded server if one runs), or None."""
-    uri: str = settings.get("MONGO_URI") or ""
-    if not uri:
-        home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
-        mongo = services_status(home)["mongo"]
-        uri = mongo["url"] if mongo["running"] else ""
-    if not uri:
-        return None
-    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
-        uri, serverSelectionTimeoutMS=3000, connectTimeoutMS=3000, socketTimeoutMS=10000
+    """One status, with the Redis it was read from (masked) and, given a way to count them,
+    the products in MongoDB (None when it cannot be reached or none is configured).
+    Without a *tracker* (one-shot), it samples for *sample* seconds (default: a heartbeat
+    interval and one second) to give each live node's rates."""
+    wait = ctx.heartbeat_interval + 1.0 if sample is None else sample
+    status = read_status(
+        client,
+        ctx.keys,
+        page_priorities=ctx.page_priorities,
+        heartbeat_timeout=ctx.heartbeat_timeout,
+        revisit_grace=ctx.revisit_grace,
+        tracker=tracker,
+        sample=wait,
     )
-    try:
-        # the pipeline's choice: MONGO_DATABASE, else the URI's database, else "catalog"
-        name = settings.get("MONGO_DATABASE")
-        database = client[name] if name else client.get_default_database("catalog")
-        collection = database[settings.get("MONGO_COLLECTION") or DEFAULT_COLLECTION]
-        return int(collection.estimated_document_count())
-    except PyMongoError:
-        return None
-    finally:
-        client.close()
-
-
-def _add_context(status: dict[str, Any], settings: BaseSettings, url: str, store: bool) -> None:
-    status["redis"] = mask_url(url)
-    if store:
-        status["store"] = {"products": stored_products(settings)}
+    status["redis"] = ctx.masked_url
+    if products is not None:
+        status["store"] = {"products": products()}
+    return status
 
 
 # --------------------------------------------------------------------------- the screen
@@ -172,12 +123,6 @@ def _duration(seconds: float | None) -> str:
     if seconds < 86400:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     return f"{seconds // 86400}d"
-
-
-def _short(label: str) -> str:
-    """``retry/twisted.internet.error.TimeoutError`` -> ``retry/TimeoutError``."""
-    head, _, tail = label.rpartition("/")
-    return (head + "/" if head else "") + tail.rpartition(".")[2]
 
 
 def _pairs(title: str, counts: dict[str, Any], empty: str = "none") -> Table:
@@ -257,10 +202,11 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
         parts += [_sites(status["sites"]), Text("")]
 
     dead = status["dead_letters"]
-    reasons = {_short(k): v for k, v in dead["by_reason"].items()}
-    errors = {_short(k): v for k, v in status["errors"].items()}
     side = Table.grid(padding=(0, 6))
-    side.add_row(_pairs("Dead letters by reason", reasons), _pairs("Errors by kind", errors))
+    side.add_row(
+        _pairs("Dead letters by reason", dead["by_reason"]),
+        _pairs("Errors by kind", status["errors"]),
+    )
     side.add_row(Text(""), Text(""))
     side.add_row(
         _pairs("Dead letters by site", dead["by_site"]),
@@ -278,7 +224,12 @@ _DROP_FIRST = ("heartbeat", "pages", "products", "in flight", "pages/min")
 
 def _nodes_table(status: dict[str, Any], width: int | None) -> Table:
     frontier, totals = status["frontier"], status["totals"]
-    colours = {"live": "green", "dead": "bold red", "orphan": "yellow", "gone": "dim"}
+    colours = {
+        words.LIVE: "green",
+        words.DEAD: "bold red",
+        words.ORPHAN: "yellow",
+        words.GONE: "dim",
+    }
     rows: list[list[str]] = []
     styles: list[str] = []
     for node in status["nodes"]:
@@ -352,20 +303,21 @@ def _sites(sites: list[dict[str, Any]]) -> Table:
 
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     """Print (or watch) the status; exit 0, or 1 when Redis cannot be reached."""
-    url = redis_url(settings)
-    client = redis_client(settings)
-    keys = crawl_keys(settings, opts.spider)
-    store = not opts.no_store
+    ctx = Context(settings, opts.spider)
+    client = ctx.client()
+    store = None if opts.no_store else ProductStore.from_settings(settings)
+    products = None if opts.no_store else (store.count if store else lambda: None)
     try:
-        warn_if_no_crawl(client, keys, url)
+        warn_if_no_crawl(ctx, client)
         if opts.watch:
-            return _watch(client, keys, settings, url, opts)
-        status = collect(client, keys, settings, sample=opts.sample)
-        _add_context(status, settings, url, store)
+            return _watch(ctx, client, products, opts)
+        status = collect(ctx, client, products=products, sample=opts.sample)
     except (redis.RedisError, OSError) as exc:
-        return redis_error(url, exc, "cannot read ")
+        return redis_error(ctx.redis_url, exc, "cannot read ")
     finally:
         client.close()
+        if store is not None:
+            store.close()
     if opts.json:
         print(json.dumps(status, sort_keys=True))
     else:
@@ -384,16 +336,16 @@ def _console() -> Console:
 
 
 def _watch(
-    client: Any, keys: FrontierKeys, settings: BaseSettings, url: str, opts: argparse.Namespace
+    ctx: Context,
+    client: Any,
+    products: Callable[[], int | None] | None,
+    opts: argparse.Namespace,
 ) -> int:
     """Redraw until Ctrl-C; with ``--json``, print one JSON object per line instead."""
     tracker = RateTracker()
-    store = not opts.no_store
 
     def current() -> dict[str, Any]:
-        status = collect(client, keys, settings, tracker=tracker)
-        _add_context(status, settings, url, store)
-        return status
+        return collect(ctx, client, products=products, tracker=tracker)
 
     console = _console()
     try:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from decimal import Decimal
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
+
+from distcrawl.ops.deadletters import read_record, reason_of
 
 if TYPE_CHECKING:
     from distcrawl.demo.catalog import Catalog
@@ -58,15 +59,10 @@ def account_dead_letters(
     ``dead_letters``, ``dead_letter_reasons``, ``dead_lettered``, ``behind_dead_letters`` and
     ``lost``.
     """
-    letters = []
-    for raw in records:
-        try:
-            letters.append(json.loads(raw))
-        except ValueError:
-            letters.append({"url": "", "reason": "unreadable"})
+    letters = [read_record(raw) for raw in records]
     reasons: dict[str, int] = defaultdict(int)
     for letter in letters:
-        reasons[str(letter.get("reason"))] += 1
+        reasons[reason_of(letter)] += 1
     dead_urls = {_bare(str(letter.get("url", ""))) for letter in letters}
     product_urls = {_bare(u) for u in expected}
     dead_products = {u for u in missing if _bare(u) in dead_urls}

@@ -329,7 +329,7 @@ def crawl_in_home(redis_url: str, mongo_uri: str, shards: int | None = None) -> 
 
 def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, say: Any) -> Any:
     """``--web``: this crawl's dashboard on a thread (``DISTCRAWL_WEB_TOKEN`` allows actions)."""
-    from distcrawl.commands.web import web_config
+    from distcrawl.web.command import web_config
     from distcrawl.web.server import DashboardServer
 
     settings = Settings(

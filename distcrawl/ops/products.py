@@ -1,4 +1,5 @@
-"""The dashboard's view of MongoDB: how many products are stored, and the latest few."""
+"""The crawl's products in MongoDB as operators see them: how many are stored, and the latest
+few (``status``, the dashboard)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pymongo
 from pymongo.errors import PyMongoError
 
+from distcrawl.node.pipeline import DEFAULT_COLLECTION
 from distcrawl.servers.embedded import resolve_home, services_status
 
 if TYPE_CHECKING:
@@ -15,9 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ProductStore", "mongo_uri"]
 
-#: MongoDB collection of the products (setting ``MONGO_COLLECTION``), as the pipeline names it
-DEFAULT_COLLECTION = "products"
-#: fields of a product shown on the dashboard
+#: fields of a product the dashboard shows
 _SHOWN = ("url", "name", "price", "currency", "availability", "last_seen")
 
 
@@ -31,8 +31,8 @@ def mongo_uri(settings: BaseSettings) -> str:
 
 
 class ProductStore:
-    """One MongoDB client for the dashboard's whole life; every call is blocking (run it in a
-    thread) and answers None when MongoDB cannot be reached."""
+    """One MongoDB client for a tool's whole life; every call is blocking (the dashboard runs
+    it in a thread) and answers None when MongoDB cannot be reached."""
 
     def __init__(self, uri: str, *, database: str | None, collection: str) -> None:
         self.uri = uri

@@ -20,7 +20,10 @@ from scrapy.exceptions import NotConfigured
 from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys
 from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_TIMEOUT
-from distcrawl.ops.status import DEFAULT_PAGE_PRIORITIES, RateTracker, aread_snapshot, build_status
+from distcrawl.ops.context import page_priorities
+from distcrawl.ops.rates import RateTracker
+from distcrawl.ops.snapshot import aread_snapshot
+from distcrawl.ops.status import build_status
 
 if TYPE_CHECKING:
     from typing import Self
@@ -102,14 +105,12 @@ class ClusterProgress:
         interval = s.getfloat("DISTCRAWL_PROGRESS_INTERVAL", DEFAULT_PROGRESS_INTERVAL)
         if interval <= 0:
             raise NotConfigured("DISTCRAWL_PROGRESS_INTERVAL is 0")
-        priorities = dict(DEFAULT_PAGE_PRIORITIES)
-        priorities.update({str(k): int(v) for k, v in s.getdict("PAGE_PRIORITIES").items()})
         ext = cls(
             crawler=crawler,
             interval=interval,
             redis_url=connection.settings_url(s),
             heartbeat_timeout=s.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT),
-            page_priorities=priorities,
+            page_priorities=page_priorities(s),
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)

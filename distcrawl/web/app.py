@@ -3,7 +3,8 @@ and ``/metrics``.
 
 Reads are served from the sampler's latest status (no Redis command per request); the paged
 lists (slow sites, dead letters, rejected seeds) read one page from Redis, a bounded number of
-commands. Actions reuse the commands' own functions (``control``, ``deadletters``, ``seed``).
+commands. Reads and actions are those of the operations layer (:mod:`distcrawl.ops`), the
+same the command line uses.
 """
 
 from __future__ import annotations
@@ -25,32 +26,29 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from distcrawl.commands import control, deadletters, seed
 from distcrawl.frontier import connection
-from distcrawl.frontier.store import FrontierKeys
-from distcrawl.ops.status import (
-    DEFAULT_PAGE_PRIORITIES,
-    in_flight_by_shard,
-    in_flight_of,
-    record_site,
-    site_budget,
-    site_status,
-)
+from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.ops import control, deadletters, seeds, sites
+from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
+from distcrawl.ops.products import ProductStore
+from distcrawl.ops.reads import arun
 from distcrawl.web.metrics import CONTENT_TYPE, render_metrics
 from distcrawl.web.sampler import DEFAULT_INTERVAL, Sampler
 from distcrawl.web.security import Guard
-from distcrawl.web.store import ProductStore
 
 __all__ = ["WebConfig", "create_app"]
 
 #: rows per page of the paged lists, and the most a client may ask for
 DEFAULT_PAGE_SIZE = 10
 MAX_PAGE_SIZE = 100
-#: dead-letter records HSCAN reads per call while filling one page (bounded work per request)
+#: dead-letter records HSCAN reads per call while filling one page, and the most calls a page
+#: makes (bounded work per request)
 _DEAD_SCAN_COUNT = 200
 _DEAD_SCAN_CALLS = 5
 #: seeds one POST may push
 MAX_SEEDS = 1000
+#: characters of a refused entry shown
+_RAW_SHOWN = 500
 #: seconds an idle event stream waits before a keep-alive comment
 _KEEPALIVE = 15.0
 
@@ -109,10 +107,6 @@ def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> 
     except ValueError:
         value = default
     return max(low, min(high, value))
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def create_app(config: WebConfig) -> Starlette:
@@ -184,95 +178,34 @@ def create_app(config: WebConfig) -> Starlette:
             return JSONResponse(
                 {"total": len(rows), "page": page, "rows": rows[start : start + per_page]}
             )
-        # each shard's longest-waiting sites down to this page, merged: a bounded read
-        shards = _shards(keys)
-        pipe = aclient.pipeline(transaction=False)
-        for shard in shards:
-            pipe.zcard(shard.waiting)
-            pipe.zrevrange(shard.waiting, 0, (page + 1) * per_page - 1, withscores=True)
-        replies = await pipe.execute()
-        total = sum(int(n) for n in replies[0::2])
-        ranked = sorted(
-            ((float(score), _text(site)) for chunk in replies[1::2] for site, score in chunk),
-            reverse=True,
-        )
-        sites = [site for _, site in ranked[page * per_page : (page + 1) * per_page]]
-        pipe = aclient.pipeline(transaction=False)
-        for site in sites:
-            pipe.hgetall(keys.site(site))
-            pipe.zcard(keys.wait(site))
-        by_shard = in_flight_by_shard((keys.site_keys(site), site) for site in sites)
-        for key, names in by_shard.items():
-            pipe.hmget(key, names)
-        replies = await pipe.execute() if sites else []
-        in_flight = in_flight_of(by_shard, replies[2 * len(sites) :])
-        budgets = {
-            site: site_budget(replies[2 * i], in_flight.get(site)) for i, site in enumerate(sites)
-        }
-        waiting = {site: int(replies[2 * i + 1]) for i, site in enumerate(sites)}
-        rows = site_status({"site_budgets": budgets, "waiting": waiting})
-        order = {site: i for i, site in enumerate(sites)}
-        rows.sort(key=lambda r: order.get(r["site"], 0))
-        return JSONResponse({"total": total, "page": page, "rows": rows})
+        found = await arun(aclient, sites.slowest(keys, page, per_page))
+        return JSONResponse({"total": found.total, "page": page, "rows": found.rows})
 
     async def api_deadletters(request: Request) -> Response:
         """One page of dead-letter records, filtered by reason and site, read with a bounded
-        number of calls (HLEN per shard, then a few HSCAN); ``cursor`` (``shard:cursor``, as
-        the last page returned it) continues where that page stopped; null after the last."""
+        number of calls (HLEN per shard, then a few HSCAN); ``cursor`` (as the last page
+        returned it) continues where that page stopped; null after the last."""
         limit = _int_arg(request, "limit", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
-        shards = _shards(keys)
-        shard, cursor = _dead_cursor(request.query_params.get("cursor", ""), len(shards))
-        reason = request.query_params.get("reason") or None
-        site = (request.query_params.get("site") or "").lower() or None
-        rows: list[dict[str, Any]] = []
-        pipe = aclient.pipeline(transaction=False)
-        for each in shards:
-            pipe.hlen(each.dead)
-        sizes = [int(n) for n in await pipe.execute()]
-        for _ in range(_DEAD_SCAN_CALLS):
-            while shard < len(shards) and not sizes[shard]:  # skip the empty shards
-                shard, cursor = shard + 1, 0
-            if shard >= len(shards):
-                break
-            reply: Any = await aclient.hscan(shards[shard].dead, cursor, count=_DEAD_SCAN_COUNT)
-            cursor, chunk = int(reply[0]), reply[1]
-            for dead_id, raw in chunk.items():
-                record = _dead_record(raw)
-                if reason and str(record.get("reason")) != reason:
-                    continue
-                if site and record_site(record).lower() != site:
-                    continue
-                rows.append({"id": _text(dead_id), "site": record_site(record), **record})
-            if cursor == 0:
-                shard += 1
-            if shard >= len(shards) or len(rows) >= limit:
-                break
-        while shard < len(shards) and not sizes[shard]:
-            shard, cursor = shard + 1, 0
-        more = f"{shard}:{cursor}" if shard < len(shards) else None
-        return JSONResponse({"rows": rows[:limit], "cursor": more})
+        query = request.query_params
+        found = await deadletters.apage(
+            aclient,
+            keys,
+            deadletters.Filter.of([query.get("site") or ""], [query.get("reason") or ""]),
+            start=deadletters.Cursor.parse(query.get("cursor", ""), keys.shards),
+            limit=limit,
+            calls=_DEAD_SCAN_CALLS,
+            count=_DEAD_SCAN_COUNT,
+        )
+        rows = [letter.summary() for letter in found.letters]
+        more = str(found.next) if found.next is not None else None
+        return JSONResponse({"rows": rows, "cursor": more})
 
     async def api_rejected(request: Request) -> Response:
         per_page = _int_arg(request, "per_page", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
         page = _int_arg(request, "page", 0, 0, 1_000_000)
-        pipe = aclient.pipeline(transaction=False)
-        pipe.llen(keys.rejected)
-        pipe.lrange(keys.rejected, page * per_page, (page + 1) * per_page - 1)
-        total, raws = await pipe.execute()
-        rows = []
-        for raw in raws:
-            record = _dead_record(raw)
-            entry = record.get("raw")
-            rows.append(
-                {
-                    "raw": _text(entry)[:500] if entry is not None else _text(raw)[:500],
-                    "reason": str(record.get("reason") or "unknown"),
-                    "kind": record.get("kind"),
-                    "node": record.get("node"),
-                    "at": record.get("at"),
-                }
-            )
-        return JSONResponse({"total": int(total), "page": page, "rows": rows})
+        found = await deadletters.arefused(aclient, keys, page, per_page)
+        rows = [{**entry, "raw": entry["raw"][:_RAW_SHOWN]} for entry in found.entries]
+        return JSONResponse({"total": found.total, "page": page, "rows": rows})
 
     async def api_products(request: Request) -> Response:
         limit = _int_arg(request, "limit", DEFAULT_PAGE_SIZE, 1, 50)
@@ -325,8 +258,8 @@ def create_app(config: WebConfig) -> Starlette:
         elif isinstance(reason, str) and reason:
 
             def by_reason() -> list[str]:
-                found = deadletters.matching(sclient, keys, sites=[], reasons=[reason])
-                return [dead_id for dead_id, _ in found]
+                found = deadletters.matching(sclient, keys, reasons=[reason])
+                return [letter.id for letter in found]
 
             wanted = await asyncio.to_thread(by_reason)
         else:
@@ -343,10 +276,10 @@ def create_app(config: WebConfig) -> Starlette:
             raise ValueError("no seeds given")
         if len(raws) > MAX_SEEDS:
             raise ValueError(f"at most {MAX_SEEDS} seeds per request")
-        accepted, refused = seed.check(((r, r) for r in raws), allow=config.allow_private)
-        if accepted:
-            await asyncio.to_thread(sclient.lpush, keys.start_urls, *accepted)
-        return {"queued": len(accepted), "refused": refused}
+        checked = seeds.check(((r, r) for r in raws), allow=config.allow_private)
+        if checked.accepted:
+            await asyncio.to_thread(seeds.push, sclient, keys, checked.accepted)
+        return {"queued": len(checked.accepted), "refused": checked.refused}
 
     # ------------------------------------------------------------------ the app
 
@@ -389,38 +322,9 @@ def create_app(config: WebConfig) -> Starlette:
 
 
 def _clients(url: str) -> tuple[Any, Any]:
-    """An asyncio client (the sampler, the paged lists) and a blocking one (the actions, which
-    reuse the commands' functions): the project's own, Redis Cluster aware."""
+    """An asyncio client (the sampler, the paged lists) and a blocking one (the actions): the
+    project's own, Redis Cluster aware."""
     return (
         connection.async_client(url, socket_timeout=30),
         connection.client(url, socket_timeout=30),
     )
-
-
-def _shards(keys: FrontierKeys) -> list[Any]:
-    """The crawl's shards (each with ``dead``, ``waiting``, ...); the crawl itself when its
-    keys have no shards."""
-    all_shards = getattr(keys, "all_shards", None)
-    return list(all_shards()) if all_shards is not None else [keys]
-
-
-def _dead_cursor(raw: str, shards: int) -> tuple[int, int]:
-    """``shard:cursor`` of a dead-letter page (anything else: the first page)."""
-    shard, _, cursor = raw.partition(":")
-    try:
-        position = int(shard), int(cursor)
-    except ValueError:
-        return 0, 0
-    return position if 0 <= position[0] < shards and position[1] >= 0 else (0, 0)
-
-
-def _dead_record(raw: Any) -> dict[str, Any]:
-    """A dead-letter or rejected record without its request payload (long, only for
-    re-queueing); an unreadable one says so."""
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError, TypeError):
-        return {"reason": "unreadable_record"}
-    if not isinstance(value, dict):
-        return {"reason": "unreadable_record"}
-    return {k: v for k, v in value.items() if k != "request"}

@@ -4,6 +4,10 @@
 way ``status`` does, once a second, whoever looks. Actions (pause, resume, re-queue dead
 letters, seed) need ``DISTCRAWL_WEB_TOKEN``; without it the page is read-only, and it then
 serves loopback only.
+
+Registered for Scrapy through the ``scrapy.commands`` entry point group (pyproject.toml) and for
+``distcrawl`` in :data:`distcrawl.cli.SUBCOMMANDS`: the dashboard's own command lives with the
+dashboard, so the command line and the dashboard never import each other.
 """
 
 from __future__ import annotations
@@ -14,21 +18,15 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from distcrawl.base.names import commands as words
 from distcrawl.base.urls import mask_url
-from distcrawl.commands._common import (
-    add_spider_argument,
-    allow_private,
-    crawl_keys,
-    entry_points,
-    heartbeat_timeout,
-    page_priorities,
-    redis_url,
-)
+from distcrawl.ops.context import Context
+from distcrawl.ops.entry import add_spider_argument, entry_points
+from distcrawl.ops.products import ProductStore
 from distcrawl.web.app import WebConfig
 from distcrawl.web.sampler import DEFAULT_INTERVAL
 from distcrawl.web.security import TOKEN_ENV, UnsafeBind
 from distcrawl.web.server import DEFAULT_HOST, DEFAULT_PORT, DashboardServer
-from distcrawl.web.store import ProductStore
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -63,13 +61,14 @@ def web_config(
 ) -> WebConfig:
     """The dashboard's view of *spider*'s crawl, from the project's settings."""
     token = os.environ.get(TOKEN_ENV) or settings.get(TOKEN_ENV) or None
+    ctx = Context(settings, spider)
     return WebConfig(
-        keys=crawl_keys(settings, spider),
-        redis_url=redis_url(settings),
-        heartbeat_timeout=heartbeat_timeout(settings),
+        keys=ctx.keys,
+        redis_url=ctx.redis_url,
+        heartbeat_timeout=ctx.heartbeat_timeout,
         token=token,
-        page_priorities=page_priorities(settings),
-        allow_private=allow_private(settings),
+        page_priorities=ctx.page_priorities,
+        allow_private=ctx.allow_private,
         interval=max(0.2, interval),
         store=ProductStore.from_settings(settings) if store else None,
     )
@@ -102,4 +101,5 @@ Command, add_arguments, run = entry_points(
     execute,
     usage="SPIDER [--host H] [--port P]",
     summary="Serve the live dashboard and Prometheus /metrics",
+    name=words.WEB,
 )

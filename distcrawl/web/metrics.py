@@ -17,6 +17,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from distcrawl.base.names import metrics as m
+from distcrawl.base.names import vocabulary
+from distcrawl.base.names.status import NODE_STATES
+
 if TYPE_CHECKING:
     from distcrawl.web.sampler import Sampler
 
@@ -25,53 +29,18 @@ __all__ = ["CONTENT_TYPE", "METRICS", "TOP_LABELS", "render_metrics"]
 #: at most this many values of a free-text label (reason, error kind); the rest is ``other``
 TOP_LABELS = 20
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-#: node states, always all present (0 when none), so an alert on ``live == 0`` fires
-NODE_STATES = ("live", "dead", "stopped", "orphan", "gone")
 
-#: name -> help text of every metric (the docs' metrics reference is generated from it)
-METRICS = {
-    "distcrawl_up": "1 when the dashboard's last read of Redis succeeded",
-    "distcrawl_paused": "1 while the cluster is paused (control pause)",
-    "distcrawl_drained": "1 when nothing is left: queue, retries, in flight and seeds all empty",
-    "distcrawl_frontier_requests": "requests queued, by page kind (queue and site waiting rooms)",
-    "distcrawl_frontier_queued_requests": "requests queued, all kinds",
-    "distcrawl_frontier_waiting_for_site_requests": "queued requests waiting for their site",
-    "distcrawl_frontier_parked_requests": "parked retries (delayed until due)",
-    "distcrawl_frontier_in_flight_requests": "requests leased to nodes and not acked yet",
-    "distcrawl_frontier_backlog_requests": "requests not finished: queued, parked, in flight, "
-    "seeds",
-    "distcrawl_frontier_seen_urls": "URLs in the shared dupefilter",
-    "distcrawl_frontier_rejected_entries": "refused seeds and queue entries kept for inspection",
-    "distcrawl_seeds_waiting": "seeds in the start list or being seeded",
-    "distcrawl_pages": "pages crawled by all nodes (sum of the nodes' counters)",
-    "distcrawl_items": "products scraped by all nodes (sum of the nodes' counters)",
-    "distcrawl_drain_eta_seconds": "estimated seconds until the backlog is drained (NaN: unknown)",
-    "distcrawl_nodes": "nodes by state",
-    "distcrawl_node_pages": "pages crawled by a node",
-    "distcrawl_node_items": "products scraped by a node",
-    "distcrawl_node_requests_in_flight": "requests leased to a node",
-    "distcrawl_node_heartbeat_age_seconds": "seconds since a node's last heartbeat",
-    "distcrawl_dead_letters": "dead letters by reason (reasons beyond the top ones: other; "
-    "past the counted sample: unsampled)",
-    "distcrawl_errors": "errors by kind, summed over the nodes' counters",
-    "distcrawl_site_requests_in_flight": "requests in flight for a site (top sites only)",
-    "distcrawl_site_requests_waiting": "requests waiting for a site's budget (top sites only)",
-    "distcrawl_site_adaptive_factor": "a site's adaptive rate factor, 0-1 (top sites only)",
-    "distcrawl_store_up": "1 when MongoDB answered the dashboard's last count",
-    "distcrawl_store_products": "products stored in MongoDB",
-    "distcrawl_dashboard_refreshes": "reads of the cluster made by this dashboard",
-}
+_TERMS = {t.name: t for t in vocabulary(m.METRIC)}
+#: name -> help of every metric, from :mod:`distcrawl.base.names.metrics` (as the docs' metrics
+#: reference: :func:`distcrawl.base.names.vocabulary`)
+METRICS = {name: term.meaning for name, term in _TERMS.items()}
 
 
-def _gauge(name: str, value: float | None = None, labels: list[str] | None = None) -> Any:
-    family = GaugeMetricFamily(name, METRICS[name], labels=labels)
-    if value is not None:
-        family.add_metric([], value)
-    return family
-
-
-def _counter(name: str, value: float | None = None, labels: list[str] | None = None) -> Any:
-    family = CounterMetricFamily(name, METRICS[name], labels=labels)
+def _family(name: str, value: float | None = None) -> Any:
+    """The metric family *name* as the vocabulary defines it (its help, type and labels)."""
+    term = _TERMS[name]
+    kind = CounterMetricFamily if term.kind == "counter" else GaugeMetricFamily
+    family = kind(name, term.meaning, labels=list(term.labels) or None)
     if value is not None:
         family.add_metric([], value)
     return family
@@ -82,7 +51,7 @@ def _top(counts: Mapping[str, float], limit: int = TOP_LABELS) -> dict[str, floa
     out = dict(ranked[:limit])
     rest = sum(v for _, v in ranked[limit:])
     if rest:
-        out["other"] = out.get("other", 0) + rest
+        out[m.OTHER] = out.get(m.OTHER, 0) + rest
     return out
 
 
@@ -93,40 +62,41 @@ class _StatusCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         sampler = self.sampler
         status = sampler.status
-        yield _gauge("distcrawl_up", 1 if status is not None and sampler.error is None else 0)
-        yield _counter("distcrawl_dashboard_refreshes", sampler.refreshes)
+        yield _family(m.UP, 1 if status is not None and sampler.error is None else 0)
+        yield _family(m.REFRESHES, sampler.refreshes)
         store = sampler.store
         if store.get("configured"):
-            yield _gauge("distcrawl_store_up", 1 if store.get("reachable") else 0)
+            yield _family(m.STORE_UP, 1 if store.get("reachable") else 0)
             if store.get("products") is not None:
-                yield _gauge("distcrawl_store_products", store["products"])
+                yield _family(m.STORE_PRODUCTS, store["products"])
         if status is None:
             return
         frontier, totals = status["frontier"], status["totals"]
-        yield _gauge("distcrawl_paused", int(status["paused"]))
-        yield _gauge("distcrawl_drained", int(status["drained"]))
-        kinds = _gauge("distcrawl_frontier_requests", labels=["kind"])
+        yield _family(m.PAUSED, int(status["paused"]))
+        yield _family(m.DRAINED, int(status["drained"]))
+        kinds = _family(m.FRONTIER_REQUESTS)
         for kind, n in frontier["queued_by_kind"].items():
             kinds.add_metric([kind], n)
         yield kinds
-        yield _gauge("distcrawl_frontier_queued_requests", frontier["queued"])
-        yield _gauge("distcrawl_frontier_waiting_for_site_requests", frontier["waiting_for_site"])
-        yield _gauge("distcrawl_frontier_parked_requests", frontier["parked"])
-        yield _gauge("distcrawl_frontier_in_flight_requests", frontier["in_flight"])
-        yield _gauge("distcrawl_frontier_backlog_requests", frontier["backlog"])
-        yield _gauge("distcrawl_frontier_seen_urls", frontier["seen"])
-        yield _gauge("distcrawl_frontier_rejected_entries", frontier["rejected"])
-        yield _gauge("distcrawl_seeds_waiting", frontier["start_list"] + frontier["seeding"])
-        yield _counter("distcrawl_pages", totals["pages"])
-        yield _counter("distcrawl_items", totals["products"])
+        yield _family(m.QUEUED_REQUESTS, frontier["queued"])
+        yield _family(m.WAITING_FOR_SITE_REQUESTS, frontier["waiting_for_site"])
+        yield _family(m.PARKED_REQUESTS, frontier["parked"])
+        yield _family(m.IN_FLIGHT_REQUESTS, frontier["in_flight"])
+        yield _family(m.BACKLOG_REQUESTS, frontier["backlog"])
+        yield _family(m.SEEN_URLS, frontier["seen"])
+        yield _family(m.REJECTED_ENTRIES, frontier["rejected"])
+        yield _family(m.SEEDS_WAITING, frontier["start_list"] + frontier["seeding"])
+        yield _family(m.PAGES, totals["pages"])
+        yield _family(m.ITEMS, totals["products"])
         eta = status["eta_seconds"]
-        yield _gauge("distcrawl_drain_eta_seconds", math.nan if eta is None else eta)
+        yield _family(m.DRAIN_ETA_SECONDS, math.nan if eta is None else eta)
 
+        # every state, 0 when none, so an alert on live == 0 fires
         states = dict.fromkeys(NODE_STATES, 0)
-        pages = _counter("distcrawl_node_pages", labels=["node"])
-        items = _counter("distcrawl_node_items", labels=["node"])
-        leased = _gauge("distcrawl_node_requests_in_flight", labels=["node"])
-        age = _gauge("distcrawl_node_heartbeat_age_seconds", labels=["node"])
+        pages = _family(m.NODE_PAGES)
+        items = _family(m.NODE_ITEMS)
+        leased = _family(m.NODE_IN_FLIGHT)
+        age = _family(m.NODE_HEARTBEAT_AGE)
         for node in status["nodes"]:
             states[node["state"]] = states.get(node["state"], 0) + 1
             name = node["node"]
@@ -135,7 +105,7 @@ class _StatusCollector(Collector):
             leased.add_metric([name], node["in_flight"])
             if node["heartbeat_age_s"] is not None:
                 age.add_metric([name], node["heartbeat_age_s"])
-        by_state = _gauge("distcrawl_nodes", labels=["state"])
+        by_state = _family(m.NODES)
         for state, n in states.items():
             by_state.add_metric([state], n)
         yield from (by_state, pages, items, leased, age)
@@ -144,19 +114,19 @@ class _StatusCollector(Collector):
         reasons = _top(dead["by_reason"])
         unsampled = dead["total"] - dead.get("counted", 0)
         if unsampled > 0:
-            reasons["unsampled"] = unsampled
-        dead_family = _gauge("distcrawl_dead_letters", labels=["reason"])
+            reasons[m.UNSAMPLED] = unsampled
+        dead_family = _family(m.DEAD_LETTERS)
         for reason, n in reasons.items():
             dead_family.add_metric([reason], n)
         yield dead_family
-        errors = _counter("distcrawl_errors", labels=["kind"])
+        errors = _family(m.ERRORS)
         for kind, n in _top(status["errors"]).items():
             errors.add_metric([kind], n)
         yield errors
 
-        in_flight = _gauge("distcrawl_site_requests_in_flight", labels=["site"])
-        waiting = _gauge("distcrawl_site_requests_waiting", labels=["site"])
-        factor = _gauge("distcrawl_site_adaptive_factor", labels=["site"])
+        in_flight = _family(m.SITE_IN_FLIGHT)
+        waiting = _family(m.SITE_WAITING)
+        factor = _family(m.SITE_FACTOR)
         for site in status["sites"]:
             in_flight.add_metric([site["site"]], site["in_flight"])
             waiting.add_metric([site["site"]], site["waiting"])

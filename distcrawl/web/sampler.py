@@ -18,22 +18,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from distcrawl.frontier.store import FrontierKeys
-from distcrawl.ops.status import (
-    DEFAULT_DEAD_SAMPLE,
-    DEFAULT_PAGE_PRIORITIES,
-    RateTracker,
-    aread_snapshot,
-    build_status,
-)
+from distcrawl.base.names import status as words
+from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
+from distcrawl.ops.rates import RateTracker
+from distcrawl.ops.snapshot import DEFAULT_DEAD_SAMPLE, aread_snapshot
+from distcrawl.ops.status import build_status
 
-__all__ = [
-    "DEFAULT_HISTORY",
-    "DEFAULT_INTERVAL",
-    "DEFAULT_STORE_INTERVAL",
-    "Sampler",
-    "journal_backlog",
-]
+__all__ = ["DEFAULT_HISTORY", "DEFAULT_INTERVAL", "DEFAULT_STORE_INTERVAL", "Sampler"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,21 +39,6 @@ DEFAULT_HISTORY = 600
 CHART_RATE_WINDOW = 10.0
 #: nodes drawn one line each in the per-node chart (the busiest ones)
 CHART_NODES = 8
-#: node stats that say how many products wait in a node's journal, first found wins
-_JOURNAL_BACKLOG_STATS = ("pipeline/journal_backlog", "journal/backlog", "pipeline/journal_pending")
-
-
-def journal_backlog(stats: Mapping[str, Any]) -> int | None:
-    """Products a node holds in its local journal (MongoDB away), if its stats say so."""
-    for key in _JOURNAL_BACKLOG_STATS:
-        value = stats.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return int(value)
-    journaled, replayed = stats.get("pipeline/journaled"), stats.get("pipeline/replayed")
-    if isinstance(journaled, (int, float)) and not isinstance(journaled, bool):
-        done = replayed if isinstance(replayed, (int, float)) else 0
-        return max(0, int(journaled - done))
-    return None
 
 
 @dataclass
@@ -109,25 +86,20 @@ class Sampler:
         self._tracker.update(snapshot)
         self._chart_tracker.update(snapshot)
         status = build_status(snapshot, self._tracker, heartbeat_timeout=self.heartbeat_timeout)
-        for node in status["nodes"]:
-            info = snapshot["nodes"].get(node["node"], {}).get("info", {})
-            stats = info.get("stats") if isinstance(info.get("stats"), dict) else {}
-            node["errors"] = _node_errors(stats)
-            node["journal_backlog"] = journal_backlog(stats)
-        self._record(status, snapshot)
+        self._record(status)
         self.status = status
         self.error = None
         self.refreshes += 1
         self._notify()
         return status
 
-    def _record(self, status: Mapping[str, Any], snapshot: Mapping[str, Any]) -> None:
+    def _record(self, status: Mapping[str, Any]) -> None:
         frontier = status["frontier"]
         per_node: dict[str, dict[str, float]] = {}
         total_pages = total_products = 0.0
         for node in status["nodes"]:
             rates = self._chart_tracker.node_rates(node["node"])
-            if node["state"] != "live" or rates is None:
+            if node["state"] != words.LIVE or rates is None:
                 continue
             per_node[node["node"]] = {
                 "pages": round(rates["pages"] / 60, 2),
@@ -233,16 +205,3 @@ class Sampler:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._tasks = []
-
-
-def _node_errors(stats: Mapping[str, Any]) -> int:
-    """A node's errors: failed downloads and spider errors, as ``status`` counts them."""
-    total = 0.0
-    for key, value in stats.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        if key in ("log_count/ERROR", "frontier/redis_errors") or key.startswith(
-            ("downloader/exception_type_count/", "spider_exceptions/")
-        ):
-            total += value
-    return int(total)

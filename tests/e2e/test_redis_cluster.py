@@ -18,7 +18,8 @@ from scrapy.settings import Settings
 from distcrawl.frontier import connection
 from distcrawl.frontier.keys import shard_tags
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
-from distcrawl.ops.status import aread_snapshot, build_status, read_snapshot
+from distcrawl.ops.snapshot import Snapshot, aread_snapshot, read_snapshot
+from distcrawl.ops.status import build_status
 from distcrawl.servers.cluster import SLOTS
 
 #: the seed list inside the crawl's hash tag, so seed scripts stay in one slot on a cluster
@@ -254,7 +255,7 @@ def test_status_reads_the_crawl_on_the_cluster(redis_cluster_url) -> None:
     finally:
         client.close()
 
-    async def read() -> dict[str, Any]:
+    async def read() -> Snapshot:
         aclient = connection.async_client(redis_cluster_url)
         try:
             return await aread_snapshot(aclient, keys)
@@ -273,7 +274,7 @@ def test_status_reads_the_crawl_on_the_cluster(redis_cluster_url) -> None:
 
 
 def test_pause_resume_and_reset_on_the_cluster(redis_cluster_url) -> None:
-    from distcrawl.commands import control
+    from distcrawl.ops import control
 
     keys = FrontierKeys("catalog", START_KEY, shards=16)
     client = connection.client(redis_cluster_url)

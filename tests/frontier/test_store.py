@@ -24,7 +24,8 @@ from distcrawl.frontier.store import (
     SyncResult,
     effective_factor,
 )
-from distcrawl.ops.status import build_status, read_snapshot
+from distcrawl.ops.snapshot import read_snapshot
+from distcrawl.ops.status import build_status
 
 
 @pytest.fixture(

@@ -160,7 +160,7 @@ def test_seed_source_names_and_stages_losslessly(redis_url: str) -> None:
 
 
 def test_commands_name_the_seed_list_as_the_nodes_do() -> None:
-    from distcrawl.commands._common import crawl_keys
+    from distcrawl.ops.context import crawl_keys
 
     settings = Settings({"SPIDER_MODULES": ["probe_spiders.redis_examples"]})
     assert crawl_keys(settings, "myspider_redis").start_urls == "myspider:start_urls"
@@ -173,7 +173,7 @@ def test_commands_name_the_seed_list_as_the_nodes_do() -> None:
 def test_operator_commands_keep_a_foreign_projects_own_settings(tmp_path, monkeypatch) -> None:
     """``distcrawl status`` and friends in a scrapy-redis project: the project's REDIS_URL and
     keys win over distcrawl's defaults, which fill in only what the project leaves unset."""
-    from distcrawl.commands._common import load_settings
+    from distcrawl.ops.context import load_settings
 
     (tmp_path / "foreign_settings.py").write_text(
         'REDIS_URL = "redis://project.test:6390/3"\n'

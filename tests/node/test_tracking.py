@@ -45,3 +45,21 @@ def test_recent_map_is_bounded_and_hands_each_value_back_once() -> None:
     assert len(kept) == 3  # the oldest half went when the fifth arrived
     assert kept.pop("a") is None
     assert kept.pop("e") == 4 and kept.pop("e") is None
+
+
+def test_site_activity_counts_recent_pages_per_minute_and_forgets_old_ones() -> None:
+    from distcrawl.node.scheduler.tracking import SiteActivity
+
+    now = [0.0]
+    activity = SiteActivity(window=30.0, clock=lambda: now[0])
+    for _ in range(30):
+        activity.record("a.test")
+    activity.record("b.test")
+    now[0] = 15.0
+    assert activity.top(1) == [["a.test", 120.0]]  # 30 pages in 15 s
+    now[0] = 45.0
+    activity.record("b.test")
+    # the previous window (30 s) and 15 s of the current one: 31 and 2 pages in 45 s
+    assert activity.top(5) == [["a.test", 40.0], ["b.test", 2.67]]
+    now[0] = 200.0
+    assert activity.top(5) == []

@@ -21,14 +21,14 @@ import redis
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
+from distcrawl.frontier.batch import SCORE_SPAN
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
-from distcrawl.ops.status import SCORE_SCALE
+from distcrawl.ops.products import ProductStore
 from distcrawl.web.app import WebConfig
 from distcrawl.web.metrics import METRICS, render_metrics
 from distcrawl.web.sampler import Sampler
 from distcrawl.web.security import UnsafeBind, check_bind
 from distcrawl.web.server import DashboardServer
-from distcrawl.web.store import ProductStore
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
 #: the shards of the crawl's keys (one when the keys have no shards)
@@ -155,7 +155,7 @@ def test_binding_beyond_loopback_without_a_token_is_refused(redis_url: str) -> N
 
 
 def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.Redis) -> None:
-    r.zadd(KEYS.shard(0).queue, {"1": -100 * SCORE_SCALE + 1, "2": -300 * SCORE_SCALE + 2})
+    r.zadd(KEYS.shard(0).queue, {"1": -100 * SCORE_SPAN + 1, "2": -300 * SCORE_SPAN + 2})
     stats = {"catalog/pages/product": 12, "item_scraped_count": 9}
     FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"pid": 1, "host": "h", "stats": stats}))
     dead = {"url": "http://127.0.0.1/x", "reason": "http_503"}
@@ -217,7 +217,7 @@ def test_metrics_label_only_the_top_sites_and_reasons(web: DashboardServer, r: r
         site = f"site{i}.example"
         pipe.hset(KEYS.site(site), mapping={"factor": 1})
         pipe.hset(site_shard(site).active, site, 1 + i % 5)
-        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SPAN + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
         dead = {"url": f"http://s{i}/", "reason": f"r{i}"}
         pipe.hset(KEYS.shard(0).dead, f"d{i}", json.dumps(dead))
@@ -250,7 +250,7 @@ def test_a_hundred_nodes_and_ten_thousand_sites_come_in_pages(
         site = f"shop{i:05d}.example"
         pipe.hset(KEYS.site(site), mapping={"factor": 0.5})
         pipe.hset(site_shard(site).active, site, 1 + i % 7)
-        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SPAN + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
         if len(pipe) > 5000:
             pipe.execute()
@@ -391,10 +391,10 @@ def _fill(client: redis.Redis, sites: int) -> None:
         site = f"shop{i}.example"
         pipe.hset(KEYS.site(site), mapping={"factor": 0.5, "limit_rate": 4})
         pipe.hset(site_shard(site).active, site, 2)
-        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SPAN + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
         pipe.sadd(KEYS.shard(0).dupefilter, f"fp{i}")
-        pipe.zadd(KEYS.shard(0).queue, {f"q{i}": -100 * SCORE_SCALE + i + 1})
+        pipe.zadd(KEYS.shard(0).queue, {f"q{i}": -100 * SCORE_SPAN + i + 1})
         if len(pipe) > 5000:
             pipe.execute()
     for i in range(50):

@@ -1,0 +1,165 @@
+"""What an operator tool knows of the crawl it works on, from the project's settings: the
+crawl's Redis (never started by a tool), its keys, and the nodes' timing and limits as the
+nodes themselves read them."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from scrapy.settings import SETTINGS_PRIORITIES, Settings
+from scrapy.utils.conf import arglist_to_dict
+from scrapy.utils.misc import load_object
+from scrapy.utils.project import get_project_settings
+
+from distcrawl.base.urls import mask_url, parse_allow_private
+from distcrawl.frontier import connection
+from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
+from distcrawl.node.seeds.sources import SeedSource
+from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
+from distcrawl.ops.status import DEFAULT_REVISIT_GRACE
+from distcrawl.servers.embedded import resolve_home, services_status
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = ["Context", "NoCrawl", "NoRedis", "crawl_keys", "load_settings", "redis_url"]
+
+
+class NoRedis(RuntimeError):
+    """No Redis to work on: ``REDIS_URL`` is not set and no embedded Redis runs."""
+
+
+class NoCrawl(RuntimeError):
+    """Redis holds none of the crawl's keys."""
+
+
+def load_settings(overrides: list[str] | None = None) -> Settings:
+    """The project's settings (``scrapy.cfg`` or ``SCRAPY_SETTINGS_MODULE``, else distcrawl's),
+    with ``-s NAME=VALUE`` overrides applied as Scrapy applies them."""
+    settings = get_project_settings()
+    if settings.get("COMMANDS_MODULE") != "distcrawl.commands":
+        # distcrawl's settings under another project's: what that project set itself wins
+        ours = import_module("distcrawl.settings")
+        project = SETTINGS_PRIORITIES["project"]
+        for name in dir(ours):
+            if name.isupper() and (settings.getpriority(name) or 0) < project:
+                settings.set(name, getattr(ours, name), priority="project")
+    if overrides:
+        try:
+            settings.setdict(arglist_to_dict(overrides), priority="cmdline")
+        except ValueError:
+            raise SystemExit("invalid -s value, use -s NAME=VALUE") from None
+    return settings
+
+
+def redis_url(settings: BaseSettings) -> str:
+    """``REDIS_URL``; when empty, the embedded Redis of ``DISTCRAWL_HOME`` if it runs, else
+    :class:`NoRedis` naming the home it looked in. A tool never starts a server: an empty
+    Redis started here would only show an empty crawl."""
+    if settings.get("REDIS_URL") or not settings.getbool("DISTCRAWL_EMBEDDED", True):
+        return connection.settings_url(settings)
+    home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
+    embedded = services_status(home)["redis"]
+    if not embedded["running"]:
+        raise NoRedis(
+            f"REDIS_URL is not set and no embedded Redis runs under {home}. Set REDIS_URL to "
+            "the crawl's Redis, or DISTCRAWL_HOME to the folder of the nodes' embedded "
+            "services (`distcrawl services start` starts them and prints REDIS_URL)."
+        )
+    return str(embedded["url"])
+
+
+def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
+    """The crawl's keys, with the seed list named as the frontier scheduler names it (also
+    a scrapy-redis spider's own ``redis_key``, and the list its set or zset is staged in)."""
+    keys = FrontierKeys.for_spider(spider, settings)
+    source = SeedSource.named(spider, _spider_class(settings, spider), settings, keys.start_urls)
+    return dataclasses.replace(keys, start_urls=source.list_key)
+
+
+def _spider_class(settings: BaseSettings, name: str) -> type | None:
+    """The project's spider class of that name, if it has one that loads."""
+    try:
+        loader = load_object(settings["SPIDER_LOADER_CLASS"]).from_settings(settings.frozencopy())
+        spidercls: type = loader.load(name)
+    except Exception:  # no such spider, or its module does not import: the default keys
+        return None
+    return spidercls
+
+
+@dataclass(frozen=True)
+class Context:
+    """One crawl as an operator tool sees it: ``Context(settings, spider)``."""
+
+    settings: BaseSettings
+    spider: str
+
+    @cached_property
+    def keys(self) -> FrontierKeys:
+        return crawl_keys(self.settings, self.spider)
+
+    @cached_property
+    def redis_url(self) -> str:
+        """See :func:`redis_url` (raises :class:`NoRedis`)."""
+        return redis_url(self.settings)
+
+    @property
+    def masked_url(self) -> str:
+        return mask_url(self.redis_url)
+
+    def client(self, *, timeout: float = 30) -> Any:
+        """A blocking client of the crawl's Redis (a ``RedisCluster`` on a cluster)."""
+        return connection.client(self.redis_url, socket_timeout=timeout, socket_connect_timeout=10)
+
+    def async_client(self, *, timeout: float = 30) -> Any:
+        """A ``redis.asyncio`` client of the crawl's Redis (cluster-aware)."""
+        return connection.async_client(self.redis_url, socket_timeout=timeout)
+
+    @property
+    def heartbeat_timeout(self) -> float:
+        return self.settings.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT)
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.settings.getfloat("DISTCRAWL_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL)
+
+    @property
+    def revisit_grace(self) -> float:
+        return self.settings.getfloat("DISTCRAWL_REVISIT_GRACE", DEFAULT_REVISIT_GRACE)
+
+    @property
+    def page_priorities(self) -> dict[str, int]:
+        return page_priorities(self.settings)
+
+    @property
+    def allow_private(self) -> bool | frozenset[str]:
+        """``DISTCRAWL_ALLOW_PRIVATE`` read exactly as the nodes read it."""
+        return parse_allow_private(self.settings.get("DISTCRAWL_ALLOW_PRIVATE", False))
+
+    def check_crawl(self, client: Any) -> None:
+        """:class:`NoCrawl` when Redis holds none of the crawl's keys (a misspelt spider name,
+        or another Redis than the nodes'). A few EXISTS (one per hash slot: the control slot,
+        the seed list, each shard), never a SCAN."""
+        keys = self.keys
+        control = [keys.nodes, keys.rejected, keys.paused, keys.counters, keys.recovering]
+        if client.exists(*control) or client.exists(keys.start_urls):
+            return
+        for shard in keys.all_shards():
+            if client.exists(shard.seq, shard.queue, shard.dead, shard.delayed, shard.seen_info):
+                return
+        raise NoCrawl(
+            f"{self.masked_url} holds no crawl {keys.spider!r} (no nodes, queue, seen URLs, "
+            f"dead letters or seeds under {keys.prefix}); check the spider name and REDIS_URL"
+        )
+
+
+def page_priorities(settings: BaseSettings) -> dict[str, int]:
+    """The queue priority of each page kind (``PAGE_PRIORITIES`` over the spider's defaults)."""
+    merged = dict(DEFAULT_PAGE_PRIORITIES)
+    merged.update({str(k): int(v) for k, v in settings.getdict("PAGE_PRIORITIES").items()})
+    return merged

@@ -1,0 +1,166 @@
+"""Sites and their shared budget as the status shows them: the limit, the rate allowed now
+(the adaptive factor applied), requests in flight and waiting, and pages per minute."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from distcrawl.base.rates import is_number
+from distcrawl.frontier.store import effective_factor
+from distcrawl.ops.reads import Batch, Plan
+
+if TYPE_CHECKING:
+    from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+
+__all__ = [
+    "TOP_SITES",
+    "SitesPage",
+    "in_flight_reads",
+    "published_site_rates",
+    "site_budget",
+    "site_rows",
+    "slowest",
+]
+
+#: the status lists this many sites at most; per-site keys are read for these only
+TOP_SITES = 20
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def in_flight_reads(batch: Batch, sites: Iterable[tuple[ShardKeys, str]]) -> None:
+    """Add to *batch* the reads of the requests in flight of *sites*: one HMGET per shard's
+    ``active`` hash (read back with :func:`in_flight_of`)."""
+    by_shard: dict[str, list[str]] = {}
+    for shard, site in sites:
+        by_shard.setdefault(shard.active, []).append(site)
+    for key, names in by_shard.items():
+        batch.add(("active", key, tuple(names)), "hmget", key, names)
+
+
+def in_flight_of(got: Mapping[Any, Any]) -> dict[str, Any]:
+    """Site -> its requests in flight (raw), from the replies of :func:`in_flight_reads`."""
+    out: dict[str, Any] = {}
+    for name, values in got.items():
+        if isinstance(name, tuple) and name[0] == "active":
+            out.update(zip(name[2], values, strict=True))
+    return out
+
+
+def site_budget(fields: Any, active: Any) -> dict[str, str]:
+    """A site's budget fields as :func:`site_rows` reads them: its budget hash, and
+    ``active`` (its requests in flight, kept per shard)."""
+    out = {_text(k): _text(v) for k, v in (fields or {}).items()}
+    out["active"] = _text(active) if active is not None else "0"
+    return out
+
+
+def published_site_rates(infos: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Pages per minute per site, summed over what the live nodes' heartbeats publish
+    (``info.sites``: their busiest sites as ``[site, pages per minute]``); a malformed entry is
+    skipped."""
+    rates: dict[str, float] = {}
+    for info in infos:
+        published = info.get("sites")
+        for entry in published if isinstance(published, list) else []:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+                continue
+            if not is_number(entry[1]) or entry[1] <= 0:
+                continue
+            rates[entry[0]] = rates.get(entry[0], 0.0) + float(entry[1])
+    return rates
+
+
+def site_rows(
+    budgets: Mapping[str, Mapping[str, str]],
+    waiting: Mapping[str, int],
+    rates: Mapping[str, float] | None = None,
+    now_ms: float | None = None,
+) -> list[dict[str, Any]]:
+    """Each busy site's shared budget: its limit, the rate it is allowed now (the limit, or
+    for a site without one the rate its cut applies to, times the adaptive factor, cut when
+    the site pushes back and wearing off with time), requests in flight and waiting; the top
+    :data:`TOP_SITES`, most waiting first.
+
+    A cut wears off with time: it is read at *now_ms*, the snapshot's server time (a reader
+    that has none uses its own clock, near enough for a display).
+    """
+    rates = rates or {}
+    now = now_ms if now_ms is not None else time.time() * 1000
+    out: list[dict[str, Any]] = []
+    for site in sorted(set(budgets) | set(waiting)):
+        fields = budgets.get(site, {})
+        factor = effective_factor(dict(fields), now)
+        limit = float(fields["limit_rate"]) if fields.get("limit_rate") else None
+        base = limit if limit is not None else float(fields.get("base_rate") or 0) or None
+        if factor >= 1.0 and limit is None:
+            base = None  # no limit and no cut: as fast as the site answers
+        in_flight = int(fields.get("active") or 0)
+        queued = int(waiting.get(site, 0))
+        rate = float(rates.get(site, 0.0))
+        if not (in_flight or queued or rate or factor < 1.0):
+            continue  # not busy
+        conc = fields.get("limit_conc")
+        out.append(
+            {
+                "site": site,
+                "limit_rate": limit,
+                "limit_concurrency": int(conc) if conc else None,
+                "factor": round(factor, 3),
+                "allowed_rate": round(base * factor, 2) if base is not None else None,
+                "in_flight": in_flight,
+                "waiting": queued,
+                "pages_per_min": round(rate, 1),
+            }
+        )
+    out.sort(key=lambda s: (-s["waiting"], -s["in_flight"], -s["pages_per_min"]))
+    return out[:TOP_SITES]
+
+
+class SitesPage:
+    """One page of the sites waiting for their budget, the one waiting longest first."""
+
+    def __init__(self, total: int, rows: list[dict[str, Any]]) -> None:
+        self.total = total
+        self.rows = rows
+
+
+def slowest(keys: FrontierKeys, page: int, per_page: int) -> Plan[SitesPage]:
+    """Page *page* (from 0) of every site waiting for its budget, longest waiting first:
+    each shard's longest-waiting sites down to this page, merged (a bounded read)."""
+    shards = keys.all_shards()
+    batch = Batch()
+    for shard in shards:
+        batch.add(("sites", shard.index), "zcard", shard.waiting)
+        batch.add(("top", shard.index), "zrevrange", shard.waiting, 0, (page + 1) * per_page - 1,
+                  withscores=True)  # fmt: skip
+    got = yield batch
+    total = sum(int(got[("sites", shard.index)]) for shard in shards)
+    ranked = sorted(
+        (
+            (float(score), _text(site))
+            for shard in shards
+            for site, score in got[("top", shard.index)]
+        ),
+        reverse=True,
+    )
+    sites = [site for _, site in ranked[page * per_page : (page + 1) * per_page]]
+    if not sites:
+        return SitesPage(total, [])
+    batch = Batch()
+    for site in sites:
+        batch.add(("budget", site), "hgetall", keys.site(site))
+        batch.add(("waiting", site), "zcard", keys.wait(site))
+    in_flight_reads(batch, ((keys.site_keys(site), site) for site in sites))
+    got = yield batch
+    in_flight = in_flight_of(got)
+    budgets = {site: site_budget(got[("budget", site)], in_flight.get(site)) for site in sites}
+    waiting = {site: int(got[("waiting", site)]) for site in sites}
+    rows = site_rows(budgets, waiting)
+    order = {site: i for i, site in enumerate(sites)}
+    rows.sort(key=lambda r: order.get(r["site"], 0))
+    return SitesPage(total, rows)

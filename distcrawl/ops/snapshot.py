@@ -1,0 +1,298 @@
+"""One snapshot of a crawl: what its Redis keys say, read with a bounded number of commands.
+
+Nothing here is stored: every figure is read from the keys the frontier and the nodes keep
+(their layout: :mod:`distcrawl.frontier.keys`). The reading is one plan of named reads
+(:mod:`distcrawl.ops.reads`), run by a blocking client (:func:`read_snapshot`, for commands)
+or by ``redis.asyncio`` (:func:`aread_snapshot`, for a node's progress line and the
+dashboard).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD
+from distcrawl.ops import deadletters
+from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES, Band, priority_bands, score_range
+from distcrawl.ops.deadletters import Tally
+from distcrawl.ops.reads import Batch, Plan, arun, run
+from distcrawl.ops.sites import (
+    TOP_SITES,
+    in_flight_of,
+    in_flight_reads,
+    published_site_rates,
+    site_budget,
+)
+
+if TYPE_CHECKING:
+    from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+
+__all__ = [
+    "DEFAULT_DEAD_SAMPLE",
+    "NodeRecord",
+    "Revisits",
+    "Snapshot",
+    "aread_snapshot",
+    "read_snapshot",
+]
+
+#: at most this many dead letters are read to count them by reason and by site
+DEFAULT_DEAD_SAMPLE = 10_000
+#: stopped and recovered nodes read from the registry of gone nodes (newest first)
+_MAX_GONE = 100
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(float(_text(value))) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _json_object(raw: Any) -> dict[str, Any]:
+    """A JSON object from Redis, or ``{}`` for anything else (nodes' data is not trusted)."""
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass
+class NodeRecord:
+    """What the crawl's keys say of one node."""
+
+    #: its last heartbeat (ms, server clock) in the heartbeat set; None when not in it
+    heartbeat_ms: int | None = None
+    #: its last heartbeat as its info hash records it (kept after it left the set)
+    info_heartbeat_ms: int | None = None
+    #: when a live node recovered it as dead
+    dead_since_ms: int | None = None
+    #: when it stopped cleanly
+    stopped_ms: int | None = None
+    #: what it publishes with its heartbeat: host, pid, stats, rates, busiest sites, ...
+    info: dict[str, Any] = field(default_factory=dict)
+    #: leases it holds, over all shards
+    leases: int = 0
+    #: seeds it took from the start list and has not pushed into the frontier yet
+    seeding: int = 0
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        stats = self.info.get("stats")
+        return stats if isinstance(stats, dict) else {}
+
+
+@dataclass
+class Revisits:
+    """[revisit] Pages scheduled again, the next due, and the oldest due and not leased."""
+
+    scheduled: int = 0
+    next_due_ms: float | None = None
+    oldest_late_ms: float | None = None
+
+
+@dataclass
+class Snapshot:
+    """The figures of one read of the crawl's keys."""
+
+    spider: str
+    #: the server time of the control slot (ms), which times the heartbeats
+    at_ms: int
+    shards: int = 1
+    queued: int = 0
+    #: the queue by page kind, and the top sites' waiting rooms (the total is exact)
+    queued_by_kind: dict[str, int] = field(default_factory=dict)
+    #: requests waiting for their site's budget, for the top sites
+    waiting: dict[str, int] = field(default_factory=dict)
+    #: requests waiting for their site's budget, all sites
+    waiting_total: int = 0
+    waiting_sites: int = 0
+    #: the budget hash of the top, latest cut and busiest sites (with ``active``)
+    site_budgets: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: pages per minute of those sites, as the live nodes publish them
+    site_rates: dict[str, float] = field(default_factory=dict)
+    parked: int = 0
+    requests: int = 0
+    seen: int = 0
+    bloom_bytes: int = 0
+    start_list: int = 0
+    rejected: int = 0
+    paused: bool = False
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)
+    dead_letters: Tally = field(default_factory=Tally)
+    revisit: Revisits = field(default_factory=Revisits)
+
+
+def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band]) -> Batch:
+    """The control slot, and per shard its counts, its status registry, the sites first due
+    to leave their waiting room and the latest cuts."""
+    batch = Batch()
+    batch.add("nodes", "zrange", keys.nodes, 0, -1)
+    batch.add("gone", "zrevrange", keys.gone, 0, _MAX_GONE - 1)
+    batch.add("start_list", "llen", keys.start_urls)
+    batch.add("rejected", "llen", keys.rejected)
+    batch.add("paused", "get", keys.paused)
+    for shard in shards:
+        k = shard.index
+        batch.add((k, "queued"), "zcard", shard.queue)
+        batch.add((k, "parked"), "zcard", shard.delayed)
+        batch.add((k, "seen"), "hget", shard.seen_info, "n")
+        batch.add((k, "bloom_bytes"), "strlen", shard.bloom)
+        batch.add((k, "dead"), "hlen", shard.dead)
+        batch.add((k, "requests"), "hlen", shard.requests)
+        batch.add((k, "waiting_sites"), "zcard", shard.waiting)
+        batch.add((k, "first_due"), "zrange", shard.waiting, 0, TOP_SITES - 1)
+        batch.add((k, "registry"), "hgetall", shard.status)
+        batch.add((k, "cuts"), "zrevrange", shard.cuts, 0, TOP_SITES - 1, withscores=True)
+        batch.add((k, "revisits"), "zcard", shard.revisit)
+        batch.add((k, "revisit_head"), "zrange", shard.revisit, 0, 0, withscores=True)
+        batch.add((k, "late_head"), "zrange", shard.revisit_late, 0, 0, withscores=True)
+        for kind, low, high in bands:
+            batch.add((k, "kind", kind), "zcount", shard.queue, *score_range(low, high))
+    return batch
+
+
+def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snapshot]:
+    """The reads of one snapshot, in four or five round trips.
+
+    Bounded by the number of shards and nodes, never by the number of sites or keys: nodes
+    come from the heartbeat set, the registry of stopped and recovered nodes and the lease
+    counts each shard keeps per node; per-site detail is read for the top sites only (the
+    first due to leave their waiting room in each shard, then the most waiting, the latest
+    cut and the busiest). Dead letters are counted over a sample. Nothing SCANs the keyspace.
+    """
+    shards = keys.all_shards()
+    got = yield _first_reads(keys, shards, bands)
+    snap = Snapshot(spider=keys.spider, at_ms=0, shards=len(shards))
+    snap.start_list, snap.rejected = int(got["start_list"]), int(got["rejected"])
+    snap.paused = got["paused"] is not None
+    snap.queued_by_kind = {kind: 0 for kind, _, _ in bands}
+    first_due: list[tuple[ShardKeys, str]] = []
+    cuts: list[tuple[float, ShardKeys, str]] = []
+    held: dict[str, int] = {}
+    dead_by_shard: list[int] = []
+    revisit_heads: list[float] = []
+    late_heads: list[float] = []
+    for shard in shards:
+        k = shard.index
+        snap.queued += int(got[(k, "queued")])
+        snap.parked += int(got[(k, "parked")])
+        snap.seen += int(got[(k, "seen")] or 0)
+        snap.bloom_bytes += int(got[(k, "bloom_bytes")])
+        dead_by_shard.append(int(got[(k, "dead")]))
+        snap.requests += int(got[(k, "requests")])
+        snap.waiting_sites += int(got[(k, "waiting_sites")])
+        first_due += [(shard, _text(site)) for site in got[(k, "first_due")]]
+        registry = {_text(f): _text(v) for f, v in (got[(k, "registry")] or {}).items()}
+        snap.waiting_total += max(0, int(registry.get("waiting", 0)))
+        for name, value in registry.items():
+            if name.startswith(STATUS_LEASES_FIELD):
+                node = name[len(STATUS_LEASES_FIELD) :]
+                held[node] = held.get(node, 0) + max(0, int(value))
+        cuts += [(float(ms), shard, _text(site)) for site, ms in got[(k, "cuts")]]
+        snap.revisit.scheduled += int(got[(k, "revisits")])
+        revisit_heads += [float(score) for _, score in got[(k, "revisit_head")]]
+        late_heads += [float(score) for _, score in got[(k, "late_head")]]
+        for kind, _, _ in bands:
+            snap.queued_by_kind[kind] += int(got[(k, "kind", kind)])
+    snap.revisit.next_due_ms = min(revisit_heads, default=None)
+    snap.revisit.oldest_late_ms = min(late_heads, default=None)
+
+    # every node the keys know of, and the waiting rooms of each shard's first due sites
+    names = list(dict.fromkeys([*map(_text, got["nodes"]), *map(_text, got["gone"]), *held]))
+    batch = Batch()
+    for name in names:
+        batch.add(("heartbeat", name), "zscore", keys.nodes, name)
+        batch.add(("info", name), "hgetall", keys.node(name))
+        batch.add(("seeding", name), "llen", keys.seeding(name))
+    for shard, site in first_due:
+        batch.add(("room", shard.index, site), "zcard", shard.wait(site))
+    got = yield batch
+    for name in names:
+        score = got[("heartbeat", name)]
+        fields = {_text(k): v for k, v in (got[("info", name)] or {}).items()}
+        snap.nodes[name] = NodeRecord(
+            heartbeat_ms=int(float(score)) if score is not None else None,
+            info_heartbeat_ms=_int_or_none(fields.get("heartbeat")),
+            dead_since_ms=_int_or_none(fields.get("dead_since")),
+            stopped_ms=_int_or_none(fields.get("stopped_at")),
+            info=_json_object(fields.get("info")),
+            leases=held.get(name, 0),
+            seeding=int(got[("seeding", name)]),
+        )
+    rooms = [(int(got[("room", sh.index, site)]), sh, site) for sh, site in first_due]
+    top = sorted([room for room in rooms if room[0]], key=lambda t: -t[0])[:TOP_SITES]
+
+    # the top sites' budgets and page kinds; the latest cuts too (a cut site may wait for
+    # nothing) and the busiest, from what the live nodes publish, up to the top's number each
+    shown = {site for _, _, site in top}
+    cut_sites = [(sh, site) for _, sh, site in sorted(cuts, key=lambda t: -t[0])]
+    cut_sites = [(sh, site) for sh, site in cut_sites if site not in shown][:TOP_SITES]
+    live = [
+        n.info for n in snap.nodes.values() if n.stopped_ms is None and n.heartbeat_ms is not None
+    ]
+    rates = published_site_rates(live)
+    shown |= {site for _, site in cut_sites}
+    busy = [site for site in sorted(rates, key=lambda s: -rates[s]) if site not in shown]
+    busy_sites = [(keys.site_keys(site), site) for site in busy[:TOP_SITES]]
+    batch = Batch()
+    for _, shard, site in top:
+        batch.add(("budget", site), "hgetall", shard.site(site))
+        for kind, low, high in bands:
+            batch.add(("kind", site, kind), "zcount", shard.wait(site), *score_range(low, high))
+    for shard, site in cut_sites + busy_sites:
+        batch.add(("budget", site), "hgetall", shard.site(site))
+    in_flight_reads(batch, [(shard, site) for _, shard, site in top] + cut_sites + busy_sites)
+    got = yield batch
+    in_flight = in_flight_of(got)
+    for room, _, site in top:
+        snap.waiting[site] = room
+        for kind, _, _ in bands:  # page kinds of the waiting rooms: the top sites' only
+            snap.queued_by_kind[kind] += int(got[("kind", site, kind)])
+    for site in [site for _, _, site in top] + [site for _, site in cut_sites + busy_sites]:
+        snap.site_budgets[site] = site_budget(got[("budget", site)], in_flight.get(site))
+    snap.site_rates = {site: rates[site] for site in snap.site_budgets if site in rates}
+    snap.waiting_total = max(snap.waiting_total, sum(snap.waiting.values()))
+
+    dead = sum(dead_by_shard)
+    snap.dead_letters = Tally(total=dead)
+    if dead and dead_sample > 0:
+        page = yield from deadletters.scan(keys, limit=dead_sample, sizes=dead_by_shard)
+        snap.dead_letters = deadletters.tally(page.letters, total=dead)
+
+    got = yield Batch.clock(keys.prefix)
+    seconds, micros = got["time"]
+    snap.at_ms = int(seconds) * 1000 + int(micros) // 1000
+    return snap
+
+
+def read_snapshot(
+    client: Any,
+    keys: FrontierKeys,
+    *,
+    page_priorities: Mapping[str, int] = DEFAULT_PAGE_PRIORITIES,
+    dead_sample: int = DEFAULT_DEAD_SAMPLE,
+) -> Snapshot:
+    """One snapshot of the crawl's keys, with a blocking redis-py client."""
+    return run(client, _plan(keys, priority_bands(page_priorities), dead_sample))
+
+
+async def aread_snapshot(
+    client: Any,
+    keys: FrontierKeys,
+    *,
+    page_priorities: Mapping[str, int] = DEFAULT_PAGE_PRIORITIES,
+    dead_sample: int = 0,
+) -> Snapshot:
+    """:func:`read_snapshot` with a ``redis.asyncio`` client (never blocks the event loop)."""
+    return await arun(client, _plan(keys, priority_bands(page_priorities), dead_sample))

@@ -1,0 +1,67 @@
+"""``control`` through the ``distcrawl`` entry point against a real Redis: pause, resume, and a
+reset that needs its flag and keeps what live nodes hold."""
+
+from __future__ import annotations
+
+import json
+
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+
+
+def test_pause_and_resume(cli, r) -> None:
+    assert cli("control", "catalog", "pause")[0] == 0
+    assert json.loads(r.get(KEYS.paused))["by"]
+    out = cli("status", "catalog", "--json", "--sample", "0", "--no-store")[1]
+    assert json.loads(out)["paused"] is True
+    assert cli("control", "catalog", "resume")[0] == 0
+    assert not r.exists(KEYS.paused)
+
+
+def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None:
+    store = FrontierStore(r, KEYS)
+    s0 = KEYS.shard(0)  # requests of no site live in the first shard
+    for key, value in ((s0.queue, {"9": -1.0}), (s0.delayed, {"8": 1.0})):
+        r.zadd(key, value)
+    r.hset(s0.requests, mapping={"9": "q", "8": "d", "1": "leased-live", "2": "leased-dead"})
+    r.sadd(s0.dupefilter, "7")
+    r.hset(s0.dead, "x", "{}")
+    r.lpush(KEYS.start_urls, "https://s.test/")
+    r.set(s0.seq, 9)
+    store.heartbeat("live", "{}")
+    r.zadd(s0.leases("live"), {"1": 1.0})
+    r.zadd(KEYS.nodes, {"dead": 1000})
+    r.zadd(s0.leases("dead"), {"2": 2.0})
+    r.set(KEYS.paused, "1")
+
+    assert cli("control", "catalog", "reset")[0] == 2
+    assert r.zcard(s0.queue) == 1
+
+    code, out, _ = cli("control", "catalog", "reset", "--yes-really")
+    assert code == 0, out
+    assert "kept 1 leases of 1 live node(s)" in out and "still paused" in out
+    left = sorted(k.decode() for k in r.keys("*"))
+    status = f"{s0.prefix}:status"  # the status registry: the live node's kept lease
+    kept = {s0.requests, s0.leases("live"), KEYS.nodes, KEYS.paused, s0.seq, status}
+    assert left == sorted(kept)
+    assert r.hgetall(status) == {b"leases:live": b"1"}
+    assert r.hgetall(s0.requests) == {b"1": b"leased-live"}
+    assert r.zrange(KEYS.nodes, 0, -1) == [b"live"]
+
+    code, _, _ = cli("control", "catalog", "reset", "--yes-really", "--force")
+    assert code == 0
+    assert sorted(k.decode() for k in r.keys("*")) == sorted({KEYS.paused, s0.seq})
+
+
+def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
+    r.zadd(KEYS.shard(0).queue, {"9": -1.0})
+    r.sadd(KEYS.shard(0).dupefilter, "a", "b")
+    r.lpush(KEYS.start_urls, "https://s.test/")
+    code, _, err = cli("control", "catalog", "reset")
+    assert code == 2
+    assert "queued 1" in err and "seen 2" in err and "seeds 1" in err
+    assert "Nothing was deleted" in err and "--yes-really" in err
+    code, out, _ = cli("control", "catalog", "reset", "--json")
+    assert code == 2 and json.loads(out)["would_delete"]["seen"] == 2
+    assert r.zcard(KEYS.shard(0).queue) == 1 and r.scard(KEYS.shard(0).dupefilter) == 2

@@ -1,0 +1,176 @@
+"""``deadletters`` through the ``distcrawl`` entry point against a real Redis: list, count,
+re-queue and purge with filters, the refused entries; and every reason ``status`` shows of a
+real crawl's dead letters accepted by ``--reason`` (slow)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+import redis
+from crawl_nodes import Node, stop_all
+from scrapy import Request
+
+from distcrawl.frontier.store import FrontierKeys
+from distcrawl.node.requests import codec
+
+KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+
+
+def dead_letter(r: redis.Redis, dead_id: str, url: str, reason: str, priority: int = 100) -> None:
+    record = {
+        "request": codec.encode(Request(url, priority=priority, dont_filter=True), None),
+        "url": url,
+        "priority": priority,
+        "reason": reason,
+        "node": "n1",
+        "at": time.time(),
+        "attempts": 4,
+        "first_attempt": time.time() - 10,
+        "last_attempt": time.time(),
+        "status": 503,
+    }
+    r.hset(KEYS.shard(0).dead, dead_id, json.dumps(record))
+
+
+@pytest.fixture
+def letters(r):
+    dead_letter(r, "a1", "http://a.test/p/1", "http_503")
+    dead_letter(r, "a2", "http://a.test/p/2", "twisted.internet.error.TimeoutError")
+    dead_letter(r, "b1", "http://b.test/p/1", "http_503")
+    return r
+
+
+def test_deadletters_list_and_count(cli, letters) -> None:
+    code, out, _ = cli("deadletters", "catalog", "count", "--json")
+    assert json.loads(out) == {
+        "total": 3,
+        "by_reason": {"http_503": 2, "twisted.internet.error.TimeoutError": 1},
+        "by_site": {"a.test": 2, "b.test": 1},
+    }
+    code, out, _ = cli("deadletters", "catalog", "list", "--site", "A.test", "--json")
+    listed = json.loads(out)
+    assert listed["total"] == 2
+    assert {d["id"] for d in listed["dead_letters"]} == {"a1", "a2"}
+    assert "request" not in listed["dead_letters"][0]
+    code, out, _ = cli("deadletters", "catalog", "list")
+    assert code == 0 and "http://b.test/p/1" in out and "3 of 3" in out
+
+
+def test_deadletters_requeue_filtered_moves_them_back_to_the_queue(cli, letters) -> None:
+    code, out, _ = cli(
+        "deadletters", "catalog", "requeue", "--reason", "http_503", "--site", "a.test"
+    )
+    assert (code, out.strip()) == (0, "re-queued 1 of 1 matching dead letters")
+    assert sorted(letters.hkeys(KEYS.shard(0).dead)) == [b"a2", b"b1"]
+    [(rid, score)] = letters.zrange(KEYS.shard(0).queue, 0, -1, withscores=True)
+    assert codec.decode(letters.hget(KEYS.shard(0).requests, rid)).url == "http://a.test/p/1"
+    assert -score // 1e10 + 1 == 100  # its priority came back with it
+    assert (
+        cli("deadletters", "catalog", "requeue")[1].strip()
+        == "re-queued 2 of 2 matching dead letters"
+    )
+    assert letters.hlen(KEYS.shard(0).dead) == 0 and letters.zcard(KEYS.shard(0).queue) == 3
+
+
+def test_deadletters_purge_needs_confirmation(cli, letters) -> None:
+    assert cli("deadletters", "catalog", "purge")[0] == 2
+    code, out, _ = cli("deadletters", "catalog", "purge", "--reason", "http_503", "--yes-really")
+    assert (code, out.strip()) == (0, "purged 2 of 2 matching dead letters")
+    assert letters.hkeys(KEYS.shard(0).dead) == [b"a2"]
+
+
+def test_deadletters_refused_lists_the_refused_entries_newest_first(cli, r) -> None:
+    for n, reason in enumerate(("bad_scheme", "private_address")):
+        entry = {"kind": "seed", "raw": f"seed-{n}", "reason": reason, "node": "n1", "at": n}
+        r.lpush(KEYS.rejected, json.dumps(entry))
+    code, out, _ = cli("deadletters", "catalog", "refused", "--json")
+    assert code == 0
+    listed = json.loads(out)
+    assert listed["total"] == 2
+    assert [e["reason"] for e in listed["refused"]] == ["private_address", "bad_scheme"]
+    code, out, _ = cli("deadletters", "catalog", "refused", "--limit", "1")
+    assert code == 0 and "private_address" in out and "bad_scheme" not in out
+    assert "1 of 2 refused entries shown" in out
+
+
+def _status_reasons(cli) -> dict[str, int]:
+    code, out, err = cli("status", "catalog", "--json", "--sample", "0", "--no-store")
+    assert code == 0, err
+    return json.loads(out)["dead_letters"]["by_reason"]
+
+
+def test_every_reason_status_shows_is_one_the_filters_accept(cli, r) -> None:
+    dead_letter(r, "a", "http://a.test/1", "DownloadConnectionRefusedError")
+    dead_letter(r, "b", "http://a.test/2", "http_503")
+    r.hset(KEYS.shard(0).dead, "c", json.dumps({"url": "http://a.test/3"}))  # no reason
+    r.hset(KEYS.shard(0).dead, "d", b"\xff not json")
+    shown = _status_reasons(cli)
+    assert shown == {
+        "DownloadConnectionRefusedError": 1,
+        "http_503": 1,
+        "unknown": 1,
+        "unreadable_record": 1,
+    }
+    for reason, n in shown.items():
+        code, out, _ = cli("deadletters", "catalog", "count", "--reason", reason, "--json")
+        assert code == 0 and json.loads(out)["by_reason"] == {reason: n}
+        code, out, _ = cli("deadletters", "catalog", "purge", "--reason", reason, "--yes-really")
+        assert (code, out.strip()) == (0, f"purged {n} of {n} matching dead letters")
+    assert r.hlen(KEYS.shard(0).dead) == 0
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+#: a node that gives up fast: one retry, a short backoff
+GIVES_UP_FAST = {"RETRY_TIMES": 1, "RETRY_BACKOFF_BASE": 0.05, "RETRY_BACKOFF_MAX": 0.1}
+
+
+@pytest.mark.slow
+def test_a_real_crawls_dead_letters_are_requeued_and_purged_by_the_reasons_status_shows(
+    cli, r, redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    # three products always answer 500; one seed is a port nothing listens on
+    shop = shop_factory(products=30, fail_products=3)
+    refused = f"http://127.0.0.1:{_closed_port()}/"
+    r.lpush(KEYS.start_urls, shop.url, refused)
+
+    def crawl(node_id: str) -> dict[str, int]:
+        node = Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id=node_id,
+            settings=GIVES_UP_FAST,
+        )
+        try:
+            assert node.wait() == 0, node.log()[-3000:]
+        finally:
+            stop_all([node])
+        return _status_reasons(cli)
+
+    shown = crawl("d1")
+    # the names status shows: an HTTP status, and an exception by its class name
+    assert shown == {"http_500": 3, "DownloadConnectionRefusedError": 1}, shown
+    code, out, _ = cli("deadletters", "catalog", "count", "--json")
+    assert code == 0 and json.loads(out)["by_reason"] == shown
+    for reason, n in shown.items():
+        code, out, _ = cli("deadletters", "catalog", "requeue", "--reason", reason)
+        assert (code, out.strip()) == (0, f"re-queued {n} of {n} matching dead letters")
+    assert _status_reasons(cli) == {}
+
+    # crawled again, they fail again, with the same reasons; now purge them by those names
+    again = crawl("d2")
+    assert again == shown, again
+    for reason, n in again.items():
+        code, out, _ = cli("deadletters", "catalog", "purge", "--reason", reason, "--yes-really")
+        assert (code, out.strip()) == (0, f"purged {n} of {n} matching dead letters")
+    code, out, _ = cli("status", "catalog", "--json", "--sample", "0", "--no-store")
+    assert json.loads(out)["dead_letters"]["total"] == 0
