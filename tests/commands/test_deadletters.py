@@ -10,9 +10,10 @@ import time
 
 import pytest
 import redis
-from crawl_nodes import Node, stop_all
+from crawl_nodes import Node, stats_of, stop_all
 from scrapy import Request
 
+from distcrawl.base.names import find
 from distcrawl.frontier.store import FrontierKeys
 from distcrawl.node.requests import codec
 
@@ -129,6 +130,11 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: the stats keys distcrawl counts (and Scrapy's that it reads or names)
+OUR_STATS = (
+    "catalog/", "frontier/", "pipeline/", "safety/", "revisit", "freshness/", "retry/",
+    "scheduler/", "dupefilter/", "robotstxt/shared", "gc/",
+)  # fmt: skip
 #: a node that gives up fast: one retry, a short backoff
 GIVES_UP_FAST = {"RETRY_TIMES": 1, "RETRY_BACKOFF_BASE": 0.05, "RETRY_BACKOFF_MAX": 0.1}
 
@@ -154,6 +160,9 @@ def test_a_real_crawls_dead_letters_are_requeued_and_purged_by_the_reasons_statu
             assert node.wait() == 0, node.log()[-3000:]
         finally:
             stop_all([node])
+        # every stats key of distcrawl's a node counted is a name of the vocabulary
+        ours = [k for k in stats_of(node.log()) if k.startswith(OUR_STATS)]
+        assert ours and [k for k in ours if find(k, "stats key") is None] == []
         return _status_reasons(cli)
 
     shown = crawl("d1")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from distcrawl.base.names import commands, metrics, reasons, stats, status
 from distcrawl.base.names.terms import Term, registered
 
-__all__ = ["GROUPS", "Term", "vocabulary"]
+__all__ = ["GROUPS", "Term", "find", "vocabulary"]
 
 #: the groups of terms, in the order :func:`vocabulary` lists them
 GROUPS = (
@@ -32,3 +32,25 @@ def vocabulary(group: str | None = None) -> list[Term]:
     order = {name: i for i, name in enumerate(GROUPS)}
     terms = sorted(registered(), key=lambda t: order[t.group])  # stable within a group
     return [t for t in terms if group is None or t.group == group]
+
+
+def find(name: str, group: str | None = None) -> Term | None:
+    """The term *name* is (itself, or a member of a family: ``frontier/refused/not_json`` is
+    ``frontier/refused/<reason>``), in *group* or any; None for a name not in the vocabulary.
+    A term of its own wins over a family, and a family with a longer fixed part over one with
+    a shorter (``<ExceptionName>`` matches only what nothing else does)."""
+    terms = vocabulary(group)
+    for term in terms:
+        if term.name == name:
+            return term
+    best: tuple[int, Term] | None = None
+    for term in terms:
+        head, _, rest = term.name.partition("<")
+        if not rest or ">" not in rest:
+            continue
+        tail = rest.partition(">")[2]
+        fixed = len(head) + len(tail)
+        if name.startswith(head) and name.endswith(tail) and len(name) > fixed:
+            if best is None or fixed > best[0]:
+                best = (fixed, term)
+    return best[1] if best else None
