@@ -50,7 +50,7 @@ def find(name: str, group: str | None = None) -> Term | None:
             continue
         tail = rest.partition(">")[2]
         fixed = len(head) + len(tail)
-        if name.startswith(head) and name.endswith(tail) and len(name) > fixed:
-            if best is None or fixed > best[0]:
-                best = (fixed, term)
+        matches = name.startswith(head) and name.endswith(tail) and len(name) > fixed
+        if matches and (best is None or fixed > best[0]):
+            best = (fixed, term)
     return best[1] if best else None
