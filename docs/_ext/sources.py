@@ -1,8 +1,9 @@
 """Where the generated references take their facts from: the code as it is today.
 
 Each reference is rendered from a list of plain records (``render.py``); this module makes
-those lists. When the project's settings registry, vocabulary and key builder land, re-point
-the ``*_SOURCE`` names at the bottom: each is one line.
+those lists; the stats and metrics come from the vocabulary (distcrawl.base.names). When the
+project's settings registry and key builder land, re-point the ``*_SOURCE`` names at the
+bottom: each is one line.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -239,7 +241,8 @@ def _options(parser: argparse.ArgumentParser, skip: set[str]) -> tuple[Option, .
 
 
 def _scrapy_commands() -> dict[str, Any]:
-    """The ``scrapy`` sub-commands distcrawl adds or replaces (distcrawl/commands/*)."""
+    """The ``scrapy`` sub-commands distcrawl adds or replaces (distcrawl/commands/*, and the
+    dashboard's, distcrawl/web/command.py)."""
     from scrapy.commands import ScrapyCommand
 
     import distcrawl.commands as package
@@ -252,6 +255,10 @@ def _scrapy_commands() -> dict[str, Any]:
         cls = getattr(module, "Command", None)
         if isinstance(cls, type) and issubclass(cls, ScrapyCommand):
             found[info.name] = cls
+    # and those registered for Scrapy through the scrapy.commands entry points (scrapy web)
+    for entry in entry_points(group="scrapy.commands"):
+        if entry.value.startswith("distcrawl."):
+            found[entry.name] = entry.load()
     return found
 
 
@@ -314,9 +321,32 @@ def commands_from_code() -> list[Command]:
 # --------------------------------------------------------------------------- stats and metrics
 
 
+def _vocabulary_keys() -> dict[str, str]:
+    """The stats keys of the vocabulary by the name of their constant (a family: its name with
+    the variable part, ``frontier/refused/<reason>``)."""
+    from distcrawl.base.names import stats, vocabulary
+    from distcrawl.base.names.terms import Family
+
+    named = {t.name for t in vocabulary(stats.STATS)}
+    out: dict[str, str] = {}
+    for name, value in vars(stats).items():
+        if isinstance(value, Family):
+            out[name] = value.name
+        elif isinstance(value, str) and value in named:
+            out[name] = value
+    return out
+
+
 def _fmt_key(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
+    # a key the code takes from the vocabulary: stat_keys.ACKED, stat_keys.REFUSED(reason)
+    called = node.func if isinstance(node, ast.Call) else node
+    if isinstance(called, (ast.Name, ast.Attribute)):
+        name = called.id if isinstance(called, ast.Name) else called.attr
+        key = _vocabulary_keys().get(name)
+        if key is not None and ("<" in key) == isinstance(node, ast.Call):
+            return key
     if isinstance(node, ast.JoinedStr):
         out = ""
         for part in node.values:
@@ -370,19 +400,24 @@ def _family(key: str) -> str:
     return re.sub(r"<[^>]*>", "<*>", key)
 
 
-def stats_from_code() -> list[Stat]:
-    from stats_notes import STATS
+def stats_from_vocabulary() -> list[Stat]:
+    """The stats keys distcrawl counts, with their meaning, from the vocabulary
+    (:func:`distcrawl.base.names.vocabulary`), and where the code counts each."""
+    from distcrawl.base.names import vocabulary
+    from distcrawl.base.names.stats import SCRAPY, STATS
 
     counted = counted_stats()
-    families = {_family(k): where for k, where in counted.items()}
     records = []
-    for key, help_text in STATS.items():
-        where = counted.get(key) or families.get(_family(key)) or set()
-        if not where:  # a member of a family counted under a run-time name
-            where = next(
-                (w for fam, w in families.items() if "<*>" in fam and _matches(fam, key)), set()
-            )
-        records.append(Stat(key, help_text, tuple(sorted(where))))
+    for term in vocabulary(STATS):
+        if term.kind == SCRAPY:  # Scrapy counts it; distcrawl only reads it
+            continue
+        family = _family(term.name)
+        where: set[str] = set()
+        for key, modules in counted.items():
+            member = "<*>" in family and _matches(family, key)
+            if key == term.name or _family(key) == family or member:
+                where |= modules
+        records.append(Stat(term.name, term.meaning, tuple(sorted(where))))
     return records
 
 
@@ -391,34 +426,15 @@ def _matches(family: str, key: str) -> bool:
     return re.fullmatch(pattern, key) is not None
 
 
-def metrics_from_code() -> list[Metric]:
-    """/metrics: names and help from ``distcrawl.web.metrics.METRICS``, type and labels from
-    the calls that make each family."""
-    from distcrawl.web import metrics
+def metrics_from_vocabulary() -> list[Metric]:
+    """/metrics: name, type, labels and help of each metric, from the vocabulary."""
+    from distcrawl.base.names import vocabulary
+    from distcrawl.base.names.metrics import METRIC
 
-    source = Path(metrics.__file__).read_text(encoding="utf-8")
-    kinds: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for node in ast.walk(ast.parse(source)):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("_gauge", "_counter")
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-        ):
-            labels: tuple[str, ...] = ()
-            for kw in node.keywords:
-                if kw.arg == "labels" and isinstance(kw.value, ast.List):
-                    labels = tuple(
-                        str(e.value) for e in kw.value.elts if isinstance(e, ast.Constant)
-                    )
-            kinds[str(node.args[0].value)] = (node.func.id.lstrip("_"), labels)
-    records = []
-    for name, help_text in metrics.METRICS.items():
-        kind, labels = kinds.get(name, ("gauge", ()))
-        shown = f"{name}_total" if kind == "counter" else name
-        records.append(Metric(shown, kind, labels, help_text))
-    return records
+    return [
+        Metric(f"{t.name}_total" if t.kind == "counter" else t.name, t.kind, t.labels, t.meaning)
+        for t in vocabulary(METRIC)
+    ]
 
 
 # --------------------------------------------------------------------------- Redis keys
@@ -563,8 +579,8 @@ def bench_results(folder: Path | None = None) -> list[dict[str, Any]]:
 
 SETTINGS_SOURCE: Callable[[], list[Setting]] = settings_from_code
 COMMANDS_SOURCE: Callable[[], list[Command]] = commands_from_code
-STATS_SOURCE: Callable[[], list[Stat]] = stats_from_code
-METRICS_SOURCE: Callable[[], list[Metric]] = metrics_from_code
+STATS_SOURCE: Callable[[], list[Stat]] = stats_from_vocabulary
+METRICS_SOURCE: Callable[[], list[Metric]] = metrics_from_vocabulary
 KEYS_SOURCE: Callable[[], list[Key]] = keys_from_lua_and_notes
 
 

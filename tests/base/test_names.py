@@ -20,7 +20,9 @@ def test_each_name_is_defined_once_in_its_group_with_a_meaning() -> None:
         assert names and len(names) == len(set(names)), group
     assert all(t.meaning.strip() for t in terms)
     assert {t.kind for t in vocabulary("metric")} == {"gauge", "counter"}
-    assert not any(t.kind or t.labels for t in terms if t.group != "metric")
+    assert not any(t.labels for t in terms if t.group != "metric")
+    assert {t.kind for t in terms if t.group != "metric"} == {"", "scrapy"}
+    assert {t.group for t in terms if t.kind == "scrapy"} == {"stats key"}
     with pytest.raises(ValueError, match="no group"):
         vocabulary("stats keys")
 

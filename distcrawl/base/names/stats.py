@@ -10,8 +10,12 @@ __all__ = ["STATS"]
 STATS = "stats key"
 
 
-def _stat(name: str, meaning: str) -> str:
-    return term(STATS, name, meaning)
+#: the kind of a stats key Scrapy counts and distcrawl only reads
+SCRAPY = "scrapy"
+
+
+def _stat(name: str, meaning: str, *, kind: str = "") -> str:
+    return term(STATS, name, meaning, kind=kind)
 
 
 # -- the catalog spider --------------------------------------------------------------------
@@ -105,32 +109,43 @@ ITEM_SCRAPED = _stat(
     "item_scraped_count",
     "as in Scrapy; counts products only (revisit items are counted apart)",
 )
-RESPONSE_RECEIVED = _stat("response_received_count", "as in Scrapy: answers received")
-LOG_ERRORS = _stat("log_count/ERROR", "as in Scrapy: lines logged at level ERROR")
+RESPONSE_RECEIVED = _stat(
+    "response_received_count", "as in Scrapy: answers received", kind=SCRAPY
+)
+LOG_ERRORS = _stat("log_count/ERROR", "as in Scrapy: lines logged at level ERROR", kind=SCRAPY)
 RESPONSE_STATUS = Family(
     STATS,
     "downloader/response_status_count/",
     "status",
     "as in Scrapy: answers by HTTP status",
+    kind=SCRAPY,
 )
 EXCEPTION_TYPE = Family(
     STATS,
     "downloader/exception_type_count/",
     "exception",
     "as in Scrapy: failed downloads by exception (its dotted path)",
+    kind=SCRAPY,
 )
 SPIDER_EXCEPTIONS = Family(
-    STATS, "spider_exceptions/", "exception", "as in Scrapy: callbacks that raised, by exception"
+    STATS,
+    "spider_exceptions/",
+    "exception",
+    "as in Scrapy: callbacks that raised, by exception",
+    kind=SCRAPY,
 )
-RETRY_COUNT = _stat("retry/count", "as in Scrapy: retries scheduled")
+RETRY_COUNT = _stat("retry/count", "as in Scrapy: retries scheduled", kind=SCRAPY)
 RETRY_MAX_REACHED = _stat(
-    "retry/max_reached", "as in Scrapy: requests that failed their last try (dead-lettered here)"
+    "retry/max_reached",
+    "as in Scrapy: requests that failed their last try (dead-lettered here)",
+    kind=SCRAPY,
 )
 RETRY_REASONS = Family(
     STATS,
     "retry/reason_count/",
     "reason",
-    "retries by dead-letter reason (the reason a request's dead letter gets after its last try)",
+    "as in Scrapy: retries, by the dead-letter reason a request gets after its last try",
+    kind=SCRAPY,
 )
 
 # -- retries -------------------------------------------------------------------------------

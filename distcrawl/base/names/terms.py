@@ -16,7 +16,8 @@ class Term:
 
     ``name`` is the exact string; a family of names (a reason, a page kind, an HTTP status as
     the variable part) writes its variable part as ``<part>``. ``kind`` and ``labels`` are set
-    for metrics (``gauge`` or ``counter``, and the label names).
+    for metrics (``gauge`` or ``counter``, and the label names); a stats key Scrapy counts and
+    distcrawl only reads has the kind ``scrapy``.
     """
 
     group: str
@@ -41,9 +42,9 @@ class Family:
     of a member back (None for a name outside the family).
     """
 
-    def __init__(self, group: str, prefix: str, part: str, meaning: str) -> None:
+    def __init__(self, group: str, prefix: str, part: str, meaning: str, *, kind: str = "") -> None:
         self.prefix = prefix
-        self.name = term(group, f"{prefix}<{part}>", meaning)
+        self.name = term(group, f"{prefix}<{part}>", meaning, kind=kind)
 
     def __call__(self, part: str) -> str:
         return self.prefix + part
