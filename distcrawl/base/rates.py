@@ -7,6 +7,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from distcrawl.base.names import stats as stat_keys
+
 __all__ = [
     "PAGES_PREFIX",
     "PUBLISHED_RATE_WINDOW",
@@ -17,18 +19,19 @@ __all__ = [
     "published_rates",
 ]
 
-PAGES_PREFIX = "catalog/pages/"
+#: the node stats counting pages parsed, by page kind
+PAGES_PREFIX = stat_keys.PAGES.prefix
 
 
 def counters(stats: Mapping[str, Any]) -> dict[str, float]:
     """The node counters rates are derived from."""
     pages = sum(v for k, v in stats.items() if k.startswith(PAGES_PREFIX) and is_number(v))
     if not pages:
-        pages = stats.get("response_received_count", 0)
+        pages = stats.get(stat_keys.RESPONSE_RECEIVED, 0)
     return {
         "pages": float(pages),
-        "products": float(stats.get("item_scraped_count", 0)),
-        "acked": float(stats.get("frontier/acked", 0)),
+        "products": float(stats.get(stat_keys.ITEM_SCRAPED, 0)),
+        "acked": float(stats.get(stat_keys.ACKED, 0)),
     }
 
 

@@ -9,6 +9,8 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from distcrawl.base.names import reasons
+
 __all__ = [
     "MAX_URL_LENGTH",
     "UrlRefused",
@@ -198,27 +200,27 @@ def check_url(url: str, *, allow_private: bool | frozenset[str] = False) -> str:
     the cheap check done before a URL enters the frontier.
     """
     if not isinstance(url, str) or not url:
-        raise UrlRefused("empty_url")
+        raise UrlRefused(reasons.EMPTY_URL)
     if len(url) > MAX_URL_LENGTH:
-        raise UrlRefused("url_too_long", url)
+        raise UrlRefused(reasons.URL_TOO_LONG, url)
     if _BAD_URL_CHARACTERS.search(url):
-        raise UrlRefused("bad_characters", url)
+        raise UrlRefused(reasons.BAD_CHARACTERS, url)
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = parts.port  # raises on a non-numeric or out-of-range port
     except ValueError:
-        raise UrlRefused("malformed_url", url) from None
+        raise UrlRefused(reasons.MALFORMED_URL, url) from None
     scheme = parts.scheme.lower()
     if scheme not in ALLOWED_SCHEMES:
-        raise UrlRefused("bad_scheme", url)
+        raise UrlRefused(reasons.BAD_SCHEME, url)
     if not host:
-        raise UrlRefused("missing_host", url)
+        raise UrlRefused(reasons.MISSING_HOST, url)
     if allow_private is True:
         return host
     private = host == "localhost" or host.endswith(".localhost") or is_private_address(host)
     if private and not private_allowed(allow_private, host, port or _DEFAULT_PORTS[scheme]):
-        raise UrlRefused("private_address", url)
+        raise UrlRefused(reasons.PRIVATE_ADDRESS, url)
     return host
 
 

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from distcrawl.base.names import stats as stat_keys
+
 if TYPE_CHECKING:
     from typing import Self
 
@@ -55,5 +57,5 @@ class FreezeStartupObjects:
         gc.freeze()
         frozen = gc.get_freeze_count()
         assert self.crawler.stats is not None
-        self.crawler.stats.set_value("gc/frozen_objects", frozen)
+        self.crawler.stats.set_value(stat_keys.GC_FROZEN, frozen)
         logger.debug("Froze %d start-up objects out of the garbage collector's passes", frozen)

@@ -96,32 +96,35 @@ def load_entry(raw: bytes, *, trust_pickle: bool) -> dict[str, Any]:
     return data
 
 
-def _bytes(value: Any, encoding: str, what: str) -> bytes:
+def _bytes(value: Any, encoding: str, refusal: str) -> bytes:
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
         return value.encode(encoding)
-    raise MigrationRefused(reasons.BAD_FIELD(what), type(value).__name__)
+    raise MigrationRefused(refusal, type(value).__name__)
 
 
 def _headers(value: Any) -> dict[bytes, list[bytes]]:
     if not isinstance(value, dict):
-        raise MigrationRefused(reasons.BAD_FIELD("headers"), type(value).__name__)
+        raise MigrationRefused(reasons.BAD_HEADERS, type(value).__name__)
     out = {}
     for key, values in value.items():
         values = values if isinstance(values, list) else [values]
-        out[_bytes(key, "latin-1", "headers")] = [_bytes(v, "latin-1", "headers") for v in values]
+        out[_bytes(key, "latin-1", reasons.BAD_HEADERS)] = [
+            _bytes(v, "latin-1", reasons.BAD_HEADERS) for v in values
+        ]
     return out
 
 
 _PRIVATE = {"callback": reasons.PRIVATE_CALLBACK, "errback": reasons.PRIVATE_ERRBACK}
+_BAD = {"callback": reasons.BAD_CALLBACK, "errback": reasons.BAD_ERRBACK}
 
 
 def _callback(name: Any, meta: dict[str, Any], role: str) -> str | None:
     if name is None:
         return None
     if not isinstance(name, str):
-        raise MigrationRefused(reasons.BAD_FIELD(role), repr(name)[:60])
+        raise MigrationRefused(_BAD[role], repr(name)[:60])
     if name == f"_{role}" and "rule" in meta:
         return callbacks.RULE_REFERENCE  # a CrawlSpider rule's dispatcher
     if not name.isidentifier() or name.startswith("_"):
@@ -136,7 +139,7 @@ def entry_request(data: dict[str, Any]) -> tuple[Request, str]:
         raise MigrationRefused(reasons.MISSING_URL)
     encoding = data.get("encoding") or "utf-8"
     if not isinstance(encoding, str):
-        raise MigrationRefused(reasons.BAD_FIELD("encoding"))
+        raise MigrationRefused(reasons.BAD_ENCODING)
     cls: type[Request] = Request
     if data.get("_class"):
         found = classes.request_class(str(data["_class"]))
@@ -151,7 +154,7 @@ def entry_request(data: dict[str, Any]) -> tuple[Request, str]:
             url,
             method=str(data.get("method") or "GET"),
             headers=_headers(data.get("headers") or {}),
-            body=_bytes(data.get("body") or b"", encoding, "body"),
+            body=_bytes(data.get("body") or b"", encoding, reasons.BAD_BODY),
             cookies=data.get("cookies") or {},
             meta=meta,
             encoding=encoding,

@@ -52,6 +52,8 @@ from bson.errors import InvalidDocument
 from bson.raw_bson import RawBSONDocument
 from itemadapter import ItemAdapter
 
+from distcrawl.base.names import reasons
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -139,7 +141,7 @@ def make_record(
     for name in dict.fromkeys((*REQUIRED_FIELDS, *key_fields)):
         value = adapter.get(name)
         if value is None or (isinstance(value, str) and not value.strip()):
-            raise InvalidItem(f"missing_{name}", f"product without {name} on {page}")
+            raise InvalidItem(reasons.MISSING_ITEM_FIELD(name), f"product without {name} on {page}")
     try:
         fields = {
             name: value if type(value) in _PLAIN else to_bson(value)
@@ -157,9 +159,11 @@ def make_record(
         record = Record(key=key, fields=fields, seen_at=seen_at, token=key_token(key))
         encoded = bson.encode(insert_document(record, history))
     except (InvalidDocument, TypeError, ValueError, OverflowError) as exc:
-        raise InvalidItem("unencodable", f"product on {page} cannot be stored: {exc}") from exc
+        raise InvalidItem(
+            reasons.UNENCODABLE, f"product on {page} cannot be stored: {exc}"
+        ) from exc
     if len(encoded) > MAX_DOCUMENT_BYTES:
-        raise InvalidItem("too_large", f"product on {page} is {len(encoded)} bytes as BSON")
+        raise InvalidItem(reasons.TOO_LARGE, f"product on {page} is {len(encoded)} bytes as BSON")
     return dataclasses.replace(record, document=RawBSONDocument(encoded))
 
 
@@ -176,9 +180,9 @@ def revisit_record(
     gone); raise :class:`InvalidItem` for another status or an empty URL."""
     kind = GONE if unlisted else REVISIT_STATUSES.get(status)
     if kind is None:
-        raise InvalidItem("revisit_status", f"a revisit of {url} answered {status}")
+        raise InvalidItem(reasons.REVISIT_STATUS, f"a revisit of {url} answered {status}")
     if not url:
-        raise InvalidItem("missing_url", "a revisit without a URL")
+        raise InvalidItem(reasons.MISSING_URL, "a revisit without a URL")
     key = url if key_fields == ("url",) else None
     seen = to_bson(seen_at)
     return Record(key=key, fields={"url": url}, seen_at=seen, token=key_token(url), kind=kind)

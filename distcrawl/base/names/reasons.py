@@ -90,12 +90,26 @@ PICKLE_REFUSED = term(
 BAD_PICKLE = term(REFUSAL, "bad_pickle", "entry (migrate): a pickle that does not load as data")
 UNKNOWN_FIELDS = term(REFUSAL, "unknown_fields", "entry: fields the payload format does not have")
 DUPLICATE_FIELDS = term(REFUSAL, "duplicate_fields", "entry: a field given twice")
-BAD_FIELD = Family(
-    REFUSAL,
-    "bad_",
-    "field",
-    "entry: a field of the wrong type or out of range (bad_method, bad_headers, bad_body, "
-    "bad_cookies, bad_callback, ...)",
+BAD_METHOD = term(REFUSAL, "bad_method", "entry: a method other than GET, POST, HEAD, ...")
+BAD_HEADERS = term(REFUSAL, "bad_headers", "entry: headers that are not names and text values")
+BAD_REFERER = term(REFUSAL, "bad_referer", "entry: a referer that is not a path of the site")
+BAD_BODY = term(REFUSAL, "bad_body", "entry: a body that is not base64 text")
+BAD_DEPTH = term(REFUSAL, "bad_depth", "entry: a depth that is not a small non-negative integer")
+BAD_COOKIES = term(REFUSAL, "bad_cookies", "entry: cookies that are not names and text values")
+BAD_CB_KWARGS = term(
+    REFUSAL, "bad_cb_kwargs", "entry: cb_kwargs that are not an object, or name the callback's own"
+)
+BAD_FLAGS = term(REFUSAL, "bad_flags", "entry: flags that are not a list of text")
+BAD_ENCODING = term(REFUSAL, "bad_encoding", "entry: an encoding that is not ASCII-compatible")
+BAD_DONT_FILTER = term(REFUSAL, "bad_dont_filter", "entry: a dont_filter that is not true or false")
+BAD_CLASS = term(REFUSAL, "bad_class", "entry: a request class that is not a name")
+BAD_REQUEST = term(REFUSAL, "bad_request", "entry: fields Scrapy cannot make a request of")
+BAD_RULE = term(REFUSAL, "bad_rule", "entry: a CrawlSpider rule the spider does not have")
+BAD_CALLBACK = term(
+    REFUSAL, "bad_callback", "entry: a callback that is not a public method name, or not callable"
+)
+BAD_ERRBACK = term(
+    REFUSAL, "bad_errback", "entry: an errback that is not a public method name, or not callable"
 )
 UNKNOWN_CALLBACK = term(
     REFUSAL, "unknown_callback", "entry: a callback the spider does not have (or cannot queue)"

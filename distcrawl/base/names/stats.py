@@ -109,9 +109,7 @@ ITEM_SCRAPED = _stat(
     "item_scraped_count",
     "as in Scrapy; counts products only (revisit items are counted apart)",
 )
-RESPONSE_RECEIVED = _stat(
-    "response_received_count", "as in Scrapy: answers received", kind=SCRAPY
-)
+RESPONSE_RECEIVED = _stat("response_received_count", "as in Scrapy: answers received", kind=SCRAPY)
 LOG_ERRORS = _stat("log_count/ERROR", "as in Scrapy: lines logged at level ERROR", kind=SCRAPY)
 RESPONSE_STATUS = Family(
     STATS,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 
@@ -94,7 +95,7 @@ class SharedRobotsTxt:
         try:
             shared = await self._shared(request, key)
             if shared is not None:
-                stats.inc_value("robotstxt/shared")
+                stats.inc_value(stat_keys.ROBOTSTXT_SHARED)
                 return shared
             # one node fetches; the others wait for its answer rather than fetch it again
             if not await self._client.set(
@@ -106,7 +107,7 @@ class SharedRobotsTxt:
                     await asyncio.sleep(0.05)
                     shared = await self._shared(request, key)
                     if shared is not None:
-                        stats.inc_value("robotstxt/shared")
+                        stats.inc_value(stat_keys.ROBOTSTXT_SHARED)
                         return shared
             await store.take_token(site, self.budget)
         except connection.REDIS_FAILURES as exc:

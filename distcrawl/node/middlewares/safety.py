@@ -37,6 +37,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IResolutionReceiver
 from zope.interface import implementer
 
+from distcrawl.base.names import reasons
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.urls import (
     ALLOWED_SCHEMES,
     is_metadata_address,
@@ -134,7 +136,7 @@ async def resolve_with_reactor(host: str, port: int) -> list[str]:
 
 
 def _refuse(stats: StatsCollector, reason: str, detail: str) -> Refused:
-    stats.inc_value(f"safety/refused/{reason}")
+    stats.inc_value(stat_keys.SAFETY_REFUSED(reason))
     return Refused(reason, detail)
 
 
@@ -194,24 +196,24 @@ class AddressGuardMiddleware:
         """Raise :class:`Refused` unless the crawler may connect where ``url`` points."""
         scheme, host, port = _where(url)
         if scheme not in ALLOWED_SCHEMES:
-            raise _refuse(self.stats, "bad_scheme", url)
+            raise _refuse(self.stats, reasons.BAD_SCHEME, url)
         if not host or port is None:
-            raise _refuse(self.stats, "malformed_url", url)
+            raise _refuse(self.stats, reasons.MALFORMED_URL, url)
         if self.allow_private is True or private_allowed(self.allow_private, host, port):
             return
         if is_metadata_address(host):
-            raise _refuse(self.stats, "metadata_address", host)
+            raise _refuse(self.stats, reasons.METADATA_ADDRESS, host)
         if is_private_address(host):
-            raise _refuse(self.stats, "private_address", host)
+            raise _refuse(self.stats, reasons.PRIVATE_ADDRESS, host)
         if _is_ip(host):
             return
         for address in await self._addresses(host, port):
             if is_metadata_address(address):
-                raise _refuse(self.stats, "metadata_address", f"{host} resolves to {address}")
+                raise _refuse(self.stats, reasons.METADATA_ADDRESS, f"{host} resolves to {address}")
             if is_private_address(address) and not private_allowed(
                 self.allow_private, host, port, address
             ):
-                raise _refuse(self.stats, "private_address", f"{host} resolves to {address}")
+                raise _refuse(self.stats, reasons.PRIVATE_ADDRESS, f"{host} resolves to {address}")
 
     async def _addresses(self, host: str, port: int) -> list[str]:
         key = (host, port)
@@ -227,7 +229,7 @@ class AddressGuardMiddleware:
         # shielded: one request cancelled while waiting must not cancel the others' lookup
         addresses = await asyncio.shield(pending)
         if not addresses:
-            self.stats.inc_value("safety/unresolved")
+            self.stats.inc_value(stat_keys.SAFETY_UNRESOLVED)
             raise CannotResolveHostError(f"{host} does not resolve")
         self._cache[key] = (now + self.dns_ttl, addresses)
         self._cache.move_to_end(key)
@@ -358,16 +360,16 @@ class PageLimitsMiddleware:
         redirected = request.meta.get("redirect_urls")
         if isinstance(redirected, list) and redirected.count(request.url) >= REDIRECT_LOOP_REPEATS:
             logger.info("Refused %s: redirect_loop (%d redirects)", request.url, len(redirected))
-            raise _refuse(self.stats, "redirect_loop", request.url)
+            raise _refuse(self.stats, reasons.REDIRECT_LOOP, request.url)
         if not self.max_pages or request.meta.get("retry_times") or _is_robots(request):
             return
         site = urlparse_cached(request).hostname or ""
         if not await self._spend(site):
-            raise _refuse(self.stats, "page_budget", site)
+            raise _refuse(self.stats, reasons.PAGE_BUDGET, site)
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if isinstance(exception, DownloadCancelledError) and "max size" in str(exception):
-            raise _refuse(self.stats, "too_large", request.url) from None
+            raise _refuse(self.stats, reasons.TOO_LARGE, request.url) from None
 
     async def _spend(self, site: str) -> bool:
         """Count one page of ``site``; False when its budget is used up."""
@@ -387,7 +389,7 @@ class PageLimitsMiddleware:
                 try:
                     granted = await self._reserve(site)
                 except connection.REDIS_FAILURES as exc:
-                    self.stats.inc_value("safety/page_budget_unavailable")
+                    self.stats.inc_value(stat_keys.PAGE_BUDGET_UNAVAILABLE)
                     if not self._redis_failing:
                         logger.error("Page budget unavailable (%s); pages fetched uncounted", exc)
                     self._redis_failing = True

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy import Spider as _ScrapySpider
 
+from distcrawl.base.names import reasons
 from distcrawl.base.urls import UrlRefused, check_url, printable
 from distcrawl.node.requests import callbacks, classes
 
@@ -277,6 +278,11 @@ def _origin(url: str) -> str:
     return url[:end] if end > cut + 3 else ""
 
 
+#: the refusals of a callback (errback) that is no public method name, or one the spider has not
+_BAD = {"callback": reasons.BAD_CALLBACK, "errback": reasons.BAD_ERRBACK}
+_UNKNOWN = {"callback": reasons.UNKNOWN_CALLBACK, "errback": reasons.UNKNOWN_ERRBACK}
+
+
 def _spider_method(
     spider: Spider | None, name: Any, what: str, kwargs: dict[str, Any], meta: dict[str, Any]
 ) -> Any:
@@ -286,23 +292,23 @@ def _spider_method(
         try:
             return callbacks.resolve_rule(spider, what, meta)
         except callbacks.BadRule as exc:
-            raise BadEntry("bad_rule", str(exc)) from None
+            raise BadEntry(reasons.BAD_RULE, str(exc)) from None
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
-        raise BadEntry(f"bad_{what}", repr(name)[:80])
+        raise BadEntry(_BAD[what], repr(name)[:80])
     if spider is None:
         return None
     func = _queueable(type(spider), name)  # type: ignore[arg-type]  # classes hash
     if func is None:
-        raise BadEntry(f"unknown_{what}", name)
+        raise BadEntry(_UNKNOWN[what], name)
     positional = _positional(func)
     if positional is not None:
         # Scrapy calls it as (self, response or failure, **cb_kwargs): a method that takes
         # other arguments, or cb_kwargs naming the positional ones, would fail at call time
         if positional is _NOT_CALLABLE:
-            _expect(_binds_with(func, frozenset(kwargs)), f"bad_{what}", name)
+            _expect(_binds_with(func, frozenset(kwargs)), _BAD[what], name)
             return getattr(spider, name)
         clash = positional.intersection(kwargs)
-        _expect(not clash, "bad_cb_kwargs", ",".join(sorted(clash)))
+        _expect(not clash, reasons.BAD_CB_KWARGS, ",".join(sorted(clash)))
     return getattr(spider, name)
 
 
@@ -360,97 +366,104 @@ def decode(
 ) -> Request:
     """Rebuild a request from a payload written by :func:`encode`, or raise :class:`BadEntry`.
     ``priority`` (from the entry's order score) is the request's priority when given."""
-    _expect(len(payload) <= max_payload, "too_large", f"{len(payload)} bytes")
+    _expect(len(payload) <= max_payload, reasons.TOO_LARGE, f"{len(payload)} bytes")
     if isinstance(payload, bytes):
         if _looks_like_pickle(payload):
             raise BadEntry(
-                "pickle_refused", "payload looks like a pickle; pickles are never loaded"
+                reasons.PICKLE_REFUSED, "payload looks like a pickle; pickles are never loaded"
             )
         try:
             payload = payload.decode("utf-8")
         except UnicodeDecodeError:
-            raise BadEntry("not_utf8") from None
+            raise BadEntry(reasons.NOT_UTF8) from None
     try:
         data = json.loads(payload, parse_constant=_not_json_constant)
     except (ValueError, RecursionError):
         if _looks_like_pickle(payload.encode("latin-1", "replace")):
-            raise BadEntry("pickle_refused", "payload looks like a pickle") from None
-        raise BadEntry("not_json", payload[:60]) from None
-    _expect(isinstance(data, dict), "not_an_object", type(data).__name__)
+            raise BadEntry(reasons.PICKLE_REFUSED, "payload looks like a pickle") from None
+        raise BadEntry(reasons.NOT_JSON, payload[:60]) from None
+    _expect(isinstance(data, dict), reasons.NOT_AN_OBJECT, type(data).__name__)
     unknown = set(data) - _FIELDS - _LONG_NAMES.keys()
-    _expect(not unknown, "unknown_fields", ",".join(sorted(unknown))[:80])
+    _expect(not unknown, reasons.UNKNOWN_FIELDS, ",".join(sorted(unknown))[:80])
     compact = "u" in data
     if _LONG_NAMES.keys() & data.keys():  # a payload of the long form (older nodes)
         short = {_LONG_NAMES.get(k, k): v for k, v in data.items()}
-        _expect(len(short) == len(data), "duplicate_fields")
+        _expect(len(short) == len(data), reasons.DUPLICATE_FIELDS)
         data = short
     if compact and "cb" not in data:
         # the compact form leaves out the callback parse (no callback is written as null)
         data["cb"] = DEFAULT_CALLBACK
     url = data.get("u")
-    _expect(isinstance(url, str), "missing_url")
+    _expect(isinstance(url, str), reasons.MISSING_URL)
     try:
         check_url(url, allow_private=allow_private)
     except UrlRefused as exc:
         raise BadEntry(exc.reason, url[:120]) from None
     method = data.get("m", "GET")
-    _expect(isinstance(method, str) and method in ALLOWED_METHODS, "bad_method", str(method)[:20])
+    _expect(
+        isinstance(method, str) and method in ALLOWED_METHODS,
+        reasons.BAD_METHOD,
+        str(method)[:20],
+    )
     headers = data.get("h", {})
-    _expect(_valid_headers(headers), "bad_headers")
+    _expect(_valid_headers(headers), reasons.BAD_HEADERS)
     if "r" in data:
         referer = data["r"]
         _expect(
             isinstance(referer, str)
             and referer.startswith("/")
             and not _HEADER_VALUE_FORBIDDEN.search(referer),
-            "bad_referer",
+            reasons.BAD_REFERER,
         )
         headers = {**headers, "Referer": [_origin(url) + referer]}
     body = b""
     if "b" in data:
-        _expect(isinstance(data["b"], str), "bad_body")
+        _expect(isinstance(data["b"], str), reasons.BAD_BODY)
         try:
             body = base64.b64decode(data["b"], validate=True)
         except (binascii.Error, ValueError):
-            raise BadEntry("bad_body") from None
+            raise BadEntry(reasons.BAD_BODY) from None
     meta = data.get("mt", {})
-    _expect(isinstance(meta, dict), "bad_meta")
+    _expect(isinstance(meta, dict), reasons.BAD_META)
     if any(k.startswith("~") for k in meta):
         meta = {_meta_key(k): v for k, v in meta.items()}
     unsafe = UNSAFE_META_KEYS.intersection(meta)
-    _expect(not unsafe, "unsafe_meta", ",".join(sorted(unsafe)))
+    _expect(not unsafe, reasons.UNSAFE_META, ",".join(sorted(unsafe)))
     depth = meta.get("depth", 0)
     _expect(
         isinstance(depth, int) and not isinstance(depth, bool) and 0 <= depth <= MAX_DEPTH,
-        "bad_depth",
+        reasons.BAD_DEPTH,
         repr(depth)[:20],
     )
     priority = data.get("p", 0) if priority is None else priority
     _expect(
         isinstance(priority, int) and not isinstance(priority, bool),
-        "bad_priority",
+        reasons.BAD_PRIORITY,
         repr(priority)[:20],
     )
-    _expect(abs(priority) <= MAX_PRIORITY, "bad_priority", str(priority))
+    _expect(abs(priority) <= MAX_PRIORITY, reasons.BAD_PRIORITY, str(priority))
     cookies = data.get("c", {})
-    _expect(_valid_cookies(cookies), "bad_cookies")
+    _expect(_valid_cookies(cookies), reasons.BAD_COOKIES)
     cb_kwargs = data.get("kw", {})
-    _expect(isinstance(cb_kwargs, dict), "bad_cb_kwargs")
+    _expect(isinstance(cb_kwargs, dict), reasons.BAD_CB_KWARGS)
     flags = data.get("fl", [])
-    _expect(isinstance(flags, list) and all(isinstance(f, str) for f in flags), "bad_flags")
+    _expect(
+        isinstance(flags, list) and all(isinstance(f, str) for f in flags),
+        reasons.BAD_FLAGS,
+    )
     encoding = data.get("e", "utf-8")
-    _expect(isinstance(encoding, str) and len(encoding) < 40, "bad_encoding")
-    _expect(_ascii_compatible(encoding), "bad_encoding", encoding)
+    _expect(isinstance(encoding, str) and len(encoding) < 40, reasons.BAD_ENCODING)
+    _expect(_ascii_compatible(encoding), reasons.BAD_ENCODING, encoding)
     dont_filter = data.get("f", False)
-    _expect(isinstance(dont_filter, bool), "bad_dont_filter")
+    _expect(isinstance(dont_filter, bool), reasons.BAD_DONT_FILTER)
     callback = _spider_method(spider, data.get("cb"), "callback", cb_kwargs, meta)
     errback = _spider_method(spider, data.get("eb"), "errback", {}, meta)
     request_cls: type[Request] = Request
     if "cl" in data:
         kind = data["cl"]
-        _expect(isinstance(kind, str), "bad_class")
+        _expect(isinstance(kind, str), reasons.BAD_CLASS)
         found = classes.request_class(kind)
-        _expect(found is not None, "unknown_request_class", str(kind)[:80])
+        _expect(found is not None, reasons.UNKNOWN_REQUEST_CLASS, str(kind)[:80])
         assert found is not None
         request_cls = found
     try:
@@ -472,7 +485,7 @@ def decode(
             encoding=encoding,
         )
     except (TypeError, ValueError, LookupError, UnicodeError) as exc:
-        raise BadEntry("bad_request", str(exc)[:120]) from None
+        raise BadEntry(reasons.BAD_REQUEST, str(exc)[:120]) from None
     if request.url != url:
         # Scrapy normalises the URL (IDNA, percent-encoding): what is fetched is checked too
         try:
@@ -519,7 +532,7 @@ def _meta_key(key: str) -> str:
         return key[1:]
     if key.startswith("~"):
         long = _META_LONG.get(key)
-        _expect(long is not None, "bad_meta", key[:40])
+        _expect(long is not None, reasons.BAD_META, key[:40])
         return str(long)
     return key
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.extract import canonicalize_url
 from distcrawl.node.items import Revisit
 from distcrawl.node.revisit.unlisted import UNLISTED_META
@@ -78,8 +79,8 @@ class FreshnessMiddleware:
     def _item_scraped(self, item: Any) -> None:
         # Scrapy's CoreStats counts every item in item_scraped_count: a revisit is no product
         if isinstance(item, Revisit):
-            self.stats.inc_value("item_scraped_count", -1)
-            self.stats.inc_value("revisit_scraped_count")
+            self.stats.inc_value(stat_keys.ITEM_SCRAPED, -1)
+            self.stats.inc_value(stat_keys.REVISIT_SCRAPED)
 
     def process_spider_input(self, response: Response) -> None:
         status = response.status
@@ -98,14 +99,14 @@ class FreshnessMiddleware:
             return None
         status = exception.status
         if exception.unlisted:
-            self.stats.inc_value("freshness/unlisted")
+            self.stats.inc_value(stat_keys.FRESHNESS_UNLISTED)
             logger.info("Product gone: %s is in no listing any more", response.url)
         elif status == NOT_MODIFIED:
-            self.stats.inc_value("freshness/not_modified")
+            self.stats.inc_value(stat_keys.FRESHNESS_NOT_MODIFIED)
             if response.meta.get("page_kind", "product") != "product":
                 return ()  # a listing or category page as it was: nothing to store
         else:
-            self.stats.inc_value("freshness/gone")
+            self.stats.inc_value(stat_keys.FRESHNESS_GONE)
             logger.info("Product gone: %s answered %d", response.url, status)
         return [
             Revisit(

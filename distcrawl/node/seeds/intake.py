@@ -12,6 +12,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.names import reasons
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.node.seeds.parse import BadSeed, parse_seed, refusal_hint
 from distcrawl.node.seeds.sources import seed_requests
 
@@ -76,15 +78,15 @@ class SeedIntake:
                     request = make(seed)
                 except Exception as exc:
                     logger.exception("The spider could not make a request from seed %s", seed.url)
-                    raise BadSeed("spider_refused", str(exc)[:100]) from None
+                    raise BadSeed(reasons.SPIDER_REFUSED, str(exc)[:100]) from None
                 if request is None:
-                    raise BadSeed("spider_refused")
+                    raise BadSeed(reasons.SPIDER_REFUSED)
             except BadSeed as exc:
                 shown = (
                     raw[:200].decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
                 )
                 logger.warning("Refused seed %r: %s%s", shown, exc, refusal_hint(exc.reason))
-                self.stats.inc_value(f"frontier/seeds/refused/{exc.reason}")
+                self.stats.inc_value(stat_keys.SEEDS_REFUSED(exc.reason))
                 rejected.append(rejection_record(raw, exc.reason, kind="seed", node=self.node_id))
                 continue
             requests.append(request)

@@ -15,6 +15,7 @@ from typing import Any
 
 from scrapy import Request
 
+from distcrawl.base.names import reasons
 from distcrawl.base.urls import UrlRefused, check_url, printable
 from distcrawl.node.requests.codec import MAX_PRIORITY, UNSAFE_META_KEYS, json_safe
 
@@ -57,7 +58,7 @@ class BadSeed(ValueError):
 
 def refusal_hint(reason: str) -> str:
     """What to do about a refused seed, where there is something to do ("" otherwise)."""
-    if reason == "private_address":
+    if reason == reasons.PRIVATE_ADDRESS:
         return " (a private or loopback host: list it in DISTCRAWL_ALLOW_PRIVATE to crawl it)"
     return ""
 
@@ -77,21 +78,21 @@ def parse_seed(
 ) -> Seed:
     """Parse one raw seed, or raise :class:`BadSeed` saying why it was refused."""
     if len(raw) > max_bytes:
-        raise BadSeed("seed_too_large", f"{len(raw)} bytes > {max_bytes}")
+        raise BadSeed(reasons.SEED_TOO_LARGE, f"{len(raw)} bytes > {max_bytes}")
     if isinstance(raw, bytes):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise BadSeed("not_utf8", repr(raw[:40])) from None
+            raise BadSeed(reasons.NOT_UTF8, repr(raw[:40])) from None
     else:
         text = raw
     text = text.strip()
     if not text:
-        raise BadSeed("empty_seed")
+        raise BadSeed(reasons.EMPTY_SEED)
     if text.startswith("{"):
         seed = _parse_json_seed(text)
     elif text[0] in '["' or text in ("null", "true", "false"):
-        raise BadSeed("not_an_object", text[:60])
+        raise BadSeed(reasons.NOT_AN_OBJECT, text[:60])
     else:
         seed = Seed(url=text)
     try:
@@ -103,7 +104,7 @@ def parse_seed(
     except UrlRefused as exc:
         raise BadSeed(exc.reason, seed.url[:200]) from None
     except (ValueError, UnicodeError) as exc:
-        raise BadSeed("malformed_url", f"{seed.url[:200]}: {exc}") from None
+        raise BadSeed(reasons.MALFORMED_URL, f"{seed.url[:200]}: {exc}") from None
     return seed
 
 
@@ -112,11 +113,11 @@ def json_seed_object(text: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        raise BadSeed("bad_json", text[:60]) from None
+        raise BadSeed(reasons.BAD_JSON, text[:60]) from None
     if not isinstance(data, dict):
-        raise BadSeed("not_an_object", text[:60])
+        raise BadSeed(reasons.NOT_AN_OBJECT, text[:60])
     if not isinstance(data.get("url"), str):
-        raise BadSeed("missing_url", text[:60])
+        raise BadSeed(reasons.MISSING_URL, text[:60])
     return data
 
 
@@ -124,17 +125,17 @@ def _parse_json_seed(text: str) -> Seed:
     data = json_seed_object(text)
     unknown = set(data) - _SEED_KEYS
     if unknown:
-        raise BadSeed("unknown_keys", ",".join(sorted(map(str, unknown)))[:80])
+        raise BadSeed(reasons.UNKNOWN_KEYS, ",".join(sorted(map(str, unknown)))[:80])
     url: str = data["url"]
     priority = data.get("priority")
     if priority is not None and (
         not isinstance(priority, int) or isinstance(priority, bool) or abs(priority) > MAX_PRIORITY
     ):
-        raise BadSeed("bad_priority", repr(priority)[:20])
+        raise BadSeed(reasons.BAD_PRIORITY, repr(priority)[:20])
     meta = data.get("meta", {})
     if not isinstance(meta, dict) or not json_safe(meta):
-        raise BadSeed("bad_meta", text[:60])
+        raise BadSeed(reasons.BAD_META, text[:60])
     reserved = RESERVED_META_KEYS.intersection(meta)
     if reserved:
-        raise BadSeed("reserved_meta", ",".join(sorted(reserved)))
+        raise BadSeed(reasons.RESERVED_META, ",".join(sorted(reserved)))
     return Seed(url=url.strip(), priority=priority, meta=meta)

@@ -18,6 +18,7 @@ import scrapy
 from scrapy import signals
 from scrapy.http import TextResponse
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.recent import RecentKeys
 from distcrawl.extract import SiteProfile, analyze, load_profiles
 from distcrawl.extract.profile import ProfileError
@@ -124,14 +125,14 @@ class CatalogSpider(scrapy.Spider):
         stats = self.crawler.stats
         assert stats is not None
         if not isinstance(response, TextResponse):
-            stats.inc_value("catalog/pages/not_html")
+            stats.inc_value(stat_keys.PAGES_NOT_HTML)
             self.logger.info("Skipped %s: not an HTML page (%s)", response.url, _ctype(response))
             return
         profile = SiteProfile.match(self.profiles, response.url)
         page = analyze(
             url=response.url, body=response.body, encoding=response.encoding, profile=profile
         )
-        stats.inc_value(f"catalog/pages/{page.kind}")
+        stats.inc_value(stat_keys.PAGES(page.kind))
         for error in page.errors:
             self.logger.debug("Page %s: %s", response.url, error)
         site = response.meta.get("site") or urlsplit(response.url).hostname
@@ -156,7 +157,7 @@ class CatalogSpider(scrapy.Spider):
                     repeated += 1
                     continue
                 if urlsplit(url).hostname != site:
-                    stats.inc_value("catalog/links/offsite")
+                    stats.inc_value(stat_keys.LINKS_OFFSITE)
                     continue
                 yield scrapy.Request(
                     url,
@@ -165,7 +166,7 @@ class CatalogSpider(scrapy.Spider):
                     meta={**inherited, "page_kind": page_kind},
                 )
         if repeated:
-            stats.inc_value("catalog/links/known", repeated)
+            stats.inc_value(stat_keys.LINKS_KNOWN, repeated)
 
 
 def _ctype(response: Response) -> str:
