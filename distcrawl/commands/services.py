@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Any
 
+from distcrawl.base.names import commands as words
 from distcrawl.base.urls import mask_url
 from distcrawl.servers.embedded import (
     DEFAULT_HOME,
@@ -39,7 +40,7 @@ or reuse them on their own; these commands start, show or stop them by hand.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = CLI_DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("action", choices=("start", "stop", "status"), help="start | status | stop")
+    parser.add_argument("action", choices=words.SERVICES_ACTIONS, help="start | status | stop")
     parser.add_argument(
         "--home",
         default=None,
@@ -54,10 +55,10 @@ def run(args: argparse.Namespace) -> int:
     home = resolve_home(args.home)
     result: dict[str, Any] = {"home": str(home)}
     try:
-        if args.action == "start":
+        if args.action == words.START:
             result["redis_url"] = ensure_redis(home)
             result["mongo_uri"] = ensure_mongo(home)
-        elif args.action == "stop":
+        elif args.action == words.STOP:
             result["stopped"] = stop_services(home)
         else:
             result.update(services_status(home))
@@ -67,11 +68,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     elif "error" in result:
         print(f"error: {result['error']}", file=sys.stderr)
-    elif args.action == "start":
+    elif args.action == words.START:
         # shell lines: `eval "$(distcrawl services start)"` points this shell at the servers
         print(f"export REDIS_URL={shlex.quote(result['redis_url'])}")
         print(f"export MONGO_URI={shlex.quote(result['mongo_uri'])}")
-    elif args.action == "stop":
+    elif args.action == words.STOP:
         print(f"stopped: {', '.join(result['stopped']) or 'nothing was running'} ({home})")
     else:
         print(f"home: {home}")
@@ -82,6 +83,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:6} {state:8} pid {info['pid'] or '-'}  {url}")
     if "error" in result:
         return 1
-    if args.action == "status":
+    if args.action == words.STATUS:
         return 0 if all(result[name]["running"] for name in ("redis", "mongo")) else 1
     return 0
