@@ -391,9 +391,12 @@ def counted_stats() -> dict[str, set[str]]:
 
 
 def _frontier_loop_keys() -> list[str]:
+    """The keys the scheduler's round trips count through one loop (``frontier/<key>``)."""
     text = (PACKAGE / "node" / "scheduler" / "loop.py").read_text(encoding="utf-8")
     loop = re.search(r"for key, value in \((.*?)\):\s*\n\s*if value:", text, re.S)
-    return re.findall(r'\("([a-z_/]+)", result\.', loop.group(1)) if loop else []
+    names = re.findall(r"\(stat_keys\.([A-Z_]+), result\.", loop.group(1)) if loop else []
+    keys = _vocabulary_keys()
+    return [keys[name].removeprefix("frontier/") for name in names if name in keys]
 
 
 def _family(key: str) -> str:

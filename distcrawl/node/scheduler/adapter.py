@@ -18,6 +18,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.recent import RecentKeys
 from distcrawl.base.urls import mask_url, parse_allow_private
 from distcrawl.frontier import connection
@@ -223,8 +224,8 @@ class FrontierScheduler(BaseScheduler):
             known = fp.hex()
             if known in self._known:
                 # this node already sent it: the shared dupefilter holds it for good
-                self.stats.inc_value("frontier/filtered_locally")
-                self.stats.inc_value("dupefilter/filtered")
+                self.stats.inc_value(stat_keys.FILTERED_LOCALLY)
+                self.stats.inc_value(stat_keys.DUPEFILTER_FILTERED)
                 return False
             self._known.add(known)
         elif not self.record_dont_filter:
@@ -234,7 +235,7 @@ class FrontierScheduler(BaseScheduler):
             payload = codec.encode(request, self.spider, priority=False)
         except ValueError as exc:
             logger.error("Cannot queue %s: %s", request.url, exc)
-            self.stats.inc_value("frontier/unqueueable")
+            self.stats.inc_value(stat_keys.UNQUEUEABLE)
             # kept where an operator looks for what the frontier refused
             self._writes.rejected.append(
                 rejection_record(request.url, str(exc), kind="unqueueable", node=self.node_id)
@@ -253,13 +254,13 @@ class FrontierScheduler(BaseScheduler):
         if not ready:
             if len(self._leased) < self.concurrency:
                 # the engine had a free slot and nothing was leased for it
-                self.stats.inc_value("frontier/starved")
+                self.stats.inc_value(stat_keys.STARVED)
             self._wake.set()
             return None
         request = ready.popleft()
-        self.stats.inc_value("frontier/started")
-        self.stats.inc_value("scheduler/dequeued")
-        self.stats.inc_value("scheduler/dequeued/redis")
+        self.stats.inc_value(stat_keys.STARTED)
+        self.stats.inc_value(stat_keys.SCHEDULER_DEQUEUED)
+        self.stats.inc_value(stat_keys.SCHEDULER_DEQUEUED_REDIS)
         if len(ready) <= self.low_water:
             self._wake.set()
         return request
@@ -459,7 +460,7 @@ class FrontierScheduler(BaseScheduler):
                 lease=self._leased.get(request),
             )
         )
-        self.stats.inc_value("frontier/dead_lettered")
+        self.stats.inc_value(stat_keys.DEAD_LETTERED)
         self._wake.set()
 
     def _response_received(self, response: Any, request: Request, spider: Spider) -> None:

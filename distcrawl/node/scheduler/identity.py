@@ -11,6 +11,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.processes import pid_alive
 
 if TYPE_CHECKING:
@@ -96,4 +97,4 @@ async def rejoin(store: FrontierStore, *, node_id: str, stats: StatsCollector) -
     moved = await store.rejoin(node_id)
     if moved:
         logger.info("Returned %d requests leased by an earlier run of node %s", moved, node_id)
-        stats.inc_value("frontier/reclaimed", int(moved))
+        stats.inc_value(stat_keys.RECLAIMED, int(moved))

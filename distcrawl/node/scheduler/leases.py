@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.urls import printable
 from distcrawl.node.requests import codec
 from distcrawl.node.seeds.intake import rejection_record
@@ -64,7 +65,7 @@ class LeaseIntake:
                 bad.append(lease)
                 continue
             if request.meta.pop("distcrawl_dead_letter", None) is not None:
-                self.stats.inc_value("frontier/requeued_dead_letters")
+                self.stats.inc_value(stat_keys.REQUEUED_DEAD_LETTERS)
             self.leased[request] = lease
             if revisits is not None:
                 revisits.send_conditional(request, payload)
@@ -77,7 +78,7 @@ class LeaseIntake:
         if bad:
             self.writes.acks.extend(bad)  # moved aside into the rejected list, in the next flush
         if n:
-            self.stats.inc_value("frontier/leased", n)
+            self.stats.inc_value(stat_keys.LEASED, n)
             self.wake_engine()
         return n + len(bad)
 
@@ -85,7 +86,7 @@ class LeaseIntake:
         rid = lease.rid
         shown = rid if isinstance(rid, str) else rid.decode("utf-8", "backslashreplace")
         logger.warning("Refused queue entry %s: %s", printable(shown), printable(str(exc)))
-        self.stats.inc_value(f"frontier/refused/{exc.reason}")
+        self.stats.inc_value(stat_keys.REFUSED(exc.reason))
         self.writes.rejected.append(
             rejection_record(payload, exc.reason, kind="queue", node=self.node_id)
         )

@@ -8,6 +8,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier.batch import new_rid_tag
 from distcrawl.frontier.wake import WakeListener
 from distcrawl.node.scheduler.outage import UNREACHABLE, RedisOutage
@@ -196,7 +197,7 @@ class FrontierLoop:
         wake the loop if the engine has nothing prefetched."""
         self.store.views.poke(shard)
         if not self.ready:
-            self.stats.inc_value("frontier/woken")
+            self.stats.inc_value(stat_keys.WOKEN)
             self.wake.set()
 
     def started(self) -> int:
@@ -372,22 +373,22 @@ class FrontierLoop:
 
     def _count_round_trip(self, result: SyncResult) -> None:
         stats = self.stats
-        stats.inc_value("frontier/roundtrips")
+        stats.inc_value(stat_keys.ROUNDTRIPS)
         for key, value in (
-            ("enqueued", result.added),
-            ("filtered", result.filtered),
-            ("parked", result.parked),
-            ("acked", result.acked),
-            ("acks/stale", result.stale_acks),
-            ("priority_inversions", result.priority_inversions),
+            (stat_keys.ENQUEUED, result.added),
+            (stat_keys.FILTERED, result.filtered),
+            (stat_keys.PARKED, result.parked),
+            (stat_keys.ACKED, result.acked),
+            (stat_keys.STALE_ACKS, result.stale_acks),
+            (stat_keys.PRIORITY_INVERSIONS, result.priority_inversions),
         ):
             if value:
-                stats.inc_value(f"frontier/{key}", value)
+                stats.inc_value(key, value)
         if result.added:
-            stats.inc_value("scheduler/enqueued", result.added)
-            stats.inc_value("scheduler/enqueued/redis", result.added)
+            stats.inc_value(stat_keys.SCHEDULER_ENQUEUED, result.added)
+            stats.inc_value(stat_keys.SCHEDULER_ENQUEUED_REDIS, result.added)
         if result.filtered:
-            stats.inc_value("dupefilter/filtered", result.filtered)
+            stats.inc_value(stat_keys.DUPEFILTER_FILTERED, result.filtered)
         if result.stale_acks:
             # reports for leases this node no longer holds (it was presumed dead): fenced off
             logger.warning(

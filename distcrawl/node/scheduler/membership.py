@@ -10,6 +10,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.rates import OwnRates
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class Membership:
             moved,
             unstarted,
         )
-        self.stats.inc_value("frontier/returned", int(moved))
+        self.stats.inc_value(stat_keys.RETURNED, int(moved))
 
     async def recover(self) -> bool:
         self._last_recovery = time.monotonic()
@@ -109,6 +110,6 @@ class Membership:
             ", ".join(nodes),
             self.heartbeat_timeout,
         )
-        self.stats.inc_value("frontier/recovered", int(reqs))
+        self.stats.inc_value(stat_keys.RECOVERED, int(reqs))
         self.store.views.poke()
         return True

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from distcrawl.base.names import stats as stat_keys
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -40,7 +42,7 @@ class RedisOutage:
 
     def failed(self, exc: BaseException) -> None:
         """A round trip failed because Redis could not be reached."""
-        self.stats.inc_value("frontier/redis_errors")
+        self.stats.inc_value(stat_keys.REDIS_ERRORS)
         if self.since is None:
             self.since = time.monotonic()
             logger.error(

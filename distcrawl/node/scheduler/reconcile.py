@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier.batch import Lease
 from distcrawl.frontier.store import is_tombstone
 
@@ -67,7 +68,7 @@ async def reconcile_leases(
     dropped = set(gone)
     for request in gone:
         leased.pop(request, None)
-    stats.inc_value("frontier/leases/lost", len(gone))
+    stats.inc_value(stat_keys.LEASES_LOST, len(gone))
     logger.warning(
         "Node %s dropped %d prefetched requests whose leases it no longer holds",
         node_id,
@@ -95,7 +96,7 @@ def report_rewind(
     new rid tag, and reconciles its leases, a member again (a heartbeat) before it leases.
     """
     if is_tombstone(found):
-        stats.inc_value("frontier/presumed_dead")
+        stats.inc_value(stat_keys.PRESUMED_DEAD)
         logger.warning(
             "Node %s was presumed dead and its leases were recovered by another node (its "
             "heartbeat was older than %.0fs: a long pause, or Redis out of its reach): it "
@@ -106,7 +107,7 @@ def report_rewind(
             forgotten,
         )
     else:
-        stats.inc_value("frontier/redis_rewinds")
+        stats.inc_value(stat_keys.REDIS_REWINDS)
         logger.warning(
             "Redis lost this node's last writes (its last mark is gone, found %r): node %s "
             "forgets %d pushed fingerprints and the spider's known links, and reconciles "

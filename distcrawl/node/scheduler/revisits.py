@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.durations import parse_duration
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.extract import canonicalize_url
 from distcrawl.frontier.batch import Revisit
 from distcrawl.node.revisit.schedule import (
@@ -104,7 +105,7 @@ class RevisitHooks:
         if headers:
             for name, value in headers.items():
                 request.headers[name] = value
-            self.stats.inc_value("revisit/conditional")
+            self.stats.inc_value(stat_keys.REVISIT_CONDITIONAL)
 
     def answered(self, response: Any, request: Request, spider: Spider) -> None:
         """``response_received``: the answer that leaves the downloader middlewares (not one
@@ -112,7 +113,7 @@ class RevisitHooks:
         if request in self.leased:
             self._outcomes[request] = Outcome.of(response)
             if response.status == 304:
-                self.stats.inc_value("revisit/not_modified")
+                self.stats.inc_value(stat_keys.REVISIT_NOT_MODIFIED)
             unlisted = self.unlisted
             if (
                 unlisted is not None
@@ -160,12 +161,12 @@ class RevisitHooks:
             logger.warning(
                 "Not revisiting %s: its payload cannot be rebuilt (%s)", request.url, exc
             )
-            self.stats.inc_value("revisit/unschedulable")
+            self.stats.inc_value(stat_keys.REVISIT_UNSCHEDULABLE)
             return False
         fp = self.fingerprint(request)[:16]
         self.writes.revisits.append(Revisit(lease, int(seconds * 1000), new_payload, fp))
-        self.stats.inc_value(f"revisit/{verdict}")
-        self.stats.inc_value("revisit/scheduled")
+        self.stats.inc_value(stat_keys.REVISIT_VERDICT(verdict))
+        self.stats.inc_value(stat_keys.REVISIT_SCHEDULED)
         return True
 
     def _listing_visited(
@@ -188,7 +189,7 @@ class RevisitHooks:
             state["k"] = encode_links(links)
         dropped = self.unlisted.visited(links, before)
         if dropped:
-            self.stats.inc_value("revisit/unlisted", dropped)
+            self.stats.inc_value(stat_keys.REVISIT_UNLISTED, dropped)
 
     async def before_flush(self, client: Any) -> None:
         """What listing visits found goes to Redis before their acks (which write the

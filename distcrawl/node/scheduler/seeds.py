@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.urls import mask_url
 from distcrawl.node.seeds.intake import SeedIntake
 
@@ -76,7 +77,7 @@ class SeedFeed:
         requests, rejected = intake.read(raws)
         self.writes.rejected += rejected
         for request in requests:
-            self.stats.inc_value("frontier/seeds/accepted")
+            self.stats.inc_value(stat_keys.SEEDS_ACCEPTED)
             logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
             self.enqueue(request)
         # the seeds leave this node's seeding list in the same flush that queues them

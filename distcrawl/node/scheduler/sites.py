@@ -7,6 +7,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.names import stats as stat_keys
+
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
@@ -62,7 +64,7 @@ def log_site_events(events: list[SiteEvent], *, recovery: float, stats: StatsCol
                 after,
                 (1 - after) * recovery,
             )
-            stats.inc_value(f"frontier/site_cuts/{detail}")
+            stats.inc_value(stat_keys.SITE_CUTS(detail))
         else:
             logger.info(
                 "Site %s is back at its full shared rate (factor was %.3f, cut %.0fs ago)",
@@ -70,4 +72,4 @@ def log_site_events(events: list[SiteEvent], *, recovery: float, stats: StatsCol
                 before,
                 float(detail) / 1000,
             )
-            stats.inc_value("frontier/site_recoveries")
+            stats.inc_value(stat_keys.SITE_RECOVERIES)
