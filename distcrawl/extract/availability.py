@@ -2,14 +2,21 @@
 
 Exact schema.org values (``https://schema.org/SoldOut``, ``schema:InStock``, ``instock``)
 keep their own name; free text is mapped to the main ones, negative phrases first so that
-"not available" never reads as "available".
+"not available" never reads as "available". :func:`stock_line` tells a line that says only
+the stock ("Out of stock", "Only 3 left") from any text that merely contains such words.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["SCHEMA_AVAILABILITY", "normalize_availability"]
+__all__ = [
+    "MAX_STOCK_LINE",
+    "SCHEMA_AVAILABILITY",
+    "normalize_availability",
+    "out_of_stock_wording",
+    "stock_line",
+]
 
 #: every schema.org ItemAvailability name, keyed by its lower-case form
 SCHEMA_AVAILABILITY: dict[str, str] = {
@@ -43,8 +50,11 @@ _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "OutOfStock",
             r"out[\s_-]?of[\s_-]?stock|sold[\s_-]?out|unavailable|not available|not in stock"
             r"|no stock|none left|(?<![\d.,])\b0 (?:in stock|left|available)|currently not"
-            r"|ausverkauft|nicht (?:verf[üu]gbar|lieferbar|auf lager)|vergriffen"
-            r"|[ée]puis[ée]|rupture|indisponible|agotado|esaurito|non disponibile",
+            r"|ausverkauft|nicht (?:verf[üu]gbar|lieferbar|auf lager|vorr[äa]tig)|vergriffen"
+            r"|[ée]puis[ée]|rupture|indisponible|non disponible|agotado|no disponible"
+            r"|sin (?:stock|existencias)|esaurito|non disponibile|uitverkocht"
+            r"|niet (?:op voorraad|leverbaar|beschikbaar)|brak w magazynie|niedost[ęe]pny"
+            r"|нет в наличии|распродано|缺貨|售完|在庫切れ|品切れ|売り切れ",
         ),
         (
             "LimitedAvailability",
@@ -55,10 +65,52 @@ _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "InStock",
             r"in[\s_-]?stock|available|ready to ship|ships? (?:today|tomorrow|now|in \d)"
-            r"|add to (?:cart|basket|bag)|auf lager|lieferbar|verf[üu]gbar|en stock"
-            r"|disponible|disponibile|\d+ (?:left|in stock)",
+            r"|add to (?:cart|basket|bag)|auf lager|lieferbar|verf[üu]gbar|vorr[äa]tig|en stock"
+            r"|disponible|disponibile|en existencia|in magazzino|op voorraad|leverbaar"
+            r"|dost[ęe]pny|w magazynie|в наличии|有貨|現貨|在庫あり|\d+ (?:left|in stock)",
         ),
     )
+)
+
+#: the phrases a shop prints as a whole line or badge about stock, in the usual languages
+_STOCK_PHRASE = (
+    r"(?:currently |temporarily |sadly )?(?:out[ -]of[ -]stock|sold[ -]out|unavailable"
+    r"|not available|not in stock|no stock|none left)(?: online| in store)?"
+    r"|ausverkauft|vergriffen|(?:derzeit |zurzeit |momentan )?nicht (?:verf[üu]gbar|lieferbar"
+    r"|auf lager|vorr[äa]tig)|(?:en |temporairement en )?rupture(?: de stock)?|[ée]puis[ée]"
+    r"|(?:temporairement )?indisponible|(?:produit )?non disponible|agotado"
+    r"|sin (?:stock|existencias)|no disponible|esaurito|non disponibile|uitverkocht"
+    r"|niet (?:op voorraad|leverbaar|beschikbaar)|brak w magazynie|niedost[ęe]pny|wyprzedany"
+    r"|нет в наличии|распродано|缺貨|售完|已售完|在庫切れ|品切れ|売り切れ"
+    r"|in[ -]stock(?: online| now)?|available(?: now| online)?|ready to ship"
+    r"|ships? (?:today|tomorrow|now)|(?:sofort )?(?:auf lager|lieferbar|verf[üu]gbar"
+    r"|vorr[äa]tig)|en stock|disponible(?: en stock)?|en existencia|disponibile|in magazzino"
+    r"|op voorraad|leverbaar|dost[ęe]pny|w magazynie|(?:есть )?в наличии|有貨|現貨|在庫あり"
+    r"|only \d+ left(?: in stock)?|\d+ left(?: in stock)?|few left|low stock|limited stock"
+    r"|almost gone|nur noch \d+(?: (?:st[üu]ck|auf lager|verf[üu]gbar|vorr[äa]tig))?"
+    r"|plus que \d+(?: en stock)?|pre[ -]?order(?: now)?|available (?:for|on) pre[ -]?order"
+    r"|vorbestellbar|pr[ée][ -]?commande|back[ -]?order(?:ed)?|on back[ -]?order"
+    r"|discontinued|no longer available"
+)
+#: a count beside or instead of the phrase: "(22 available)", "3 in stock", "0 left"
+_STOCK_COUNT = (
+    r"\(?\s*\d+\s*(?:available|in stock|left|items?|units?|pcs|st[üu]ck|disponibles?"
+    r"|en stock)\s*\)?"
+)
+#: a whole short text that says the stock and nothing else (icons and punctuation aside)
+_STOCK_LINE = re.compile(
+    rf"[^\w(]*(?:(?:{_STOCK_PHRASE})(?:\s*[-\u2013,:]?\s*{_STOCK_COUNT})?|{_STOCK_COUNT})[\s.!]*",
+    re.IGNORECASE,
+)
+#: texts longer than this are sentences, not a stock line
+MAX_STOCK_LINE = 60
+#: words that say the product cannot be bought now, wherever they sit in the product's block
+#: ("unavailable" alone is not: "the in-store check is temporarily unavailable")
+_OUT_OF_STOCK_WORDING = re.compile(
+    r"\b(?:out[ -]of[ -]stock|sold[ -]out|ausverkauft|nicht (?:auf lager|vorr[äa]tig)|vergriffen"
+    r"|rupture de stock|[ée]puis[ée]|agotado|sin stock|esaurito|uitverkocht|niet op voorraad"
+    r"|brak w magazynie|нет в наличии)\b|缺貨|在庫切れ|品切れ|売り切れ",
+    re.IGNORECASE,
 )
 
 _SCHEMA_PREFIX = re.compile(r"^(?:https?://)?(?:www\.)?schema\.org/|^schema:", re.IGNORECASE)
@@ -88,3 +140,19 @@ def normalize_availability(value: object) -> str | None:
         if pattern.search(text):
             return name
     return None
+
+
+def stock_line(text: str) -> str | None:
+    """The availability a short line or badge says when that is all it says ("Out of stock",
+    "Only 3 left!", "In stock (22 available)", "Ausverkauft"), else None ("Available in 3
+    colours" is a sentence about something else)."""
+    text = " ".join(text.split())
+    if not text or len(text) > MAX_STOCK_LINE or not _STOCK_LINE.fullmatch(text):
+        return None
+    return normalize_availability(text)
+
+
+def out_of_stock_wording(text: str) -> str | None:
+    """The first words of *text* that say the product cannot be bought now, or None."""
+    match = _OUT_OF_STOCK_WORDING.search(text)
+    return match.group(0) if match else None

@@ -24,6 +24,7 @@ import jstyleson
 
 from .availability import normalize_availability
 from .canonical import canonicalize_url, join_url
+from .codes import valid_gtin
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .schema import (
     PRODUCT_TYPES,
@@ -275,6 +276,8 @@ def _opengraph_product(root: HtmlElement, url: str, errors: list[str]) -> dict[s
         ("gtin", ("product:gtin", "product:ean", "product:upc", "product:isbn")),
     ):
         value = first(*keys)
+        if value and name == "gtin":
+            value = valid_gtin(value)
         if value:
             fields[name] = value
     sale = parse_structured_price(first("product:sale_price:amount"))
@@ -416,6 +419,8 @@ def _script_fields(obj: dict[str, Any], url: str) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for name in ("name", "sku", "gtin", "brand", "description"):
         value = text_value(first(name))
+        if value and name == "gtin":
+            value = valid_gtin(value)
         if value:
             fields[name] = value
     raw_price = first("price")
