@@ -673,7 +673,7 @@ def _read_availability(
         result.found_in["availability"] = chosen.element
         result.where["availability"] = describe(chosen, overruled, anchored=anchored)
         return
-    wording = block_wording(block) if block is not None else None
+    wording = block_wording(block, lambda el: _is_chrome(el, cards)) if block is not None else None
     if wording is not None:
         result.fields["availability"] = "OutOfStock"
         result.where["availability"] = f"out-of-stock wording in the product's block: {wording!r}"

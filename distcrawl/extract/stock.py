@@ -15,6 +15,7 @@ and wording none).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -40,6 +41,9 @@ _NOT_A_LINE = frozenset(
     {"script", "style", "noscript", "template", "option", "select", "textarea", "a",
      "button", "label", "title", "head"}
 )  # fmt: skip
+#: a line inside a size or colour picker says the stock of one option, not the product's
+_OPTION_BLOCK = re.compile(r"swatch|size|variant|option|dropdown|select")
+_OPTION_ROLES = frozenset({"radio", "radiogroup", "option", "listbox", "menu", "menuitem"})
 #: class words that hide an element until a script shows it
 _HIDING_CLASSES = frozenset({"hidden", "hide", "d-none", "is-hidden", "invisible", "no-display"})
 #: tree steps from the price or heading within which a stock line counts, when only the
@@ -76,6 +80,19 @@ def is_hidden(el: HtmlElement) -> bool:
                 return True
         classes = node.get("class")
         if classes and _HIDING_CLASSES.intersection(classes.lower().split()):
+            return True
+    return False
+
+
+def _in_option(el: HtmlElement, block: HtmlElement) -> bool:
+    """*el* sits in one option of a picker (a size, a colour) inside *block*."""
+    for node in (el, *el.iterancestors()):
+        if node is block:
+            return False
+        if node.get("role") in _OPTION_ROLES or node.tag in ("fieldset", "select"):
+            return True
+        marks = f"{node.get('class') or ''} {node.get('id') or ''}".lower()
+        if _OPTION_BLOCK.search(marks):
             return True
     return False
 
@@ -122,7 +139,7 @@ def stock_lines(
             continue
         line = _text(holder)
         said = stock_line(line)
-        if said is None or is_hidden(holder) or skip(holder):
+        if said is None or is_hidden(holder) or _in_option(holder, block) or skip(holder):
             continue
         if near and min(_distance(holder, m) for m in near) > _MAX_STEPS_IN_PAGE:
             continue
@@ -130,15 +147,24 @@ def stock_lines(
     return found
 
 
-def block_wording(block: HtmlElement) -> str | None:
-    """Out-of-stock words anywhere in the text of *block* (scripts and styles aside); never
-    the whole page's."""
+def block_wording(block: HtmlElement, skip: Callable[[HtmlElement], bool]) -> str | None:
+    """Out-of-stock words anywhere in the text of *block* (never the whole page's), leaving
+    out scripts, hidden elements, size or colour pickers and what *skip* rules out."""
     if block.tag == "body":
         return None
     parts = _xpath(".//text()[not(ancestor::script or ancestor::style)]", smart_strings=False)(
         block
     )
-    return out_of_stock_wording(" ".join(" ".join(str(p) for p in parts).split())[:_MAX_BLOCK_TEXT])
+    if out_of_stock_wording(" ".join(" ".join(str(p) for p in parts).split())) is None:
+        return None  # the common case, told by one search
+    kept = []
+    for text in _xpath(".//text()[not(ancestor::script or ancestor::style)]")(block):
+        parent = text.getparent()
+        holder = parent.getparent() if text.is_tail else parent
+        if holder is None or is_hidden(holder) or _in_option(holder, block) or skip(holder):
+            continue
+        kept.append(str(text))
+    return out_of_stock_wording(" ".join(" ".join(kept).split())[:_MAX_BLOCK_TEXT])
 
 
 def _distances(anchor: HtmlElement) -> dict[HtmlElement, int]:

@@ -149,3 +149,23 @@ def test_a_valid_gtin_in_text_is_stored_without_its_separators() -> None:
         "<p>ISBN 978-3-16-148410-0</p>"
     )
     assert product["gtin"] == "9783161484100"
+
+
+def _script_product(variants: list[dict[str, object]]) -> dict[str, object]:
+    data = {"id": 17, "title": "Lamp", "price": 1200, "variants": variants}
+    return _product("<h1>Lamp</h1>", f"<script>window.product = {json.dumps(data)};</script>")
+
+
+def test_a_product_in_one_variant_has_its_codes_there() -> None:
+    product = _script_product([{"id": 1, "sku": "L-17", "barcode": "4006381333931"}])
+    assert (product["sku"], product["gtin"]) == ("L-17", "4006381333931")
+
+
+def test_of_several_variants_none_gives_the_products_codes() -> None:
+    product = _script_product([{"id": 1, "sku": "L-17-S"}, {"id": 2, "sku": "L-17-M"}])
+    assert product["sku"] != "L-17-S"
+
+
+def test_a_one_variant_barcode_that_is_no_gtin_is_not_stored() -> None:
+    product = _script_product([{"id": 1, "sku": "L-17", "barcode": "4006381333932"}])
+    assert (product["sku"], product["gtin"]) == ("L-17", None)

@@ -190,3 +190,11 @@ def test_a_stock_line_in_another_products_card_is_not_this_products() -> None:
         "<div class='related-products'><p>Sold out</p></div></div>"
     )
     assert product["availability"] == "InStock"
+
+
+def test_a_sold_out_size_is_not_the_products_stock() -> None:
+    product, _ = _analysis(
+        f"{_HEAD}<ul class='size-selector'><li><span>S</span></li>"
+        "<li><span>M</span> <span>Sold out</span></li></ul></div>"
+    )
+    assert product["availability"] == "InStock"
