@@ -72,35 +72,59 @@ _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 
-#: the phrases a shop prints as a whole line or badge about stock, in the usual languages
-_STOCK_PHRASE = (
-    r"(?:currently |temporarily |sadly )?(?:out[ -]of[ -]stock|sold[ -]out|unavailable"
-    r"|not available|not in stock|no stock|none left)(?: online| in store)?"
-    r"|ausverkauft|vergriffen|(?:derzeit |zurzeit |momentan )?nicht (?:verf[üu]gbar|lieferbar"
-    r"|auf lager|vorr[äa]tig)|(?:en |temporairement en )?rupture(?: de stock)?|[ée]puis[ée]"
-    r"|(?:temporairement )?indisponible|(?:produit )?non disponible|agotado"
-    r"|sin (?:stock|existencias)|no disponible|esaurito|non disponibile|uitverkocht"
-    r"|niet (?:op voorraad|leverbaar|beschikbaar)|brak w magazynie|niedost[ęe]pny|wyprzedany"
-    r"|нет в наличии|распродано|缺貨|售完|已售完|在庫切れ|品切れ|売り切れ"
-    r"|in[ -]stock(?: online| now)?|available(?: now| online)?|ready to ship"
-    r"|ships? (?:today|tomorrow|now)|(?:sofort )?(?:auf lager|lieferbar|verf[üu]gbar"
-    r"|vorr[äa]tig)|en stock|disponible(?: en stock)?|en existencia|disponibile|in magazzino"
-    r"|op voorraad|leverbaar|dost[ęe]pny|w magazynie|(?:есть )?в наличии|有貨|現貨|在庫あり"
-    r"|only \d+ left(?: in stock)?|\d+ left(?: in stock)?|few left|low stock|limited stock"
-    r"|almost gone|nur noch \d+(?: (?:st[üu]ck|auf lager|verf[üu]gbar|vorr[äa]tig))?"
-    r"|plus que \d+(?: en stock)?|pre[ -]?order(?: now)?|available (?:for|on) pre[ -]?order"
-    r"|vorbestellbar|pr[ée][ -]?commande|back[ -]?order(?:ed)?|on back[ -]?order"
-    r"|discontinued|no longer available"
-)
-#: a count beside or instead of the phrase: "(22 available)", "3 in stock", "0 left"
+#: per availability, the phrases a shop prints as a whole line or badge about stock, in the
+#: usual languages (lower case: the line is lowered before it is matched)
+_STOCK_PHRASES: tuple[tuple[str, str], ...] = (
+    (
+        "OutOfStock",
+        r"(?:currently |temporarily |sadly )?(?:out[ -]of[ -]stock|sold[ -]out|unavailable"
+        r"|not available|not in stock|no stock|none left)(?: online| in store)?"
+        r"|ausverkauft|vergriffen|(?:derzeit |zurzeit |momentan )?nicht (?:verf[üu]gbar"
+        r"|lieferbar|auf lager|vorr[äa]tig)|(?:en |temporairement en )?rupture(?: de stock)?"
+        r"|[ée]puis[ée]|(?:temporairement )?indisponible|(?:produit )?non disponible|agotado"
+        r"|sin (?:stock|existencias)|no disponible|esaurito|non disponibile|uitverkocht"
+        r"|niet (?:op voorraad|leverbaar|beschikbaar)|brak w magazynie|niedost[ęe]pny"
+        r"|wyprzedany|нет в наличии|распродано|缺貨|售完|已售完|在庫切れ|品切れ|売り切れ",
+    ),
+    (
+        "InStock",
+        r"in[ -]stock(?: online| now)?|available(?: now| online)?|ready to ship"
+        r"|ships? (?:today|tomorrow|now)|(?:sofort )?(?:auf lager|lieferbar|verf[üu]gbar"
+        r"|vorr[äa]tig)|en stock|disponible(?: en stock)?|en existencia|disponibile"
+        r"|in magazzino|op voorraad|leverbaar|dost[ęe]pny|w magazynie|(?:есть )?в наличии"
+        r"|有貨|現貨|在庫あり",
+    ),
+    (
+        "LimitedAvailability",
+        r"only \d+ left(?: in stock)?|\d+ left(?: in stock)?|few left|low stock|limited stock"
+        r"|almost gone|nur noch \d+(?: (?:st[üu]ck|auf lager|verf[üu]gbar|vorr[äa]tig))?"
+        r"|plus que \d+(?: en stock)?",
+    ),
+    ("PreOrder", r"pre[ -]?order(?: now)?|available (?:for|on) pre[ -]?order|vorbestellbar"
+                 r"|pr[ée][ -]?commande"),
+    ("BackOrder", r"back[ -]?order(?:ed)?|on back[ -]?order"),
+    ("Discontinued", r"discontinued|no longer available"),
+)  # fmt: skip
+#: a count instead of the phrase: "(22 available)", "3 in stock", "0 left"
 _STOCK_COUNT = (
-    r"\(?\s*\d+\s*(?:available|in stock|left|items?|units?|pcs|st[üu]ck|disponibles?"
-    r"|en stock)\s*\)?"
+    r"\(?\s*(?P<count>\d+)\s*(?:available|in stock|left|disponibles?|en stock|auf lager"
+    r"|verf[üu]gbar)\s*\)?"
 )
-#: a whole short text that says the stock and nothing else (icons and punctuation aside)
+#: a count beside the phrase, which says the availability: "In stock (3 items)"
+_COUNT_BESIDE = (
+    r"\(?\s*\d+\s*(?:available|in stock|left|items?|units?|pcs|st[üu]ck|disponibles?"
+    r"|en stock|auf lager|verf[üu]gbar)\s*\)?"
+)
+#: a whole short text that says the stock and nothing else (icons and punctuation aside);
+#: the group that matched names the availability
 _STOCK_LINE = re.compile(
-    rf"[^\w(]*(?:(?:{_STOCK_PHRASE})(?:\s*[-\u2013,:]?\s*{_STOCK_COUNT})?|{_STOCK_COUNT})[\s.!]*",
-    re.IGNORECASE,
+    r"[^\w(]*(?:(?:"
+    + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _STOCK_PHRASES)
+    + r")(?:\s*[-\u2013,:]?\s*"
+    + _COUNT_BESIDE
+    + ")?|"
+    + _STOCK_COUNT
+    + r")[\s.!]*"
 )
 #: texts longer than this are sentences, not a stock line
 MAX_STOCK_LINE = 60
@@ -146,10 +170,17 @@ def stock_line(text: str) -> str | None:
     """The availability a short line or badge says when that is all it says ("Out of stock",
     "Only 3 left!", "In stock (22 available)", "Ausverkauft"), else None ("Available in 3
     colours" is a sentence about something else)."""
-    text = " ".join(text.split())
-    if not text or len(text) > MAX_STOCK_LINE or not _STOCK_LINE.fullmatch(text):
+    if len(text) > 4 * MAX_STOCK_LINE:
         return None
-    return normalize_availability(text)
+    text = " ".join(text.split())
+    if not text or len(text) > MAX_STOCK_LINE:
+        return None
+    match = _STOCK_LINE.fullmatch(text.lower())
+    if match is None:
+        return None
+    if match.lastgroup == "count":  # a count alone: "(3 available)", "0 left"
+        return "OutOfStock" if int(match["count"]) == 0 else "InStock"
+    return match.lastgroup
 
 
 def out_of_stock_wording(text: str) -> str | None:

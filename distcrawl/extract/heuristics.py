@@ -36,7 +36,6 @@ from .stock import (
     StockSource,
     block_wording,
     describe,
-    is_hidden,
     nearest,
     product_block,
     stock_lines,
@@ -127,6 +126,10 @@ _BREADCRUMB_XPATH = (
 )
 
 
+#: a cached lookup not made yet
+_NOT_LOOKED: Any = object()
+
+
 @dataclass
 class HeuristicProduct:
     """Fields read from visible markup, and how strongly the page looks like a product."""
@@ -144,6 +147,8 @@ class HeuristicProduct:
     page_text: str = ""
     #: the page's main heading, once looked for
     heading: HtmlElement | None = None
+    #: the page's own buy button (None: there is none), once looked for
+    button: Any = _NOT_LOOKED
 
 
 def _text(el: HtmlElement) -> str:
@@ -213,8 +218,10 @@ def heuristic_product(
     result = HeuristicProduct(pairs=pairs, page_text=page_text)
     fields = result.fields
     heading = earlier.heading if earlier is not None else None
-    if earlier is not None and "price" in earlier.found_in:
-        result.found_in["price"] = earlier.found_in["price"]
+    if earlier is not None:
+        result.button = earlier.button
+        if "price" in earlier.found_in:
+            result.found_in["price"] = earlier.found_in["price"]
     if signals or "name" in wanted:
         # an itemprop=name in the <head> is the page's text for sharing, not its heading
         prop = _first(
@@ -237,7 +244,7 @@ def heuristic_product(
                 result.where["name"] = "meta og:title"
     if signals and not few_links:
         # many product links: only a product signal makes the costlier readers worth it
-        result.strong = _strong_signals(root, cards, heading)
+        result.strong = _strong_signals(root, cards, heading, result)
     deep = not signals or few_links or result.strong
     if signals or "price" in wanted or "currency" in wanted:
         _read_price(root, cards, result)
@@ -300,17 +307,20 @@ def heuristic_product(
             fields["category_path"] = path
             result.where["category_path"] = "breadcrumb block (aria-label, class or id)"
     if signals and not result.strong:
-        result.strong = _strong_signals(root, cards, heading)
+        result.strong = _strong_signals(root, cards, heading, result)
     return result
 
 
 def _strong_signals(
-    root: HtmlElement, cards: set[HtmlElement], heading: HtmlElement | None
+    root: HtmlElement,
+    cards: set[HtmlElement],
+    heading: HtmlElement | None,
+    result: HeuristicProduct,
 ) -> bool:
     """itemprop product markup, an add-to-cart control or a product-detail container."""
     return (
         bool(_xpath("//@itemprop[.='price' or .='sku' or .='offers']")(root))
-        or _has_add_to_cart(root, cards)
+        or _page_button(root, cards, result) is not None
         or _has_product_container(heading)
     )
 
@@ -531,7 +541,7 @@ def _prefer_own_block_price(
     price_el = result.found_in.get("price")
     if price_el is None or isinstance(price_el, LabelValue):
         return
-    button = _buy_button(root, cards)
+    button = _page_button(root, cards, result)
     if button is None:
         return
     above = set(heading.iterancestors())
@@ -628,7 +638,7 @@ def _read_availability(
         " or contains(.,'availability') or contains(.,'inventory')]"
         " | //@id[contains(.,'availability')])/parent::*"
     )(root)[:_MAX_STOCK_ELEMENTS]:
-        if el.tag in ("script", "style", "link") or _is_chrome(el, cards) or is_hidden(el):
+        if el.tag in ("script", "style", "link") or _is_chrome(el, cards):
             continue
         availability = normalize_availability(_value(el)) or normalize_availability(_text(el))
         if availability:
@@ -636,14 +646,18 @@ def _read_availability(
             sources.append(
                 StockSource(availability, el, f"<{el.tag} class={el.get('class')!r}> {label!r}")
             )
-    for pair in _pairs(root, cards, result, "availability"):
-        if pair.field == "availability" and (found := normalize_availability(pair.value)):
-            what = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
-            sources.append(StockSource(found, pair.element, what))
     block = product_block(heading, price_el)
     if block is not None:
         sources.extend(stock_lines(block, lambda el: _is_chrome(el, cards), (price_el, heading)))
-    button = _buy_button(root, cards)
+    # labels anywhere on the page, when another field made them read anyway or when the
+    # product's own block says nothing of its stock (a label outside it is rarely nearer)
+    in_block = block is not None and any(_inside(s.element, block) for s in sources)
+    if result.pairs is not None or not in_block:
+        for pair in _pairs(root, cards, result, "availability"):
+            if pair.field == "availability" and (found := normalize_availability(pair.value)):
+                what = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
+                sources.append(StockSource(found, pair.element, what))
+    button = _page_button(root, cards, result)
     if button is not None and button.tag == "form":
         # a buy form is as usable as its submit control
         inner = _xpath(".//button | .//input[@type='submit']")(button)
@@ -665,9 +679,10 @@ def _read_availability(
         else:
             # a button that takes orders says little: shops often leave it on a sold-out page
             enabled = StockSource("InStock", button, what)
-    if sources:
-        anchors = (price_el, heading)
-        chosen, overruled = nearest(sources, anchors)
+    anchors = (price_el, heading)
+    picked = nearest(sources, anchors) if sources else None
+    if picked is not None:
+        chosen, overruled = picked
         anchored = any(a is not None for a in anchors)
         result.fields["availability"] = chosen.availability
         result.found_in["availability"] = chosen.element
@@ -845,8 +860,14 @@ def breadcrumb_trail(root: HtmlElement) -> list[tuple[str, str | None]]:
     return []
 
 
-def _has_add_to_cart(root: HtmlElement, cards: set[HtmlElement]) -> bool:
-    return _buy_button(root, cards) is not None
+def _page_button(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> HtmlElement | None:
+    """:func:`_buy_button`, looked for once per page."""
+    if result.button is _NOT_LOOKED:
+        result.button = _buy_button(root, cards)
+    button: HtmlElement | None = result.button
+    return button
 
 
 def _buy_button(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:

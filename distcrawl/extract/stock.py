@@ -16,7 +16,7 @@ and wording none).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -68,19 +68,21 @@ def _text(el: HtmlElement) -> str:
 
 
 def is_hidden(el: HtmlElement) -> bool:
-    """*el* or an ancestor is hidden by a ``hidden`` attribute, an inline style or a class."""
-    for node in (el, *el.iterancestors()):
-        # aria-hidden is not it: shops set it on whole pages while a dialog is open
+    """*el* or an ancestor is hidden by a ``hidden`` attribute, an inline style or a class
+    (aria-hidden is not it: shops set it on whole pages while a dialog is open)."""
+    node: HtmlElement | None = el
+    while node is not None:
         if node.get("hidden") is not None:
             return True
         style = node.get("style")
-        if style and "none" in style:
+        if style and ("none" in style or "hidden" in style):
             compact = style.replace(" ", "").lower()
             if "display:none" in compact or "visibility:hidden" in compact:
                 return True
         classes = node.get("class")
-        if classes and _HIDING_CLASSES.intersection(classes.lower().split()):
+        if classes and not _HIDING_CLASSES.isdisjoint(classes.lower().split()):
             return True
+        node = node.getparent()
     return False
 
 
@@ -116,6 +118,18 @@ def product_block(heading: HtmlElement | None, price: HtmlElement | None) -> Htm
     return block
 
 
+def _texts(block: HtmlElement) -> Iterator[tuple[str, HtmlElement]]:
+    """(text, the element it is part of) of every text of *block*, in document order (a walk
+    of the tree is cheaper than an XPath for text nodes and their parents)."""
+    for el in block.iter():
+        if el.text and isinstance(el.tag, str):
+            yield el.text, el
+        if el.tail and el is not block:
+            parent = el.getparent()
+            if parent is not None:
+                yield el.tail, parent
+
+
 def stock_lines(
     block: HtmlElement,
     skip: Callable[[HtmlElement], bool],
@@ -127,19 +141,18 @@ def stock_lines(
     near = [_distances(a) for a in anchors if a is not None] if block.tag == "body" else []
     found: list[StockSource] = []
     seen: set[HtmlElement] = set()
-    for text in _xpath(".//text()")(block):
-        if len(text) > 4 * MAX_STOCK_LINE or not text.strip():
-            continue
-        parent = text.getparent()
-        holder = parent.getparent() if text.is_tail else parent
-        if holder is None or holder in seen or holder.tag in _NOT_A_LINE:
+    for text, holder in _texts(block):
+        # a line of several elements has a text node that is a stock line by itself ("In
+        # stock" of "In stock <span>(3 available)</span>"): the rest are not looked at
+        if stock_line(text) is None or holder in seen or holder.tag in _NOT_A_LINE:
             continue
         seen.add(holder)
-        if len(holder) > 3:
-            continue
-        line = _text(holder)
+        line = _text(holder) if len(holder) <= 3 else ""
         said = stock_line(line)
-        if said is None or is_hidden(holder) or _in_option(holder, block) or skip(holder):
+        if said is None:
+            line = " ".join(text.split())
+            said = stock_line(line)
+        if said is None or _in_option(holder, block) or skip(holder):
             continue
         if near and min(_distance(holder, m) for m in near) > _MAX_STEPS_IN_PAGE:
             continue
@@ -157,13 +170,14 @@ def block_wording(block: HtmlElement, skip: Callable[[HtmlElement], bool]) -> st
     )
     if out_of_stock_wording(" ".join(" ".join(str(p) for p in parts).split())) is None:
         return None  # the common case, told by one search
-    kept = []
-    for text in _xpath(".//text()[not(ancestor::script or ancestor::style)]")(block):
-        parent = text.getparent()
-        holder = parent.getparent() if text.is_tail else parent
-        if holder is None or is_hidden(holder) or _in_option(holder, block) or skip(holder):
-            continue
-        kept.append(str(text))
+    kept = [
+        text
+        for text, holder in _texts(block)
+        if holder.tag not in ("script", "style")
+        and not is_hidden(holder)
+        and not _in_option(holder, block)
+        and not skip(holder)
+    ]
     return out_of_stock_wording(" ".join(" ".join(kept).split())[:_MAX_BLOCK_TEXT])
 
 
@@ -181,11 +195,21 @@ def _distance(el: HtmlElement, anchor: dict[HtmlElement, int]) -> int:
 
 def nearest(
     sources: list[StockSource], anchors: Iterable[HtmlElement | None]
-) -> tuple[StockSource, list[StockSource]]:
-    """The source nearest the *anchors* (the price and the heading: tree steps to each,
-    summed; the first in *sources* on a tie), and the sources that say otherwise."""
-    maps = [_distances(a) for a in anchors if a is not None]
+) -> tuple[StockSource, list[StockSource]] | None:
+    """The visible source nearest the *anchors* (the price and the heading: tree steps to
+    each, summed; the first in *sources* on a tie), and the visible sources that say
+    otherwise; None when every source is hidden."""
     chosen = sources[0]
+    if all(s.availability == chosen.availability for s in sources):
+        # they agree: whether the others are hidden changes nothing
+        if not is_hidden(chosen.element):
+            return chosen, []
+        sources = sources[1:]
+    sources = [s for s in sources if not is_hidden(s.element)]
+    if not sources:
+        return None
+    chosen = sources[0]
+    maps = [_distances(a) for a in anchors if a is not None]
     if maps:
         chosen = min(sources, key=lambda s: sum(_distance(s.element, m) for m in maps))
     overruled = [s for s in sources if s.availability != chosen.availability]
