@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._xpath import xpath as _xpath
-from .availability import MAX_STOCK_LINE, out_of_stock_wording, stock_line
+from .availability import out_of_stock_wording, stock_line
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
