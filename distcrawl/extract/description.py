@@ -59,6 +59,8 @@ def _text(el: HtmlElement) -> str:
 
 def is_title(text: str) -> bool:
     """*text* titles a description block ("Product Description:", "About this item")."""
+    if len(text) > 4 * _MAX_TITLE:
+        return False
     key = _clean(text).lower().strip(" :\uff1a.-\u2013")
     return 0 < len(key) <= _MAX_TITLE and _TITLE.fullmatch(key) is not None
 
@@ -120,9 +122,10 @@ def titled_description(
     for el in _xpath(_TITLE_XPATH)(root):
         if len(el) > 2:
             continue
-        title = _text(el)
-        if not is_title(title):
+        raw = el.text_content()  # a title is short and holds no script: no need to sort
+        if not is_title(raw):
             continue
+        title = _clean(raw)
         if el.tag in ("strong", "b"):
             parent = el.getparent()
             if parent is None or not _text(parent).startswith(title):

@@ -135,9 +135,10 @@ def stock_lines(
     skip: Callable[[HtmlElement], bool],
     anchors: Iterable[HtmlElement | None] = (),
 ) -> list[StockSource]:
-    """Elements of *block* whose whole text is a stock line ("Sold out", "(3 available)"),
-    innermost first, leaving out those *skip* says are not the product's. When the block is
-    the whole page, only lines close to one of the *anchors* (the price, the heading) count."""
+    """Elements of *block* whose whole text is a stock line ("Sold out", "(3 available)"), in
+    document order, leaving out those *skip* says are not the product's and those in a size or
+    colour picker. When the block is the whole page, only lines close to one of the *anchors*
+    (the price, the heading) count."""
     near = [_distances(a) for a in anchors if a is not None] if block.tag == "body" else []
     found: list[StockSource] = []
     seen: set[HtmlElement] = set()
@@ -220,7 +221,7 @@ def describe(chosen: StockSource, overruled: list[StockSource], *, anchored: boo
     """``--explain``'s words: the source used and those it overruled."""
     where = chosen.what
     if overruled:
-        why = "nearest the price and heading" if anchored else "first on the page"
+        why = "nearest the price and heading" if anchored else "found first"
         others = "; ".join(f"{s.what}: {s.availability}" for s in overruled[:3])
         more = f" and {len(overruled) - 3} more" if len(overruled) > 3 else ""
         where += f" ({why}; overruled: {others}{more})"
