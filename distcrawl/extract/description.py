@@ -3,14 +3,14 @@
 A shop without structured data prints its description under a title: a heading ("Product
 Description", "About this item", "Beschreibung") followed by paragraphs, or a tab ("<a
 href="#tab-description">Description</a>") whose panel holds them. :func:`titled_description`
-finds the first such title outside site chrome and reads the text after it up to the next
-heading.
+finds the first such heading outside site chrome (else the first bold title or tab) and reads
+the text after it up to the next heading.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ._xpath import xpath as _xpath
@@ -39,11 +39,10 @@ MAX_DESCRIPTION = 10_000
 #: a title is short
 _MAX_TITLE = 40
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-#: where titles are looked for: headings, a bold line of its own, tabs that name a panel
-_TITLE_XPATH = (
-    "//h2 | //h3 | //h4 | //h5 | //h6 | //strong | //b | //summary | //legend"
-    " | //a[starts-with(@href,'#')] | //@aria-controls/parent::*"
-)
+#: where titles are looked for: headings first, then a bold line of its own or a tab that
+#: names a panel
+_HEADING_TAGS = ("h2", "h3", "h4", "h5", "h6", "summary", "legend")
+_OTHER_TITLES_XPATH = "//strong | //b | //a[starts-with(@href,'#')] | //@aria-controls/parent::*"
 _TEXT_XPATH = ".//text()[not(ancestor::script or ancestor::style or ancestor::noscript)]"
 #: how many levels a title may sit inside the element whose next siblings hold the text
 _MAX_CLIMB = 3
@@ -114,12 +113,18 @@ def _panel(root: HtmlElement, tab: HtmlElement) -> str:
     return _text(panel)[:MAX_DESCRIPTION]
 
 
+def _titles(root: HtmlElement) -> Iterator[HtmlElement]:
+    """Elements that may title a block: headings (a cheap walk), then the costlier rest."""
+    yield from root.iter(*_HEADING_TAGS)
+    yield from _xpath(_OTHER_TITLES_XPATH)(root)
+
+
 def titled_description(
     root: HtmlElement, skip: Callable[[HtmlElement], bool]
 ) -> tuple[str, HtmlElement] | None:
     """(description, its title element) of the first titled description block that *skip*
     does not rule out (site chrome, other products' cards), or None."""
-    for el in _xpath(_TITLE_XPATH)(root):
+    for el in _titles(root):
         if len(el) > 2:
             continue
         raw = el.text_content()  # a title is short and holds no script: no need to sort
