@@ -115,11 +115,18 @@ _COUNT_BESIDE = (
     r"\(?\s*\d+\s*(?:available|in stock|left|items?|units?|pcs|st[üu]ck|disponibles?"
     r"|en stock|auf lager|verf[üu]gbar)\s*\)?"
 )
+
+
 #: a whole short text that says the stock and nothing else (icons and punctuation aside);
 #: the group that matched names the availability
+def _spaced(pattern: str) -> str:
+    """*pattern* with its spaces matching any run of white space (a line as printed)."""
+    return pattern.replace("[ -]", "(?:\\s+|-)").replace(" ", r"\s+")
+
+
 _STOCK_LINE = re.compile(
     r"[^\w(]*(?:(?:"
-    + "|".join(f"(?P<{name}>{pattern})" for name, pattern in _STOCK_PHRASES)
+    + "|".join(f"(?P<{name}>{_spaced(pattern)})" for name, pattern in _STOCK_PHRASES)
     + r")(?:\s*[-\u2013,:]?\s*"
     + _COUNT_BESIDE
     + ")?|"
@@ -170,10 +177,14 @@ def stock_line(text: str) -> str | None:
     """The availability a short line or badge says when that is all it says ("Out of stock",
     "Only 3 left!", "In stock (22 available)", "Ausverkauft"), else None ("Available in 3
     colours" is a sentence about something else)."""
-    if len(text) > 4 * MAX_STOCK_LINE:
-        return None
-    text = " ".join(text.split())
-    if not text or len(text) > MAX_STOCK_LINE:
+    text = text.strip()
+    if len(text) > MAX_STOCK_LINE:
+        if len(text) > 4 * MAX_STOCK_LINE:
+            return None
+        text = " ".join(text.split())  # a line indented by its markup is still short
+        if len(text) > MAX_STOCK_LINE:
+            return None
+    if not text:
         return None
     match = _STOCK_LINE.fullmatch(text.lower())
     if match is None:

@@ -628,8 +628,10 @@ def _read_availability(
     heading: HtmlElement | None,
 ) -> None:
     """Availability from every place the page prints it; the nearest the price and heading
-    wins (:mod:`.stock`). With none of them, out-of-stock wording in the product's own block,
-    else an enabled buy button, says it."""
+    wins (:mod:`.stock`). Page-wide labels and the buy button count when they were read for
+    another field anyway or when the product's own block has no stock line or element. With
+    none of them, out-of-stock wording in the product's block, else an enabled buy button,
+    says it."""
     price_at = result.found_in.get("price")
     price_el = price_at.element if isinstance(price_at, LabelValue) else price_at
     sources: list[StockSource] = []
@@ -649,15 +651,17 @@ def _read_availability(
     block = product_block(heading, price_el)
     if block is not None:
         sources.extend(stock_lines(block, lambda el: _is_chrome(el, cards), (price_el, heading)))
-    # labels anywhere on the page, when another field made them read anyway or when the
-    # product's own block says nothing of its stock (a label outside it is rarely nearer)
+    # labels anywhere on the page and the buy button weigh in when another reader looked
+    # them up anyway, or when the product's own block says nothing of its stock: a stock line
+    # or element in that block is seldom farther from the price than they are
     in_block = block is not None and any(_inside(s.element, block) for s in sources)
     if result.pairs is not None or not in_block:
         for pair in _pairs(root, cards, result, "availability"):
             if pair.field == "availability" and (found := normalize_availability(pair.value)):
                 what = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
                 sources.append(StockSource(found, pair.element, what))
-    button = _page_button(root, cards, result)
+    looked_up = result.button is not _NOT_LOOKED
+    button = _page_button(root, cards, result) if looked_up or not in_block else None
     if button is not None and button.tag == "form":
         # a buy form is as usable as its submit control
         inner = _xpath(".//button | .//input[@type='submit']")(button)
