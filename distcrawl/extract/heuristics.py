@@ -651,17 +651,20 @@ def _read_availability(
     block = product_block(heading, price_el)
     if block is not None:
         sources.extend(stock_lines(block, lambda el: _is_chrome(el, cards), (price_el, heading)))
+
     # labels anywhere on the page and the buy button weigh in when another reader looked
     # them up anyway, or when the product's own block says nothing of its stock: a stock line
     # or element in that block is seldom farther from the price than they are
-    in_block = block is not None and any(_inside(s.element, block) for s in sources)
-    if result.pairs is not None or not in_block:
+    def in_block() -> bool:
+        return block is not None and any(_inside(s.element, block) for s in sources)
+
+    if result.pairs is not None or not in_block():
         for pair in _pairs(root, cards, result, "availability"):
             if pair.field == "availability" and (found := normalize_availability(pair.value)):
                 what = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
                 sources.append(StockSource(found, pair.element, what))
     looked_up = result.button is not _NOT_LOOKED
-    button = _page_button(root, cards, result) if looked_up or not in_block else None
+    button = _page_button(root, cards, result) if looked_up or not in_block() else None
     if button is not None and button.tag == "form":
         # a buy form is as usable as its submit control
         inner = _xpath(".//button | .//input[@type='submit']")(button)
