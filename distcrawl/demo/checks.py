@@ -8,10 +8,11 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from distcrawl.demo import bootstrap
 from distcrawl.ops.deadletters import read_record, reason_of
 
 if TYPE_CHECKING:
-    from distcrawl.demo.catalog import Catalog
+    from distcrawl.demo.catalog import Catalog, Product
 
 __all__ = [
     "CHECKED_FIELDS",
@@ -19,11 +20,34 @@ __all__ = [
     "attempts_by_path",
     "check_fields",
     "check_store",
+    "expected_fields",
     "retry_gap_violations",
 ]
 
 #: the product fields a demo crawl compares with the catalog (``fields_wrong``)
-CHECKED_FIELDS = ("name", "price", "currency", "sku", "availability")
+CHECKED_FIELDS = ("name", "price", "currency", "sku", "availability", "description")
+#: variants that print the description as an untitled paragraph: nothing says it is one, so
+#: it is not compared there
+UNTITLED_DESCRIPTION = frozenset({"specs", "text"})
+
+
+def expected_fields(product: Product, variant: str = "jsonld") -> dict[str, Any]:
+    """What a crawl must store for *product* from the pages of *variant*."""
+    if variant == bootstrap.VARIANT:
+        want = bootstrap.truth(product)
+    else:
+        want = {
+            "name": product.name,
+            "price": product.price,
+            "currency": product.currency,
+            "sku": product.sku,
+            "availability": product.availability,
+            "description": product.description,
+        }
+    want["price"] = Decimal(want["price"])
+    if variant in UNTITLED_DESCRIPTION:
+        del want["description"]
+    return want
 
 
 def check_store(collection: Any, expected: set[str]) -> dict[str, Any]:
@@ -78,8 +102,11 @@ def account_dead_letters(
     }
 
 
-def check_fields(collection: Any, catalog: Catalog, base_url: str) -> dict[str, Any]:
-    """Stored products' name, price, currency, SKU and availability against the catalog.
+def check_fields(
+    collection: Any, catalog: Catalog, base_url: str, variant: str = "jsonld"
+) -> dict[str, Any]:
+    """Stored products' name, price, currency, SKU, availability and description against
+    what the shop's pages of *variant* show (:func:`expected_fields`).
 
     ``fields_wrong`` counts (product, field) pairs that differ; products not stored are
     ``missing`` in :func:`check_store`, not wrong here.
@@ -91,14 +118,7 @@ def check_fields(collection: Any, catalog: Catalog, base_url: str) -> dict[str, 
         product = truth.get(doc.get("url"))
         if product is None:
             continue
-        expected = {
-            "name": product.name,
-            "price": Decimal(product.price),
-            "currency": product.currency,
-            "sku": product.sku,
-            "availability": product.availability,
-        }
-        for name, want in expected.items():
+        for name, want in expected_fields(product, variant).items():
             got = doc.get(name)
             if hasattr(got, "to_decimal"):
                 got = got.to_decimal()

@@ -12,7 +12,7 @@ import json
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from distcrawl.demo import templates
+from distcrawl.demo import bootstrap, templates
 from distcrawl.demo.catalog import AVAILABILITY_TEXT, CURRENCY_SYMBOL
 
 if TYPE_CHECKING:
@@ -131,6 +131,8 @@ def render_listing(
     """Page ``page`` of a leaf's listing (the caller checks that the page exists)."""
     if variant in templates.TEMPLATE_VARIANTS:
         return templates.render_listing(catalog, leaf, page, variant=variant)
+    if variant == bootstrap.VARIANT:
+        return bootstrap.render_listing(catalog, leaf, page)
     pages = catalog.page_count(leaf)
     cards = []
     for position, product in enumerate(catalog.listing_page(leaf, page), start=1):
@@ -182,6 +184,8 @@ def render_product(product: Product, leaf: Leaf, *, base_url: str, variant: str)
     """A product page; ``base_url`` (``http://host:port``) makes the absolute URLs."""
     if variant in templates.TEMPLATE_VARIANTS:
         return templates.render_product(product, leaf, base_url=base_url, variant=variant)
+    if variant == bootstrap.VARIANT:
+        return bootstrap.render_product(product, leaf, base_url=base_url)
     canonical = base_url + product.path
     head = f'<link rel="canonical" href="{canonical}">'
     name = escape(product.name)

@@ -85,7 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=VARIANTS,
         default="jsonld",
         help="how product pages are marked up: schema.org JSON-LD (default), or one of the "
-        "templates without structured data (plain has a bundled site profile, demo-plain.toml)",
+        "templates without structured data (plain has a bundled site profile, demo-plain.toml; "
+        "bootstrap prints stock lines, a hex 'UPC' and a titled description)",
     )
     parser.add_argument(
         "--profile",
@@ -413,7 +414,9 @@ def crawl(
         if e["status"] == 200 and e["path"] != "/robots.txt"
     )
     summary = check_store(collection, expected)
-    summary.update(merge_fields([check_fields(collection, s.catalog, s.url) for s in shops]))
+    summary.update(
+        merge_fields([check_fields(collection, s.catalog, s.url, s.config.variant) for s in shops])
+    )
     stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
     letters = [v for shard in keys.all_shards() for v in r.hvals(shard.dead)]
     summary.update(shard_use(r, keys, cluster))

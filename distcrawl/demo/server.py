@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from distcrawl.demo import pages
+from distcrawl.demo.bootstrap import VARIANT as BOOTSTRAP_VARIANT
 from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_SEED, Catalog
 from distcrawl.demo.changes import CatalogAt, CatalogHistory, ChangePlan
 from distcrawl.demo.templates import TEMPLATE_VARIANTS
@@ -52,8 +53,9 @@ __all__ = ["DemoShop", "ShopConfig", "add_arguments", "main", "run"]
 logger = logging.getLogger(__name__)
 
 #: the variants of product pages: schema.org JSON-LD, bespoke markup with no structured data,
-#: and the three markup families of :mod:`distcrawl.demo.templates` (no structured data)
-VARIANTS = ("jsonld", "plain", *TEMPLATE_VARIANTS)
+#: the three markup families of :mod:`distcrawl.demo.templates` and the Bootstrap shop of
+#: :mod:`distcrawl.demo.bootstrap` (no structured data)
+VARIANTS = ("jsonld", "plain", *TEMPLATE_VARIANTS, BOOTSTRAP_VARIANT)
 #: the shop binds here unless told otherwise (it only ever binds loopback addresses)
 DEFAULT_HOST = "127.0.0.1"
 #: port 0 lets the OS pick a free port; read it back from :attr:`DemoShop.url`

@@ -210,7 +210,14 @@ def _print_summary(console: Console, record: dict[str, Any], links_shown: int) -
     if record["profile"]:
         console.print(f"profile {escape(record['profile'])}")
     if kind == "product":
-        table = Table(show_header=False, box=None, padding=(0, 1))
+        table = Table(show_header=False, box=None, padding=(0, 1), expand="explain" in record)
+        if "explain" in record:
+            # a long value (a description) wraps in its own column: the explanation keeps
+            # the room to say where each value came from
+            table.add_column(no_wrap=True)
+            table.add_column(ratio=2)
+            table.add_column(no_wrap=True)
+            table.add_column(ratio=3)
         sources = record["sources"]
         for name in PRODUCT_FIELDS:
             if name == "url":

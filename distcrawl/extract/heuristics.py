@@ -27,9 +27,19 @@ from urllib.parse import urlsplit
 from ._xpath import xpath as _xpath
 from .availability import normalize_availability
 from .canonical import join_url
+from .codes import valid_gtin
+from .description import DESCRIPTION_WORDS, titled_description
 from .labels import LabelValue, label_pairs
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .schema import clean_category_path
+from .stock import (
+    StockSource,
+    block_wording,
+    describe,
+    nearest,
+    product_block,
+    stock_lines,
+)
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -104,6 +114,8 @@ _GTIN_IN_TEXT = re.compile(r"\b(?:GTIN|EAN|UPC|ISBN)(?:-?1[03])?\s*[:#]?\s*(\d[\
 # its leading \b at every position of the page's text
 _SKU_WORDS = ("SKU", "Art", "Item")
 _GTIN_WORDS = ("GTIN", "EAN", "UPC", "ISBN")
+#: elements classed "stock" or "availability" weighed at most (the first ones in the page)
+_MAX_STOCK_ELEMENTS = 20
 #: crumb "names" that are only separators
 _SEPARATORS = {"/", ">", "|", "\u203a", "\u00bb"}
 _BREADCRUMB_XPATH = (
@@ -112,6 +124,10 @@ _BREADCRUMB_XPATH = (
     " or contains(concat(' ',normalize-space(.),' '),' trail ')]"
     " | //@id[contains(.,'breadcrumb')] | //@aria-label[contains(.,'readcrumb')])/parent::*"
 )
+
+
+#: a cached lookup not made yet
+_NOT_LOOKED: Any = object()
 
 
 @dataclass
@@ -129,6 +145,10 @@ class HeuristicProduct:
     found_in: dict[str, HtmlElement | LabelValue] = field(default_factory=dict)
     #: the page's source, when known: labels whose words it lacks are not looked for
     page_text: str = ""
+    #: the page's main heading, once looked for
+    heading: HtmlElement | None = None
+    #: the page's own buy button (None: there is none), once looked for
+    button: Any = _NOT_LOOKED
 
 
 def _text(el: HtmlElement) -> str:
@@ -181,6 +201,7 @@ def heuristic_product(
     few_links: bool = True,
     priced: Callable[[], bool] = lambda: True,
     page_text: str = "",
+    earlier: HeuristicProduct | None = None,
 ) -> HeuristicProduct:
     """Read what visible markup says about the page's own product.
 
@@ -191,11 +212,16 @@ def heuristic_product(
     *few_links*, such a page is spared the costlier readers (labels, text after the heading),
     and a page whose source shows no currency at all (*priced* says, asked only when it
     matters) is not searched for a price in labels and text. With *page_text* (the source),
-    labels are only read for fields whose label words it contains.
+    labels are only read for fields whose label words it contains. *earlier* is the result of
+    an earlier call on the same page: its heading and price element anchor the stock sources.
     """
     result = HeuristicProduct(pairs=pairs, page_text=page_text)
     fields = result.fields
-    heading = None
+    heading = earlier.heading if earlier is not None else None
+    if earlier is not None:
+        result.button = earlier.button
+        if "price" in earlier.found_in:
+            result.found_in["price"] = earlier.found_in["price"]
     if signals or "name" in wanted:
         # an itemprop=name in the <head> is the page's text for sharing, not its heading
         prop = _first(
@@ -204,6 +230,7 @@ def heuristic_product(
             cards,
         )
         heading = prop if prop is not None else _main_heading(root, cards)
+        result.heading = heading
         if heading is not None:
             name = _value(heading)
             if name:
@@ -217,7 +244,7 @@ def heuristic_product(
                 result.where["name"] = "meta og:title"
     if signals and not few_links:
         # many product links: only a product signal makes the costlier readers worth it
-        result.strong = _strong_signals(root, cards, heading)
+        result.strong = _strong_signals(root, cards, heading, result)
     deep = not signals or few_links or result.strong
     if signals or "price" in wanted or "currency" in wanted:
         _read_price(root, cards, result)
@@ -230,7 +257,9 @@ def heuristic_product(
     if signals or "sku" in wanted or "gtin" in wanted:
         _read_identifiers(root, cards, result, labels=deep and (result.strong or priced()))
     if "availability" in wanted:
-        _read_availability(root, cards, result)
+        if heading is None:
+            heading = result.heading = _main_heading(root, cards)
+        _read_availability(root, cards, result, heading)
     if "brand" in wanted:
         for pair in _pairs(root, cards, result, "brand"):
             if pair.field == "brand" and 1 < len(pair.value) <= 60:
@@ -238,6 +267,11 @@ def heuristic_product(
                 result.where["brand"] = f"label {pair.shape} {pair.label!r}"
                 result.found_in["brand"] = pair
                 break
+    if "description" in wanted and (not page_text or _has_any(page_text, DESCRIPTION_WORDS)):
+        titled = titled_description(root, lambda el: _is_chrome(el, cards))
+        if titled is not None:
+            fields["description"], title = titled
+            result.where["description"] = f"the block titled {_text(title)[:40]!r}"
     for name, xpath in (
         (
             "brand",
@@ -273,17 +307,20 @@ def heuristic_product(
             fields["category_path"] = path
             result.where["category_path"] = "breadcrumb block (aria-label, class or id)"
     if signals and not result.strong:
-        result.strong = _strong_signals(root, cards, heading)
+        result.strong = _strong_signals(root, cards, heading, result)
     return result
 
 
 def _strong_signals(
-    root: HtmlElement, cards: set[HtmlElement], heading: HtmlElement | None
+    root: HtmlElement,
+    cards: set[HtmlElement],
+    heading: HtmlElement | None,
+    result: HeuristicProduct,
 ) -> bool:
     """itemprop product markup, an add-to-cart control or a product-detail container."""
     return (
         bool(_xpath("//@itemprop[.='price' or .='sku' or .='offers']")(root))
-        or _has_add_to_cart(root, cards)
+        or _page_button(root, cards, result) is not None
         or _has_product_container(heading)
     )
 
@@ -504,7 +541,7 @@ def _prefer_own_block_price(
     price_el = result.found_in.get("price")
     if price_el is None or isinstance(price_el, LabelValue):
         return
-    button = _buy_button(root, cards)
+    button = _page_button(root, cards, result)
     if button is None:
         return
     above = set(heading.iterancestors())
@@ -585,29 +622,54 @@ def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
 
 
 def _read_availability(
-    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+    root: HtmlElement,
+    cards: set[HtmlElement],
+    result: HeuristicProduct,
+    heading: HtmlElement | None,
 ) -> None:
-    fields = result.fields
+    """Availability from every place the page prints it; the nearest the price and heading
+    wins (:mod:`.stock`). Page-wide labels and the buy button count when they were read for
+    another field anyway or when the product's own block has no stock line or element. With
+    none of them, out-of-stock wording in the product's block, else an enabled buy button,
+    says it."""
+    price_at = result.found_in.get("price")
+    price_el = price_at.element if isinstance(price_at, LabelValue) else price_at
+    sources: list[StockSource] = []
     for el in _xpath(
         "(//@itemprop[.='availability'] | //@class[contains(.,'stock')"
         " or contains(.,'availability') or contains(.,'inventory')]"
         " | //@id[contains(.,'availability')])/parent::*"
-    )(root):
-        if _is_chrome(el, cards):
+    )(root)[:_MAX_STOCK_ELEMENTS]:
+        if el.tag in ("script", "style", "link") or _is_chrome(el, cards):
             continue
         availability = normalize_availability(_value(el)) or normalize_availability(_text(el))
         if availability:
-            fields["availability"] = availability
-            result.found_in["availability"] = el
-            result.where["availability"] = f"<{el.tag} class={el.get('class')!r}>"
-            return
-    for pair in _pairs(root, cards, result, "availability"):
-        if pair.field == "availability" and (found := normalize_availability(pair.value)):
-            fields["availability"] = found
-            result.where["availability"] = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
-            result.found_in["availability"] = pair
-            return
-    button = _buy_button(root, cards)
+            label = _text(el)[:40] or _value(el)[:40]
+            sources.append(
+                StockSource(availability, el, f"<{el.tag} class={el.get('class')!r}> {label!r}")
+            )
+    block = product_block(heading, price_el)
+    if block is not None:
+        sources.extend(stock_lines(block, lambda el: _is_chrome(el, cards), (price_el, heading)))
+
+    # labels anywhere on the page and the buy button weigh in when another reader looked
+    # them up anyway, or when the product's own block says nothing of its stock: a stock line
+    # or element in that block is seldom farther from the price than they are
+    def in_block() -> bool:
+        return block is not None and any(_inside(s.element, block) for s in sources)
+
+    if result.pairs is not None or not in_block():
+        for pair in _pairs(root, cards, result, "availability"):
+            if pair.field == "availability" and (found := normalize_availability(pair.value)):
+                what = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
+                sources.append(StockSource(found, pair.element, what))
+    looked_up = result.button is not _NOT_LOOKED
+    button = _page_button(root, cards, result) if looked_up or not in_block() else None
+    if button is not None and button.tag == "form":
+        # a buy form is as usable as its submit control
+        inner = _xpath(".//button | .//input[@type='submit']")(button)
+        button = inner[0] if inner else button
+    enabled: StockSource | None = None
     if button is not None:
         disabled = (
             button.get("disabled") is not None
@@ -615,13 +677,35 @@ def _read_availability(
         )
         label = _text(button) or str(button.get("value") or "")
         said = normalize_availability(label)
-        if said is not None and said != "InStock":
-            fields["availability"] = said
-        else:
-            fields["availability"] = "OutOfStock" if disabled else "InStock"
         state = "disabled" if disabled else "enabled"
-        result.where["availability"] = f"{state} buy button <{button.tag}>: {label[:40]!r}"
+        what = f"{state} buy button <{button.tag}> {label[:40]!r}"
+        if said is not None and said != "InStock":
+            sources.append(StockSource(said, button, what))
+        elif disabled:
+            sources.append(StockSource("OutOfStock", button, what))
+        else:
+            # a button that takes orders says little: shops often leave it on a sold-out page
+            enabled = StockSource("InStock", button, what)
+    anchors = (price_el, heading)
+    picked = nearest(sources, anchors) if sources else None
+    if picked is not None:
+        chosen, overruled = picked
+        anchored = any(a is not None for a in anchors)
+        result.fields["availability"] = chosen.availability
+        result.found_in["availability"] = chosen.element
+        result.where["availability"] = describe(chosen, overruled, anchored=anchored)
         return
+    wording = block_wording(block, lambda el: _is_chrome(el, cards)) if block is not None else None
+    if wording is not None:
+        result.fields["availability"] = "OutOfStock"
+        result.where["availability"] = f"out-of-stock wording in the product's block: {wording!r}"
+    elif enabled is not None:
+        result.fields["availability"] = "InStock"
+        result.found_in["availability"] = enabled.element
+        result.where["availability"] = enabled.what
+    elif block is not None:
+        # no field: what the page's default (a price: in stock) rests on, for --explain
+        result.where["availability"] = "no out-of-stock wording in the product's block"
 
 
 def _read_identifiers(
@@ -653,13 +737,14 @@ def _read_identifiers(
         result.where["sku"] = f"<{el.tag} {where}>"
         result.found_in["sku"] = el
         result.strong = True
-    gtin_el = _first(root, "//@itemprop[starts-with(.,'gtin') or .='isbn']/parent::*", cards)
-    if gtin_el is not None:
-        gtin = re.sub(r"\D", "", _value(gtin_el))
-        if gtin:
+    for gtin_el in _xpath("//@itemprop[starts-with(.,'gtin') or .='isbn']/parent::*")(root):
+        if _is_chrome(gtin_el, cards):
+            continue
+        if gtin := valid_gtin(_value(gtin_el)):
             fields["gtin"] = gtin
             result.where["gtin"] = f"itemprop={gtin_el.get('itemprop')}"
             result.found_in["gtin"] = gtin_el
+            break
     if labels and ("sku" not in fields or "gtin" not in fields):
         _label_identifiers(root, cards, result)
     if "sku" in fields and "gtin" in fields:
@@ -675,8 +760,10 @@ def _read_identifiers(
         result.where["sku"] = f"text {match.group(0)[:60]!r}"
         result.strong = True
     if "gtin" not in fields and (match := _search(_GTIN_IN_TEXT, _GTIN_WORDS, body_text)):
-        fields["gtin"] = re.sub(r"\D", "", match.group(1))
-        result.where["gtin"] = f"text {match.group(0)[:60]!r}"
+        printed = match.group(1).strip()
+        if gtin := valid_gtin(printed) or valid_gtin(printed.split()[0]):
+            fields["gtin"] = gtin
+            result.where["gtin"] = f"text {match.group(0)[:60]!r}"
 
 
 def sku_from_url(url: str) -> str | None:
@@ -700,7 +787,7 @@ def _label_identifiers(
     fields = result.fields
     by_field: dict[str, list[LabelValue]] = {}
     missing = [name for name in ("sku", "gtin") if name not in fields]
-    extra = ["ref", "mpn"] if "sku" in missing else []
+    extra = ["ref", "mpn", "gtin"] if "sku" in missing else []
     for pair in _pairs(root, cards, result, *missing, *extra):
         by_field.setdefault(pair.field, []).append(pair)
     for name in ("sku", "ref", "mpn"):
@@ -716,14 +803,31 @@ def _label_identifiers(
             result.where["sku"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
             result.found_in["sku"] = pair
             result.strong = True
-    if "gtin" not in fields:
-        for pair in by_field.get("gtin", ()):
-            digits = re.sub(r"\D", "", pair.value.split(" ")[0] if pair.value else "")
-            if 8 <= len(digits) <= 14:
-                fields["gtin"] = digits
-                result.where["gtin"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
-                result.found_in["gtin"] = pair
-                break
+    # a code labelled "UPC" or "EAN" that is no valid GTIN is still the shop's code for the
+    # product: the SKU as printed when no SKU label said otherwise, never its digits alone
+    not_gtins: list[LabelValue] = []
+    for pair in by_field.get("gtin", ()):
+        gtin = valid_gtin(pair.value) or valid_gtin(pair.value.split(" ")[0])
+        if gtin is None:
+            not_gtins.append(pair)
+        elif "gtin" not in fields:
+            fields["gtin"] = gtin
+            result.where["gtin"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            result.found_in["gtin"] = pair
+    written = [p for p in not_gtins if not p.shape.startswith("@")]
+    if "sku" not in fields and written and (code := _code(written[0].value)):
+        pair = written[0]
+        fields["sku"] = code
+        result.where["sku"] = (
+            f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r} (not a valid GTIN:"
+            " the shop's own code, as printed)"
+        )
+        result.found_in["sku"] = pair
+        result.strong = True
+
+
+def _has_any(text: str, words: tuple[str, ...]) -> bool:
+    return any(word in text for word in words)
 
 
 def _search(pattern: re.Pattern[str], labels: tuple[str, ...], text: str) -> re.Match[str] | None:
@@ -763,8 +867,14 @@ def breadcrumb_trail(root: HtmlElement) -> list[tuple[str, str | None]]:
     return []
 
 
-def _has_add_to_cart(root: HtmlElement, cards: set[HtmlElement]) -> bool:
-    return _buy_button(root, cards) is not None
+def _page_button(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> HtmlElement | None:
+    """:func:`_buy_button`, looked for once per page."""
+    if result.button is _NOT_LOOKED:
+        result.button = _buy_button(root, cards)
+    button: HtmlElement | None = result.button
+    return button
 
 
 def _buy_button(root: HtmlElement, cards: set[HtmlElement]) -> HtmlElement | None:

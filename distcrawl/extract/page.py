@@ -256,6 +256,7 @@ def _analyze(
             signals=False,
             pairs=heuristic.pairs,
             page_text=text,
+            earlier=heuristic,
         )
         heuristic.fields.update(more.fields)
         heuristic.where.update(more.where)
@@ -308,7 +309,8 @@ def _explain(
             if detail.startswith("label "):
                 kind, detail = "label", detail[len("label ") :]
         elif source == "default":
-            detail = "a price and no out-of-stock wording anywhere: InStock"
+            checked = where.get(name) or "no availability printed where it was looked for"
+            detail = f"a price and {checked}: InStock"
         elif source == "url":
             detail = "the number ending the URL path (no code printed on the page)"
         else:

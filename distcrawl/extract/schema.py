@@ -14,8 +14,9 @@ so the rules live in one place:
 * **category path**: a ``BreadcrumbList`` (sorted by ``position``), else the product's
   ``category`` text split on ``>``.
 * **identifiers**: ``sku`` (a ProductGroup's ``productGroupID`` when it has no ``sku``),
-  ``gtin`` from ``gtin``/``gtin13``/``gtin14``/``gtin12``/``gtin8``/``isbn``, ``brand``
-  from ``brand`` (text or ``{"name"}``), else ``manufacturer``.
+  ``gtin`` from the first of ``gtin``/``gtin13``/``gtin14``/``gtin12``/``gtin8``/``isbn``
+  that is a valid code (:mod:`.codes`), ``brand`` from ``brand`` (text or ``{"name"}``),
+  else ``manufacturer``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 
 from .availability import normalize_availability
 from .canonical import is_plain_absolute, join_url
+from .codes import valid_gtin
 from .prices import normalize_currency, parse_structured_price
 
 __all__ = [
@@ -273,6 +275,8 @@ def product_fields(node: dict[str, Any], base_url: str, depth: int = 0) -> dict[
             value = text_value(node.get(key))
             if value and name == "sku" and len(value.split()) > 2:
                 continue  # "OPTIPLEX 9010 TOWER": a model's name, not a code
+            if value and name == "gtin":
+                value = valid_gtin(value)  # a wrong check digit: no GTIN, never "fixed"
             if value:
                 fields[name] = value
                 break

@@ -24,6 +24,7 @@ import jstyleson
 
 from .availability import normalize_availability
 from .canonical import canonicalize_url, join_url
+from .codes import valid_gtin
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .schema import (
     PRODUCT_TYPES,
@@ -275,6 +276,8 @@ def _opengraph_product(root: HtmlElement, url: str, errors: list[str]) -> dict[s
         ("gtin", ("product:gtin", "product:ean", "product:upc", "product:isbn")),
     ):
         value = first(*keys)
+        if value and name == "gtin":
+            value = valid_gtin(value)
         if value:
             fields[name] = value
     sale = parse_structured_price(first("product:sale_price:amount"))
@@ -414,8 +417,21 @@ def _script_fields(obj: dict[str, Any], url: str) -> dict[str, Any]:
         return None
 
     fields: dict[str, Any] = {}
+    # a product sold in one variant only (a shop platform's "Default Title") has its codes
+    # there; of several variants none is the product's own
+    variants = lowered.get("variants")
+    only = variants[0] if isinstance(variants, list) and len(variants) == 1 else None
+    single = (
+        {k.lower(): v for k, v in only.items() if isinstance(k, str)}
+        if isinstance(only, dict)
+        else {}
+    )
     for name in ("name", "sku", "gtin", "brand", "description"):
         value = text_value(first(name))
+        if not value and name in ("sku", "gtin"):
+            value = next((text_value(single[k]) for k in _SCRIPT_KEYS[name] if single.get(k)), None)
+        if value and name == "gtin":
+            value = valid_gtin(value)
         if value:
             fields[name] = value
     raw_price = first("price")

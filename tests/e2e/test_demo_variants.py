@@ -34,7 +34,7 @@ def test_template_crawls_completely_with_right_fields(
     try:
         collection = client.get_default_database()["products"]
         store = check_store(collection, shop.expected_product_urls())
-        fields = check_fields(collection, shop.catalog, shop.url)
+        fields = check_fields(collection, shop.catalog, shop.url, variant)
     finally:
         client.close()
     assert (store["stored"], store["missing"], store["duplicates"]) == (300, 0, 0), store

@@ -1,0 +1,228 @@
+"""Availability sources of visible markup, and the rule that picks one when they disagree.
+
+Shops print the stock in several places at once: a short line or badge by the price ("Out of
+stock", "Only 3 left"), an element classed ``stock`` or ``availability``, a label/value row
+("Availability: In stock"), a disabled buy button. Each is a :class:`StockSource`; when they
+disagree, the one nearest (in the document tree) to the product's price and heading wins,
+because that is the one a shopper reads as this product's. The others are reported as
+overruled (``distcrawl extract --explain``).
+
+The product's own block is the smallest element holding both its heading and its price: stock
+lines and out-of-stock wording are looked for there only, never in the rest of the page (when
+that block is the whole ``body``, stock lines only a few steps from the price or heading count,
+and wording none).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ._xpath import xpath as _xpath
+from .availability import out_of_stock_wording, stock_line
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
+
+__all__ = [
+    "StockSource",
+    "block_wording",
+    "describe",
+    "is_hidden",
+    "nearest",
+    "product_block",
+    "stock_lines",
+]
+
+#: elements whose text is never the product's stock line: links, form controls, code
+_NOT_A_LINE = frozenset(
+    {"script", "style", "noscript", "template", "option", "select", "textarea", "a",
+     "button", "label", "title", "head"}
+)  # fmt: skip
+#: a line inside a size or colour picker says the stock of one option, not the product's
+_OPTION_BLOCK = re.compile(r"swatch|size|variant|option|dropdown|select")
+_OPTION_ROLES = frozenset({"radio", "radiogroup", "option", "listbox", "menu", "menuitem"})
+#: class words that hide an element until a script shows it
+_HIDING_CLASSES = frozenset({"hidden", "hide", "d-none", "is-hidden", "invisible", "no-display"})
+#: tree steps from the price or heading within which a stock line counts, when only the
+#: whole page holds both (a flat page: heading, price and stock line siblings in ``body``)
+_MAX_STEPS_IN_PAGE = 4
+#: the text of the product's block searched for out-of-stock wording, at most
+_MAX_BLOCK_TEXT = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class StockSource:
+    """One place on the page that says the product's availability."""
+
+    availability: str
+    element: HtmlElement
+    #: how ``--explain`` names it: "line <p> 'Out of stock'", "label dt/dd 'Stock': '3'", ...
+    what: str
+
+
+def _text(el: HtmlElement) -> str:
+    return " ".join((el.text_content() or "").split())
+
+
+def is_hidden(el: HtmlElement) -> bool:
+    """*el* or an ancestor is hidden by a ``hidden`` attribute, an inline style or a class
+    (aria-hidden is not it: shops set it on whole pages while a dialog is open)."""
+    node: HtmlElement | None = el
+    while node is not None:
+        if node.get("hidden") is not None:
+            return True
+        style = node.get("style")
+        if style and ("none" in style or "hidden" in style):
+            compact = style.replace(" ", "").lower()
+            if "display:none" in compact or "visibility:hidden" in compact:
+                return True
+        classes = node.get("class")
+        if classes and not _HIDING_CLASSES.isdisjoint(classes.lower().split()):
+            return True
+        node = node.getparent()
+    return False
+
+
+def _in_option(el: HtmlElement, block: HtmlElement) -> bool:
+    """*el* sits in one option of a picker (a size, a colour) inside *block*."""
+    for node in (el, *el.iterancestors()):
+        if node is block:
+            return False
+        if node.get("role") in _OPTION_ROLES or node.tag in ("fieldset", "select"):
+            return True
+        marks = f"{node.get('class') or ''} {node.get('id') or ''}".lower()
+        if _OPTION_BLOCK.search(marks):
+            return True
+    return False
+
+
+def _common_ancestor(a: HtmlElement, b: HtmlElement) -> HtmlElement | None:
+    above = {a, *a.iterancestors()}
+    for node in (b, *b.iterancestors()):
+        if node in above:
+            return node
+    return None
+
+
+def product_block(heading: HtmlElement | None, price: HtmlElement | None) -> HtmlElement | None:
+    """The smallest element holding the product's heading and its price (the heading's parent
+    when there is no price); the page's ``body`` when only it holds both."""
+    if heading is None:
+        return None
+    block = _common_ancestor(heading, price) if price is not None else heading.getparent()
+    if block is not None and block.tag == "html":
+        block = next(iter(block.iter("body")), None)
+    return block
+
+
+def _texts(block: HtmlElement) -> Iterator[tuple[str, HtmlElement]]:
+    """(text, the element it is part of) of every text of *block*, in document order (a walk
+    of the tree is cheaper than an XPath for text nodes and their parents)."""
+    for el in block.iter():
+        if el.text and isinstance(el.tag, str):
+            yield el.text, el
+        if el.tail and el is not block:
+            parent = el.getparent()
+            if parent is not None:
+                yield el.tail, parent
+
+
+def stock_lines(
+    block: HtmlElement,
+    skip: Callable[[HtmlElement], bool],
+    anchors: Iterable[HtmlElement | None] = (),
+) -> list[StockSource]:
+    """Elements of *block* whose whole text is a stock line ("Sold out", "(3 available)"), in
+    document order, leaving out those *skip* says are not the product's and those in a size or
+    colour picker. When the block is the whole page, only lines close to one of the *anchors*
+    (the price, the heading) count."""
+    near = [_distances(a) for a in anchors if a is not None] if block.tag == "body" else []
+    found: list[StockSource] = []
+    seen: set[HtmlElement] = set()
+    for text, holder in _texts(block):
+        # a line of several elements has a text node that is a stock line by itself ("In
+        # stock" of "In stock <span>(3 available)</span>"): the rest are not looked at
+        if stock_line(text) is None or holder in seen or holder.tag in _NOT_A_LINE:
+            continue
+        seen.add(holder)
+        line = _text(holder) if len(holder) <= 3 else ""
+        said = stock_line(line)
+        if said is None:
+            line = " ".join(text.split())
+            said = stock_line(line)
+        if said is None or _in_option(holder, block) or skip(holder):
+            continue
+        if near and min(_distance(holder, m) for m in near) > _MAX_STEPS_IN_PAGE:
+            continue
+        found.append(StockSource(said, holder, f"line <{holder.tag}> {line!r}"))
+    return found
+
+
+def block_wording(block: HtmlElement, skip: Callable[[HtmlElement], bool]) -> str | None:
+    """Out-of-stock words anywhere in the text of *block* (never the whole page's), leaving
+    out scripts, hidden elements, size or colour pickers and what *skip* rules out."""
+    if block.tag == "body":
+        return None
+    parts = _xpath(".//text()[not(ancestor::script or ancestor::style)]", smart_strings=False)(
+        block
+    )
+    if out_of_stock_wording(" ".join(" ".join(str(p) for p in parts).split())) is None:
+        return None  # the common case, told by one search
+    kept = [
+        text
+        for text, holder in _texts(block)
+        if holder.tag not in ("script", "style")
+        and not is_hidden(holder)
+        and not _in_option(holder, block)
+        and not skip(holder)
+    ]
+    return out_of_stock_wording(" ".join(" ".join(kept).split())[:_MAX_BLOCK_TEXT])
+
+
+def _distances(anchor: HtmlElement) -> dict[HtmlElement, int]:
+    return {node: steps for steps, node in enumerate((anchor, *anchor.iterancestors()))}
+
+
+def _distance(el: HtmlElement, anchor: dict[HtmlElement, int]) -> int:
+    for steps, node in enumerate((el, *el.iterancestors())):
+        up = anchor.get(node)
+        if up is not None:
+            return steps + up
+    return 10_000
+
+
+def nearest(
+    sources: list[StockSource], anchors: Iterable[HtmlElement | None]
+) -> tuple[StockSource, list[StockSource]] | None:
+    """The visible source nearest the *anchors* (the price and the heading: tree steps to
+    each, summed; the first in *sources* on a tie), and the visible sources that say
+    otherwise; None when every source is hidden."""
+    chosen = sources[0]
+    if all(s.availability == chosen.availability for s in sources):
+        # they agree: whether the others are hidden changes nothing
+        if not is_hidden(chosen.element):
+            return chosen, []
+        sources = sources[1:]
+    sources = [s for s in sources if not is_hidden(s.element)]
+    if not sources:
+        return None
+    chosen = sources[0]
+    maps = [_distances(a) for a in anchors if a is not None]
+    if maps:
+        chosen = min(sources, key=lambda s: sum(_distance(s.element, m) for m in maps))
+    overruled = [s for s in sources if s.availability != chosen.availability]
+    return chosen, overruled
+
+
+def describe(chosen: StockSource, overruled: list[StockSource], *, anchored: bool) -> str:
+    """``--explain``'s words: the source used and those it overruled."""
+    where = chosen.what
+    if overruled:
+        why = "nearest the price and heading" if anchored else "found first"
+        others = "; ".join(f"{s.what}: {s.availability}" for s in overruled[:3])
+        more = f" and {len(overruled) - 3} more" if len(overruled) > 3 else ""
+        where += f" ({why}; overruled: {others}{more})"
+    return where
