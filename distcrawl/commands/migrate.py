@@ -11,11 +11,15 @@ Queue entries are what scrapy-redis' queues hold: ``request.to_dict()`` through
 entries (scrapy-redis' default serializer) are refused unless ``--trust-pickle`` says the
 operator trusts the data, since unpickling can run code; even then a restricted unpickler
 rebuilds only plain values (no class, no function is ever loaded), so only ``scrapy.Request``
-state comes back. Each entry is checked as a node checks a queue entry; one that cannot be
+state comes back (lxml's string type, which a CrawlSpider rule's ``meta["link_text"]`` holds,
+as a plain str). Each entry is checked as a node checks a queue entry; one that cannot be
 moved is counted with its reason and stays where it was. The dupefilter's fingerprints are
-copied as they are: with the add-on the frontier uses scrapy-redis' fingerprint format
-(:class:`distcrawl.node.compat.ScrapyRedisFingerprinter`). Progress goes to stderr; the summary to
-stdout (``--json``: one object). Exit status 0, or 1 if any entry was refused.
+copied as they are (with the add-on the frontier uses scrapy-redis' fingerprint format,
+:class:`distcrawl.node.compat.ScrapyRedisFingerprinter`), except those of requests that did not
+move: their URLs stay new to the frontier. When a refused entry could not be read at all (a
+pickle without ``--trust-pickle``), no fingerprint is copied: any could be its. Progress goes
+to stderr; the summary to stdout (``--json``: one object). Exit status 0, or 1 if any entry
+was refused.
 """
 
 from __future__ import annotations
@@ -61,10 +65,21 @@ class MigrationRefused(ValueError):
         self.reason = reason
 
 
+#: str and bytes subclasses a queue entry may hold, loaded as the plain type (lxml's results of
+#: a link extractor's text(), which CrawlSpider rules keep in ``meta["link_text"]``)
+_PLAIN_SUBCLASSES: dict[tuple[str, str], type] = {
+    ("lxml.etree", "_ElementUnicodeResult"): str,
+    ("lxml.etree", "_ElementStringResult"): bytes,
+}
+
+
 class _PlainValues(pickle.Unpickler):
     """Unpickles dicts, lists, strings, bytes and numbers only: no global is ever loaded."""
 
     def find_class(self, module: str, name: str) -> Any:
+        plain = _PLAIN_SUBCLASSES.get((module, name))
+        if plain is not None:
+            return plain  # its NEWOBJ becomes plain.__new__(plain, text): no lxml code runs
         raise pickle.UnpicklingError(f"refused to load {module}.{name}")
 
 
@@ -165,6 +180,23 @@ def entry_request(data: dict[str, Any]) -> tuple[Request, str]:
     return request, text
 
 
+def _refused_fingerprint(data: dict[str, Any] | None) -> str | None:
+    """The scrapy-redis fingerprint of a refused entry's request, if it can be told."""
+    if data is None:
+        return None
+    if data.get("dont_filter"):
+        return ""  # never in the dupefilter
+    try:
+        request = Request(
+            str(data["url"]),
+            method=str(data.get("method") or "GET"),
+            body=_bytes(data.get("body") or b"", str(data.get("encoding") or "utf-8"), "body"),
+        )
+        return scrapy_redis_fingerprint(request)
+    except Exception:  # a refused entry may be anything
+        return None
+
+
 def _queue_entries(client: Any, key: str, batch: int) -> Iterator[list[bytes]]:
     """The queue's entries in the order scrapy-redis would pop them, a batch at a time."""
     kind = client.type(key)
@@ -247,19 +279,28 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
         "fingerprints_copied": 0,
         "fingerprints_new": 0,
         "fingerprints_refused": 0,
+        "fingerprints_withheld": 0,
         "dry_run": bool(opts.dry_run),
     }
     reasons: Counter[str] = Counter()
+    # fingerprints of requests that stay behind, and whether some refused entry's is unknown
+    withheld: set[bytes] = set()
+    unknown_refused = 0
     try:
         for raws in _queue_entries(client, queue_key, batch):
             children: list[Child] = []
             for raw in raws:
                 summary["entries"] += 1
+                data = None
                 try:
-                    request, payload = entry_request(
-                        load_entry(raw, trust_pickle=opts.trust_pickle)
-                    )
+                    data = load_entry(raw, trust_pickle=opts.trust_pickle)
+                    request, payload = entry_request(data)
                 except MigrationRefused as exc:
+                    fp = _refused_fingerprint(data)
+                    if fp is None:
+                        unknown_refused += 1
+                    elif fp:
+                        withheld.add(fp.encode())
                     reasons[exc.reason] += 1
                     if sum(reasons.values()) <= 20:
                         print(f"refused entry: {exc}", file=sys.stderr)
@@ -280,10 +321,20 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
                 file=sys.stderr,
             )
         # after the queue: its entries' fingerprints are in the old dupefilter too
+        if unknown_refused:
+            print(
+                f"migrate: {unknown_refused} refused queue entries could not be read, so "
+                "their fingerprints are unknown: no fingerprint is copied (their URLs would "
+                "never be fetched); the crawl on the frontier fetches again what it meets",
+                file=sys.stderr,
+            )
         for fps in _fingerprints(client, df_key, batch):
             good = [fp for fp in fps if _FINGERPRINT.fullmatch(fp)]
             summary["fingerprints"] += len(fps)
             summary["fingerprints_refused"] += len(fps) - len(good)
+            kept = [] if unknown_refused else [fp for fp in good if fp not in withheld]
+            summary["fingerprints_withheld"] += len(good) - len(kept)
+            good = kept
             summary["fingerprints_copied"] += len(good)
             if good and not opts.dry_run:
                 # a bare fingerprint names no site, so no shard: every shard records it
@@ -308,7 +359,8 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             f"{summary['refused']} "
             f"refused: {dict(reasons) or 'none'}); {summary['fingerprints_copied']} of "
             f"{summary['fingerprints']} fingerprints from {df_key} to "
-            f"{summary['frontier_dupefilter']}; "
+            f"{summary['frontier_dupefilter']} ({summary['fingerprints_withheld']} withheld: "
+            "requests not moved); "
             "old keys left untouched"
         )
     return 1 if summary["refused"] or summary["fingerprints_refused"] else 0
