@@ -4,7 +4,8 @@ Extends Scrapy's RetryMiddleware (``RETRY_TIMES``, ``RETRY_HTTP_CODES``, ``RETRY
 ``RETRY_PRIORITY_ADJUST``, per-request ``max_retry_times`` / ``dont_retry`` all still apply).
 A retry is not re-sent at once: it carries a delay in ``meta["distcrawl_delay"]`` and the
 frontier parks it in Redis until it falls due, so any node may take it and a node that dies
-while it waits loses nothing. When the last try fails, the request goes to the dead letters.
+while it waits loses nothing. When the last try fails, the request goes to the dead letters,
+and its errback gets the last download error, as on Scrapy.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
-from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.python import global_object_name
 
 from distcrawl.node.internals import check_retry_middleware
@@ -105,11 +105,9 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
             "dont_retry", False
         ):
-            retry = self._backoff(request, global_object_name(exception.__class__), None, None)
-            if retry is None:
-                # dead-lettered, and the give-up is logged: no second report with a traceback
-                raise IgnoreRequest(f"dead-lettered after its last try: {exception!r}")
-            return retry
+            # None after the last try (dead-lettered): the download error goes on as on Scrapy,
+            # to the errback and to Scrapy's "Error downloading" line
+            return self._backoff(request, global_object_name(exception.__class__), None, None)
         return None
 
     def _backoff(
