@@ -267,7 +267,8 @@ def table(summary: dict[str, Any], modules: list[str]) -> str:
 
     def line(cells: list[str]) -> str:
         return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         )
 
     text = [line(heads), line(["-" * w for w in widths])]

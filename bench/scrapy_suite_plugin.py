@@ -127,8 +127,9 @@ def _within(deferred: Any, seconds: float, crawlers: list[Any]) -> Any:
         waited: Any = defer.DeferredList(stops, consumeErrors=True)
         waited.addTimeout(STOP_GRACE, reactor)
         waited.addBoth(
-            lambda _: out.called
-            or out.errback(TestHung(f"{HANG_MARK}: no end within {seconds:.0f}s"))
+            lambda _: (
+                out.called or out.errback(TestHung(f"{HANG_MARK}: no end within {seconds:.0f}s"))
+            )
         )
 
     timer = reactor.callLater(seconds, hung)  # type: ignore[attr-defined]

@@ -180,7 +180,8 @@ def _crawl_main(spec_path: str) -> None:
     crawler = process.create_crawler(AsScrapySpider)
     process.crawl(crawler)
     process.start()
-    seen["stats"] = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, str))}
+    stats = crawler.stats.get_stats()
+    seen["stats"] = {k: v for k, v in stats.items() if isinstance(v, (int, str))}
     Path(spec["out"]).write_text(json.dumps(seen))
 
 

@@ -93,7 +93,7 @@ def test_no_fingerprint_is_copied_for_a_request_that_did_not_move(redis_url: str
     r = redis.Redis.from_url(redis_url)
     _scrapy_redis_wrote(r, made, spider)
 
-    code, summary, err = _migrate(redis_url, SPIDER, "--trust-pickle")
+    code, summary, _ = _migrate(redis_url, SPIDER, "--trust-pickle")
     assert code == 1
     assert summary["refused_by_reason"] == {"unqueueable": 1}
     assert (summary["migrated"], summary["fingerprints"]) == (3, 4)
