@@ -3,7 +3,8 @@
 Decoding treats every payload as hostile: anything that is not exactly what :func:`encode`
 writes raises :class:`BadEntry` with a short reason, which the frontier counts and moves aside.
 A queued request may name as callback only a public method its spider class defines itself
-(not one of Scrapy's ``Spider`` hooks) that accepts the response and the request's cb_kwargs.
+(not one of Scrapy's ``Spider`` hooks) that takes a response; as on Scrapy, cb_kwargs that do
+not fit its signature fail when it is called (a middleware may add some after queueing).
 Meta keys that re-route a connection or switch a safety limit off (:data:`UNSAFE_META_KEYS`)
 never travel through the frontier: :func:`encode` leaves them out, :func:`decode` refuses them;
 nor do a node's credential headers (:data:`CREDENTIAL_HEADERS`), which it sets again itself.
@@ -161,14 +162,17 @@ def _positional(func: Any) -> frozenset[str] | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _binds_with(func: Any, names: frozenset[str]) -> bool:
-    """Whether ``func(self, response, **cb_kwargs)`` binds when cb_kwargs has ``names``
-    (a callback may require arguments its requests always pass as cb_kwargs)."""
+def _takes_response(func: Any) -> bool:
+    """Whether ``func`` takes ``self`` and a response positionally. Which cb_kwargs it takes
+    is not checked: a middleware may add some after the request was queued, and a call that
+    does not bind fails as it does on Scrapy, with the spider's TypeError."""
     try:
-        inspect.signature(func).bind(None, None, **dict.fromkeys(names))
+        parameters = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):
-        return False
-    return True
+        return True
+    kinds = [p.kind for p in parameters]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return inspect.Parameter.VAR_POSITIONAL in kinds or sum(k in positional for k in kinds) >= 2
 
 
 def _callback_name(spider: Spider | None, func: Any, role: str, meta: dict[str, Any]) -> str | None:
@@ -338,9 +342,9 @@ def _spider_method(
     positional = _positional(func)
     if positional is not None:
         # Scrapy calls it as (self, response or failure, **cb_kwargs): a method that takes
-        # other arguments, or cb_kwargs naming the positional ones, would fail at call time
+        # no response is no callback, and cb_kwargs naming the response could never bind
         if positional is _NOT_CALLABLE:
-            _expect(_binds_with(func, frozenset(kwargs)), f"bad_{what}", name)
+            _expect(_takes_response(func), f"bad_{what}", name)
             return getattr(spider, name)
         clash = positional.intersection(kwargs)
         _expect(not clash, "bad_cb_kwargs", ",".join(sorted(clash)))
