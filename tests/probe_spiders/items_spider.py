@@ -11,7 +11,7 @@ from typing import Any
 import attr
 import scrapy
 
-from distcrawl.spiders.catalog import CatalogSpider
+from distcrawl.node.spiders.catalog import CatalogSpider
 
 #: what DISTCRAWL_ITEM_CLASSES lists for this spider
 ITEM_CLASSES = ",".join(f"{__name__}.{n}" for n in ("Lead", "Offer", "Stock"))

@@ -28,7 +28,7 @@ def test_items_in_meta_and_cb_kwargs_on_two_nodes_one_killed(
     r = redis.Redis.from_url(redis_url)
     r.lpush(f"{SPIDER}:start_urls", shop.url)
     settings = {
-        "SPIDER_MODULES": "distcrawl.spiders,probe_spiders",
+        "SPIDER_MODULES": "distcrawl.node.spiders,probe_spiders",
         "DISTCRAWL_ITEM_CLASSES": ITEM_CLASSES,
         "DISTCRAWL_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
         "CONCURRENT_REQUESTS": "4",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import scrapy
 
-from distcrawl.frontier import codec
+from distcrawl.node.requests import codec
 
 
 class Spider(scrapy.Spider):
