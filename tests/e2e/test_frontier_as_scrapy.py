@@ -80,6 +80,9 @@ def _crawl(tmp_path: Path, redis_url: str, urls: list[str], **settings: Any) -> 
     )
     env = dict(os.environ)
     env.pop("SCRAPY_SETTINGS_MODULE", None)
+    # the script imports the tests' helpers as this module does
+    tests = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [tests, env.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, __file__, str(spec)],
         env=env,
