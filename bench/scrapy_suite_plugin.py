@@ -81,7 +81,7 @@ class _Crawlers:
 
 class _Redis:
     def __init__(self) -> None:
-        from distcrawl.services import RedisServer
+        from distcrawl.servers.process import RedisServer
 
         self._home = tempfile.TemporaryDirectory(prefix="scrapy-suite-redis-")
         home = Path(self._home.name)
