@@ -168,6 +168,9 @@ def run_pass(
                     process.kill()
                     process.wait()
         records, running, finished = _read(results)
+        if not records and running is None:
+            tail = output.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"scrapy-suite: the {name} pass ran no test:\n{tail}")
         if finished or running is None:
             break
         log(f"{running} blocked its process: counted as hung, the pass resumes after it")
