@@ -40,6 +40,7 @@ ROOT = BENCH.parent
 CACHE = ROOT / ".scrapy-suite"
 sys.path.insert(0, str(BENCH))
 
+from _common import write_result  # noqa: E402
 from scrapy_suite_differences import EXPECTED_DIFFERENCES  # noqa: E402
 
 #: the modules of Scrapy's test suite that crawl through a scheduler
@@ -312,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(modules, scrapy, frontier)
     summary["seconds"] = round(time.monotonic() - started, 1)
     summary["scrapy_version"] = importlib.metadata.version("scrapy")
+    write_result(summary)
     if opts.json:
         print(json.dumps(summary, indent=1))
     else:
