@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +58,25 @@ def distcrawl_in(cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProce
         env={**clean, **env},
         timeout=120,
     )
+
+
+def run_migrate(redis_url: str, *args: str) -> tuple[int, dict[str, Any], str]:
+    """``distcrawl migrate ARGS --json`` in a subprocess on the test settings' example spiders:
+    (exit status, the JSON summary, stderr)."""
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_url,
+        SCRAPY_SETTINGS_MODULE="redis_example_settings",
+        PYTHONPATH=os.pathsep.join(
+            filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")])
+        ),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "distcrawl.cli", "migrate", *args, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    summary = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+    return proc.returncode, summary, proc.stderr

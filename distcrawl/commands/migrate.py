@@ -98,6 +98,13 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
         return redis_error(url, exc, "migration stopped (re-run it: moving is idempotent) at ")
     finally:
         client.close()
+    if done.unreadable_refused:
+        print(
+            f"migrate: {done.unreadable_refused} refused queue entries could not be read, so "
+            "their fingerprints are unknown: no fingerprint is copied (their URLs would never "
+            "be fetched); the crawl on the frontier fetches again what it meets",
+            file=sys.stderr,
+        )
     if done.fingerprints:
         print(f"migrate: {done.fingerprints} fingerprints read", file=sys.stderr)
     if opts.json:
@@ -109,7 +116,8 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             f"{done.frontier_queue} ({done.already_in_frontier} already there, "
             f"{done.refused} refused: {dict(done.refused_by_reason) or 'none'}); "
             f"{done.fingerprints_copied} of {done.fingerprints} fingerprints from {df_key} to "
-            f"{done.frontier_dupefilter}; old keys left untouched"
+            f"{done.frontier_dupefilter} ({done.fingerprints_withheld} withheld: requests not "
+            "moved); old keys left untouched"
         )
     return 1 if done.refused or done.fingerprints_refused else 0
 

@@ -166,11 +166,12 @@ def report_settings(settings: BaseSettings) -> list[str]:
 def adopt_spider(crawler: Any, spider: Any) -> None:
     """Prepare ``spider`` for the frontier scheduler: a scrapy-redis spider stops popping its
     own ``redis_key`` when idle (the frontier takes its seeds, losslessly); the operator's
-    ``DISTCRAWL_REQUEST_CLASSES`` join the codec's allow-list; the settings report is logged."""
+    ``DISTCRAWL_REQUEST_CLASSES`` and ``DISTCRAWL_ITEM_CLASSES`` join the codec's allow-lists;
+    the settings report is logged."""
     from scrapy import signals
     from scrapy_redis.spiders import RedisMixin
 
-    from distcrawl.node.requests.classes import allow_request_classes
+    from distcrawl.node.requests.classes import allow_item_classes, allow_request_classes
 
     if isinstance(spider, RedisMixin):
         crawler.signals.disconnect(spider.spider_idle, signal=signals.spider_idle)
@@ -180,6 +181,7 @@ def adopt_spider(crawler: Any, spider: Any) -> None:
             spider.redis_key,
         )
     allow_request_classes(crawler.settings.getlist("DISTCRAWL_REQUEST_CLASSES"))
+    allow_item_classes(crawler.settings.getlist("DISTCRAWL_ITEM_CLASSES"))
     report_settings(crawler.settings)
 
 

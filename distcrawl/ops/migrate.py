@@ -5,10 +5,13 @@ Queue entries are what scrapy-redis' queues hold: ``request.to_dict()`` through
 ``SCHEDULER_SERIALIZER``. JSON entries (bytes written as text) are read directly. Pickled
 entries (scrapy-redis' default serializer) are refused unless the operator trusts the data,
 since unpickling can run code; even then a restricted unpickler rebuilds only plain values (no
-class, no function is ever loaded), so only ``scrapy.Request`` state comes back. Each entry is
+class, no function is ever loaded), so only ``scrapy.Request`` state comes back (lxml's string
+type, which a CrawlSpider rule's ``meta["link_text"]`` holds, as a plain str). Each entry is
 checked as a node checks a queue entry; one that cannot be moved is counted with its reason
 and stays where it was. The dupefilter's fingerprints are copied as they are (the add-on's
-frontier uses scrapy-redis' fingerprint format).
+frontier uses scrapy-redis' fingerprint format), except those of requests that did not move:
+their URLs stay new to the frontier. When a refused entry could not be read at all (a pickle
+without trust), no fingerprint is copied: any could be its.
 """
 
 from __future__ import annotations
@@ -67,10 +70,21 @@ class NotAQueue(ValueError):
     """The queue key holds something else than a scrapy-redis queue (a list or a zset)."""
 
 
+#: str and bytes subclasses a queue entry may hold, loaded as the plain type (lxml's results of
+#: a link extractor's text(), which CrawlSpider rules keep in ``meta["link_text"]``)
+_PLAIN_SUBCLASSES: dict[tuple[str, str], type] = {
+    ("lxml.etree", "_ElementUnicodeResult"): str,
+    ("lxml.etree", "_ElementStringResult"): bytes,
+}
+
+
 class _PlainValues(pickle.Unpickler):
     """Unpickles dicts, lists, strings, bytes and numbers only: no global is ever loaded."""
 
     def find_class(self, module: str, name: str) -> Any:
+        plain = _PLAIN_SUBCLASSES.get((module, name))
+        if plain is not None:
+            return plain  # its NEWOBJ becomes plain.__new__(plain, text): no lxml code runs
         raise pickle.UnpicklingError(f"refused to load {module}.{name}")
 
 
@@ -180,6 +194,23 @@ def entry_request(data: dict[str, Any]) -> tuple[Request, str]:
     return request, text
 
 
+def _refused_fingerprint(data: dict[str, Any] | None) -> str | None:
+    """The scrapy-redis fingerprint of a refused entry's request, if it can be told."""
+    if data is None:
+        return None
+    if data.get("dont_filter"):
+        return ""  # never in the dupefilter
+    try:
+        request = Request(
+            str(data["url"]),
+            method=str(data.get("method") or "GET"),
+            body=_bytes(data.get("body") or b"", str(data.get("encoding") or "utf-8"), "body"),
+        )
+        return scrapy_redis_fingerprint(request)
+    except Exception:  # a refused entry may be anything
+        return None
+
+
 def _queue_entries(client: Any, key: str, batch: int) -> Iterator[list[bytes]]:
     """The queue's entries in the order scrapy-redis would pop them, a batch at a time."""
     kind = client.type(key)
@@ -252,6 +283,10 @@ class Migration:
     fingerprints_copied: int = 0
     fingerprints_new: int = 0
     fingerprints_refused: int = 0
+    #: fingerprints not copied: their requests stayed behind (or could not be read)
+    fingerprints_withheld: int = 0
+    #: refused entries that could not be read at all: no fingerprint is copied then
+    unreadable_refused: int = 0
     refused_by_reason: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -288,13 +323,21 @@ def migrate(
     store = FrontierStore(client, keys)
     node = f"migrate-{os.getpid()}"
     batch = max(1, batch)
+    withheld: set[bytes] = set()  # fingerprints of the requests that stay behind
     for raws in _queue_entries(client, queue_key, batch):
         children: list[Child] = []
         for raw in raws:
             done.entries += 1
+            data = None
             try:
-                request, payload = entry_request(load_entry(raw, trust_pickle=trust_pickle))
+                data = load_entry(raw, trust_pickle=trust_pickle)
+                request, payload = entry_request(data)
             except MigrationRefused as exc:
+                fp_refused = _refused_fingerprint(data)
+                if fp_refused is None:
+                    done.unreadable_refused += 1
+                elif fp_refused:
+                    withheld.add(fp_refused.encode())
                 done.refused_by_reason[exc.reason] += 1
                 if refused is not None and done.refused <= _REPORTED:
                     refused(exc)
@@ -315,6 +358,9 @@ def migrate(
         good = [fp for fp in fps if _FINGERPRINT.fullmatch(fp)]
         done.fingerprints += len(fps)
         done.fingerprints_refused += len(fps) - len(good)
+        kept = [] if done.unreadable_refused else [fp for fp in good if fp not in withheld]
+        done.fingerprints_withheld += len(good) - len(kept)
+        good = kept
         done.fingerprints_copied += len(good)
         if good and not dry_run:
             # a bare fingerprint names no site, so no shard: every shard records it

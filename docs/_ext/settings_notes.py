@@ -358,6 +358,12 @@ NOTES: list[tuple[str, str, str, str]] = [
         "node",
     ),
     (
+        "DISTCRAWL_ITEM_CLASSES",
+        "none",
+        "item classes (dotted paths: `scrapy.Item` subclasses, dataclasses, attrs classes) whose objects may travel in a queued request's meta or `cb_kwargs` (as their fields, one at a key's top level) and come back as their class",
+        "node",
+    ),
+    (
         "DISTCRAWL_RECORD_DONT_FILTER",
         "on (off with the add-on)",
         "a `dont_filter` request (a seed) records its URL in the dupefilter; the add-on turns it off, as on Scrapy",

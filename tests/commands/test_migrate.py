@@ -4,10 +4,7 @@ there with nothing missing and nothing fetched twice; pickles are refused unless
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,29 +12,12 @@ from typing import Any
 import pytest
 import redis
 import scrapy
-from crawl_nodes import TESTS, Node, stop_all, wait_for
+from crawl_nodes import Node, stop_all, wait_for
+from fixtures_cli import run_migrate
 from frontier_state import queued as queued_in
 from frontier_state import queued_values
 
 from distcrawl.frontier.keys import FrontierKeys
-
-
-def _migrate(redis_url: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    env = dict(
-        os.environ,
-        REDIS_URL=redis_url,
-        SCRAPY_SETTINGS_MODULE="redis_example_settings",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "distcrawl.cli", "migrate", *args, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    summary = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
-    return proc.returncode, summary, proc.stderr
 
 
 @pytest.mark.slow
@@ -76,13 +56,13 @@ def test_half_done_scrapy_redis_crawl_finishes_on_the_frontier(
     assert queued > 10, "the crawl was not half done"
 
     # pickles are never read without the flag
-    code, summary, err = _migrate(redis_url, "mycrawler_redis", "--dry-run")
+    code, summary, err = run_migrate(redis_url, "mycrawler_redis", "--dry-run")
     assert code == 0, err
     assert summary["entries"] == queued and summary["refused"] == 0
     keys = FrontierKeys("mycrawler_redis", "mycrawler_redis:start_urls")
     assert queued_in(r, keys) == 0  # a dry run writes nothing
 
-    code, summary, err = _migrate(redis_url, "mycrawler_redis")
+    code, summary, err = run_migrate(redis_url, "mycrawler_redis")
     assert code == 0, err
     assert "queue entries read" in err  # progress
     assert summary["migrated"] == queued
@@ -96,7 +76,7 @@ def test_half_done_scrapy_redis_crawl_finishes_on_the_frontier(
         seen,
     )
     # running it again moves nothing twice
-    code, again, err = _migrate(redis_url, "mycrawler_redis")
+    code, again, err = run_migrate(redis_url, "mycrawler_redis")
     assert code == 0, err
     assert (again["migrated"], again["already_in_frontier"]) == (0, queued)
 
@@ -123,13 +103,13 @@ def test_a_pickled_queue_moves_only_with_the_trust_flag(redis_url: str) -> None:
         # what scrapy-redis' PriorityQueue writes with its default serializer (picklecompat)
         r.zadd("pickled:requests", {pickle.dumps(entry, protocol=-1): -prio})
     r.sadd("pickled:dupefilter", "0" * 40, "not a fingerprint")
-    code, summary, err = _migrate(redis_url, "pickled")
+    code, summary, err = run_migrate(redis_url, "pickled")
     assert code == 1
     assert summary["refused_by_reason"] == {"pickle_refused": 2}
     assert "--trust-pickle" in err
     shards = FrontierKeys("pickled", "pickled:start_urls").all_shards()
     assert sum(r.zcard(s.queue) for s in shards) == 0
-    code, summary, _ = _migrate(redis_url, "pickled", "--trust-pickle")
+    code, summary, _ = run_migrate(redis_url, "pickled", "--trust-pickle")
     assert code == 1  # the bad fingerprint
     assert (summary["migrated"], summary["fingerprints_refused"]) == (2, 1)
     # a stored payload is "<site>\n<payload>" unless its URL names its site

@@ -120,6 +120,13 @@ UNKNOWN_ERRBACK = term(
 PRIVATE_CALLBACK = term(REFUSAL, "private_callback", "entry (migrate): a private callback")
 PRIVATE_ERRBACK = term(REFUSAL, "private_errback", "entry (migrate): a private errback")
 UNSAFE_META = term(REFUSAL, "unsafe_meta", "entry: meta keys that could steer the downloader")
+BAD_ITEMS = term(REFUSAL, "bad_items", "entry: items in meta or cb_kwargs not given as fields")
+BAD_ITEM = term(REFUSAL, "bad_item", "entry: an item its class cannot be made again from")
+UNKNOWN_ITEM_CLASS = term(
+    REFUSAL,
+    "unknown_item_class",
+    "entry: an item class not in DISTCRAWL_ITEM_CLASSES",
+)
 UNKNOWN_REQUEST_CLASS = term(
     REFUSAL,
     "unknown_request_class",

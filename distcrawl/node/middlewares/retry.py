@@ -6,7 +6,8 @@ A retry is not re-sent at once: it carries a delay in ``meta["distcrawl_delay"]`
 frontier parks it in Redis until it falls due, so any node may take it and a node that dies
 while it waits loses nothing. When the last try fails, the request goes to the dead letters
 with its reason (:mod:`distcrawl.base.names.reasons`): ``http_503`` for an answer, the
-exception's class name (``DownloadConnectionRefusedError``) for a failure.
+exception's class name (``DownloadConnectionRefusedError``) for a failure; its errback gets
+the last download error, as on Scrapy.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
-from scrapy.exceptions import IgnoreRequest
 
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.names.reasons import exception_reason, http_reason
@@ -108,11 +108,9 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
             "dont_retry", False
         ):
-            retry = self._backoff(request, exception_reason(exception), None, None)
-            if retry is None:
-                # dead-lettered, and the give-up is logged: no second report with a traceback
-                raise IgnoreRequest(f"dead-lettered after its last try: {exception!r}")
-            return retry
+            # None after the last try (dead-lettered): the download error goes on as on Scrapy,
+            # to the errback and to Scrapy's "Error downloading" line
+            return self._backoff(request, exception_reason(exception), None, None)
         return None
 
     def _backoff(

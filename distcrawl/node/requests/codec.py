@@ -3,12 +3,14 @@
 Decoding treats every payload as hostile: anything that is not exactly what :func:`encode`
 writes raises :class:`BadEntry` with a short reason, which the frontier counts and moves aside.
 A queued request may name as callback only a public method its spider class defines itself
-(not one of Scrapy's ``Spider`` hooks) that accepts the response and the request's cb_kwargs.
+(not one of Scrapy's ``Spider`` hooks) that takes a response; as on Scrapy, cb_kwargs that do
+not fit its signature fail when it is called (a middleware may add some after queueing).
 Meta keys that re-route a connection or switch a safety limit off (:data:`UNSAFE_META_KEYS`)
 never travel through the frontier: :func:`encode` leaves them out, :func:`decode` refuses them;
 nor do a node's credential headers (:data:`CREDENTIAL_HEADERS`), which it sets again itself.
 A ``CrawlSpider`` rule's requests name their rule instead (:mod:`.callbacks`); Request
-subclasses travel as their class only if allowed (:mod:`.classes`).
+subclasses travel as their class only if allowed (:mod:`.classes`), and so do items in meta or
+cb_kwargs (one at a key's top level: written as their fields, ``it`` naming their class).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from itemadapter import ItemAdapter
 from scrapy import Request
 from scrapy import Spider as _ScrapySpider
 
@@ -160,14 +163,17 @@ def _positional(func: Any) -> frozenset[str] | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _binds_with(func: Any, names: frozenset[str]) -> bool:
-    """Whether ``func(self, response, **cb_kwargs)`` binds when cb_kwargs has ``names``
-    (a callback may require arguments its requests always pass as cb_kwargs)."""
+def _takes_response(func: Any) -> bool:
+    """Whether ``func`` takes ``self`` and a response positionally. Which cb_kwargs it takes
+    is not checked: a middleware may add some after the request was queued, and a call that
+    does not bind fails as it does on Scrapy, with the spider's TypeError."""
     try:
-        inspect.signature(func).bind(None, None, **dict.fromkeys(names))
+        parameters = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):
-        return False
-    return True
+        return True
+    kinds = [p.kind for p in parameters]
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return inspect.Parameter.VAR_POSITIONAL in kinds or sum(k in positional for k in kinds) >= 2
 
 
 def _callback_name(spider: Spider | None, func: Any, role: str, meta: dict[str, Any]) -> str | None:
@@ -187,9 +193,15 @@ def _callback_name(spider: Spider | None, func: Any, role: str, meta: dict[str, 
 
 
 def _json_values(
-    what: str, values: dict[str, Any], *, strict: bool, skip: frozenset[str] = frozenset()
+    what: str,
+    values: dict[str, Any],
+    *,
+    strict: bool,
+    skip: frozenset[str] = frozenset(),
+    items: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The entries of ``values`` JSON can carry; with ``strict``, any other raises ValueError
+    """The entries of ``values`` JSON can carry, an item of an allowed class as its fields
+    (its class name goes into ``items``, by key); with ``strict``, any other raises ValueError
     naming its key (``skip``: keys left out whatever they hold)."""
     out = {}
     for key, value in values.items():
@@ -197,12 +209,39 @@ def _json_values(
             continue
         if json_safe(value):
             out[key] = value
-        elif strict:
+            continue
+        try:
+            if items is not None and _is_item(value):
+                out[key] = _item_fields(what, key, value)
+                items[key] = classes.item_class_name(value)
+                continue
             raise ValueError(
                 f"{what} key {key!r} holds a {type(value).__name__}, which a queued request "
-                "cannot carry (only JSON values: str, int, float, bool, None, lists, dicts)"
+                "cannot carry (only JSON values: str, int, float, bool, None, lists, dicts, "
+                "and items of the classes in DISTCRAWL_ITEM_CLASSES)"
             )
+        except ValueError:
+            out.pop(key, None)
+            if strict:
+                raise
     return out
+
+
+def _is_item(value: Any) -> bool:
+    return not isinstance(value, dict) and ItemAdapter.is_item(value)
+
+
+def _item_fields(what: str, key: str, item: Any) -> dict[str, Any]:
+    """An item's fields as they are (an item inside one is not made a dict behind the
+    spider's back: JSON cannot carry it, and the request is refused naming the key)."""
+    fields = dict(ItemAdapter(item).items())
+    if not json_safe(fields):
+        bad = next(k for k, v in fields.items() if not json_safe(v))
+        raise ValueError(
+            f"{what} key {key!r} holds a {type(item).__name__} whose field {bad!r} holds a "
+            f"{type(fields[bad]).__name__}, which a queued request cannot carry"
+        )
+    return fields
 
 
 def encode(
@@ -213,8 +252,12 @@ def encode(
     out instead). Left out too is what decoding rebuilds: defaults, the callback ``parse``
     (no callback is written ``"cb": null``), a same-site Referer's origin, and with
     ``priority=False`` the priority, for a queue entry whose order score carries it."""
-    meta = _json_values("meta", request.meta, strict=strict, skip=UNSAFE_META_KEYS)
-    cb_kwargs = _json_values("cb_kwargs", request.cb_kwargs, strict=strict)
+    meta_items: dict[str, str] = {}
+    kw_items: dict[str, str] = {}
+    meta = _json_values(
+        "meta", request.meta, strict=strict, skip=UNSAFE_META_KEYS, items=meta_items
+    )
+    cb_kwargs = _json_values("cb_kwargs", request.cb_kwargs, strict=strict, items=kw_items)
     data: dict[str, Any] = {"u": request.url}
     kind = classes.class_name(request)
     if kind is not None:
@@ -258,6 +301,8 @@ def encode(
         data["eb"] = errback
     if cb_kwargs:
         data["kw"] = cb_kwargs
+    if meta_items or kw_items:
+        data["it"] = {k: v for k, v in (("mt", meta_items), ("kw", kw_items)) if v}
     if request.flags:
         data["fl"] = [str(f) for f in request.flags]
     if request.encoding != "utf-8":
@@ -303,13 +348,38 @@ def _spider_method(
     positional = _positional(func)
     if positional is not None:
         # Scrapy calls it as (self, response or failure, **cb_kwargs): a method that takes
-        # other arguments, or cb_kwargs naming the positional ones, would fail at call time
+        # no response is no callback, and cb_kwargs naming the response could never bind
         if positional is _NOT_CALLABLE:
-            _expect(_binds_with(func, frozenset(kwargs)), _BAD[what], name)
+            _expect(_takes_response(func), _BAD[what], name)
             return getattr(spider, name)
         clash = positional.intersection(kwargs)
         _expect(not clash, reasons.BAD_CB_KWARGS, ",".join(sorted(clash)))
     return getattr(spider, name)
+
+
+def _with_items(
+    named: Any, meta: dict[str, Any], cb_kwargs: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``meta`` and ``cb_kwargs`` with the items ``named`` (``{"mt"|"kw": {key: class}}``)
+    rebuilt as their allowed classes from the fields the entry holds at those keys."""
+    _expect(
+        isinstance(named, dict) and bool(named) and set(named) <= {"mt", "kw"}, reasons.BAD_ITEMS
+    )
+    out = {"mt": dict(meta), "kw": dict(cb_kwargs)}
+    for where, keys in named.items():
+        _expect(isinstance(keys, dict) and bool(keys), reasons.BAD_ITEMS)
+        for key, name in keys.items():
+            _expect(isinstance(name, str) and key in out[where], reasons.BAD_ITEMS, str(key)[:40])
+            cls = classes.item_class(name)
+            _expect(cls is not None, reasons.UNKNOWN_ITEM_CLASS, name[:80])
+            assert cls is not None
+            fields = out[where][key]
+            _expect(isinstance(fields, dict), reasons.BAD_ITEMS, str(key)[:40])
+            try:
+                out[where][key] = cls(**fields)
+            except Exception as exc:  # hostile fields: whatever the class' __init__ raises
+                raise BadEntry(reasons.BAD_ITEM, f"{name}: {exc}"[:120]) from None
+    return out["mt"], out["kw"]
 
 
 def _valid_cookies(cookies: Any) -> bool:
@@ -456,6 +526,8 @@ def decode(
     _expect(_ascii_compatible(encoding), reasons.BAD_ENCODING, encoding)
     dont_filter = data.get("f", False)
     _expect(isinstance(dont_filter, bool), reasons.BAD_DONT_FILTER)
+    if "it" in data:
+        meta, cb_kwargs = _with_items(data["it"], meta, cb_kwargs)
     callback = _spider_method(spider, data.get("cb"), "callback", cb_kwargs, meta)
     errback = _spider_method(spider, data.get("eb"), "errback", {}, meta)
     request_cls: type[Request] = Request
@@ -511,6 +583,7 @@ SHORT_NAMES = {
     "cb_kwargs": "kw",
     "flags": "fl",
     "encoding": "e",
+    "items": "it",
 }
 #: meta keys every catalog request carries, written short ("~" marks them; a key of the
 #: spider's own that starts with "~" is written with one more)
