@@ -23,7 +23,7 @@ from scrapy.utils.project import get_project_settings
 
 from distcrawl.base.urls import mask_url, parse_allow_private
 from distcrawl.frontier import connection
-from distcrawl.frontier.store import FrontierKeys
+from distcrawl.frontier.store import CrawlFormatError, FrontierKeys, FrontierStore
 from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.node.seeds.sources import SeedSource
 from distcrawl.ops.status import DEFAULT_PAGE_PRIORITIES
@@ -172,7 +172,12 @@ def redis_url(settings: BaseSettings) -> str:
 def warn_if_no_crawl(client: Any, keys: FrontierKeys, url: str) -> bool:
     """Warn on stderr when Redis holds none of the crawl's keys (a misspelt spider name, or
     another Redis than the nodes'); True when it holds some. A few EXISTS (one per hash slot:
-    the control slot, the seed list, each shard), never a SCAN."""
+    the control slot, the seed list, each shard), never a SCAN. Exits with an error when the
+    crawl is stored in another frontier format than this distcrawl's."""
+    try:
+        FrontierStore(client, keys).check_format()
+    except CrawlFormatError as exc:
+        raise SystemExit(f"error: {exc}") from None
     control = [keys.nodes, keys.rejected, keys.paused, keys.counters, keys.recovering]
     if client.exists(*control) or client.exists(keys.start_urls):
         return True

@@ -38,13 +38,11 @@ from distcrawl.frontier.store import FrontierStore
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-    from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+    from distcrawl.frontier.keys import FrontierKeys
 
 __all__ = ["Command", "add_arguments", "execute", "pause", "reset", "resume", "run"]
 
 ACTIONS = ("pause", "resume", "reset")
-#: attempts of a reset whose watched leases changed under it
-_RESET_ATTEMPTS = 20
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,10 +79,6 @@ def resume(client: redis.Redis, keys: FrontierKeys) -> dict[str, Any]:
     return {"paused": False, "was_paused": was_paused}
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def reset(
     client: redis.Redis,
     keys: FrontierKeys,
@@ -93,149 +87,17 @@ def reset(
     force: bool = False,
     keep_seeds: bool = False,
 ) -> dict[str, Any]:
-    """Delete the crawl's state, one MULTI/EXEC per shard and one for the control slot; see
-    the module docstring for what stays.
-
-    The leases of live nodes are WATCHed: if one changes between the read and the EXEC, that
-    shard is reset again from a fresh read, so a kept lease always keeps its payload.
-    """
-    found: set[str] = set()
-    for pattern in keys.patterns():
-        found |= {_text(k) for k in client.scan_iter(pattern, count=1000)}
-    seconds, micros = client.time()
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
-    since = now_ms - int(heartbeat_timeout * 1000)
-    live = [] if force else [_text(n) for n in client.zrangebyscore(keys.nodes, since, "+inf")]
-    counts = _counts(client, keys)
-    kept_leases = 0
-    deleted = 0
-    control_prefix = keys.prefix + ":"
-    shards = keys.all_shards()
-    for shard in shards:
-        mine = [k for k in found if k.startswith(shard.prefix + ":")]
-        if shard.prefix == keys.prefix:
-            mine = [k for k in found if k.startswith(control_prefix)]
-        kept = {shard.seq, shard.paused, keys.paused, keys.nodes}
-        kept |= {shard.held(n) for n in live} | {shard.leases(n) for n in live}
-        kept |= {keys.seeding(n) for n in live}
-        kept_leases_here, deleted_here = _reset_slot(
-            client,
-            shard,
-            live,
-            [k for k in mine if k not in kept],
-            force=force,
-            since=since,
-            control=keys if shard.prefix == keys.prefix else None,
-        )
-        kept_leases += kept_leases_here
-        deleted += deleted_here
-    if keys.shards > 1:
-        kept = {keys.paused, keys.nodes} | {keys.seeding(n) for n in live}
-        doomed = [k for k in found if k.startswith(control_prefix) and k not in kept]
-        pipe: Any = client.pipeline(transaction=True)
-        if doomed:
-            pipe.unlink(*doomed)
-        pipe.zremrangebyscore(keys.nodes, "-inf", f"({since}")
-        if force:
-            pipe.unlink(keys.nodes)
-        pipe.execute()
-        deleted += len(doomed)
-    if not keep_seeds:
-        client.unlink(keys.start_urls)
-    return {
-        "reset": True,
-        "deleted_keys": deleted + (0 if keep_seeds else 1),
-        "before": counts,
-        "kept_leases": kept_leases,
-        "live_nodes": live,
-        "seeds_kept": keep_seeds,
-    }
-
-
-def _reset_slot(
-    client: redis.Redis,
-    shard: ShardKeys,
-    live: list[str],
-    doomed: list[str],
-    *,
-    force: bool,
-    since: int,
-    control: FrontierKeys | None,
-) -> tuple[int, int]:
-    """Reset one shard, keeping the live nodes' leases and their payloads."""
-    for _ in range(_RESET_ATTEMPTS):
-        pipe: Any = client.pipeline(transaction=True)
-        with pipe:
-            try:
-                reader: Any = client
-                if live:
-                    pipe.watch(*[k for n in live for k in (shard.held(n), shard.leases(n))])
-                    reader = pipe  # a watching pipeline answers at once
-                # a held lease keeps its value in its hash; older versions' leases in Q:req
-                holding = {n: int(reader.hlen(shard.held(n))) for n in live}
-                older = {n: [_text(r) for r in reader.zrange(shard.leases(n), 0, -1)] for n in live}
-                rids = [rid for n in live for rid in older[n]]
-                payloads = reader.hmget(shard.requests, rids) if rids else []
-                pipe.multi()
-                if doomed:
-                    pipe.unlink(*doomed)
-                if control is not None:
-                    # dead nodes leave the heartbeat set with their leases; live ones stay
-                    pipe.zremrangebyscore(control.nodes, "-inf", f"({since}")
-                    if force:
-                        pipe.unlink(control.nodes)
-                kept = {r: p for r, p in zip(rids, payloads, strict=True) if p is not None}
-                if kept:
-                    pipe.hset(shard.requests, mapping=kept)
-                # the status registry counts the leases kept (its hash was deleted with the rest)
-                counts = {
-                    f"leases:{n}": holding[n] + len(older[n])
-                    for n in live
-                    if holding[n] + len(older[n])
-                }
-                if counts:
-                    pipe.hset(f"{shard.prefix}:status", mapping=counts)
-                pipe.execute()
-            except redis.WatchError:
-                continue
-        return sum(holding.values()) + len(kept), len(doomed)
-    raise RuntimeError("the live nodes' leases kept changing: pause the crawl, then reset")
-
-
-def _counts(reader: Any, keys: FrontierKeys) -> dict[str, int]:
-    """What a reset is about to drop, for the operator's record."""
-    pipe = reader.pipeline(transaction=False)
-    for shard in keys.all_shards():
-        pipe.zcard(shard.queue)
-        pipe.scard(shard.dupefilter)
-        pipe.zcard(shard.delayed)
-        pipe.hlen(shard.dead)
-    values = [int(v) for v in pipe.execute()]
-    return {
-        "queued": sum(values[0::4]),
-        "seen": sum(values[1::4]),
-        "parked": sum(values[2::4]),
-        "dead_letters": sum(values[3::4]),
-        "seeds": int(reader.llen(keys.start_urls)),
-    }
+    """Delete the crawl's state; see the module docstring for what stays."""
+    return FrontierStore(client, keys).reset(
+        heartbeat_timeout=heartbeat_timeout, force=force, keep_seeds=keep_seeds
+    )
 
 
 def reset_plan(
     client: redis.Redis, keys: FrontierKeys, *, heartbeat_timeout: float, force: bool
 ) -> dict[str, Any]:
     """What ``reset`` would delete now, and whose leases it would keep; deletes nothing."""
-    seconds, _ = client.time()
-    since = (int(seconds) - heartbeat_timeout) * 1000
-    live = [] if force else [_text(n) for n in client.zrangebyscore(keys.nodes, since, "+inf")]
-    return {
-        "would_delete": _counts(client, keys),
-        "keeps_leases_of": live,
-        "kept_leases": sum(
-            int(client.hlen(shard.held(n))) + int(client.zcard(shard.leases(n)))
-            for shard in keys.all_shards()
-            for n in live
-        ),
-    }
+    return FrontierStore(client, keys).reset_plan(heartbeat_timeout=heartbeat_timeout, force=force)
 
 
 def _dry_run(

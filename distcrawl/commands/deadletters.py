@@ -5,7 +5,7 @@
 (or ``distcrawl deadletters``). ``--site`` (a host) and ``--reason`` (as recorded, e.g.
 ``http_503``) may be repeated and combine: a dead letter matches when its site is one of the
 sites and its reason one of the reasons. ``requeue`` moves the matching ones back to the queue
-atomically (``requeue_dead`` in ``frontier.lua``); ``purge`` deletes them and needs
+atomically (``requeue_dead`` in ``frontier/lua``); ``purge`` deletes them and needs
 ``--yes-really``.
 """
 
@@ -130,11 +130,7 @@ def requeue(client: redis.Redis, keys: FrontierKeys, ids: list[str]) -> int:
 
 
 def purge(client: redis.Redis, keys: FrontierKeys, ids: list[str]) -> int:
-    deleted = 0
-    for i in range(0, len(ids), _BATCH):
-        for shard in keys.all_shards():
-            deleted += int(client.hdel(shard.dead, *ids[i : i + _BATCH]))
-    return deleted
+    return int(FrontierStore(client, keys).purge_dead(ids))
 
 
 def _summary(dead_id: str, record: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The cluster view: what a crawl's Redis keys say about the whole cluster, as one dict.
 
 Nothing here is stored: every figure is read from the keys the frontier and the nodes keep
-(see the header of ``frontier/frontier.lua``). Rates come from two or more samples of the
+(see the key schema, ``frontier/keys.py``). Rates come from two or more samples of the
 stats each node publishes with its heartbeat, so the view is derived, never kept twice.
 
 The reading is written once, as a plan of pipelined Redis batches (:func:`_plan`), and driven
@@ -24,6 +24,7 @@ from distcrawl.base.rates import PAGES_PREFIX, is_number, prune, published_rates
 from distcrawl.base.rates import counters as node_counters
 from distcrawl.frontier.connection import is_cluster_client
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.protocol.spec import SCORE_SPAN
 from distcrawl.frontier.store import effective_factor
 
 __all__ = [
@@ -47,8 +48,8 @@ DEFAULT_PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "produ
 DEFAULT_DEAD_SAMPLE = 10_000
 #: seconds of node samples over which pages/min and products/min are averaged
 DEFAULT_RATE_WINDOW = 60.0
-#: the order score is -priority * SCORE_SCALE + seq (``frontier.lua``)
-SCORE_SCALE = 10_000_000_000
+#: the order score is -priority * SCORE_SCALE + seq
+SCORE_SCALE = SCORE_SPAN
 _SCAN_COUNT = 1000
 #: the status lists this many sites at most (dead letters by site, requests waiting by site,
 #: sites' budgets); per-site keys are read for these only
@@ -117,19 +118,19 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-# Keys of the status registries kept by the frontier script (``[status registry]`` in
-# ``frontier.lua``): the nodes gone in the last day (control slot), and per shard a hash of
+# Keys of the status registries kept by the frontier's library (``[status registry]`` in
+# ``frontier/keys.py``): the nodes gone in the last day (control slot), and per shard a hash of
 # the requests in its waiting rooms and of the leases each node holds there.
 def _gone(keys: FrontierKeys) -> str:
-    return f"{keys.prefix}:gone"
+    return keys.gone
 
 
 def _shard_status(shard: ShardKeys) -> str:
-    return f"{shard.prefix}:status"
+    return shard.status
 
 
 def _shard_cuts(shard: ShardKeys) -> str:
-    return f"{shard.prefix}:cuts"
+    return shard.cuts
 
 
 _LEASES_FIELD = "leases:"

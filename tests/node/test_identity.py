@@ -68,7 +68,7 @@ def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
     finally:
         stop_all(nodes)
     # the first one's leases stayed its own: none of its acks came too late
-    assert not any(r.hget(f"{s.prefix}:counters", "stale_acks") for s in KEYS.all_shards())
+    assert not any(r.hget(s.counters, "stale_acks") for s in KEYS.all_shards())
     assert "no longer holds" not in first.log()
     urls = stored_urls(mongo_uri)
     assert len(urls) == len(set(urls)) and set(urls) == shop.expected_product_urls()

@@ -38,9 +38,9 @@ def r(redis_url: str):
 
 
 def queue(r: redis.Redis, *priorities: int, key: str = KEYS.shard(0).queue) -> None:
-    """Queue entries exactly as frontier.lua scores them: -priority * 1e10 + seq."""
+    """Queue entries exactly as the frontier scores them: -priority * SCORE_SCALE + seq."""
     for prio in priorities:
-        seq = r.incr(f"{KEYS.prefix}:seq")
+        seq = r.incr(KEYS.shard(0).seq)
         r.zadd(key, {str(seq): -prio * SCORE_SCALE + seq})
 
 

@@ -377,15 +377,10 @@ def decode(
             raise BadEntry("pickle_refused", "payload looks like a pickle") from None
         raise BadEntry("not_json", payload[:60]) from None
     _expect(isinstance(data, dict), "not_an_object", type(data).__name__)
-    unknown = set(data) - _FIELDS - _LONG_NAMES.keys()
+    unknown = set(data) - _FIELDS
     _expect(not unknown, "unknown_fields", ",".join(sorted(unknown))[:80])
-    compact = "u" in data
-    if _LONG_NAMES.keys() & data.keys():  # a payload of the long form (older nodes)
-        short = {_LONG_NAMES.get(k, k): v for k, v in data.items()}
-        _expect(len(short) == len(data), "duplicate_fields")
-        data = short
-    if compact and "cb" not in data:
-        # the compact form leaves out the callback parse (no callback is written as null)
+    if "cb" not in data:
+        # a payload leaves out the callback parse (no callback is written as null)
         data["cb"] = DEFAULT_CALLBACK
     url = data.get("u")
     _expect(isinstance(url, str), "missing_url")
@@ -526,5 +521,4 @@ def _meta_key(key: str) -> str:
 
 #: the callback a request without one gets (Scrapy's default, ``Spider.parse``)
 DEFAULT_CALLBACK = "parse"
-_LONG_NAMES = dict(SHORT_NAMES)
 _FIELDS = frozenset({*SHORT_NAMES.values(), "r"})  # r: a same-site Referer without its origin

@@ -1,7 +1,7 @@
 """Seeds the scrapy-redis way: a spider's own ``redis_key``, sets and sorted sets, JSON seeds.
 
 The frontier takes seeds from a Redis list into a node's seeding list in one script call, so
-a node that dies holding seeds gives them back (``take_seeds`` in ``frontier.lua``). A
+a node that dies holding seeds gives them back (``take_seeds`` in ``frontier/lua``). A
 scrapy-redis project may keep its seeds in a set (``REDIS_START_URLS_AS_SET``) or a sorted set
 (``REDIS_START_URLS_AS_ZSET``, highest score first): :class:`SeedSource` moves a batch from
 there into the list ``{<spider>}:start_staged`` atomically (one script, nothing in between),
