@@ -76,7 +76,8 @@ class Chunk:
 @dataclass(frozen=True)
 class Library:
     """The assembled library: ``text`` for FUNCTION LOAD, ``functions`` (command -> the name
-    FCALL calls), ``scripts`` (command -> an EVAL script) and their ``shas``."""
+    FCALL calls), ``scripts`` (command -> an EVAL script) and their ``shas``; ``chunk`` and
+    ``script_chunks`` tell which file each line comes from."""
 
     name: str
     text: str
@@ -84,6 +85,7 @@ class Library:
     scripts: Mapping[str, str]
     shas: Mapping[str, str]
     chunk: Chunk
+    script_chunks: Mapping[str, Chunk]
 
 
 class _Sources:
@@ -154,13 +156,13 @@ def assemble(
     if stray:
         raise LuaLibraryError(f"no command declared for {', '.join(sorted(stray))}")
     library = Chunk()
-    scripts: dict[str, str] = {}
+    scripts: dict[str, Chunk] = {}
     for spec in COMMANDS.values():
         _command_chunk(library, sources, spec.name, spec.slot)
         own = Chunk()
         _command_chunk(own, sources, spec.name, spec.slot)
         own.add("<eval>", f"return {spec.name}(KEYS, ARGV)\n")
-        scripts[spec.name] = own.text
+        scripts[spec.name] = own
     digest = hashlib.sha1(library.text.encode()).hexdigest()[:16]
     name = f"distcrawl_frontier_{digest}"
     functions = {c: f"distcrawl_{digest}_{c}" for c in COMMANDS}
@@ -178,9 +180,10 @@ def assemble(
         name=name,
         text=full.text,
         functions=functions,
-        scripts=scripts,
-        shas={c: hashlib.sha1(s.encode()).hexdigest() for c, s in scripts.items()},
+        scripts={c: chunk.text for c, chunk in scripts.items()},
+        shas={c: hashlib.sha1(chunk.text.encode()).hexdigest() for c, chunk in scripts.items()},
         chunk=full,
+        script_chunks=scripts,
     )
 
 

@@ -184,7 +184,8 @@ def _list(items: Iterable[str]) -> str:
 def lua_protocol() -> str:
     """The Lua include ``protocol``: the constants above and, per command, ARGS.<name> (its
     argument names), HEADERS.<name> (a metatable whose __index holds the header's defaults)
-    and SECTIONS.<name>."""
+    and SECTIONS.<name> (each section's name, fields, and its empty form: no records, read
+    by every call that has none)."""
     lines = [
         "-- The protocol's constants and each command's arguments, generated from",
         "-- distcrawl/frontier/protocol/spec.py when the library is assembled.",
@@ -201,9 +202,9 @@ def lua_protocol() -> str:
             lines.append("}}")
         if spec.sections:
             lines.append(f"SECTIONS.{spec.name} = {{")
-            lines += [
-                f"  {{name = {_lua(s.name)}, fields = {_list(_lua(f) for f in s.fields)}}},"
-                for s in spec.sections
-            ]
+            for s in spec.sections:
+                fields = _list(_lua(f) for f in s.fields)
+                empty = _list(["n = 0", *(f"{f} = {{}}" for f in s.fields)])
+                lines += [f"  {{name = {_lua(s.name)}, fields = {fields},", f"    empty = {empty}}},"]
             lines.append("}")
     return "\n".join(lines) + "\n"

@@ -21,7 +21,8 @@ end
 local function named_args(args, spec)
   local out = {}
   local i = 1
-  for _, name in ipairs(spec) do
+  for j = 1, #spec do
+    local name = spec[j]
     if string.byte(name, 1) == 42 then -- '*'
       out[string.sub(name, 2)] = slice(args, i, #args - i + 1)
       i = #args + 1
@@ -39,18 +40,24 @@ local function read_header(text, defaults)
 end
 
 -- The sections of `layout` (SECTIONS.<command>) from args[first] on: each section a table of
--- its columns by field name (lists of header[section] records) and n, its record count
+-- its columns by field name (lists of header[section] records) and n, its record count. An
+-- empty section is the layout's `empty` one, shared by every call (read, never written)
 local function read_sections(args, first, header, layout)
   local out = {}
   local i = first
-  for _, section in ipairs(layout) do
+  for s = 1, #layout do
+    local section = layout[s]
     local n = tonumber(header[section.name]) or 0
-    local cols = {n = n}
-    for _, field in ipairs(section.fields) do
-      cols[field] = slice(args, i, n)
-      i = i + n
+    if n > 0 then
+      local cols, fields = {n = n}, section.fields
+      for f = 1, #fields do
+        cols[fields[f]] = slice(args, i, n)
+        i = i + n
+      end
+      out[section.name] = cols
+    else
+      out[section.name] = section.empty
     end
-    out[section.name] = cols
   end
   return out
 end

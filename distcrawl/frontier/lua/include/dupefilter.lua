@@ -160,14 +160,14 @@ local function seen_add(P, fps, hs, gen)
       end
     else
       local members = {}
-      for j, idx in ipairs(g) do members[j] = fps[idx] end
+      for j = 1, #g do members[j] = fps[g[j]] end
       local hit = call_joined('SMISMEMBER', key, members)
       local new, in_batch = {}, {}
-      for j, idx in ipairs(g) do
+      for j = 1, #g do
         local fp = members[j]
         if hit[j] == 0 and not in_batch[fp] then
           in_batch[fp] = true
-          fresh[idx] = true
+          fresh[g[j]] = true
           new[#new + 1] = fp
         end
       end

@@ -60,11 +60,15 @@ end
 
 -- redis.call(verb, key, unpack(items)) in chunks of BATCH; the replies (lists) joined
 local function call_joined(verb, key, items)
+  local n = #items
+  if n == 0 then return {} end
+  if n <= BATCH then return redis.call(verb, key, unpack(items)) end
   local out = {}
   local i = 1
-  while i <= #items do
-    local last = math.min(#items, i + BATCH - 1)
-    for _, v in ipairs(redis.call(verb, key, unpack(items, i, last))) do out[#out + 1] = v end
+  while i <= n do
+    local last = math.min(n, i + BATCH - 1)
+    local got = redis.call(verb, key, unpack(items, i, last))
+    for j = 1, #got do out[#out + 1] = got[j] end
     i = last + 1
   end
   return out

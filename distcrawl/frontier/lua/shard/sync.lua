@@ -65,7 +65,8 @@ local function push_children(call, h, c)
   if #kept == 0 then return 0, filtered, 0, 0 end
   local seq0 = new_seqs(P, #kept)
   local reqs, zq, zd, ds = {}, {}, {}, {}
-  for n, j in ipairs(kept) do
+  for n = 1, #kept do
+    local j = kept[n]
     local seq = seq0 + n
     local rid = make_rid(seq, h.tag)
     local spec = specs[j]
