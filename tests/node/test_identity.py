@@ -115,7 +115,7 @@ def test_of_two_processes_claiming_one_node_id_at_once_one_wins(redis_url) -> No
         t.join()
     (winner,) = [o for o in owners if results[o][0] == 1]
     (loser,) = [o for o in owners if results[o][0] == 0]
-    assert results[loser][1].decode() == winner  # the loser learns who holds the id
+    assert results[loser].owner == winner  # the loser learns who holds the id
     store = FrontierStore(redis.Redis.from_url(redis_url), keys)
     assert store.claim("twin", winner, 30_000)[0] == 1  # the owner may claim again
     assert store.claim("twin", loser, 30_000, force=True)[0] == 1  # the other one is dead
