@@ -345,6 +345,12 @@ class ControlKeys:
     robots_lock = KeyOf(
         "robots:<netloc>:lock", "STRING", "held by the one node fetching the site's robots.txt"
     )
+    start_staged = Key(
+        "start_staged",
+        "LIST",
+        """seeds of a scrapy-redis set or sorted set (REDIS_START_URLS_AS_SET / _AS_ZSET) moved
+        here first, so that a node killed while taking them loses none""",
+    )
     unlisted = Key(
         "unlisted",
         "HASH",

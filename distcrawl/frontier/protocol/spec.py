@@ -205,6 +205,9 @@ def lua_protocol() -> str:
             for s in spec.sections:
                 fields = _list(_lua(f) for f in s.fields)
                 empty = _list(["n = 0", *(f"{f} = {{}}" for f in s.fields)])
-                lines += [f"  {{name = {_lua(s.name)}, fields = {fields},", f"    empty = {empty}}},"]
+                lines += [
+                    f"  {{name = {_lua(s.name)}, fields = {fields},",
+                    f"    empty = {empty}}},",
+                ]
             lines.append("}")
     return "\n".join(lines) + "\n"

@@ -46,12 +46,12 @@ local function low_bits(dec, mod)
     local r
     if mod <= 512 then
       local a, b, c, d, e, f, g, h, i = string.byte(dec, n - 8, n)
-      -- 5333333328 = 48 * 111111111, the character codes' share
+      -- the character codes' share: 48 * 111111111 (5333333328)
       r = (((((((((a * 10 + b) * 10 + c) * 10 + d) * 10 + e) * 10 + f) * 10 + g) * 10 + h)
         * 10 + i) - 5333333328) % mod
     else
       local a, b, c, d, e, f, g, h, i, j, k, l, m, o, q = string.byte(dec, n - 14, n)
-      -- (below 2^53 all along; 5333333333333328 = 48 * 111111111111111)
+      -- (below 2^53 all along; 48 * 111111111111111 is 5333333333333328)
       r = (((((((((((((((a * 10 + b) * 10 + c) * 10 + d) * 10 + e) * 10 + f) * 10 + g) * 10
         + h) * 10 + i) * 10 + j) * 10 + k) * 10 + l) * 10 + m) * 10 + o) * 10 + q)
         - 5333333333333328) % mod
