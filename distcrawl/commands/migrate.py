@@ -37,7 +37,7 @@ from scrapy import Request
 
 from distcrawl.commands._common import add_spider_argument, crawl_keys, entry_points, redis_error
 from distcrawl.frontier import connection
-from distcrawl.frontier.store import Child, FrontierStore
+from distcrawl.frontier.store import Child, CrawlFormatError, FrontierStore
 from distcrawl.node.compat import redis_url_from_settings, scrapy_redis_fingerprint
 from distcrawl.node.requests import callbacks, classes, codec
 
@@ -232,6 +232,10 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     node = f"migrate-{os.getpid()}"
     client = connection.client(url, socket_timeout=60, socket_connect_timeout=10)
     store = FrontierStore(client, keys)
+    try:
+        store.check_format()  # a crawl of another frontier format is not written into
+    except CrawlFormatError as exc:
+        raise SystemExit(f"error: {exc}") from None
     batch = max(1, opts.batch)
     summary: dict[str, Any] = {
         "queue_key": queue_key,

@@ -58,6 +58,7 @@ def test_a_node_claim_in_a_crawl_of_another_format_is_refused_naming_both(r: red
         ("deadletters", "catalog", "list"),
         ("control", "catalog", "pause"),
         ("control", "catalog", "reset", "--yes-really", "--force"),
+        ("migrate", "catalog"),
     ],
 )
 def test_operator_commands_refuse_a_crawl_of_another_format(
