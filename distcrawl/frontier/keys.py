@@ -26,6 +26,8 @@ __all__ = [
     "CLUSTER_SLOTS",
     "DEFAULT_SHARDS",
     "SCHEMA",
+    "STATUS_LEASES_FIELD",
+    "STATUS_WAITING_FIELD",
     "ControlKeys",
     "FrontierKeys",
     "ShardKeys",
@@ -116,6 +118,12 @@ def _checked(n: int) -> int:
     if not 1 <= n <= MAX_SHARDS:
         raise ValueError(f"DISTCRAWL_SHARDS must be 1..{MAX_SHARDS}, not {n}")
     return n
+
+
+#: the field of a shard's ``status`` hash that counts a node's leases there: this, then the node
+STATUS_LEASES_FIELD = "leases:"
+#: the field of a shard's ``status`` hash that counts the requests in its waiting rooms
+STATUS_WAITING_FIELD = "waiting"
 
 
 @dataclass(frozen=True)
@@ -259,9 +267,9 @@ class ShardKeys:
     status = Key(
         "status",
         "HASH",
-        """[status registry] `waiting`: requests in the shard's waiting rooms; `leases:<node>`:
-        requests the node holds in this shard. The status reads one hash per shard instead of
-        a key per node or per site""",
+        """[status registry] `waiting` (STATUS_WAITING_FIELD): requests in the shard's waiting
+        rooms; `leases:<node>` (STATUS_LEASES_FIELD): requests the node holds in this shard.
+        The status reads one hash per shard instead of a key per node or per site""",
     )
 
     @property

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from distcrawl.base.rates import PAGES_PREFIX, is_number, prune, published_rates
 from distcrawl.base.rates import counters as node_counters
 from distcrawl.frontier.connection import is_cluster_client
-from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD, FrontierKeys, ShardKeys
 from distcrawl.frontier.protocol.spec import SCORE_SPAN
 from distcrawl.frontier.store import effective_factor
 
@@ -133,7 +133,7 @@ def _shard_cuts(shard: ShardKeys) -> str:
     return shard.cuts
 
 
-_LEASES_FIELD = "leases:"
+_LEASES_FIELD = STATUS_LEASES_FIELD
 
 
 def _plan(

@@ -108,7 +108,9 @@ SPIDER = CatalogSpider()
 def test_hostile_queue_entries_are_refused_with_a_reason(
     entry: dict[str, Any], reason: str
 ) -> None:
-    payload = json.dumps({"url": "http://shop.test/", **entry})
+    # the payload's field names as the codec writes them (``codec.SHORT_NAMES``)
+    short = {codec.SHORT_NAMES[k]: v for k, v in entry.items()}
+    payload = json.dumps({"u": "http://shop.test/", **short})
     with pytest.raises(codec.BadEntry) as info:
         codec.decode(payload, SPIDER, allow_private=True)
     assert info.value.reason == reason

@@ -8,7 +8,7 @@ from typing import Any
 import redis
 
 from distcrawl.frontier.batch import text
-from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD, FrontierKeys, ShardKeys
 from distcrawl.frontier.protocol.membership import CrawlFormatError
 from distcrawl.frontier.protocol.runner import Call, Step, redis_command
 from distcrawl.frontier.protocol.spec import FORMAT
@@ -135,7 +135,7 @@ def _reset_slot(
                     if force:
                         pipe.unlink(control.nodes)
                 # the status registry counts the leases kept (its hash was deleted with the rest)
-                counts = {f"leases:{n}": holding[n] for n in live if holding[n]}
+                counts = {STATUS_LEASES_FIELD + n: holding[n] for n in live if holding[n]}
                 if counts:
                     pipe.hset(shard.status, mapping=counts)
                 pipe.execute()

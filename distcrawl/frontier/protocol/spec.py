@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distcrawl.frontier.batch import SiteBudget
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD, STATUS_WAITING_FIELD
 from distcrawl.frontier.schema import CONTROL, SHARD
 
 __all__ = [
@@ -192,6 +193,8 @@ def lua_protocol() -> str:
         f"local SCORE_SPAN = {_lua(SCORE_SPAN)}",
         f"local FORMAT = {_lua(str(FORMAT))}",
         f"local TOMBSTONE = {_lua(TOMBSTONE)}",
+        f"local STATUS_LEASES = {_lua(STATUS_LEASES_FIELD)}",
+        f"local STATUS_WAITING = {_lua(STATUS_WAITING_FIELD)}",
         "local ARGS, HEADERS, SECTIONS = {}, {}, {}",
     ]
     for spec in COMMANDS.values():

@@ -43,9 +43,9 @@ local function release_leases(call, node, rids)
   for site, count in pairs(per_site) do site_done(call, site, count) end
   save_budgets(call)
   if #rids == 0 then
-    redis.call('HDEL', K.status(P), 'leases:' .. node) -- [status registry]
+    redis.call('HDEL', K.status(P), STATUS_LEASES .. node) -- [status registry]
   else
-    status_add(P, 'leases:' .. node, -#gone) -- [status registry]
+    status_add(P, STATUS_LEASES .. node, -#gone) -- [status registry]
   end
   return #gone
 end

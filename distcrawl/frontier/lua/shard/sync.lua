@@ -223,8 +223,8 @@ local function sync(keys, args)
     call_chunked('ZREM', K.revisit_late(P), granted, 1)
   end
   save_budgets(call)
-  status_add(P, 'leases:' .. node, leased - acked) -- [status registry]
-  status_add(P, 'waiting', ls.into_wait) -- [status registry]
+  status_add(P, STATUS_LEASES .. node, leased - acked) -- [status registry]
+  status_add(P, STATUS_WAITING, ls.into_wait) -- [status registry]
   if h.idle == 1 or (sec.children.n > 0 and queued_before == 0) then
     publish_wake(h.wake, h.shard, added + promoted)
   end
