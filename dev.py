@@ -3,7 +3,7 @@
 
     python3 dev.py demo [distcrawl demo options]   # a demo crawl on embedded services
     python3 dev.py test [pytest options]           # the test suite (3 workers; -n 0: one)
-    python3 dev.py lint                            # ruff, mypy, layer contracts
+    python3 dev.py lint                            # ruff, mypy, layer contracts, luacheck
     python3 dev.py docs [sphinx-build options]     # the documentation site, into build/docs
 """
 
@@ -58,6 +58,9 @@ def main(argv: list[str]) -> int:
         rc |= subprocess.call([str(BIN / "mypy")], cwd=ROOT)
         # the layer contracts of pyproject.toml: no module imports a layer above its own
         rc |= subprocess.call([str(BIN / "lint-imports"), "--no-cache"], cwd=ROOT)
+        # the frontier's Lua library, assembled as Redis runs it (Debian's lua-check)
+        luacheck = ["-m", "distcrawl.frontier.protocol.luacheck", "--config", ".luacheckrc"]
+        rc |= subprocess.call([str(BIN / "python"), *luacheck], cwd=ROOT)
         return rc
     if not any(a.startswith(("-n", "--numprocesses")) for a in rest):
         # most of a test's time is spent waiting for servers and crawls: three workers on

@@ -255,7 +255,7 @@ def distcrawl_node(
         children, acks, revisits = [], [], []
         for leased in reply.leased:
             data = json.loads(leased.payload)
-            page_url = data.get("u") or data["url"]  # compact or long form
+            page_url = data["u"]
             if revisit_ms:
                 revisits.append(revisit_of(leased, revisit_ms, page_url))
             else:

@@ -13,8 +13,16 @@ per script call, and the commands per page the script made; two runs of one comm
 but what they count is the work a change adds or removes: the commands, the Lua work, the
 allocations. valgrind (Debian's ``valgrind``) must be installed.
 
+``--cluster M`` runs the same load a second time through an M-master Redis Cluster
+(:class:`~distcrawl.servers.cluster.LocalRedisCluster`, each master under callgrind the same
+way) and counts each master's instructions: ``cluster_instructions_overhead`` is the masters'
+instructions per page, summed, over the single server's, and ``cluster_projected_speedup_ir``
+the masters' total over the busiest master's, divided by that overhead (how much more a cluster
+of M such masters can serve, by instructions, than one server).
+
     .venv/bin/python bench/frontier_ir.py --json
     .venv/bin/python bench/frontier_ir.py --flushes 300 --shards 1 --json
+    .venv/bin/python bench/frontier_ir.py --cluster 3 --json
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.crc import key_slot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -40,11 +49,21 @@ from _common import print_report
 
 from distcrawl.base.recent import RecentKeys
 from distcrawl.frontier import connection
+from distcrawl.servers.cluster import SLOTS, ClusterNodeServer, LocalRedisCluster
 from distcrawl.servers.process import redis_server_binary
 
 HEADLINE = ("redis_instructions_per_page", "instructions_per_call", "commands_per_page")
+CLUSTER_HEADLINE = (
+    "redis_instructions_per_page",
+    "cluster_instructions_overhead",
+    "cluster_projected_speedup_ir",
+)
 #: flushes before the measured window (connections made, the shards' views filled)
 WARMUP = 50
+#: seconds a server under valgrind may take to answer its first PING (a busy machine)
+START_TIMEOUT = 180.0
+#: a cluster node under callgrind answers the cluster bus slowly: no node is taken for failed
+NODE_TIMEOUT_MS = 120_000
 
 
 def _free_port() -> int:
@@ -53,46 +72,26 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class CallgrindServer:
-    """valkey-server under callgrind, instrumentation off until :meth:`measure` turns it on."""
+def _callgrind(out: Path, cache_sim: bool) -> list[str]:
+    """valgrind's command line: callgrind, instrumentation off until turned on."""
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        *(["--cache-sim=yes"] if cache_sim else []),
+        f"--callgrind-out-file={out}",
+    ]
 
-    def __init__(self, home: Path, *, cache_sim: bool = False) -> None:
-        self.home = home
-        self.port = _free_port()
-        self.out = home / "callgrind.out"
-        cmd = [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            *(["--cache-sim=yes"] if cache_sim else []),
-            f"--callgrind-out-file={self.out}",
-            str(redis_server_binary()),
-            "--bind", "127.0.0.1",
-            "--port", str(self.port),
-            "--dir", str(home),
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--save", "",
-        ]  # fmt: skip
-        self.log = (home / "server.log").open("wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        deadline = time.monotonic() + 120  # valgrind starts slowly on a busy machine
-        while True:
-            try:
-                redis.Redis(port=self.port).ping()
-                break
-            except redis.ConnectionError as err:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"valkey-server under valgrind did not start: {home}"
-                    ) from err
-                time.sleep(0.5)
+
+class Counter:
+    """callgrind's counts of one server process (its pid), dumped next to ``out``."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self.pid = pid
+        self.out = out
 
     def _control(self, *args: str) -> None:
-        subprocess.run(
-            ["callgrind_control", *args, str(self.proc.pid)], check=True, capture_output=True
-        )
+        subprocess.run(["callgrind_control", *args, str(self.pid)], check=True, capture_output=True)
 
     def start_counting(self) -> None:
         self._control("-z")
@@ -104,14 +103,50 @@ class CallgrindServer:
         self._control("-i", "off")
         self._control("-d")
         for _ in range(100):
-            # the newest dump, callgrind.out.<n> with n counted up (".10" sorts before ".9")
-            dumps = sorted(self.home.glob("callgrind.out.*"), key=lambda p: int(p.suffix[1:]))
+            # the newest dump, <out>.<n> with n counted up (".10" sorts before ".9")
+            dumps = sorted(
+                self.out.parent.glob(f"{self.out.name}.*"), key=lambda p: int(p.suffix[1:])
+            )
             if dumps:
                 for line in dumps[-1].read_text().splitlines():
                     if line.startswith("totals:"):
                         return [int(n) for n in line.split()[1:]]
             time.sleep(0.1)
         raise RuntimeError("callgrind wrote no dump")
+
+
+class CallgrindServer:
+    """valkey-server under callgrind, instrumentation off until its counter turns it on."""
+
+    def __init__(self, home: Path, *, cache_sim: bool = False) -> None:
+        self.home = home
+        self.port = _free_port()
+        self.out = home / "callgrind.out"
+        cmd = [
+            *_callgrind(self.out, cache_sim),
+            str(redis_server_binary()),
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", str(home),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+        ]  # fmt: skip
+        self.log = (home / "server.log").open("wb")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        deadline = time.monotonic() + START_TIMEOUT  # valgrind starts slowly on a busy machine
+        while True:
+            try:
+                redis.Redis(port=self.port).ping()
+                break
+            except redis.ConnectionError as err:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"valkey-server under valgrind did not start: {home}"
+                    ) from err
+                time.sleep(0.5)
+        self.counter = Counter(self.proc.pid, self.out)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -123,12 +158,47 @@ class CallgrindServer:
         self.log.close()
 
 
-def drive(server: CallgrindServer, args: argparse.Namespace) -> dict[str, Any]:
-    """One node: ``args.flushes`` flushes of ``bench/frontier.py``'s load, counted."""
+class CallgrindClusterNode(ClusterNodeServer):
+    """One master of a Redis Cluster under callgrind, as :class:`CallgrindServer` runs one."""
+
+    cache_sim = False
+
+    @property
+    def out(self) -> Path:
+        return self.data_dir / "callgrind.out"
+
+    def command(self) -> list[str]:
+        return [*_callgrind(self.out, self.cache_sim), *super().command()]
+
+    def start(self, *, detached: bool = False, timeout: float = START_TIMEOUT) -> Any:
+        return super().start(detached=detached, timeout=timeout)
+
+    @property
+    def counter(self) -> Counter:
+        assert self.pid is not None
+        return Counter(self.pid, self.out)
+
+
+class CallgrindCluster(LocalRedisCluster):
+    """A local Redis Cluster whose masters run under callgrind."""
+
+    def _node(self, name: str, node_timeout_ms: int) -> ClusterNodeServer:
+        base = self.home / name
+        return CallgrindClusterNode(
+            data_dir=base / "data", log_path=base / "valkey.log", node_timeout_ms=node_timeout_ms
+        )
+
+
+def drive(
+    url: str, counters: list[Counter], stats: list[redis.Redis], args: argparse.Namespace
+) -> dict[str, Any]:
+    """One node: ``args.flushes`` flushes of ``bench/frontier.py``'s load against ``url``,
+    counted by ``counters`` (one per server) and by the servers' commandstats."""
     params = fb.node_args(args)
-    client = connection.client(server.url, socket_timeout=600)
-    client.flushall()
-    fb.preload(server.url, args.sites, params)
+    client = connection.client(url, socket_timeout=600)
+    for c in stats:
+        c.flushall()
+    fb.preload(url, args.sites, params)
     store = fb.make_store(client, params)
     for i in range(store.keys.shards):
         store.views[i].salt = i / store.keys.shards  # the shards' turns in a fixed order
@@ -141,8 +211,10 @@ def drive(server: CallgrindServer, args: argparse.Namespace) -> dict[str, Any]:
     store.heartbeat("sim-0", "{}")
     for step in range(WARMUP + args.flushes):
         if step == WARMUP:
-            client.config_resetstat()
-            server.start_counting()
+            for c in stats:
+                c.config_resetstat()
+            for counter in counters:
+                counter.start_counting()
             pages = calls = 0
         reply = store.sync("sim-0", children=children, acks=acks, lease=args.lease, tag="ir0")
         calls += reply.shards_called
@@ -169,25 +241,69 @@ def drive(server: CallgrindServer, args: argparse.Namespace) -> dict[str, Any]:
                     known.add(key)
                 children.append(fb.child(payloads, u, kind, prio, page_url))
         pages += len(reply.leased)
-    totals = server.stop_counting()
-    instructions = totals[0]
-    stats = client.info("commandstats")
+    totals = [counter.stop_counting() for counter in counters]
+    inner = 0
+    for c in stats:
+        by_name = c.info("commandstats")
+        inner += sum(
+            v["calls"]
+            for k, v in by_name.items()
+            if k not in ("cmdstat_evalsha", "cmdstat_fcall") and not k.startswith("cmdstat_config")
+        )
     client.close()
-    inner = sum(
-        v["calls"] for k, v in stats.items() if k not in ("cmdstat_evalsha", "cmdstat_fcall")
-    )
-    inner -= sum(v["calls"] for k, v in stats.items() if k.startswith("cmdstat_config"))
+    instructions = sum(t[0] for t in totals)
     pages = max(1, pages)
-    return {
+    out: dict[str, Any] = {
         "pages": pages,
         "script_calls": calls,
         "pages_per_call": round(pages / max(1, calls), 2),
         "redis_instructions_per_page": round(instructions / pages),
         "instructions_per_call": round(instructions / max(1, calls)),
         "commands_per_page": round(inner / pages, 2),
-        # with --cache-sim: first-level cache misses (instruction, data read, data write)
-        **({"l1_misses_per_page": round(sum(totals[3:6]) / pages)} if len(totals) > 3 else {}),
+        "instructions_per_page_by_server": [round(t[0] / pages) for t in totals],
     }
+    if all(len(t) > 3 for t in totals):
+        # with --cache-sim: first-level cache misses (instruction, data read, data write)
+        out["l1_misses_per_page"] = round(sum(sum(t[3:6]) for t in totals) / pages)
+    return out
+
+
+def run_single(home: Path, args: argparse.Namespace) -> dict[str, Any]:
+    home.mkdir(parents=True)
+    server = CallgrindServer(home, cache_sim=args.cache_sim)
+    stats = redis.Redis(port=server.port, socket_timeout=600)
+    try:
+        result = drive(server.url, [server.counter], [stats], args)
+    finally:
+        stats.close()
+        server.stop()
+    result.pop("instructions_per_page_by_server")
+    return result
+
+
+def run_cluster(home: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The same load through an ``args.cluster``-master cluster: the masters' instructions."""
+    CallgrindClusterNode.cache_sim = args.cache_sim
+    cluster = CallgrindCluster(home, masters=args.cluster, node_timeout_ms=NODE_TIMEOUT_MS)
+    cluster.start(timeout=START_TIMEOUT)
+    stats = [redis.Redis(host=m.host, port=m.port, socket_timeout=600) for m in cluster.masters]
+    try:
+        counters = [m.counter for m in cluster.masters]  # type: ignore[attr-defined]
+        result = drive(cluster.url, counters, stats, args)
+        # the shards each master holds (slots in equal ranges, as the cluster assigns them)
+        keys = fb.make_store(stats[0], fb.node_args(args)).keys
+        n = args.cluster
+        firsts = [i * SLOTS // n for i in range(n)]
+        owners = [
+            max(i for i in range(n) if firsts[i] <= key_slot(s.prefix.encode()))
+            for s in keys.all_shards()
+        ]
+        result["shards_by_master"] = [owners.count(i) for i in range(n)]
+    finally:
+        for c in stats:
+            c.close()
+        cluster.stop()
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=fb.DEFAULT_SHARDS)
     parser.add_argument("--known", type=int, default=fb.DEFAULT_KNOWN_FINGERPRINTS)
     parser.add_argument("--cache-sim", action="store_true", help="also count cache misses (slower)")
+    parser.add_argument(
+        "--cluster", type=int, default=0, help="also run the load through a cluster of N masters"
+    )
     args = parser.parse_args(argv)
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
@@ -209,18 +328,29 @@ def main(argv: list[str] | None = None) -> int:
     args.dupefilter, args.urls, args.revisit = "exact", 0, False
     args.revisit_interval, args.forget = 5.0, 1e6
     home = Path(tempfile.mkdtemp(prefix="distcrawl-bench-ir-"))
-    server = CallgrindServer(home, cache_sim=args.cache_sim)
+    report: dict[str, Any] = {"flushes": args.flushes, "shards": args.shards, "lease": args.lease}
     try:
-        report: dict[str, Any] = {
-            "flushes": args.flushes,
-            "shards": args.shards,
-            "lease": args.lease,
-            **drive(server, args),
-        }
+        report |= run_single(home / "single", args)
+        if args.cluster:
+            run = run_cluster(home / "cluster", args)
+            by_master = run["instructions_per_page_by_server"]
+            overhead = run["redis_instructions_per_page"] / report["redis_instructions_per_page"]
+            spread = sum(by_master) / max(by_master)  # masters' total over the busiest one's
+            report |= {
+                "cluster_masters": args.cluster,
+                "cluster_pages": run["pages"],
+                "cluster_script_calls": run["script_calls"],
+                "cluster_redis_instructions_per_page": run["redis_instructions_per_page"],
+                "cluster_commands_per_page": run["commands_per_page"],
+                "cluster_instructions_per_page_by_master": by_master,
+                "cluster_shards_by_master": run["shards_by_master"],
+                "cluster_busiest_master_share": round(max(by_master) / sum(by_master), 3),
+                "cluster_instructions_overhead": round(overhead, 3),
+                "cluster_projected_speedup_ir": round(spread / overhead, 2),
+            }
     finally:
-        server.stop()
         shutil.rmtree(home, ignore_errors=True)
-    print_report(report, HEADLINE, as_json=args.json)
+    print_report(report, CLUSTER_HEADLINE if args.cluster else HEADLINE, as_json=args.json)
     return 0
 
 

@@ -119,26 +119,26 @@ def hostile_seeds(n: int, rng: random.Random, redis_port: int) -> list[bytes]:
 
 def hostile_entries(n: int, marker: str, redis_port: int) -> list[bytes]:
     """``n`` queue entries, each one moved aside by the codec or refused by the address guard."""
-    good = json.dumps({"url": "http://shop.test/c/", "callback": "parse"})
+    good = json.dumps({"u": "http://shop.test/c/", "cb": "parse"})
     makers = [
         lambda i: pickle.dumps(Marker(marker), protocol=i % (pickle.HIGHEST_PROTOCOL + 1)),
         lambda i: pickle.dumps(Touch(marker), protocol=i % (pickle.HIGHEST_PROTOCOL + 1)),
         lambda i: good[: 5 + i % 30].encode(),
         lambda i: good.replace('"parse"', f'"parse_secret_{i}"').encode(),
         lambda i: good.replace('"parse"', '"close"').encode(),
-        lambda i: json.dumps({"url": f"http://shop.test/{i}", "meta": {"proxy": "http://x:1"}}),
-        lambda i: json.dumps({"url": f"http://shop.test/{i}", "meta": {"depth": -i - 1}}),
-        lambda i: json.dumps({"url": f"http://shop.test/{i}", "headers": {"X\r\nHost": ["a"]}}),
-        lambda i: json.dumps({"url": f"http://shop.test/{i}", "cookies": [i]}),
-        lambda i: json.dumps({"url": f"file:///etc/passwd?{i}"}),
-        lambda i: json.dumps({"url": f"http://shop.test/{i}", "_class": "os.system"}),
-        lambda i: b'{"url": "http://shop.test/' + b"a" * 300_000 + b'"}',
+        lambda i: json.dumps({"u": f"http://shop.test/{i}", "mt": {"proxy": "http://x:1"}}),
+        lambda i: json.dumps({"u": f"http://shop.test/{i}", "mt": {"depth": -i - 1}}),
+        lambda i: json.dumps({"u": f"http://shop.test/{i}", "h": {"X\r\nHost": ["a"]}}),
+        lambda i: json.dumps({"u": f"http://shop.test/{i}", "c": [i]}),
+        lambda i: json.dumps({"u": f"file:///etc/passwd?{i}"}),
+        lambda i: json.dumps({"u": f"http://shop.test/{i}", "_class": "os.system"}),
+        lambda i: b'{"u": "http://shop.test/' + b"a" * 300_000 + b'"}',
         lambda i: b"\xff\xfe\x00" + bytes([i % 256]),
         # accepted by the codec (queue entries may name private hosts): refused after DNS
-        lambda i: json.dumps({"url": f"http://127.0.0.1:{redis_port}/{i}", "callback": "parse"}),
-        lambda i: json.dumps({"url": f"http://localhost:{redis_port}/{i}"}),
-        lambda i: json.dumps({"url": f"http://169.254.169.254/latest/meta-data/{i}"}),
-        lambda i: json.dumps({"url": f"http://[::ffff:127.0.0.1]:{redis_port}/{i}"}),
+        lambda i: json.dumps({"u": f"http://127.0.0.1:{redis_port}/{i}", "cb": "parse"}),
+        lambda i: json.dumps({"u": f"http://localhost:{redis_port}/{i}"}),
+        lambda i: json.dumps({"u": f"http://169.254.169.254/latest/meta-data/{i}"}),
+        lambda i: json.dumps({"u": f"http://[::ffff:127.0.0.1]:{redis_port}/{i}"}),
     ]
     out = [makers[i % len(makers)](i) for i in range(n)]
     return [x.encode() if isinstance(x, str) else x for x in out]

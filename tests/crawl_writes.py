@@ -10,8 +10,8 @@ from typing import Any
 import redis
 from scrapy import Request
 
-from distcrawl.frontier.batch import SCORE_SPAN
 from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.protocol.spec import SCORE_SPAN
 from distcrawl.frontier.store import FrontierStore
 from distcrawl.node.requests import codec
 
@@ -21,7 +21,7 @@ __all__ = ["beat", "dead_letter", "kids", "lease", "queue"]
 def queue(r: redis.Redis, keys: FrontierKeys, *priorities: int, key: str | None = None) -> None:
     """Queue entries exactly as the frontier scores them: -priority * SCORE_SPAN + seq."""
     for prio in priorities:
-        seq = r.incr(f"{keys.prefix}:seq")
+        seq = r.incr(keys.shard(0).seq)
         r.zadd(key or keys.shard(0).queue, {str(seq): -prio * int(SCORE_SPAN) + seq})
 
 

@@ -71,14 +71,13 @@ def payloads(r: redis.Redis, keys: FrontierKeys = KEYS) -> int:
 
 
 def leased(r: redis.Redis, node: str, keys: FrontierKeys = KEYS) -> int:
-    """The leases ``node`` holds, in every shard (older versions' leases sets included)."""
-    held = _sum(r, "hlen", lambda s: s.held(node), keys)
-    return held + _sum(r, "zcard", lambda s: s.leases(node), keys)
+    """The leases ``node`` holds, in every shard."""
+    return _sum(r, "hlen", lambda s: s.held(node), keys)
 
 
 def leases_left(r: redis.Redis, keys: FrontierKeys = KEYS) -> list[bytes]:
     """Every leases key of any node in any shard."""
-    return [k for s in keys.all_shards() for p in (s.held("*"), s.leases("*")) for k in r.keys(p)]
+    return [k for s in keys.all_shards() for k in r.keys(s.held("*"))]
 
 
 def dead_records(r: redis.Redis, keys: FrontierKeys = KEYS) -> list[dict[str, Any]]:

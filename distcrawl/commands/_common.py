@@ -13,7 +13,9 @@ __all__ = ["redis_error", "warn_if_no_crawl"]
 
 
 def warn_if_no_crawl(ctx: Context, client: Any) -> bool:
-    """Warn on stderr when Redis holds none of the crawl's keys; True when it holds some."""
+    """Warn on stderr when Redis holds none of the crawl's keys; True when it holds some.
+    A crawl stored in another frontier format raises
+    :class:`~distcrawl.ops.context.CrawlRefused` (the command ends with its reason)."""
     try:
         ctx.check_crawl(client)
     except NoCrawl as exc:

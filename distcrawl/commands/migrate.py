@@ -26,7 +26,7 @@ from distcrawl.commands._common import redis_error
 from distcrawl.frontier import connection
 from distcrawl.node.requests import classes
 from distcrawl.ops import migrate
-from distcrawl.ops.context import crawl_keys
+from distcrawl.ops.context import Context
 from distcrawl.ops.entry import add_spider_argument, entry_points
 
 if TYPE_CHECKING:
@@ -77,9 +77,11 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
         settings, opts.spider, opts.queue_key, opts.dupefilter_key
     )
     classes.allow_request_classes(settings.getlist("DISTCRAWL_REQUEST_CLASSES"))
-    keys = crawl_keys(settings, opts.spider)
+    ctx = Context(settings, opts.spider)
+    keys = ctx.keys
     client = connection.client(url, socket_timeout=60, socket_connect_timeout=10)
     try:
+        ctx.check_stored(client)  # a crawl of another frontier format is not written into
         done = migrate.migrate(
             client,
             keys,

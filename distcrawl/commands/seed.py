@@ -86,6 +86,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     if checked.accepted and not opts.dry_run:
         client = ctx.client()
         try:
+            ctx.check_stored(client)
             seeds.push(client, keys, checked.accepted)
         except (redis.RedisError, OSError) as exc:
             return redis_error(ctx.redis_url, exc, "cannot push to ")

@@ -1,5 +1,7 @@
-"""The shared crawl frontier in Redis: queue, dupefilter, leases, retries, dead letters.
+"""The shared crawl frontier in Redis, without Scrapy: queue, dupefilter, leases, retries, dead
+letters and site budgets, split into shards by site.
 
-The whole key layout and every atomic operation live in ``frontier.lua``;
-``store.py`` calls it, ``scheduler.py`` is the Scrapy scheduler built on it.
+``keys.py`` declares every key (the key schema); ``lua/`` is the Redis protocol, one Lua file
+per command, assembled and called by ``protocol/``; ``store.py`` is the API the node and the
+operator tools call.
 """

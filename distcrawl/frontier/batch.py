@@ -1,17 +1,12 @@
-"""The records a node exchanges with the frontier script, and the batch format of ``sync``.
-
-A ``sync`` call carries a small JSON header (counts and options, by name) and then flat
-sections of fixed-width records in the header's order; :class:`ShardBatch` writes it and
-``sync`` in ``frontier.lua`` reads it, so neither side counts argument positions by hand.
-"""
+"""The records a node exchanges with the frontier: what a flush carries (children, acks, dead
+letters, feedback, revisits) and what it gets back (leases, site events)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -21,19 +16,16 @@ __all__ = [
     "Lease",
     "Leased",
     "Revisit",
-    "ShardBatch",
-    "ShardReply",
     "SiteBudget",
     "SiteEvent",
+    "fingerprint_args",
+    "fingerprint_bytes",
     "new_rid_tag",
-    "priority_of",
+    "raw_text",
     "text",
 ]
 
 _HEX = re.compile(rb"[0-9a-fA-F]+")
-
-#: order scores are -priority * SCORE_SPAN + seq (see the script's header)
-SCORE_SPAN = 1e10
 
 
 def new_rid_tag() -> str:
@@ -186,204 +178,3 @@ def fingerprint_args(fp: bytes | str, *, bloom: bool) -> tuple[Any, Any]:
         return raw, ""
     member = int.from_bytes(raw[:8], "big", signed=True)
     return str(member), member & 0xFFFFFFFF
-
-
-def payload_site(payload: str) -> str | None:
-    """The site a compact payload's URL names, as the script's ``site_of_payload`` reads it."""
-    if not payload.startswith('{"u":"'):
-        return None
-    end = payload.find('"', 6)
-    if end < 0 or "\\" in payload[6:end]:
-        return None
-    url = payload[6:end]
-    cut = url.find("://")
-    if cut <= 0:
-        return None
-    netloc = url[cut + 3 :]
-    for sep in "/?#":
-        at = netloc.find(sep)
-        if at >= 0:
-            netloc = netloc[:at]
-    netloc = netloc.rpartition("@")[2]
-    if netloc.startswith("["):
-        close = netloc.find("]")
-        return netloc[1:close].lower() if close > 0 else None
-    host, _, port = netloc.rpartition(":")
-    if (host and port.isdigit()) or (host and not port):
-        netloc = host
-    return netloc.lower()
-
-
-def split_value(value: bytes) -> tuple[str, bytes]:
-    """The site and payload of a request's value (as the script's ``split_req`` reads it):
-    "<site>\\n<payload>", or a payload whose URL names its site. A value of neither form (a
-    hostile entry written by hand) is handed over whole, with no site, to be refused."""
-    if value[:1] != b"{":
-        site, cut, payload = value.partition(b"\n")
-        if cut and payload[:1] == b"{":
-            return raw_text(site), payload
-        return "", value
-    return payload_site(value.decode("utf-8", "replace")) or "", value
-
-
-def priority_of(score: float) -> int:
-    """The priority an order score was made from."""
-    return -int(score // SCORE_SPAN)
-
-
-@dataclass
-class ShardBatch:
-    """Everything one flush sends to one shard."""
-
-    children: list[Child] = field(default_factory=list)
-    acks: list[Lease] = field(default_factory=list)
-    dead: list[DeadLetter] = field(default_factory=list)
-    feedback: list[Feedback] = field(default_factory=list)
-    revisits: list[Revisit] = field(default_factory=list)
-    lease: int = 0
-    #: then up to ``extra`` more, only of a priority higher than ``above`` (the worst this
-    #: flush leases elsewhere)
-    above: int | None = None
-    extra: int = 0
-    #: call the shard even with nothing to send or lease, to learn its queue
-    read: bool = False
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.children
-            or self.acks
-            or self.dead
-            or self.feedback
-            or self.revisits
-            or self.lease
-            or self.read
-        )
-
-    def args(self, node: str, options: dict[str, Any], *, bloom: bool = False) -> list[Any]:
-        header = {
-            "c": len(self.children),
-            "a": len(self.acks),
-            "d": len(self.dead),
-            "f": len(self.feedback),
-            "lease": self.lease,
-            **options,
-        }
-        if self.revisits:
-            header["r"] = len(self.revisits)
-        if self.above is not None and self.extra > 0:
-            header["above"], header["extra"] = self.above, self.extra
-        # what the script takes when a field is missing is left out (JSON it need not decode)
-        header = {k: v for k, v in header.items() if HEADER_DEFAULTS.get(k, _NONE) != v}
-        args: list[Any] = ["sync", node, json.dumps(header, separators=(",", ":"))]
-        for c in self.children:
-            fp, h = fingerprint_args(c.fp, bloom=bloom)
-            # "=": the payload's URL names the site, so the script stores the payload alone
-            site = "=" if c.site and payload_site(c.payload) == c.site else c.site
-            spec = f"{'d' if c.dont_filter else ''}{c.priority}"
-            if c.delay_ms or site != "=":
-                spec += f" {c.delay_ms} {site}"
-            args += [fp, h, spec, c.payload]
-        # the acks' rids, then their sites: the script hands the rids on as one range
-        args += [a.rid for a in self.acks]
-        args += [a.site for a in self.acks]
-        for d in self.dead:
-            args += [d.id, d.record, d.site, d.lease.rid if d.lease else ""]
-        for f in self.feedback:
-            args += [f.site, f.ok, f.throttled, f.slow]
-        for r in self.revisits:
-            fp, h = fingerprint_args(r.fp, bloom=bloom)
-            args += [r.lease.rid, r.lease.site, r.interval_ms, r.payload, fp, h]
-        return args
-
-
-#: the header fields ``sync`` reads with a default when they are missing, and that default
-#: (frontier.lua: ``tonumber(h[...]) or ...``; idle and paused count only when 1)
-HEADER_DEFAULTS: dict[str, Any] = {
-    "c": 0,
-    "a": 0,
-    "d": 0,
-    "f": 0,
-    "lease": 0,
-    "live": 1,
-    "idle": 0,
-    "paused": 0,
-    "rate": 0,
-    "conc": 0,
-    "burst": 1,
-    "adaptive": 8,
-    "recover": 120_000,
-}
-_NONE = object()
-
-
-@dataclass(frozen=True)
-class ShardReply:
-    """What ``sync`` answered for one shard."""
-
-    shard: int
-    added: int
-    filtered: int
-    parked: int
-    acked: int
-    stale_acks: int
-    leased: list[Leased]
-    next_due_ms: int
-    queued: int
-    head_priority: int | None
-    at_head: int
-    site_events: list[SiteEvent] = field(default_factory=list)
-    #: [revisit] acks that scheduled their page's next visit
-    revisited: int = 0
-
-    @staticmethod
-    def rewound(raw: Any) -> bytes | None:
-        """What the shard holds as this node's mark when the call found its last mark gone
-        (and did nothing), else None."""
-        if isinstance(raw, list) and len(raw) == 2 and raw[0] in (b"rewound", "rewound"):
-            found = raw[1]
-            return found if isinstance(found, bytes) else str(found).encode()
-        return None
-
-    @classmethod
-    def parse(cls, shard: int, raw: list[Any]) -> ShardReply:
-        added, filtered, parked, acked, stale, out, next_due, paced, queued, head, at_head = raw[
-            :11
-        ]
-        flat = [text(v) for v in raw[11]] if len(raw) > 11 else []
-        events = [
-            SiteEvent(flat[i], flat[i + 1], float(flat[i + 2]), float(flat[i + 3]), flat[i + 4])
-            for i in range(0, len(flat) - 4, 5)
-        ]
-        paced_rids = {raw_text(p) for p in paced}
-        leased = []
-        for entry in out:
-            # "<order score>\t<rid>\t<value>", the value as the shard's Q:req holds it
-            entry = entry if isinstance(entry, bytes) else str(entry).encode()
-            score_text, rid_raw, value = entry.split(b"\t", 2)
-            rid = raw_text(rid_raw)
-            score = float(score_text)
-            site, payload = split_value(value)
-            leased.append(
-                Leased(
-                    Lease(shard, rid, site),
-                    payload,
-                    priority_of(score),
-                    rid in paced_rids,
-                )
-            )
-        head_text = text(head)
-        return cls(
-            shard=shard,
-            added=int(added),
-            filtered=int(filtered),
-            parked=int(parked),
-            acked=int(acked),
-            stale_acks=int(stale),
-            leased=leased,
-            next_due_ms=int(next_due),
-            queued=int(queued),
-            head_priority=priority_of(float(head_text)) if head_text else None,
-            at_head=int(at_head),
-            site_events=events,
-            revisited=int(raw[12]) if len(raw) > 12 else 0,
-        )

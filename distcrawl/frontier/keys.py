@@ -1,4 +1,6 @@
-"""The frontier's key names: one control slot and N shards (layout: header of ``frontier.lua``)."""
+"""The key schema: every key of a crawl, declared once with its type and meaning in the class of
+its hash slot (one control slot and N shards). The Python key builders, the Lua library's key
+names (:func:`lua_keys`) and the key layout document (:func:`layout`) all come from here."""
 
 from __future__ import annotations
 
@@ -9,13 +11,29 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from distcrawl.frontier.schema import (
+    CONTROL,
+    SHARD,
+    Key,
+    KeyOf,
+    KeyRecord,
+    KeySpec,
+    declared,
+    lua_key_builders,
+)
+
 __all__ = [
     "CLUSTER_SLOTS",
     "DEFAULT_SHARDS",
+    "SCHEMA",
     "STATUS_LEASES_FIELD",
+    "STATUS_WAITING_FIELD",
+    "ControlKeys",
     "FrontierKeys",
     "ShardKeys",
     "default_shards",
+    "layout",
+    "lua_keys",
     "shard_tags",
 ]
 
@@ -102,145 +120,258 @@ def _checked(n: int) -> int:
     return n
 
 
+#: the field of a shard's ``status`` hash that counts a node's leases there: this, then the node
+STATUS_LEASES_FIELD = "leases:"
+#: the field of a shard's ``status`` hash that counts the requests in its waiting rooms
+STATUS_WAITING_FIELD = "waiting"
+
+
 @dataclass(frozen=True)
 class ShardKeys:
-    """The keys of one shard; all share the hash tag ``prefix``."""
+    """The keys of one shard, all under the hash tag ``prefix``: a request belongs to the
+    shard of its site, so everything about a site (its queue entries, seen URLs, leases,
+    parked retries, dead letters and politeness budget) shares one slot."""
+
+    SLOT = SHARD
 
     index: int
     prefix: str
 
-    def _key(self, name: str) -> str:
-        return f"{self.prefix}:{name}"
-
-    @property
-    def queue(self) -> str:
-        return self._key("queue")
-
-    @property
-    def requests(self) -> str:
-        return self._key("req")
-
-    @property
-    def seq(self) -> str:
-        return self._key("seq")
-
-    @property
-    def seen_info(self) -> str:
-        """The exact dupefilter's state: L, split (linear hashing) and n (URLs seen)."""
-        return self._key("seen:info")
-
-    def seen_bucket(self, bucket: int) -> str:
-        """One bucket of the exact dupefilter (a SET of 64-bit integer fingerprints)."""
-        return f"{self.prefix}:seen:{bucket}"
+    queue = Key(
+        "queue",
+        "ZSET",
+        """entry -> order score; the lowest score leaves first. The score is -priority *
+        SCORE_SPAN + seq: higher priority first and, within one priority and one shard, first
+        in first out. An entry is "<rid>\\t<value>" (a pushed child: its value inline, no
+        requests entry while it is queued) or a bare rid whose value is in requests (a request
+        back from a lease, a retry, a revisit or a dead letter). A rid never holds a tab.""",
+    )
+    requests = Key(
+        "req",
+        "HASH",
+        """rid -> value: the payload (compact request JSON, never pickle), or "<site>\\n<payload>"
+        when the payload's URL does not name its site, of a request waiting, parked, revisited
+        or queued as a bare rid. A rid is "<seq>.<tag>": seq from seq, tag chosen by the node
+        that pushed it (new after every rewind it sees), so a rid stays unique when Redis comes
+        back with older state and seq goes back.""",
+    )
+    marks = Key(
+        "marks",
+        "HASH",
+        """node -> the mark its last sync of this shard wrote: a node that does not find its
+        last mark knows Redis lost its writes (restarted from older data, a failover to a
+        lagging replica, a reset). Cleared when the node's leases are all released by its own
+        clean stop or open; a recovery writes a tombstone instead ("!<ms>.<id>", the same in
+        every shard), so that a node presumed dead is told so by the first shard it calls.""",
+    )
+    seq = Key("seq", "STRING", "counter for rids and FIFO order (one INCRBY per batch)")
+    seen_bucket = KeyOf(
+        "seen:<bucket>",
+        "SET",
+        """the exact dupefilter (the default): 64-bit request fingerprints as integers
+        (compact intsets), in buckets grown by linear hashing (see seen_info)""",
+    )
+    seen_info = Key(
+        "seen:info",
+        "HASH",
+        "L, split (the buckets' linear-hashing state) and n (fingerprints seen)",
+    )
+    bloom = Key(
+        "bloom",
+        "STRING",
+        """Bloom filter bits (DISTCRAWL_DUPEFILTER=bloom): k bits per URL at (h1 + j * h2) mod
+        m, h1 and h2 the first 8 bytes of the fingerprint; created at its full size by its
+        first write""",
+    )
+    held = KeyOf(
+        "held:<node>",
+        "HASH",
+        """rid -> "<order score>\\t<rid>\\t<value>" (the line its lease reply carried): requests
+        handed to the node and not acked yet, each with its value, so an ack is one HDEL. A
+        request lives in exactly one of queue / wait / delayed / revisit / a held hash.""",
+    )
+    delayed = Key("delayed", "ZSET", "rid -> due time (ms, server clock): parked retries")
+    delayed_score = Key(
+        "delayed:score", "HASH", "rid -> the order score a parked retry takes when it falls due"
+    )
+    dead = Key(
+        "dead",
+        "HASH",
+        "dead-letter id -> JSON record (request, reason, attempts, times, node, site)",
+    )
+    counters = Key(
+        "counters",
+        "HASH",
+        "the shard's counters: stale_acks (acks and dead letters for leases the node did not hold)",
+    )
+    paused = Key("paused", "STRING", "a copy of the control slot's pause flag (`control pause`)")
+    site = KeyOf(
+        "site:<site>",
+        "HASH",
+        """the site's shared budget: tokens, ts (last refill, ms), factor (adaptive slow-down,
+        0-1], cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits); while a
+        cut lasts also fts (ms the factor was set), recover_ms (a cut wears off linearly, from
+        0 to 1 in recover_ms) and base_rate (the requests/s the factor applies to)""",
+    )
+    active = Key(
+        "active",
+        "HASH",
+        """site -> requests of the site in flight on all nodes (no field: 0). Counted once a
+        limit applies in the shard (a rate or concurrency above 0, or a site's own limits) and
+        from then on; a crawl without limits counts nothing""",
+    )
+    limits = Key(
+        "limits",
+        "SET",
+        """sites with a limit_rate or limit_conc of their own: with no default rate, a lease
+        reads the budget hash only of these and of the sites in cuts""",
+    )
+    wait = KeyOf(
+        "wait:<site>",
+        "ZSET",
+        """rid -> order score: requests taken off the queue while their site was out of
+        budget; they wait here, in priority order, without blocking other sites""",
+    )
+    waiting = Key("waiting", "ZSET", "site -> ms when the site may admit its next waiting request")
+    cuts = Key(
+        "cuts",
+        "ZSET",
+        """site -> ms of its last adaptive cut, while the cut lasts (the status reads the
+        latest cuts without a SCAN)""",
+    )
+    revisit = Key(
+        "revisit",
+        "ZSET",
+        """[revisit] "<priority>:<rid>" -> due time (ms): fetched pages that come back as
+        queued work when due (DISTCRAWL_REVISIT); the value stays in requests under its rid,
+        with the validators (ETag, Last-Modified), content hash and backoff of the last answer""",
+    )
+    revisit_late = Key(
+        "revisit:late",
+        "ZSET",
+        """[revisit] rid -> due time: revisits promoted to the queue and not leased yet (how
+        far behind schedule the crawl is)""",
+    )
+    seen_generation = Key(
+        "seen:gen", "STRING", "[revisit] the dupefilter's current generation, floor(now / rv)"
+    )
+    seen_gen_bucket = KeyOf(
+        "seen:g<gen>:<bucket>",
+        "SET",
+        """[revisit] the exact dupefilter of one generation. A URL is new when neither
+        generation n nor n - 1 holds it: it is forgotten rv to 2 rv after it was last recorded;
+        older generations are dropped""",
+    )
+    seen_gen_info = KeyOf("seen:g<gen>:info", "HASH", "[revisit] seen_info of one generation")
+    bloom_gen = KeyOf("bloom:g<gen>", "STRING", "[revisit] the Bloom filter of one generation")
+    status = Key(
+        "status",
+        "HASH",
+        """[status registry] `waiting` (STATUS_WAITING_FIELD): requests in the shard's waiting
+        rooms; `leases:<node>` (STATUS_LEASES_FIELD): requests the node holds in this shard.
+        The status reads one hash per shard instead of a key per node or per site""",
+    )
 
     @property
     def dupefilter(self) -> str:
         """The first bucket of the exact dupefilter (all of it while it is small)."""
         return self.seen_bucket(0)
 
-    @property
-    def bloom(self) -> str:
-        return self._key("bloom")
+
+@dataclass(frozen=True)
+class ControlKeys:
+    """The crawl-wide keys: one small slot, ``{spider}``."""
+
+    SLOT = CONTROL
+
+    spider: str
 
     @property
-    def delayed(self) -> str:
-        return self._key("delayed")
+    def prefix(self) -> str:
+        """The control slot's hash tag."""
+        return "{" + self.spider + "}"
 
-    @property
-    def delayed_score(self) -> str:
-        return self._key("delayed:score")
-
-    @property
-    def dead(self) -> str:
-        return self._key("dead")
-
-    @property
-    def paused(self) -> str:
-        return self._key("paused")
-
-    @property
-    def waiting(self) -> str:
-        return self._key("waiting")
-
-    def held(self, node: str) -> str:
-        """The leases <node> holds in this shard: a HASH rid -> "<order score>\t<rid>\t<value>"."""
-        return f"{self.prefix}:held:{node}"
-
-    def leases(self, node: str) -> str:
-        """Older versions' leases of <node> (a ZSET rid -> order score), read, never written."""
-        return f"{self.prefix}:leases:{node}"
-
-    def site(self, site: str) -> str:
-        return f"{self.prefix}:site:{site}"
-
-    @property
-    def active(self) -> str:
-        """Requests in flight per site, on all nodes: site -> n (no field: 0)."""
-        return self._key("active")
-
-    @property
-    def limits(self) -> str:
-        """The sites that have per-site limits (``limit_rate`` / ``limit_conc``) of their own."""
-        return self._key("limits")
-
-    # -- revisit mode (DISTCRAWL_REVISIT) ---------------------------------------------------
-
-    @property
-    def revisit(self) -> str:
-        """Fetched pages due again: ``"<priority>:<rid>"`` -> due time (ms)."""
-        return self._key("revisit")
-
-    @property
-    def revisit_late(self) -> str:
-        """Revisits fallen due and queued, not leased yet: rid -> due time (ms)."""
-        return self._key("revisit:late")
-
-    @property
-    def seen_generation(self) -> str:
-        """The forgetting dupefilter's current generation."""
-        return self._key("seen:gen")
-
-    def seen_gen_info(self, gen: int) -> str:
-        return f"{self.prefix}:seen:g{gen}:info"
-
-    def seen_gen_bucket(self, gen: int, bucket: int) -> str:
-        return f"{self.prefix}:seen:g{gen}:{bucket}"
-
-    def bloom_gen(self, gen: int) -> str:
-        return f"{self.prefix}:bloom:g{gen}"
-
-    def wait(self, site: str) -> str:
-        return f"{self.prefix}:wait:{site}"
-
-    # -- the status registry: what the status reads instead of a key per node or per site -----
-
-    @property
-    def status(self) -> str:
-        """``waiting`` (requests in the shard's waiting rooms) and :meth:`status_leases`."""
-        return self._key("status")
-
-    @staticmethod
-    def status_leases(node: str) -> str:
-        """The field of :attr:`status` counting the leases <node> holds in the shard."""
-        return f"{STATUS_LEASES_FIELD}{node}"
-
-    @property
-    def cuts(self) -> str:
-        """Sites whose shared rate is cut: site -> ms of the cut, while it lasts."""
-        return self._key("cuts")
-
-
-#: the prefix of the :attr:`ShardKeys.status` fields that count a node's leases
-STATUS_LEASES_FIELD = "leases:"
+    format = Key(
+        "format",
+        "STRING",
+        """the frontier format the crawl's keys are written in, set by the first node; a node
+        or operator command of another format refuses to open the crawl""",
+    )
+    nodes = Key("nodes", "ZSET", "node -> last heartbeat (ms, Redis server clock)")
+    node = KeyOf(
+        "node:<node>",
+        "HASH",
+        """node info and its latest stats snapshot (JSON), written by heartbeats, and owner,
+        the process that claimed the node id; dead_since once recovered, stopped_at after a
+        clean stop (both then expire after a day)""",
+    )
+    recovering = Key(
+        "recovering",
+        "ZSET",
+        """node -> ms: dead nodes claimed by a live node that is returning their leases shard
+        by shard; claimed again by anyone after a timeout""",
+    )
+    seeding = KeyOf(
+        "seeding:<node>",
+        "LIST",
+        "raw seeds taken from the start list by the node, not yet in the frontier",
+    )
+    rejected = Key(
+        "rejected",
+        "LIST",
+        "refused seeds and queue entries, JSON {raw, reason, at, node}; bounded",
+    )
+    counters = Key(
+        "counters",
+        "HASH",
+        "crawl-wide counters: requeued_dead_letters, recovered_nodes (nodes declared dead)",
+    )
+    gone = Key(
+        "gone",
+        "ZSET",
+        """[status registry] node -> ms it stopped cleanly or was claimed as dead, kept a day:
+        the status finds their last stats without SCAN""",
+    )
+    paused = Key(
+        "paused",
+        "STRING",
+        "present while the cluster is paused (who paused it and when), copied into every shard",
+    )
+    idle = Key("idle", "SET", "nodes whose last lease request got nothing in any shard they read")
+    wake = Key(
+        "wake",
+        "channel",
+        """pub/sub: "<shard>" published when work arrives in a shard that was empty or while
+        nodes are idle (links pushed, leases returned), "resumed" when the cluster resumes""",
+    )
+    pages = KeyOf("pages:<site>", "STRING", "pages the site has cost the cluster (page limits)")
+    robots = KeyOf(
+        "robots:<netloc>",
+        "HASH",
+        "robots.txt shared by the nodes: status and body, expiring (DISTCRAWL_ROBOTS_TTL)",
+    )
+    robots_lock = KeyOf(
+        "robots:<netloc>:lock", "STRING", "held by the one node fetching the site's robots.txt"
+    )
+    start_staged = Key(
+        "start_staged",
+        "LIST",
+        """seeds of a scrapy-redis set or sorted set (REDIS_START_URLS_AS_SET / _AS_ZSET) moved
+        here first, so that a node killed while taking them loses none""",
+    )
+    unlisted = Key(
+        "unlisted",
+        "HASH",
+        "[revisit] products a listing dropped and none links since: canonical URL -> ms since",
+    )
 
 
 @dataclass(frozen=True)
-class FrontierKeys:
+class FrontierKeys(ControlKeys):
     """Every key of one crawl: the control slot ``{spider}`` and ``shards`` shard slots
     ``{spider:k.ddddd}`` (see :func:`shard_tags`; with one shard, the shard is the control
-    slot itself)."""
+    slot itself), and the seed list ``start_urls``."""
 
-    spider: str
     start_urls: str
     shards: int = field(default_factory=default_shards)
 
@@ -275,61 +406,6 @@ class FrontierKeys:
 
     def site_keys(self, site: str) -> ShardKeys:
         return self.shard(self.shard_of(site))
-
-    # -- the control slot ---------------------------------------------------------------------
-
-    @property
-    def prefix(self) -> str:
-        """The control slot's hash tag."""
-        return "{" + self.spider + "}"
-
-    def _key(self, name: str) -> str:
-        return f"{self.prefix}:{name}"
-
-    @property
-    def nodes(self) -> str:
-        return self._key("nodes")
-
-    @property
-    def unlisted(self) -> str:
-        """Products a listing dropped and none links since: canonical URL -> ms since."""
-        return self._key("unlisted")
-
-    @property
-    def rejected(self) -> str:
-        return self._key("rejected")
-
-    @property
-    def paused(self) -> str:
-        return self._key("paused")
-
-    @property
-    def idle(self) -> str:
-        return self._key("idle")
-
-    @property
-    def counters(self) -> str:
-        return self._key("counters")
-
-    @property
-    def recovering(self) -> str:
-        return self._key("recovering")
-
-    @property
-    def gone(self) -> str:
-        """Nodes that stopped cleanly or were recovered as dead in the last day: node -> ms."""
-        return self._key("gone")
-
-    @property
-    def wake(self) -> str:
-        """The pub/sub channel on which idle nodes hear that work arrived (data: the shard)."""
-        return self._key("wake")
-
-    def seeding(self, node: str) -> str:
-        return f"{self.prefix}:seeding:{node}"
-
-    def node(self, node: str) -> str:
-        return f"{self.prefix}:node:{node}"
 
     def patterns(self) -> list[str]:
         """SCAN patterns matching every key of the crawl (operator tools only: reset, demo)."""
@@ -374,9 +450,6 @@ class FrontierKeys:
     def held(self, node: str) -> str:
         return self._only_shard("held").held(node)
 
-    def leases(self, node: str) -> str:
-        return self._only_shard("leases").leases(node)
-
     def site(self, site: str) -> str:
         """The budget of ``site``, in the site's own shard."""
         return self.site_keys(site).site(site)
@@ -384,6 +457,27 @@ class FrontierKeys:
     def wait(self, site: str) -> str:
         return self.site_keys(site).wait(site)
 
-    def all_keys_pattern(self) -> str:
-        """The control slot's keys (with one shard: every key of the crawl)."""
-        return f"{self.prefix}:*"
+
+#: every key of the schema, control slot first
+SCHEMA: list[KeySpec] = declared(ControlKeys, ShardKeys)
+
+
+def layout() -> list[KeyRecord]:
+    """The key layout document's records (name pattern, type, slot, meaning), in schema
+    order, the seed list last."""
+    return [key.record() for key in SCHEMA] + [
+        KeyRecord(
+            "<start list>",
+            "LIST",
+            "user",
+            """the seed list (DISTCRAWL_START_URLS_KEY, by default <spider>:start_urls; LPUSH
+            to add). On Redis Cluster name it inside the control slot ({S}:start_urls)""".replace(
+                "\n            ", " "
+            ),
+        )
+    ]
+
+
+def lua_keys() -> str:
+    """The Lua include of key-name functions (``K.queue(P)``, ``K.held(P, node)``, ...)."""
+    return lua_key_builders(SCHEMA)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from distcrawl.frontier.batch import ShardReply
+    from distcrawl.frontier.protocol.sync import ShardReply
 
 __all__ = ["DEFAULT_LEASE_CHUNK", "ShardView", "ShardViews"]
 

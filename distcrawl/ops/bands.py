@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from distcrawl.frontier.batch import SCORE_SPAN
+from distcrawl.frontier.protocol.spec import SCORE_SPAN
 from distcrawl.node.spiders.catalog import DEFAULT_PAGE_PRIORITIES
 
 __all__ = ["DEFAULT_PAGE_PRIORITIES", "Band", "priority_bands", "score_range"]

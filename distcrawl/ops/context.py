@@ -18,6 +18,7 @@ from scrapy.utils.project import get_project_settings
 from distcrawl.base.urls import mask_url, parse_allow_private
 from distcrawl.frontier import connection
 from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.store import CrawlFormatError, FrontierStore
 from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.node.seeds.sources import SeedSource
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
@@ -27,7 +28,15 @@ from distcrawl.servers.embedded import resolve_home, services_status
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["Context", "NoCrawl", "NoRedis", "crawl_keys", "load_settings", "redis_url"]
+__all__ = [
+    "Context",
+    "CrawlRefused",
+    "NoCrawl",
+    "NoRedis",
+    "crawl_keys",
+    "load_settings",
+    "redis_url",
+]
 
 
 class NoRedis(RuntimeError):
@@ -36,6 +45,11 @@ class NoRedis(RuntimeError):
 
 class NoCrawl(RuntimeError):
     """Redis holds none of the crawl's keys."""
+
+
+class CrawlRefused(RuntimeError):
+    """The crawl is stored in a way this distcrawl must neither read nor write: another
+    frontier format."""
 
 
 def load_settings(overrides: list[str] | None = None) -> Settings:
@@ -141,10 +155,19 @@ class Context:
         """``DISTCRAWL_ALLOW_PRIVATE`` read exactly as the nodes read it."""
         return parse_allow_private(self.settings.get("DISTCRAWL_ALLOW_PRIVATE", False))
 
+    def check_stored(self, client: Any) -> None:
+        """:class:`CrawlRefused` when the crawl is stored in another frontier format than
+        this distcrawl's (one GET); every tool asks before it reads or writes the crawl."""
+        try:
+            FrontierStore(client, self.keys).check_format()
+        except CrawlFormatError as exc:
+            raise CrawlRefused(str(exc)) from exc
+
     def check_crawl(self, client: Any) -> None:
-        """:class:`NoCrawl` when Redis holds none of the crawl's keys (a misspelt spider name,
-        or another Redis than the nodes'). A few EXISTS (one per hash slot: the control slot,
-        the seed list, each shard), never a SCAN."""
+        """:meth:`check_stored`, then :class:`NoCrawl` when Redis holds none of the crawl's
+        keys (a misspelt spider name, or another Redis than the nodes'). A few EXISTS (one
+        per hash slot: the control slot, the seed list, each shard), never a SCAN."""
+        self.check_stored(client)
         keys = self.keys
         control = [keys.nodes, keys.rejected, keys.paused, keys.counters, keys.recovering]
         if client.exists(*control) or client.exists(keys.start_urls):

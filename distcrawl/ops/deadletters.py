@@ -286,12 +286,8 @@ def purge(client: Any, keys: FrontierKeys, letters: Sequence[DeadLetter]) -> int
     by_shard: dict[int, list[str]] = {}
     for letter in letters:
         by_shard.setdefault(letter.shard, []).append(letter.id)
-    deleted = 0
-    for index, ids in by_shard.items():
-        dead = keys.shard(index).dead
-        for i in range(0, len(ids), _BATCH):
-            deleted += int(client.hdel(dead, *ids[i : i + _BATCH]))
-    return deleted
+    store = FrontierStore(client, keys)
+    return sum(int(store.purge_dead(ids, shard=index)) for index, ids in by_shard.items())
 
 
 # -- the dashboard's pages (asyncio client) --------------------------------------------------

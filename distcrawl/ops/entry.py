@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from distcrawl.ops.context import NoRedis, load_settings
+from distcrawl.ops.context import CrawlRefused, NoRedis, load_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -48,12 +48,15 @@ def add_settings_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _guarded(execute: Execute, opts: argparse.Namespace, settings: BaseSettings) -> int:
-    """*execute*; without a Redis to work on, say so on stderr and exit 1."""
+    """*execute*; without a Redis to work on, say so on stderr and exit 1; a crawl the tool
+    must not touch (:class:`~distcrawl.ops.context.CrawlRefused`) ends it with its reason."""
     try:
         return execute(opts, settings)
     except NoRedis as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except CrawlRefused as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def entry_points(

@@ -18,6 +18,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from redis.exceptions import RedisClusterException, RedisError
+
 from distcrawl.base.names import commands as words
 from distcrawl.base.urls import mask_url
 from distcrawl.ops.context import Context
@@ -31,7 +33,7 @@ from distcrawl.web.server import DEFAULT_HOST, DEFAULT_PORT, DashboardServer
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["Command", "add_arguments", "execute", "run", "web_config"]
+__all__ = ["Command", "add_arguments", "check_stored", "execute", "run", "web_config"]
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,8 +76,27 @@ def web_config(
     )
 
 
+def check_stored(settings: BaseSettings, spider: str) -> None:
+    """The operator tools' check of how the crawl is stored, once at start: the dashboard's
+    views and actions must not read or write a crawl they would misread (raises
+    :class:`~distcrawl.ops.context.CrawlRefused`). Redis away is no refusal: the dashboard
+    shows the outage, and says so."""
+    ctx = Context(settings, spider)
+    try:
+        client = ctx.client()
+    except (RedisError, RedisClusterException, OSError):
+        return
+    try:
+        ctx.check_stored(client)
+    except (RedisError, RedisClusterException, OSError):
+        pass
+    finally:
+        client.close()
+
+
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     config = web_config(settings, opts.spider, interval=opts.interval, store=not opts.no_store)
+    check_stored(settings, opts.spider)
     try:
         server = DashboardServer(config, host=opts.host, port=opts.port)
     except UnsafeBind as exc:

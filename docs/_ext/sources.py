@@ -442,118 +442,40 @@ def metrics_from_vocabulary() -> list[Metric]:
 
 # --------------------------------------------------------------------------- Redis keys
 
-_KEY_LINE = re.compile(r"^  (?P<key>(?:C|Q|START)\S*)\s+(?P<type>[A-Z]+|channel:)\s+(?P<help>.*)$")
+def keys_from_schema() -> list[Key]:
+    """The key layout, from the key schema (``distcrawl.frontier.keys.layout()``), written for
+    a crawl named ``catalog``: ``{catalog}:...`` in the control slot, ``{catalog:k}:...`` in a
+    shard, the seed list as ``catalog:start_urls``; a ``[tag]`` in front of a meaning is the
+    record's tag."""
+    from distcrawl.frontier.keys import layout
 
-
-def keys_from_lua() -> list[Key]:
-    """The key layout in the header of distcrawl/frontier/frontier.lua."""
-    text = (PACKAGE / "frontier" / "frontier.lua").read_text(encoding="utf-8")
-    header = text.split("]]", 1)[0]
-    records: list[Key] = []
-    section = ""
-    current: dict[str, str] | None = None
-    for line in header.splitlines():
-        if line.startswith("Control slot"):
-            section = "control"
-            continue
-        if line.startswith("Shard slot"):
-            section = "shard"
-            continue
-        if not section:
-            continue
-        if line and not line.startswith(" "):
-            break  # the next part of the header (how the script is called)
-        match = _KEY_LINE.match(line)
-        if match:
-            if current:
-                records.append(_key_record(current))
-            current = {
-                "slot": "seeds" if match.group("key") == "START" else section,
-                "key": match.group("key"),
-                "type": match.group("type").rstrip(":").upper(),
-                "help": match.group("help").strip(),
-            }
-        elif current and line.strip():
-            current["help"] += " " + line.strip()
-    if current:
-        records.append(_key_record(current))
+    records = []
+    for record in layout():
+        tags = tuple(re.findall(r"^\[([a-z ]+)\]\s*", record.meaning))
+        help_text = re.sub(r"^\[([a-z ]+)\]\s*", "", record.meaning)
+        pattern = record.pattern.replace("{S:k.ddddd}", "{catalog:k}").replace("{S}", "{catalog}")
+        slot = record.slot
+        if pattern == "<start list>":
+            pattern, slot = "catalog:start_urls", "seeds"
+        records.append(Key(slot, pattern, record.type, help_text, tags))
     return records
 
 
-def _key_record(raw: dict[str, str]) -> Key:
-    help_text = raw["help"]
-    tags = tuple(re.findall(r"^\[([a-z ]+)\]\s*", help_text))
-    help_text = re.sub(r"^\[([a-z ]+)\]\s*", "", help_text)
-    pattern = raw["key"]
-    if pattern.startswith("C:"):
-        pattern = "{catalog}:" + pattern[2:]
-    elif pattern.startswith("Q:"):
-        pattern = "{catalog:k}:" + pattern[2:]
-    elif pattern == "START":
-        pattern = "catalog:start_urls"
-    return Key(raw["slot"], pattern, raw["type"], help_text, tags)
-
-
 def keys_in_code() -> set[str]:
-    """Every key name distcrawl/frontier/keys.py builds for a crawl named ``catalog``, written
-    as the layout writes them: ``{catalog}:...`` in the control slot, ``{catalog:k}:...`` in
-    a shard, a variable part as ``<...>``."""
-    import inspect
-
-    from distcrawl.frontier.keys import FrontierKeys
+    """Every key name the key schema's builders make for a crawl named ``catalog``, written as
+    the layout writes them (a variable part as ``<...>``)."""
+    from distcrawl.frontier.keys import SCHEMA, FrontierKeys
 
     crawl = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=2)
     shard = crawl.shard(1)
     found = {"catalog:start_urls"}
-    for obj, prefix in ((shard, shard.prefix), (crawl, crawl.prefix)):
-        for name, member in inspect.getmembers(type(obj)):
-            if name.startswith("_") or name in ("prefix", "index", "spider", "shards"):
-                continue
-            try:
-                if isinstance(member, property):
-                    value = getattr(obj, name)
-                elif inspect.isfunction(member):
-                    params = list(inspect.signature(member).parameters)[1:]
-                    if not params or any(p not in _PLACEHOLDERS for p in params):
-                        continue
-                    value = getattr(obj, name)(*(_PLACEHOLDERS[p] for p in params))
-                else:
-                    continue
-            except RuntimeError:  # a one-shard-only name asked of a two-shard crawl
-                continue
-            if isinstance(value, str) and value.startswith(prefix):
-                tag = "{catalog:k}" if obj is shard else "{catalog}"
-                found.add(tag + value[len(prefix) :])
-    # the ``dupefilter`` property names bucket 0 of ``seen:<b>``
-    return {re.sub(r":seen:0$", ":seen:<b>", k) for k in found}
-
-
-#: a stand-in for each parameter of a key-building method
-_PLACEHOLDERS: dict[str, object] = {
-    "node": "<node>",
-    "site": "<site>",
-    "bucket": "<b>",
-    "gen": "<n>",
-}
-
-
-#: keys the frontier's script does not touch (nodes and commands write them) and that its
-#: header so does not list
-EXTRA_KEYS: list[Key] = [
-    Key("control", "{catalog}:unlisted", "HASH",
-        "[revisit] products a revisited listing dropped and none links since: canonical URL -> "
-        "ms since (written by the nodes; `DISTCRAWL_UNLISTED`)", ("revisit",)),
-    Key("shard", "{catalog:k}:bloom:g<n>", "STRING",
-        "the Bloom filter of dupefilter generation n (revisit mode with "
-        "`DISTCRAWL_DUPEFILTER=bloom`)", ("revisit",)),
-    Key("seeds", "{catalog}:start_staged", "LIST",
-        "seeds of a scrapy-redis set or sorted set moved here first, so a node killed while "
-        "taking them loses none"),
-]  # fmt: skip
-
-
-def keys_from_lua_and_notes() -> list[Key]:
-    return [*keys_from_lua(), *EXTRA_KEYS]
+    for key in SCHEMA:
+        obj, tag = (crawl, "{catalog}") if key.slot == "control" else (shard, "{catalog:k}")
+        value = getattr(obj, key.name)
+        if key.params:
+            value = value(*(f"<{p}>" for p in key.params))
+        found.add(tag + value[len(obj.prefix) :])
+    return found
 
 
 def key_family(pattern: str) -> str:
@@ -584,7 +506,7 @@ SETTINGS_SOURCE: Callable[[], list[Setting]] = settings_from_code
 COMMANDS_SOURCE: Callable[[], list[Command]] = commands_from_code
 STATS_SOURCE: Callable[[], list[Stat]] = stats_from_vocabulary
 METRICS_SOURCE: Callable[[], list[Metric]] = metrics_from_vocabulary
-KEYS_SOURCE: Callable[[], list[Key]] = keys_from_lua_and_notes
+KEYS_SOURCE: Callable[[], list[Key]] = keys_from_schema
 
 
 def iter_all() -> Iterator[tuple[str, list[Any]]]:

@@ -24,15 +24,15 @@ def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None
     s0 = KEYS.shard(0)  # requests of no site live in the first shard
     for key, value in ((s0.queue, {"9": -1.0}), (s0.delayed, {"8": 1.0})):
         r.zadd(key, value)
-    r.hset(s0.requests, mapping={"9": "q", "8": "d", "1": "leased-live", "2": "leased-dead"})
+    r.hset(s0.requests, mapping={"9": "q", "8": "d"})
     r.sadd(s0.dupefilter, "7")
     r.hset(s0.dead, "x", "{}")
     r.lpush(KEYS.start_urls, "https://s.test/")
     r.set(s0.seq, 9)
     store.heartbeat("live", "{}")
-    r.zadd(s0.leases("live"), {"1": 1.0})
+    r.hset(s0.held("live"), "1", "1\t1\tleased-live")  # a lease keeps its value in its line
     r.zadd(KEYS.nodes, {"dead": 1000})
-    r.zadd(s0.leases("dead"), {"2": 2.0})
+    r.hset(s0.held("dead"), "2", "2\t2\tleased-dead")
     r.set(KEYS.paused, "1")
 
     assert cli("control", "catalog", "reset")[0] == 2
@@ -42,11 +42,11 @@ def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None
     assert code == 0, out
     assert "kept 1 leases of 1 live node(s)" in out and "still paused" in out
     left = sorted(k.decode() for k in r.keys("*"))
-    status = f"{s0.prefix}:status"  # the status registry: the live node's kept lease
-    kept = {s0.requests, s0.leases("live"), KEYS.nodes, KEYS.paused, s0.seq, status}
+    status = s0.status  # the status registry: the live node's kept lease
+    kept = {s0.held("live"), KEYS.nodes, KEYS.paused, s0.seq, status}
     assert left == sorted(kept)
     assert r.hgetall(status) == {b"leases:live": b"1"}
-    assert r.hgetall(s0.requests) == {b"1": b"leased-live"}
+    assert r.hgetall(s0.held("live")) == {b"1": b"1\t1\tleased-live"}
     assert r.zrange(KEYS.nodes, 0, -1) == [b"live"]
 
     code, _, _ = cli("control", "catalog", "reset", "--yes-really", "--force")

@@ -86,11 +86,9 @@ ONE_SHARD = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shar
 
 def frontier_state(r: redis.Redis) -> dict:
     keys = ONE_SHARD
-    # the held hashes (rid -> its line), and the leases sets older versions wrote
-    leases = {k.decode(): sorted(r.hkeys(k)) for k in r.scan_iter(f"{keys.prefix}:held:*")}
-    for k in r.scan_iter(f"{keys.prefix}:leases:*"):
-        leases.setdefault(k.decode().replace(":leases:", ":held:"), []).extend(r.zrange(k, 0, -1))
-    waiting = sum(r.zcard(k) for k in r.scan_iter(f"{keys.prefix}:wait:*"))
+    # the held hashes (rid -> its line)
+    leases = {k.decode(): sorted(r.hkeys(k)) for k in r.scan_iter(keys.held("*"))}
+    waiting = sum(r.zcard(k) for k in r.scan_iter(keys.shard(0).wait("*")))
     queued = r.zcard(keys.queue) + waiting
     return {"queue": queued, "leases": leases, "parked": r.zcard(keys.delayed)}
 
@@ -159,7 +157,7 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         assert per_node["s3"]["state"] == "dead" and per_node["s3"]["recovered"]
         assert status["store"]["products"] == stored
         assert sum(per_node[n]["products"] for n in ("s1", "s2")) <= stored
-        buckets = r.keys(ONE_SHARD.shard(0).prefix + ":seen:[0-9]*")  # every bucket
+        buckets = r.keys(ONE_SHARD.shard(0).seen_bucket("[0-9]*"))  # every bucket
         assert status["frontier"]["seen"] == sum(r.scard(b) for b in buckets)
 
         requests_seen = len(shop.request_log())

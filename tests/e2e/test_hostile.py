@@ -108,7 +108,9 @@ SPIDER = CatalogSpider()
 def test_hostile_queue_entries_are_refused_with_a_reason(
     entry: dict[str, Any], reason: str
 ) -> None:
-    payload = json.dumps({"url": "http://shop.test/", **entry})
+    # the payload's field names as the codec writes them (``codec.SHORT_NAMES``)
+    short = {codec.SHORT_NAMES[k]: v for k, v in entry.items()}
+    payload = json.dumps({"u": "http://shop.test/", **short})
     with pytest.raises(codec.BadEntry) as info:
         codec.decode(payload, SPIDER, allow_private=True)
     assert info.value.reason == reason
@@ -298,8 +300,8 @@ def test_hostile_queue_entries_are_moved_aside_and_the_node_keeps_going(
     shop = shop_factory(products=40)
     marker = tmp_path / "pickle-was-loaded"
     r = redis.Redis.from_url(redis_url)
-    # the long form names its callback (the compact one leaves parse out)
-    good = json.dumps({"url": shop.url + "c/", "callback": "parse"})
+    # a payload may name its callback parse (most leave it out)
+    good = json.dumps({"u": shop.url + "c/", "cb": "parse"})
     entries: dict[str, tuple[bytes | str, str]] = {
         f"evil-pickle-{p}": (pickle.dumps(Marker(marker), protocol=p), "pickle_refused")
         for p in range(pickle.HIGHEST_PROTOCOL + 1)
@@ -309,15 +311,15 @@ def test_hostile_queue_entries_are_moved_aside_and_the_node_keeps_going(
         "evil-callback": (good.replace('"parse"', '"parse_secret"'), "unknown_callback"),
         "evil-hook": (good.replace('"parse"', '"close"'), "unknown_callback"),
         "evil-proxy": (
-            json.dumps({"url": shop.url, "meta": {"proxy": "http://x:1"}}),
+            json.dumps({"u": shop.url, "mt": {"proxy": "http://x:1"}}),
             "unsafe_meta",
         ),
-        "evil-file": (json.dumps({"url": "file:///etc/passwd"}), "bad_scheme"),
+        "evil-file": (json.dumps({"u": "file:///etc/passwd"}), "bad_scheme"),
     }
     for rid, (payload, _) in entries.items():
         inject(r, rid, payload)
     # accepted by the codec (queue entries may name private hosts): the address guard refuses it
-    inject(r, "evil-internal", json.dumps({"url": f"http://localhost:{canary.port}/admin"}))
+    inject(r, "evil-internal", json.dumps({"u": f"http://localhost:{canary.port}/admin"}))
     r.lpush("catalog:start_urls", shop.url)
     node = Node(
         redis_url=redis_url,

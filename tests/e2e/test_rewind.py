@@ -102,13 +102,13 @@ def test_a_node_sees_its_last_write_gone_and_rids_stay_unique(
     assert {rid.split(".")[0] for rid in new} == {rid.split(".")[0] for rid in lost}
     # a sync that already ran (its reply lost) may come again with the same marks
     shard = keys.shard_of("w.test")
-    mark = r.hget(keys.shard(shard).prefix + ":marks", "n1").decode()
+    mark = r.hget(keys.shard(shard).marks, "n1").decode()
     fenced = store._fences["n1"]
     fenced.pending[shard] = f"t2:{fenced.count + 1}"
     fenced.count += 1
     assert store.sync("n1", children=[child("e")], tag="t2").added == 1  # it ran: mark written
     fenced.last[shard] = mark  # as if its reply was lost: the same mark goes again
-    fenced.pending[shard] = r.hget(keys.shard(shard).prefix + ":marks", "n1").decode()
+    fenced.pending[shard] = r.hget(keys.shard(shard).marks, "n1").decode()
     again = store.sync("n1", children=[child("e")], tag="t2")
     assert again.rewound is None and again.filtered == 1
     assert store.sync("n1", children=[child("f")], tag="t2").added == 1

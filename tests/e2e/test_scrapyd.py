@@ -174,7 +174,7 @@ def deployed(daemons: list[Scrapyd], tmp_path_factory: pytest.TempPathFactory) -
         f"(scrapyd-deploy's own setup.py entry point is ignored next to [project]):\n{entry_points}"
     )
     # the node needs its Lua script and the bundled site profiles inside the egg
-    assert "distcrawl/frontier/frontier.lua" in names
+    assert "distcrawl/frontier/lua/shard/sync.lua" in names
     assert "distcrawl/demo/profiles/demo-plain.toml" in names
     for target in ("node1", "node2"):
         done = subprocess.run(

@@ -45,8 +45,7 @@ def active(store: FrontierStore, site: str = SITE) -> int:
 
 def stale_acks(store: FrontierStore) -> int:
     return sum(
-        int(store.client.hget(f"{s.prefix}:counters", "stale_acks") or 0)
-        for s in store.keys.all_shards()
+        int(store.client.hget(s.counters, "stale_acks") or 0) for s in store.keys.all_shards()
     )
 
 

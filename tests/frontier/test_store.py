@@ -1,4 +1,4 @@
-"""The frontier's Redis protocol (frontier.lua) against a real Redis-protocol server."""
+"""The frontier's API (store.py) and its Lua library against a real Redis-protocol server."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from distcrawl.frontier.store import (
     Feedback,
     FrontierKeys,
     FrontierStore,
-    Lease,
     SiteBudget,
     SyncResult,
     effective_factor,
@@ -154,27 +153,6 @@ def test_a_lease_is_one_hash_entry_with_its_value_and_its_ack_removes_it(
     assert not store.client.hexists(shard.requests, got.lease.rid)  # one copy of the value
     assert store.sync("n1", acks=[got.lease]).acked == 1
     assert not store.client.exists(shard.held("n1")) and queued(store) == 0
-
-
-def test_leases_an_older_version_left_are_counted_listed_and_returned(
-    store: FrontierStore,
-) -> None:
-    """Before the held hashes a lease was a ZSET entry (rid -> order score) with its value in
-    Q:req: a node that died holding such leases is drained, reconciled and recovered."""
-    s0, r = store.keys.shard(0), store.client
-    values = {"7.x": json.dumps({"url": "lo"}), "8.x": json.dumps({"url": "hi"})}
-    r.hset(s0.requests, mapping=values)
-    r.zadd(s0.leases("old"), {"7.x": -100e10 + 7, "8.x": -300e10 + 8})
-    store.heartbeat("old", "{}")
-    assert store.drained()[2] == 2
-    assert sorted(store.held_leases("old")[0]) == ["7.x", "8.x"]
-    assert store.release("old", [Lease(0, "8.x", ""), Lease(0, "9.x", "")]) == 1
-    assert store.release("old") == 1
-    assert not r.exists(s0.leases("old")) and store.drained()[:3] == [2, 0, 0]
-    got = leased_urls(store.sync("n2", lease=5))
-    got += leased_urls(store.sync("n2", lease=5))  # (its fair share may be one at a time)
-    assert got == ["hi", "lo"]
-    assert sorted(store.held_leases("n2")[0]) == ["7.x", "8.x"]
 
 
 def test_recover_dead_node_once_even_when_two_nodes_race(
@@ -319,16 +297,25 @@ def test_leases_follow_priority_across_shards(store: FrontierStore) -> None:
 def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
     from redis.crc import key_slot
 
+    from distcrawl.frontier.keys import SCHEMA
+
+    def every_key(slot: object, declared_in: str) -> list[str]:
+        """Every key the schema declares for the slot, with parameters filled in."""
+        out = []
+        for key in SCHEMA:
+            if key.slot == declared_in:
+                value = getattr(slot, key.name)
+                out.append(value(*(["7"] * len(key.params))) if key.params else value)
+        return out
+
     keys = store.keys
-    control = [keys.nodes, keys.rejected, keys.paused, keys.idle, keys.wake, keys.counters]
-    control += [keys.recovering, keys.seeding("n"), keys.node("n")]
+    control = every_key(keys, "control")
+    assert len(control) >= 15
     assert len({key_slot(k.encode()) for k in control}) == 1
     slots = set()
     for shard in keys.all_shards():
-        names = [shard.queue, shard.requests, shard.seq, shard.seen_bucket(7), shard.bloom]
-        names += [shard.seen_info]
-        names += [shard.delayed, shard.delayed_score, shard.dead, shard.paused, shard.waiting]
-        names += [shard.held("n"), shard.leases("n"), shard.site("a.test"), shard.wait("a.test")]
+        names = every_key(shard, "shard")
+        assert len(names) >= 25
         assert len({key_slot(k.encode()) for k in names}) == 1
         slots.add(key_slot(shard.queue.encode()))
     assert len(slots) == keys.shards  # each shard a slot of its own
@@ -462,6 +449,7 @@ def test_a_cut_wears_off_with_time_as_a_function_of_server_time() -> None:
     assert effective_factor(fields, 1500) == 1.0
     assert effective_factor(fields, 10**9) == 1.0
     assert effective_factor({}, 1000) == 1.0  # never cut
+    assert effective_factor({"factor": "0.5"}, 1000) == 1.0  # no time or recovery: over
 
 
 def test_an_idle_sites_cut_recovers_and_is_reported_cut_then_recovered(
@@ -501,55 +489,32 @@ def test_status_shows_the_effective_rate_of_a_cut_site_without_a_limit(
     assert site["allowed_rate"] == pytest.approx(4.0, abs=0.1)  # 8/s halved
 
 
-def test_a_cut_stored_before_cuts_wore_off_wears_off_from_its_cut_at(
-    store: FrontierStore,
-) -> None:
-    key = store.keys.site("old.test")
-    seconds, _ = store.client.time()
-    long_ago = (int(seconds) - 3600) * 1000  # an hour ago: long worn off
-    store.client.hset(key, mapping={"factor": "0.107", "cut_at": long_ago})
-    # in the shard's registry of cut sites, as every cut since the registry (a lease reads the
-    # budget hash only of sites with a cut or limits of their own)
-    store.client.zadd(store.keys.site_keys("old.test").prefix + ":cuts", {"old.test": long_ago})
-    assert effective_factor({"factor": "0.107", "cut_at": str(long_ago)}, long_ago + 1000) < 0.2
-    store.sync("n1", children=[child("o1", site="old.test")])
-    events = store.sync("n1", lease=1).site_events
-    assert [(e.site, e.kind) for e in events] == [("old.test", "recovered")]
-    assert store.client.hget(key, "factor") is None
-
-
 # -- per-batch work: the dupefilter, the lease plan, the Bloom filter's size ---------------------
 
 
 def test_a_split_reads_each_members_bucket_bits_as_the_node_computes_them(redis_url: str) -> None:
     """``low_bits`` (what a bucket split reads of every member) against the node's ``h``, at
     every bucket count: short and long numbers, negative ones, the int64 extremes."""
-    import re
 
-    from distcrawl.frontier import store as store_module
+    from distcrawl.frontier.protocol.loader import script
 
-    lua = store_module._LUA
-    helpers = "\n".join(
-        re.search(rf"^local function {name}\(.*?^end$", lua, re.S | re.M).group(0)  # type: ignore[union-attr]
-        for name in ("low32", "low_bits")
-    )
     rng = random.Random(5)
     members = [0, 1, -1, 7, -8, 2**63 - 1, -(2**63), 10**15 - 1, -(10**15) + 1, 10**15, -(10**15)]
     members += [rng.randrange(-(2**63), 2**63) for _ in range(300)]
     members += [rng.randrange(-(10**16), 10**16) for _ in range(100)]
     mods = [2**k for k in range(0, 27)]
-    script = (
-        helpers
-        + """
+    lua = script(
+        "dupefilter",
+        body="""
 local out = {}
 for _, dec in ipairs(ARGV) do
   for k = 0, 26 do out[#out + 1] = low_bits(dec, 2 ^ k) end
 end
 return out
-"""
+""",
     )
     client = redis.Redis.from_url(redis_url)
-    got = client.eval(script, 0, *[str(m) for m in members])
+    got = client.eval(lua, 0, *[str(m) for m in members])
     want = [(m & 0xFFFFFFFF) % mod for m in members for mod in mods]
     assert got == want
 

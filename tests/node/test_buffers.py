@@ -153,7 +153,7 @@ def test_a_rewound_shard_gets_its_writes_again_with_the_next_round_trip(
     assert first is not None and first.rewound is None and first.added == 1
     # Redis lost the node's mark in that shard (a restart from older data, a reset)
     shard = store.keys.site_keys("a.test")
-    assert store.client.hdel(f"{shard.prefix}:marks", "n1") == 1
+    assert store.client.hdel(shard.marks, "n1") == 1
     writes.children.append(child("a.test", "y"))
     rewound = round_trip(writes, store)
     assert rewound is not None and rewound.rewound is not None and rewound.added == 0

@@ -76,14 +76,14 @@ def test_decoded_rule_request_runs_the_rule_callback_with_its_cb_kwargs() -> Non
 @pytest.mark.parametrize("rule", [7, -1, "0", None, True])
 def test_a_rule_reference_to_no_rule_is_refused(rule: object) -> None:
     spider = RulesSpider()
-    payload = json.dumps({"url": "http://shop.test/", "callback": "@rule", "meta": {"rule": rule}})
+    payload = json.dumps({"u": "http://shop.test/", "cb": "@rule", "mt": {"rule": rule}})
     with pytest.raises(codec.BadEntry) as exc:
         codec.decode(payload, spider)
     assert exc.value.reason == "bad_rule"
 
 
 def test_a_rule_reference_on_a_spider_without_rules_is_refused() -> None:
-    payload = json.dumps({"url": "http://shop.test/", "callback": "@rule", "meta": {"rule": 0}})
+    payload = json.dumps({"u": "http://shop.test/", "cb": "@rule", "mt": {"rule": 0}})
     with pytest.raises(codec.BadEntry) as exc:
         codec.decode(payload, scrapy.Spider(name="plain"))
     assert exc.value.reason == "bad_rule"
@@ -94,7 +94,7 @@ def test_private_methods_stay_unqueueable() -> None:
     with pytest.raises(ValueError, match="_private"):
         codec.encode(scrapy.Request("http://shop.test/", callback=spider._private), spider)
     for name in ("_private", "_callback", "_parse"):
-        payload = json.dumps({"url": "http://shop.test/", "callback": name})
+        payload = json.dumps({"u": "http://shop.test/", "cb": name})
         with pytest.raises(codec.BadEntry):
             codec.decode(payload, spider)
 
@@ -134,7 +134,7 @@ class _Custom(scrapy.Request):
 def test_other_request_classes_need_the_allow_list() -> None:
     with pytest.raises(ValueError, match="DISTCRAWL_REQUEST_CLASSES"):
         codec.encode(_Custom("http://shop.test/"))
-    payload = json.dumps({"url": "http://shop.test/", "class": "os.system"})
+    payload = json.dumps({"u": "http://shop.test/", "cl": "os.system"})
     with pytest.raises(codec.BadEntry) as exc:
         codec.decode(payload)
     assert exc.value.reason == "unknown_request_class"

@@ -68,7 +68,7 @@ def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
     finally:
         stop_all(nodes)
     # the first one's leases stayed its own: none of its acks came too late
-    assert not any(r.hget(f"{s.prefix}:counters", "stale_acks") for s in KEYS.all_shards())
+    assert not any(r.hget(s.counters, "stale_acks") for s in KEYS.all_shards())
     assert "no longer holds" not in first.log()
     urls = stored_urls(mongo_uri)
     assert len(urls) == len(set(urls)) and set(urls) == shop.expected_product_urls()
@@ -115,7 +115,7 @@ def test_of_two_processes_claiming_one_node_id_at_once_one_wins(redis_url) -> No
         t.join()
     (winner,) = [o for o in owners if results[o][0] == 1]
     (loser,) = [o for o in owners if results[o][0] == 0]
-    assert results[loser][1].decode() == winner  # the loser learns who holds the id
+    assert results[loser].owner == winner  # the loser learns who holds the id
     store = FrontierStore(redis.Redis.from_url(redis_url), keys)
     assert store.claim("twin", winner, 30_000)[0] == 1  # the owner may claim again
     assert store.claim("twin", loser, 30_000, force=True)[0] == 1  # the other one is dead

@@ -104,7 +104,7 @@ def test_seeds_stay_in_the_seeding_list_while_a_shard_refused_their_push(
     # older data, a reset): the shard does nothing with the next fenced call
     assert store.sync("n1", children=[child("x")], tag="t1").rewound is None
     shard = store.keys.site_keys(SITE)
-    assert store.client.hdel(f"{shard.prefix}:marks", "n1") == 1
+    assert store.client.hdel(shard.marks, "n1") == 1
     result = store.sync("n1", children=[child("seed")], seeds_done=True, tag="t1")
     assert result.rewound is not None and result.seeds_pending
     assert store.client.llen(seeding) == 1  # a death now returns the seed to the start list
@@ -192,15 +192,15 @@ def test_tombstones_of_nodes_that_never_came_back_go_after_a_day(store: Frontier
     now_ms = int(time.time() * 1000)
     shards = [store.keys.shard(i) for i in range(store.keys.shards)]
     for shard in shards:
-        store.client.hset(f"{shard.prefix}:marks", "gone", f"!{now_ms - day_ms - 60_000}.old")
-        store.client.hset(f"{shard.prefix}:marks", "recent", f"!{now_ms - day_ms // 2}.new")
-        store.client.hset(f"{shard.prefix}:marks", "live", "t:1")
+        store.client.hset(shard.marks, "gone", f"!{now_ms - day_ms - 60_000}.old")
+        store.client.hset(shard.marks, "recent", f"!{now_ms - day_ms // 2}.new")
+        store.client.hset(shard.marks, "live", "t:1")
     store.heartbeat("n1", "{}")
     silent_since_long(store, "n1")
     assert store.recover("n2", 1_000)[0] == ["n1"]
     for shard in shards:
-        marks = store.client.hgetall(f"{shard.prefix}:marks")
+        marks = store.client.hgetall(shard.marks)
         assert b"gone" not in marks  # a recovery drops tombstones older than a day
         assert marks[b"recent"].endswith(b".new") and marks[b"live"] == b"t:1"
         assert marks[b"n1"].startswith(b"!")  # and leaves its own, the same in every shard
-    assert len({store.client.hget(f"{s.prefix}:marks", "n1") for s in shards}) == 1
+    assert len({store.client.hget(s.marks, "n1") for s in shards}) == 1

@@ -64,8 +64,10 @@ def test_a_busy_site_with_nothing_waiting_shows_from_what_the_nodes_publish(r) -
 
 
 def test_a_site_neither_busy_nor_cut_is_not_shown() -> None:
-    budgets = {"idle.test": {"active": "0"}, "cut.test": {"active": "0", "factor": "0.5"}}
-    rows = site_rows(budgets, {}, {}, now_ms=0)
+    # a cut as the library writes it: the factor, when it was set and how long it wears off
+    cut = {"active": "0", "factor": "0.5", "fts": "1000", "cut_at": "1000", "recover_ms": "60000"}
+    budgets = {"idle.test": {"active": "0"}, "cut.test": cut}
+    rows = site_rows(budgets, {}, {}, now_ms=1000)
     assert [row["site"] for row in rows] == ["cut.test"]
 
 

@@ -11,7 +11,7 @@ import redis
 import redis.asyncio as aioredis
 from crawl_writes import beat, queue
 
-from distcrawl.frontier.batch import SCORE_SPAN
+from distcrawl.frontier.protocol.spec import SCORE_SPAN
 from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.ops.snapshot import Snapshot, aread_snapshot, read_snapshot
 from distcrawl.ops.status import build_status

@@ -21,7 +21,7 @@ import redis
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
-from distcrawl.frontier.batch import SCORE_SPAN
+from distcrawl.frontier.protocol.spec import SCORE_SPAN
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.ops.products import ProductStore
 from distcrawl.web.app import WebConfig
@@ -246,9 +246,11 @@ def test_a_hundred_nodes_and_ten_thousand_sites_come_in_pages(
         stats = {"catalog/pages/product": i, "item_scraped_count": i}
         store.heartbeat(f"node-{i:03d}", json.dumps({"pid": i, "host": "h", "stats": stats}))
     pipe = r.pipeline(transaction=False)
+    seconds, _ = r.time()
+    cut = {"factor": 0.5, "fts": seconds * 1000, "cut_at": seconds * 1000, "recover_ms": 10**9}
     for i in range(10_000):
         site = f"shop{i:05d}.example"
-        pipe.hset(KEYS.site(site), mapping={"factor": 0.5})
+        pipe.hset(KEYS.site(site), mapping=cut)  # a cut as the library writes it, lasting
         pipe.hset(site_shard(site).active, site, 1 + i % 7)
         pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SPAN + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
@@ -387,9 +389,11 @@ def _fill(client: redis.Redis, sites: int) -> None:
     seen URL; 50 dead letters and three nodes."""
     client.flushall()
     pipe = client.pipeline(transaction=False)
+    seconds, _ = client.time()
+    cut = {"factor": 0.5, "fts": seconds * 1000, "cut_at": seconds * 1000, "recover_ms": 10**9}
     for i in range(sites):
         site = f"shop{i}.example"
-        pipe.hset(KEYS.site(site), mapping={"factor": 0.5, "limit_rate": 4})
+        pipe.hset(KEYS.site(site), mapping={**cut, "limit_rate": 4})
         pipe.hset(site_shard(site).active, site, 2)
         pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SPAN + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})

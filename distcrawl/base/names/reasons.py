@@ -89,7 +89,6 @@ PICKLE_REFUSED = term(
 )
 BAD_PICKLE = term(REFUSAL, "bad_pickle", "entry (migrate): a pickle that does not load as data")
 UNKNOWN_FIELDS = term(REFUSAL, "unknown_fields", "entry: fields the payload format does not have")
-DUPLICATE_FIELDS = term(REFUSAL, "duplicate_fields", "entry: a field given twice")
 BAD_METHOD = term(REFUSAL, "bad_method", "entry: a method other than GET, POST, HEAD, ...")
 BAD_HEADERS = term(REFUSAL, "bad_headers", "entry: headers that are not names and text values")
 BAD_REFERER = term(REFUSAL, "bad_referer", "entry: a referer that is not a path of the site")

@@ -81,8 +81,7 @@ class SharedRobotsTxt:
         )
 
     def _key(self, request: Request) -> str:
-        store = self._frontier()
-        return f"{store.keys.prefix}:robots:{urlparse_cached(request).netloc}"
+        return self._frontier().keys.robots(urlparse_cached(request).netloc)
 
     async def process_request(self, request: Request) -> Response | None:
         if not self._is_robots(request):
@@ -98,9 +97,8 @@ class SharedRobotsTxt:
                 stats.inc_value(stat_keys.ROBOTSTXT_SHARED)
                 return shared
             # one node fetches; the others wait for its answer rather than fetch it again
-            if not await self._client.set(
-                f"{key}:lock", "1", nx=True, px=int(DEFAULT_LOCK_WAIT * 1000)
-            ):
+            lock = store.keys.robots_lock(urlparse_cached(request).netloc)
+            if not await self._client.set(lock, "1", nx=True, px=int(DEFAULT_LOCK_WAIT * 1000)):
                 loop = asyncio.get_running_loop()
                 deadline = loop.time() + DEFAULT_LOCK_WAIT
                 while loop.time() < deadline:

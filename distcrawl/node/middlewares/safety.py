@@ -49,6 +49,7 @@ from distcrawl.base.urls import (
     private_allowed,
 )
 from distcrawl.frontier import connection
+from distcrawl.frontier.keys import ControlKeys
 from distcrawl.node.internals import check_robots_middleware
 
 if TYPE_CHECKING:
@@ -321,7 +322,7 @@ class PageLimitsMiddleware:
         # small budgets are reserved page by page, so that they are spent exactly
         self.chunk = budget_chunk or max(1, min(BUDGET_CHUNK, self.max_pages // 100))
         self._client: Any = None
-        self._prefix = ""
+        self._keys = ControlKeys("")
         self._allowance: dict[str, int] = {}  # site -> pages reserved and not used yet
         self._reserving: dict[str, asyncio.Lock] = {}
         self._spent: dict[str, float] = {}  # site -> monotonic time to ask Redis again
@@ -342,7 +343,7 @@ class PageLimitsMiddleware:
         return mw
 
     def spider_opened(self, spider: Spider) -> None:
-        self._prefix = "{" + spider.name + "}"
+        self._keys = ControlKeys(spider.name)
         if self.max_pages and self._client is None:
             self._client = connection.async_client(
                 self.redis_url, socket_timeout=10, socket_connect_timeout=10
@@ -354,7 +355,7 @@ class PageLimitsMiddleware:
             self._client = None
 
     def budget_key(self, site: str) -> str:
-        return f"{self._prefix}:pages:{site}"
+        return self._keys.pages(site)
 
     async def process_request(self, request: Request) -> None:
         redirected = request.meta.get("redirect_urls")

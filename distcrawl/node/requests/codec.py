@@ -453,15 +453,10 @@ def decode(
             raise BadEntry(reasons.PICKLE_REFUSED, "payload looks like a pickle") from None
         raise BadEntry(reasons.NOT_JSON, payload[:60]) from None
     _expect(isinstance(data, dict), reasons.NOT_AN_OBJECT, type(data).__name__)
-    unknown = set(data) - _FIELDS - _LONG_NAMES.keys()
+    unknown = set(data) - _FIELDS
     _expect(not unknown, reasons.UNKNOWN_FIELDS, ",".join(sorted(unknown))[:80])
-    compact = "u" in data
-    if _LONG_NAMES.keys() & data.keys():  # a payload of the long form (older nodes)
-        short = {_LONG_NAMES.get(k, k): v for k, v in data.items()}
-        _expect(len(short) == len(data), reasons.DUPLICATE_FIELDS)
-        data = short
-    if compact and "cb" not in data:
-        # the compact form leaves out the callback parse (no callback is written as null)
+    if "cb" not in data:
+        # a payload leaves out the callback parse (no callback is written as null)
         data["cb"] = DEFAULT_CALLBACK
     url = data.get("u")
     _expect(isinstance(url, str), reasons.MISSING_URL)
@@ -612,5 +607,4 @@ def _meta_key(key: str) -> str:
 
 #: the callback a request without one gets (Scrapy's default, ``Spider.parse``)
 DEFAULT_CALLBACK = "parse"
-_LONG_NAMES = dict(SHORT_NAMES)
 _FIELDS = frozenset({*SHORT_NAMES.values(), "r"})  # r: a same-site Referer without its origin

@@ -1,7 +1,7 @@
 """Revisit mode: when a fetched page comes back, and what its next visit sends.
 
 A crawl with ``DISTCRAWL_REVISIT`` keeps itself fresh: every page whose kind has an interval
-is scheduled again when its request is acked (``Q:revisit`` in ``frontier.lua``, shared by all
+is scheduled again when its request is acked (``revisit`` in ``frontier/keys.py``, shared by all
 nodes), and its next visit sends ``If-None-Match`` / ``If-Modified-Since`` from what the page
 answered last. That state travels in the request's own meta (``distcrawl_revisit``, compact:
 ``e`` ETag, ``l`` Last-Modified, ``h`` content hash, ``x`` backoff factor), so the due entry

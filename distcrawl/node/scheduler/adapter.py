@@ -24,7 +24,7 @@ from distcrawl.base.urls import mask_url, parse_allow_private
 from distcrawl.frontier import connection
 from distcrawl.frontier.batch import Child, SiteBudget
 from distcrawl.frontier.keys import FrontierKeys
-from distcrawl.frontier.store import Dupefilter, FrontierStore
+from distcrawl.frontier.store import CrawlFormatError, Dupefilter, FrontierStore
 from distcrawl.node import compat
 from distcrawl.node import signals as dc_signals
 from distcrawl.node.internals import check_engine
@@ -399,8 +399,9 @@ class FrontierScheduler(BaseScheduler):
                 # a few of the other owner's beats: it beats at least once per idle wait
                 watch=max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5,
             )
-        except NodeIdInUse:
-            self._refused = True  # the leases are the other one's: close touches none
+        except (NodeIdInUse, CrawlFormatError):
+            # the leases are another process's, or the crawl another format's: close touches none
+            self._refused = True
             raise
 
     async def _close(self, reason: str) -> None:

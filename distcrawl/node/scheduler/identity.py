@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.processes import pid_alive
+from distcrawl.frontier.store import CrawlFormatError
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -57,7 +58,8 @@ async def claim_node_id(
     watch: float,
 ) -> None:
     """Claim ``node_id`` for this process, or raise :class:`NodeIdInUse` while another live
-    process heart-beats under it.
+    process heart-beats under it (and the frontier's ``CrawlFormatError`` when the crawl is
+    stored in another format).
 
     Two processes with one id would take each other's leases at open and hand them back and
     forth. The claim is atomic (``claim`` in the script), so of two processes started at once
@@ -66,7 +68,11 @@ async def claim_node_id(
     """
     owner = owner_record(run_id)
     timeout_ms = int(heartbeat_timeout * 1000)
-    claimed, other, age_ms = await store.claim(node_id, owner, timeout_ms)
+    try:
+        claimed, other, age_ms = await store.claim(node_id, owner, timeout_ms)
+    except CrawlFormatError as refused:
+        logger.error("Node refuses to start: %s", refused)
+        raise
     if int(claimed):
         return
     try:

@@ -1,7 +1,7 @@
 """Seeds the scrapy-redis way: a spider's own ``redis_key``, sets and sorted sets, JSON seeds.
 
 The frontier takes seeds from a Redis list into a node's seeding list in one script call, so
-a node that dies holding seeds gives them back (``take_seeds`` in ``frontier.lua``). A
+a node that dies holding seeds gives them back (``take_seeds`` in ``frontier/lua``). A
 scrapy-redis project may keep its seeds in a set (``REDIS_START_URLS_AS_SET``) or a sorted set
 (``REDIS_START_URLS_AS_ZSET``, highest score first): :class:`SeedSource` moves a batch from
 there into the list ``{<spider>}:start_staged`` atomically (one script, nothing in between),
@@ -25,6 +25,7 @@ from scrapy import FormRequest, Request
 from scrapy_redis.spiders import RedisMixin
 
 from distcrawl.base.urls import UrlRefused, check_url
+from distcrawl.frontier.keys import ControlKeys
 from distcrawl.node.requests.codec import ALLOWED_METHODS, json_safe
 from distcrawl.node.seeds.parse import (
     DEFAULT_MAX_SEED_BYTES,
@@ -100,7 +101,7 @@ class SeedSource:
             kind = "zset"
         else:
             return cls(key=key, kind="list", list_key=key)
-        return cls(key=key, kind=kind, list_key="{" + name + "}:start_staged")
+        return cls(key=key, kind=kind, list_key=ControlKeys(name).start_staged)
 
     def stage(self, client: Any, n: int) -> Any:
         """Move up to ``n`` seeds from a set or zset into :attr:`list_key` (client's result)."""

@@ -1,0 +1,153 @@
+"""The control slot's commands: heart-beats, node-id claims, seeds held by nodes, clean stops,
+recoveries of nodes presumed dead, and the census ``drained`` reads."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from distcrawl.frontier.batch import Lease, raw_text, text
+from distcrawl.frontier.protocol.runner import Call, Step, control_call, redis_command, shard_call
+from distcrawl.frontier.protocol.spec import FORMAT, TOMBSTONE
+
+if TYPE_CHECKING:
+    from distcrawl.frontier.keys import FrontierKeys
+    from distcrawl.frontier.store import FrontierStore
+
+__all__ = ["Beat", "Claim", "CrawlFormatError"]
+
+
+class CrawlFormatError(RuntimeError):
+    """The crawl's keys are in another frontier format than this distcrawl's."""
+
+    def __init__(self, spider: str, found: str) -> None:
+        self.spider, self.found = spider, found
+        super().__init__(
+            f"crawl {spider!r} is stored in frontier format {found}; this distcrawl reads and "
+            f"writes format {FORMAT}. Finish that crawl with the distcrawl that wrote it, or "
+            f"reset it (`scrapy control {spider} reset --yes-really --force`, which deletes it)"
+        )
+
+
+class Beat(NamedTuple):
+    """A heartbeat's answer."""
+
+    now_ms: int
+    live: int
+    idle: int
+    paused: bool
+
+
+class Claim(NamedTuple):
+    """A node-id claim's answer: claimed, else the owner that holds the id and the ms since
+    its last heartbeat."""
+
+    claimed: bool
+    owner: str
+    age_ms: int
+
+
+def heartbeat(store: FrontierStore, node: str, info_json: str) -> Step[int]:
+    idle = "1" if store.is_idle(node) else "0"
+    sent = time.time()
+    [raw] = yield [control_call(store.keys, "heartbeat", node=node, info=info_json, idle=idle)]
+    beat = Beat(int(raw[0]), max(1, int(raw[1])), int(raw[2]), bool(int(raw[3])))
+    # the server read its clock about half way through the round trip
+    store.clock_offset = beat.now_ms / 1000 - (sent + time.time()) / 2
+    store.live_nodes, store.idle_nodes, store.paused = beat.live, beat.idle, beat.paused
+    return beat.now_ms
+
+
+def claim(keys: FrontierKeys, node: str, owner: str, timeout_ms: int, force: bool) -> Step[Claim]:
+    force_flag = "1" if force else "0"
+    call = control_call(keys, "claim", node=node, owner=owner, timeout=timeout_ms, force=force_flag)
+    [raw] = yield [call]
+    if int(raw[0]) < 0:
+        raise CrawlFormatError(keys.spider, text(raw[1]))
+    return Claim(bool(int(raw[0])), text(raw[1]), int(raw[2]))
+
+
+def take_seeds(keys: FrontierKeys, node: str, n: int) -> Step[list[Any]]:
+    [taken] = yield [control_call(keys, "take_seeds", node=node, n=n)]
+    return list(taken)
+
+
+def ever_used(keys: FrontierKeys) -> Step[bool]:
+    calls = [redis_command("EXISTS", s.seq) for s in keys.all_shards()]
+    calls.append(redis_command("EXISTS", keys.rejected))
+    return any(int(n) for n in (yield calls))
+
+
+def release(store: FrontierStore, node: str, leases: list[Lease]) -> Step[int]:
+    """The named leases of ``node`` back to the queue; with none named, every lease and seed
+    (a clean stop)."""
+    if not leases:
+        return (yield from return_all(store, node, "stop"))
+    keys = store.keys
+    by_shard: dict[int, list[str]] = {}
+    for lease in leases:
+        by_shard.setdefault(lease.shard, []).append(lease.rid)
+    order = list(by_shard)
+    calls = [_release(keys, s, node, by_shard[s]) for s in order]
+    moved = [int(n) for n in (yield calls)]
+    for shard, n in zip(order, moved, strict=True):
+        if n:
+            store.views.poke(shard)
+    return sum(moved)
+
+
+def _release(keys: FrontierKeys, shard: int, node: str, rids: list[str]) -> Call:
+    return shard_call(keys, shard, "release", node=node, wake=keys.wake, shard=shard, rids=rids)
+
+
+def return_all(store: FrontierStore, node: str, then: str) -> Step[int]:
+    """Every lease of ``node`` back to the queue, and its seeds to the start list (the
+    control command ``then``: ``stop`` leaves the cluster, ``rejoin`` stays in it)."""
+    keys = store.keys
+    calls = [_release(keys, s, node, []) for s in range(keys.shards)]
+    moved = sum(int(n) for n in (yield calls))
+    # only then: a node out of the members with leases still held (on a cluster the control
+    # slot's master could run its part first) would be seen by no recovery
+    [seeds] = yield [control_call(keys, then, node=node)]
+    store.set_idle(node, False)
+    return moved + int(seeds)
+
+
+def recover(store: FrontierStore, node: str, timeout_ms: int) -> Step[list[Any]]:
+    keys = store.keys
+    [(claimed, seeds)] = yield [control_call(keys, "recover", node=node, timeout=timeout_ms)]
+    names = [text(n) for n in claimed]
+    if not names:
+        return [[], 0]
+    # the same tombstone in every shard: a dead node's mark, so that a node presumed dead
+    # is told at its next call of any shard, before it leases from one it never called
+    tombstone = f"{TOMBSTONE}{int(time.time() * 1000)}.{secrets.token_urlsafe(6)}"
+    calls = [
+        shard_call(keys, s, "release_dead", node=dead, wake=keys.wake, shard=s, tombstone=tombstone)
+        for dead in names
+        for s in range(keys.shards)
+    ]
+    counts = [int(n) for n in (yield calls)]
+    for i, n in enumerate(counts):
+        if n:
+            store.views.poke(i % keys.shards)
+    yield [control_call(keys, "recovered", nodes=names)]
+    return [names, sum(counts) + int(seeds)]
+
+
+def held_leases(keys: FrontierKeys, node: str) -> Step[dict[int, list[Any]]]:
+    shards = keys.all_shards()
+    replies = yield [redis_command("HKEYS", s.held(node)) for s in shards]
+    return {s.index: [raw_text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)}
+
+
+def drained(keys: FrontierKeys) -> Step[list[int]]:
+    [(seeding, start, nodes)] = yield [control_call(keys, "census")]
+    names = [text(n) for n in nodes]
+    totals = [0, 0, 0]
+    replies = yield [shard_call(keys, s, "drained", nodes=names) for s in range(keys.shards)]
+    for reply in replies:
+        for i in range(3):
+            totals[i] += int(reply[i])
+    return [*totals, int(seeding), int(start)]

@@ -1,0 +1,216 @@
+"""What each command of the frontier's Lua library takes: its slot, its arguments by name, and,
+for the commands that take batches of records, a JSON header (fields with their defaults) and
+sections of records. Declared once, here: the library reads them from its generated include
+``protocol`` (:func:`lua_protocol`), and :meth:`CommandSpec.encode` writes a call's arguments
+in the order they declare."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from distcrawl.frontier.batch import SiteBudget
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD, STATUS_WAITING_FIELD
+from distcrawl.frontier.schema import CONTROL, SHARD
+
+__all__ = [
+    "COMMANDS",
+    "FORMAT",
+    "SCORE_SPAN",
+    "TOMBSTONE",
+    "CommandSpec",
+    "Section",
+    "lua_protocol",
+]
+
+#: the version of the frontier's format (the keys, the values and the library's arguments): the
+#: first node of a crawl writes it into the crawl's keys, and a node or operator command of
+#: another version refuses to open the crawl
+FORMAT = 1
+#: a request's order score is -priority * SCORE_SPAN + seq (seq < SCORE_SPAN): higher priority
+#: first, then first in first out
+SCORE_SPAN = 10_000_000_000
+#: how a recovery's tombstone starts: the mark of a node presumed dead, in every shard
+TOMBSTONE = "!"
+
+
+@dataclass(frozen=True)
+class Section:
+    """Records of one kind in a call: ``fields`` per record, sent column by column."""
+
+    name: str
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """A command of the library: its slot (KEYS[1] is that slot's prefix; with ``start_list``,
+    KEYS[2] is the seed list), its arguments in order (a last ``*name`` takes a list, the
+    rest), and for a command that takes a header, the header's defaults and its sections."""
+
+    name: str
+    slot: str
+    args: tuple[str, ...]
+    start_list: bool = False
+    header: Mapping[str, Any] = field(default_factory=dict)
+    #: header fields without a default (left out, the library reads nil)
+    optional: tuple[str, ...] = ()
+    sections: tuple[Section, ...] = ()
+
+    def encode(self, **values: Any) -> list[Any]:
+        """The arguments, in order, from their values by name (a ``*name`` one: an iterable)."""
+        if values.keys() != {a.lstrip("*") for a in self.args}:
+            raise TypeError(f"{self.name} takes {', '.join(self.args)}, not {', '.join(values)}")
+        out: list[Any] = []
+        for name in self.args:
+            if name.startswith("*"):
+                out += values[name[1:]]
+            else:
+                out.append(values[name])
+        return out
+
+    def encode_header(self, header: Mapping[str, Any]) -> str:
+        """The header as JSON, without the fields that have their default value (the library
+        reads those from the same defaults)."""
+        unknown = header.keys() - self.header.keys() - set(self.optional)
+        if unknown:
+            raise TypeError(f"{self.name}'s header has no field {', '.join(sorted(unknown))}")
+        sent = {k: v for k, v in header.items() if v is not None and self.header.get(k, _NONE) != v}
+        return json.dumps(sent, separators=(",", ":"))
+
+    def encode_sections(self, rows: Mapping[str, Sequence[Sequence[Any]]]) -> list[Any]:
+        """The sections' records column by column, in the order the sections are declared
+        (``rows``: each section's records by name, a record's fields in declared order)."""
+        out: list[Any] = []
+        for section in self.sections:
+            records = rows.get(section.name, ())
+            for i in range(len(section.fields)):
+                out += [r[i] for r in records]
+        return out
+
+
+_NONE = object()
+
+#: the budget defaults a node sends when it has no settings (SiteBudget's)
+_BUDGET = SiteBudget()
+
+SYNC = CommandSpec(
+    "sync",
+    SHARD,
+    ("node", "header"),
+    header={
+        "children": 0,
+        "acks": 0,
+        "dead": 0,
+        "feedback": 0,
+        "revisits": 0,
+        "lease": 0,
+        "extra": 0,
+        "live": 1,
+        "idle": 0,
+        "wake": "",
+        "shard": 0,
+        "paused": 0,
+        "rate": _BUDGET.rate,
+        "conc": _BUDGET.concurrency,
+        "burst": _BUDGET.burst,
+        "adaptive": _BUDGET.adaptive_rate,
+        "recover": int(_BUDGET.recovery * 1000),
+        "mp": "",
+        "mn": "",
+        "tag": "",
+    },
+    optional=("above", "bloom", "rv"),
+    sections=(
+        Section("children", ("fp", "h", "spec", "payload")),
+        Section("acks", ("rid", "site")),
+        Section("dead", ("id", "record", "site", "rid")),
+        Section("feedback", ("site", "ok", "throttled", "slow")),
+        Section("revisits", ("rid", "site", "interval", "payload", "fp", "h")),
+    ),
+)
+
+MARK_SEEN = CommandSpec(
+    "mark_seen",
+    SHARD,
+    ("header",),
+    header={"fingerprints": 0},
+    optional=("bloom", "rv"),
+    sections=(Section("fingerprints", ("fp", "h")),),
+)
+
+COMMANDS: dict[str, CommandSpec] = {
+    spec.name: spec
+    for spec in (
+        SYNC,
+        MARK_SEEN,
+        CommandSpec("take_token", SHARD, ("site", "rate", "burst")),
+        CommandSpec("set_site_limits", SHARD, ("site", "rate", "conc")),
+        CommandSpec("release", SHARD, ("node", "wake", "shard", "*rids")),
+        CommandSpec("release_dead", SHARD, ("node", "wake", "shard", "tombstone")),
+        CommandSpec("drained", SHARD, ("*nodes",)),
+        CommandSpec("revisit_status", SHARD, ("grace",)),
+        CommandSpec("requeue_dead", SHARD, ("max", "tag", "*ids")),
+        CommandSpec("heartbeat", CONTROL, ("node", "info", "idle")),
+        CommandSpec("take_seeds", CONTROL, ("node", "n"), start_list=True),
+        CommandSpec("seeded", CONTROL, ("node", "*rejected")),
+        CommandSpec("stop", CONTROL, ("node",), start_list=True),
+        CommandSpec("rejoin", CONTROL, ("node",), start_list=True),
+        CommandSpec("recover", CONTROL, ("node", "timeout"), start_list=True),
+        CommandSpec("claim", CONTROL, ("node", "owner", "timeout", "force")),
+        CommandSpec("recovered", CONTROL, ("*nodes",)),
+        CommandSpec("census", CONTROL, (), start_list=True),
+    )
+}
+
+
+def _lua(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(int(value)) if float(value).is_integer() else repr(float(value))
+    if isinstance(value, str):
+        if "'" in value or "\\" in value or "\n" in value:
+            raise ValueError(f"no quotes in the protocol's strings: {value!r}")
+        return f"'{value}'"
+    raise TypeError(f"no Lua form for {value!r}")
+
+
+def _list(items: Iterable[str]) -> str:
+    return "{" + ", ".join(items) + "}"
+
+
+def lua_protocol() -> str:
+    """The Lua include ``protocol``: the constants above and, per command, ARGS.<name> (its
+    argument names), HEADERS.<name> (a metatable whose __index holds the header's defaults)
+    and SECTIONS.<name> (each section's name, fields, and its empty form: no records, read
+    by every call that has none)."""
+    lines = [
+        "-- The protocol's constants and each command's arguments, generated from",
+        "-- distcrawl/frontier/protocol/spec.py when the library is assembled.",
+        f"local SCORE_SPAN = {_lua(SCORE_SPAN)}",
+        f"local FORMAT = {_lua(str(FORMAT))}",
+        f"local TOMBSTONE = {_lua(TOMBSTONE)}",
+        f"local STATUS_LEASES = {_lua(STATUS_LEASES_FIELD)}",
+        f"local STATUS_WAITING = {_lua(STATUS_WAITING_FIELD)}",
+        "local ARGS, HEADERS, SECTIONS = {}, {}, {}",
+    ]
+    for spec in COMMANDS.values():
+        lines.append(f"ARGS.{spec.name} = {_list(_lua(a) for a in spec.args)}")
+        if spec.header:
+            lines.append(f"HEADERS.{spec.name} = {{__index = {{")
+            lines += [f"  {k} = {_lua(v)}," for k, v in spec.header.items()]
+            lines.append("}}")
+        if spec.sections:
+            lines.append(f"SECTIONS.{spec.name} = {{")
+            for s in spec.sections:
+                fields = _list(_lua(f) for f in s.fields)
+                empty = _list(["n = 0", *(f"{f} = {{}}" for f in s.fields)])
+                lines += [
+                    f"  {{name = {_lua(s.name)}, fields = {fields},",
+                    f"    empty = {empty}}},",
+                ]
+            lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,441 @@
+"""``sync``: a node's flush, one call per shard it has work for, in one round trip.
+
+Children and acks go to the shard of their site; leases come from the shards whose queue head
+has the best priority this node knows of (:class:`~distcrawl.frontier.views.ShardViews`), and
+every shard called also hands out a few of what it holds above the worst priority leased
+elsewhere. A fenced call (a node's tag) carries the node's marks; a shard that lost the last
+one does nothing and says so (``rewound``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from distcrawl.frontier.batch import (
+    Child,
+    DeadLetter,
+    Feedback,
+    Lease,
+    Leased,
+    Revisit,
+    SiteBudget,
+    SiteEvent,
+    fingerprint_args,
+    raw_text,
+    text,
+)
+from distcrawl.frontier.protocol.runner import Call, Step, control_call
+from distcrawl.frontier.protocol.spec import COMMANDS, SCORE_SPAN, TOMBSTONE
+from distcrawl.frontier.sites import payload_site, record_site, split_value
+
+if TYPE_CHECKING:
+    from distcrawl.frontier.store import FrontierStore
+
+__all__ = ["ABOVE_LEASE", "Fence", "ShardBatch", "ShardReply", "SyncResult", "is_tombstone"]
+
+#: most requests a shard called for other work leases above the priority leased elsewhere
+ABOVE_LEASE = 4
+
+_SYNC = COMMANDS["sync"]
+
+
+def priority_of(score: float) -> int:
+    """The priority an order score was made from."""
+    return -int(score // SCORE_SPAN)
+
+
+def is_tombstone(mark: bytes) -> bool:
+    """Whether a mark a shard holds for a node is a recovery's tombstone (the node was
+    presumed dead), not one the node wrote."""
+    return mark.startswith(TOMBSTONE.encode())
+
+
+@dataclass
+class ShardBatch:
+    """Everything one flush sends to one shard."""
+
+    children: list[Child] = field(default_factory=list)
+    acks: list[Lease] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    feedback: list[Feedback] = field(default_factory=list)
+    revisits: list[Revisit] = field(default_factory=list)
+    lease: int = 0
+    #: then up to ``extra`` more, only of a priority higher than ``above`` (the worst this
+    #: flush leases elsewhere)
+    above: int | None = None
+    extra: int = 0
+    #: call the shard even with nothing to send or lease, to learn its queue
+    read: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.children
+            or self.acks
+            or self.dead
+            or self.feedback
+            or self.revisits
+            or self.lease
+            or self.read
+        )
+
+    def args(self, node: str, options: dict[str, Any], *, bloom: bool = False) -> list[Any]:
+        """The call's arguments: node, header, then the sections column by column."""
+        header = {
+            "children": len(self.children),
+            "acks": len(self.acks),
+            "dead": len(self.dead),
+            "feedback": len(self.feedback),
+            "revisits": len(self.revisits),
+            "lease": self.lease,
+            **options,
+        }
+        if self.above is not None and self.extra > 0:
+            header["above"], header["extra"] = self.above, self.extra
+        children = []
+        for c in self.children:
+            fp, h = fingerprint_args(c.fp, bloom=bloom)
+            # "=": the payload's URL names the site, so the library stores the payload alone
+            site = "=" if c.site and payload_site(c.payload) == c.site else c.site
+            spec = f"{'d' if c.dont_filter else ''}{c.priority}"
+            if c.delay_ms or site != "=":
+                spec += f" {c.delay_ms} {site}"
+            children.append((fp, h, spec, c.payload))
+        revisits = []
+        for r in self.revisits:
+            fp, h = fingerprint_args(r.fp, bloom=bloom)
+            revisits.append((r.lease.rid, r.lease.site, r.interval_ms, r.payload, fp, h))
+        sections: dict[str, Sequence[Sequence[Any]]] = {
+            "children": children,
+            "acks": [(a.rid, a.site) for a in self.acks],
+            "dead": [(d.id, d.record, d.site, d.lease.rid if d.lease else "") for d in self.dead],
+            "feedback": self.feedback,
+            "revisits": revisits,
+        }
+        return [
+            *_SYNC.encode(node=node, header=_SYNC.encode_header(header)),
+            *_SYNC.encode_sections(sections),
+        ]
+
+
+@dataclass(frozen=True)
+class ShardReply:
+    """What ``sync`` answered for one shard."""
+
+    shard: int
+    added: int
+    filtered: int
+    parked: int
+    acked: int
+    stale_acks: int
+    leased: list[Leased]
+    next_due_ms: int
+    queued: int
+    head_priority: int | None
+    at_head: int
+    site_events: list[SiteEvent] = field(default_factory=list)
+    #: [revisit] acks that scheduled their page's next visit
+    revisited: int = 0
+
+    @staticmethod
+    def rewound(raw: Any) -> bytes | None:
+        """What the shard holds as this node's mark when the call found its last mark gone
+        (and did nothing), else None."""
+        if isinstance(raw, list) and len(raw) == 2 and raw[0] in (b"rewound", "rewound"):
+            found = raw[1]
+            return found if isinstance(found, bytes) else str(found).encode()
+        return None
+
+    @classmethod
+    def parse(cls, shard: int, raw: list[Any]) -> ShardReply:
+        (
+            added,
+            filtered,
+            parked,
+            acked,
+            stale,
+            out,
+            next_due,
+            paced,
+            queued,
+            head,
+            at_head,
+            events_flat,
+            revisited,
+        ) = raw
+        flat = [text(v) for v in events_flat]
+        events = [
+            SiteEvent(flat[i], flat[i + 1], float(flat[i + 2]), float(flat[i + 3]), flat[i + 4])
+            for i in range(0, len(flat) - 4, 5)
+        ]
+        paced_rids = {raw_text(p) for p in paced}
+        leased = []
+        for entry in out:
+            # "<order score>\t<rid>\t<value>", the value as the shard keeps it
+            entry = entry if isinstance(entry, bytes) else str(entry).encode()
+            score_text, rid_raw, value = entry.split(b"\t", 2)
+            rid = raw_text(rid_raw)
+            site, payload = split_value(value)
+            priority = priority_of(float(score_text))
+            leased.append(Leased(Lease(shard, rid, site), payload, priority, rid in paced_rids))
+        head_text = text(head)
+        return cls(
+            shard=shard,
+            added=int(added),
+            filtered=int(filtered),
+            parked=int(parked),
+            acked=int(acked),
+            stale_acks=int(stale),
+            leased=leased,
+            next_due_ms=int(next_due),
+            queued=int(queued),
+            head_priority=priority_of(float(head_text)) if head_text else None,
+            at_head=int(at_head),
+            site_events=events,
+            revisited=int(revisited),
+        )
+
+
+@dataclass
+class Fence:
+    """A fenced node's marks, per shard: the last one the shard confirmed, and the one sent
+    in a call whose reply never came (sent again, so that call counts if it ran)."""
+
+    last: dict[int, str] = field(default_factory=dict)
+    pending: dict[int, str] = field(default_factory=dict)
+    count: int = 0
+
+
+@dataclass
+class SyncResult:
+    """What one ``sync`` did, summed over the shards it called."""
+
+    added: int = 0
+    filtered: int = 0
+    parked: int = 0
+    acked: int = 0
+    stale_acks: int = 0
+    leased: list[Leased] = field(default_factory=list)
+    #: ms until the next parked retry or waiting site falls due in any shard (-1: none known)
+    next_due_ms: int = -1
+    priority_inversions: int = 0
+    shards_called: int = 0
+    #: adaptive cuts of site rates made, and cuts found worn off, in this call
+    site_events: list[SiteEvent] = field(default_factory=list)
+    #: [revisit] acks that scheduled their page's next visit (counted in ``acked`` too)
+    revisited: int = 0
+    #: a fenced call: what a shard held as the node's mark where its last one was gone (Redis
+    #: came back with older state); those shards did nothing, and their batches are in unsent
+    rewound: bytes | None = None
+    unsent: list[ShardBatch] = field(default_factory=list)
+    #: ``seeds_done`` was asked and a shard rewound: the seeding list stays (its seeds go
+    #: again with the unsent batches, and say ``seeds_done`` again then)
+    seeds_pending: bool = False
+
+
+@dataclass
+class Flush:
+    """What a node hands ``sync``: the records of one flush, and how many to lease."""
+
+    children: list[Child]
+    acks: list[Lease]
+    dead: list[DeadLetter]
+    rejected: list[str]
+    seeds_done: bool
+    lease: int
+    budget: SiteBudget
+    feedback: list[Feedback]
+    tag: str | None
+    revisits: list[Revisit]
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        children: Iterable[Any],
+        acks: Iterable[Lease],
+        dead: Iterable[Any],
+        rejected: Iterable[str],
+        seeds_done: bool,
+        lease: int,
+        budget: SiteBudget | None,
+        feedback: Iterable[Any],
+        tag: str | None,
+        revisits: Iterable[Revisit],
+    ) -> Flush:
+        return cls(
+            [c if isinstance(c, Child) else Child(*c) for c in children],
+            list(acks),
+            [d if isinstance(d, DeadLetter) else DeadLetter(*d) for d in dead],
+            list(rejected),
+            seeds_done,
+            lease,
+            budget or SiteBudget(),
+            [f if isinstance(f, Feedback) else Feedback(*f) for f in feedback],
+            tag,
+            list(revisits),
+        )
+
+
+def _batches(store: FrontierStore, flush: Flush) -> dict[int, ShardBatch]:
+    """The flush's records by shard, and how many each shard leases."""
+    keys = store.keys
+    batches: dict[int, ShardBatch] = {}
+
+    def batch(shard: int) -> ShardBatch:
+        b = batches.get(shard)
+        if b is None:
+            b = batches[shard] = ShardBatch()
+        return b
+
+    for c in flush.children:
+        batch(keys.shard_of(c.site)).children.append(c)
+    for a in flush.acks:
+        batch(a.shard).acks.append(a)
+    for d in flush.dead:
+        site = d.site or record_site(d.record)
+        batch(keys.shard_of(site)).dead.append(d._replace(site=site))
+    for f in flush.feedback:
+        batch(keys.shard_of(f.site)).feedback.append(f)
+    if flush.revisits:
+        if store.forget_ms is None:
+            raise ValueError("revisits need revisit mode (FrontierStore(forget_ms=...))")
+        for rv in flush.revisits:
+            batch(rv.lease.shard).revisits.append(rv)
+    if flush.lease > 0:
+        # the best priority each shard gets from this flush's children counts as its head
+        pushing: dict[int, tuple[int, int]] = {}
+        for shard, b in batches.items():
+            if b.children:
+                best = max(c.priority for c in b.children)
+                pushing[shard] = (best, sum(1 for c in b.children if c.priority == best))
+        plan = store.views.plan(flush.lease, set(batches), pushing)
+        for shard, n in plan.items():
+            b = batch(shard)
+            b.lease, b.read = n, True
+        # every shard called also hands out a few of what it holds of a better priority
+        # than the worst this flush leases (what lies behind a shard's head, or what other
+        # nodes pushed since this node looked, is unknown here): no call is added for it
+        heads = {s: store.views.head(s, pushing) for s in batches}
+        known = [heads[s] for s, n in plan.items() if n > 0]
+        worst = min((p for p in known if p is not None), default=None)
+        if worst is not None:
+            for shard, b in batches.items():
+                head = heads[shard]
+                if not b.lease or (head is not None and head > worst):
+                    b.above, b.extra, b.read = worst, ABOVE_LEASE, True
+    return batches
+
+
+def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
+    """The step of one flush (see :meth:`FrontierStore.sync`)."""
+    keys = store.keys
+    batches = _batches(store, flush)
+    budget = flush.budget
+    options: dict[str, Any] = {
+        "live": store.live_nodes,
+        "idle": 1 if store.idle_nodes > 0 else 0,
+        "wake": keys.wake,
+        "paused": 1 if store.paused else 0,
+        "rate": budget.rate,
+        "conc": budget.concurrency,
+        "burst": budget.burst,
+        "adaptive": budget.adaptive_rate,
+        "recover": int(budget.recovery * 1000),
+        "bloom": store.bloom_shape,
+        "rv": store.forget_ms,
+    }
+    order = sorted(s for s, b in batches.items() if b)
+    bloom = store.bloom_shape is not None
+    tag = flush.tag
+    fence = store.fence(node) if tag is not None else None
+    calls = []
+    for s in order:
+        opts = {**options, "shard": s}
+        if fence is not None:
+            mark = fence.pending.get(s)
+            if mark is None:
+                fence.count += 1
+                mark = fence.pending[s] = f"{tag}:{fence.count}"
+            opts |= {"mp": fence.last.get(s, ""), "mn": mark, "tag": tag}
+        args = batches[s].args(node, opts, bloom=bloom)
+        calls.append(Call("sync", (keys.shard(s).prefix,), args))
+    results = yield calls
+    result = SyncResult(shards_called=len(order))
+    replies = []
+    tombstone = None
+    for s, raw in zip(order, results, strict=False):
+        if fence is not None:
+            mark = fence.pending.pop(s, "")
+            found = ShardReply.rewound(raw)
+            if found is not None:
+                fence.last.pop(s, None)
+                result.rewound = found
+                result.unsent.append(batches[s])
+                if is_tombstone(found):
+                    tombstone = found
+                continue
+            fence.last[s] = mark
+        replies.append(ShardReply.parse(s, raw))
+    if fence is not None and tombstone is not None:
+        # presumed dead and recovered: every shard holds the recovery's tombstone as this
+        # node's mark (those this call wrote to ran before the recovery got there, and say
+        # so at their next call). The caller heart-beats before its next sync, which may
+        # then go to any shard, one never called before too
+        done = {r.shard for r in replies}
+        marked = tombstone.decode("utf-8", "replace")
+        for i in range(keys.shards):
+            if i not in done:
+                fence.last[i] = marked
+    for r in replies:
+        store.views.update(r)
+        result.added += r.added
+        result.filtered += r.filtered
+        result.parked += r.parked
+        result.acked += r.acked
+        result.stale_acks += r.stale_acks
+        result.leased += r.leased
+        result.site_events += r.site_events
+        result.revisited += r.revisited
+    result.priority_inversions = _inversions(replies)
+    result.next_due_ms = store.views.next_due_ms()
+    after: list[Call] = []
+    rejected = flush.rejected
+    if flush.seeds_done or rejected:
+        # Once the shards said OK, never in the same round trip: on a cluster the control
+        # slot's master may run its part before a shard's master runs the push, and seeds
+        # of a node killed in between would be in no list at all. A shard that rewound
+        # wrote none of what it carried: the seeding list stays until its seeds are in.
+        cleared = flush.seeds_done and result.rewound is None
+        result.seeds_pending = flush.seeds_done and not cleared
+        if cleared or rejected:
+            who = node if cleared else ""
+            after.append(control_call(keys, "seeded", node=who, rejected=rejected))
+    idle = not result.leased
+    flip = flush.lease > 0 and idle != store.is_idle(node)
+    if flip:
+        # one control call per change, not per flush: nodes that sleep are woken by the
+        # shards that get work (the wake channel)
+        after.append(control_call(keys, "heartbeat", node=node, info="", idle="1" if idle else "0"))
+    if after:
+        answers = yield after
+        if flush.lease > 0:
+            store.set_idle(node, idle)
+        if flip:
+            store.idle_nodes = int(answers[-1][2])  # the heartbeat's reply: who sleeps now
+    return result
+
+
+def _inversions(replies: list[ShardReply]) -> int:
+    """Leased requests of lower priority than another read shard's best one still queued."""
+    heads = [(r.shard, r.head_priority) for r in replies if r.head_priority is not None]
+    if not heads:
+        return 0
+    count = 0
+    for r in replies:
+        best_elsewhere = max((p for s, p in heads if s != r.shard), default=None)
+        if best_elsewhere is None:
+            continue
+        count += sum(1 for leased in r.leased if leased.priority < best_elsewhere)
+    return count
