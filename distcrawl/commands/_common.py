@@ -21,12 +21,12 @@ from scrapy.utils.conf import arglist_to_dict
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
-from distcrawl.base.urls import mask_url, parse_allow_private
-from distcrawl.frontier import connection
+from distcrawl.base.config import SETTINGS, SettingError
+from distcrawl.base.urls import mask_url
+from distcrawl.frontier import connection, crawlconf
 from distcrawl.frontier.store import FrontierKeys
-from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.node.seeds.sources import SeedSource
-from distcrawl.ops.status import DEFAULT_PAGE_PRIORITIES
+from distcrawl.node.settings_check import unknown_names
 from distcrawl.servers.embedded import resolve_home, services_status
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ __all__ = [
     "add_settings_option",
     "add_spider_argument",
     "allow_private",
+    "check_crawl",
     "crawl_keys",
     "entry_points",
     "heartbeat_interval",
@@ -53,6 +54,7 @@ __all__ = [
     "redis_client",
     "redis_error",
     "redis_url",
+    "report_unknown",
     "warn_if_no_crawl",
 ]
 
@@ -116,7 +118,7 @@ def entry_points(
                     raise UsageError(f"unknown options: {' '.join(unknown)}")
                 setattr(opts, extra_args, [*getattr(opts, extra_args), *args])
             assert self.settings is not None
-            self.exitcode = execute(opts, self.settings)
+            self.exitcode = _execute(execute, opts, self.settings)
 
     Command.__module__, Command.__qualname__ = module, "Command"
     Command.__doc__ = f"``scrapy {module.rpartition('.')[2]}``."
@@ -126,9 +128,20 @@ def entry_points(
         add_settings_option(parser)
 
     def run(args: argparse.Namespace) -> int:
-        return execute(args, load_settings(args.set))
+        return _execute(execute, args, load_settings(args.set))
 
     return Command, add_arguments, run
+
+
+def _execute(execute: Execute, opts: argparse.Namespace, settings: BaseSettings) -> int:
+    """*execute*, after the unknown-name warnings; a setting that cannot be used is an
+    error line and exit status 2, not a traceback."""
+    report_unknown(settings)
+    try:
+        return execute(opts, settings)
+    except SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def load_settings(overrides: list[str] | None = None) -> Settings:
@@ -150,15 +163,33 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
     return settings
 
 
+def report_unknown(settings: BaseSettings) -> None:
+    """One warning line on stderr per ``DISTCRAWL_*`` name (environment or settings) that is
+    no setting, with the nearest setting name."""
+    for item in unknown_names(settings):
+        print(f"warning: {item.message()}", file=sys.stderr)
+
+
+def check_crawl(client: Any, keys: FrontierKeys) -> None:
+    """Exit with status 2 when the crawl's nodes recorded another shard count or seed list
+    than this command computes: its reads and writes would miss the crawl."""
+    recorded = crawlconf.read(client, keys)
+    differ = crawlconf.differences(recorded, crawlconf.layout(keys))
+    for mismatch in differ:
+        print(f"error: {crawlconf.refusal(mismatch, keys, recorded)}", file=sys.stderr)
+    if differ:
+        raise SystemExit(2)
+
+
 def redis_url(settings: BaseSettings) -> str:
     """``REDIS_URL``; when empty, the embedded Redis of ``DISTCRAWL_HOME`` if it runs.
 
     An operator command never starts a server: an empty Redis started here would only show an
     empty crawl. With neither, it exits (status 1) naming the home it looked in.
     """
-    if settings.get("REDIS_URL") or not settings.getbool("DISTCRAWL_EMBEDDED", True):
+    if settings.get("REDIS_URL") or not SETTINGS.value(settings, "DISTCRAWL_EMBEDDED"):
         return connection.settings_url(settings)
-    home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
+    home = resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None)
     embedded = services_status(home)["redis"]
     if not embedded["running"]:
         raise SystemExit(
@@ -218,18 +249,18 @@ def _spider_class(settings: BaseSettings, name: str) -> type | None:
 
 def allow_private(settings: BaseSettings) -> bool | frozenset[str]:
     """``DISTCRAWL_ALLOW_PRIVATE`` read exactly as the frontier scheduler reads it."""
-    return parse_allow_private(settings.get("DISTCRAWL_ALLOW_PRIVATE", False))
+    allowed: bool | frozenset[str] = SETTINGS.value(settings, "DISTCRAWL_ALLOW_PRIVATE")
+    return allowed
 
 
 def heartbeat_timeout(settings: BaseSettings) -> float:
-    return settings.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT)
+    return float(SETTINGS.value(settings, "DISTCRAWL_HEARTBEAT_TIMEOUT"))
 
 
 def heartbeat_interval(settings: BaseSettings) -> float:
-    return settings.getfloat("DISTCRAWL_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL)
+    return float(SETTINGS.value(settings, "DISTCRAWL_HEARTBEAT_INTERVAL"))
 
 
 def page_priorities(settings: BaseSettings) -> dict[str, int]:
-    merged = dict(DEFAULT_PAGE_PRIORITIES)
-    merged.update({str(k): int(v) for k, v in settings.getdict("PAGE_PRIORITIES").items()})
-    return merged
+    priorities: dict[str, int] = SETTINGS.value(settings, "PAGE_PRIORITIES")
+    return priorities

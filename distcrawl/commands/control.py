@@ -25,6 +25,7 @@ import redis
 
 from distcrawl.commands._common import (
     add_spider_argument,
+    check_crawl,
     crawl_keys,
     entry_points,
     heartbeat_timeout,
@@ -269,6 +270,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     client = redis_client(settings)
     try:
         warn_if_no_crawl(client, keys, url)
+        check_crawl(client, keys)
         if opts.action == "reset" and not opts.yes_really:
             return _dry_run(client, keys, opts, settings)
         if opts.action == "pause":

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from distcrawl.commands._common import (
     add_spider_argument,
+    check_crawl,
     crawl_keys,
     entry_points,
     redis_client,
@@ -225,6 +226,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     client = redis_client(settings)
     try:
         warn_if_no_crawl(client, keys, url)
+        check_crawl(client, keys)
         if opts.action == "refused":
             return _show_refused(client, keys, opts)
         records = list(matching(client, keys, sites=opts.site, reasons=opts.reason))

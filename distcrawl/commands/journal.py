@@ -22,18 +22,13 @@ from typing import TYPE_CHECKING, Any
 from pymongo.errors import PyMongoError
 from pymongo.write_concern import WriteConcern
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.commands._common import entry_points
-from distcrawl.node.pipeline import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_PRICE_HISTORY,
-    DEFAULT_TIMEOUT,
-    DEFAULT_WRITE_CONCERN,
-)
 from distcrawl.servers.embedded import ensure_mongo, resolve_home
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.replay import ReplaySummary, replay_journal
-from distcrawl.storage.writer import DEFAULT_CHANGES_COLLECTION, MongoWriter
+from distcrawl.storage.writer import MongoWriter
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -67,13 +62,13 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     if not targets:
         _report(opts.json, {"directory": str(directory), "targets": [], "replayed": 0, "left": 0})
         return 0
-    uri = opts.mongo_uri or settings.get("MONGO_URI") or ""
-    if not uri and settings.getbool("DISTCRAWL_EMBEDDED", True):
-        uri = ensure_mongo(resolve_home(settings.get("DISTCRAWL_HOME") or None))
+    uri = opts.mongo_uri or SETTINGS.value(settings, "MONGO_URI")
+    if not uri and SETTINGS.value(settings, "DISTCRAWL_EMBEDDED"):
+        uri = ensure_mongo(resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None))
     if not uri:
         print("error: no MongoDB: give --mongo-uri or set MONGO_URI", file=sys.stderr)
         return 2
-    batch_size = opts.batch_size or settings.getint("MONGO_BATCH_SIZE", DEFAULT_BATCH_SIZE)
+    batch_size = opts.batch_size or SETTINGS.value(settings, "MONGO_BATCH_SIZE")
     outcome: dict[str, Any] = {
         "directory": str(directory),
         "mongo_uri": mask_url(uri),
@@ -117,10 +112,10 @@ def _replay(
         uri=uri,
         database=onto[0],
         collection=onto[1],
-        history=max(0, settings.getint("MONGO_PRICE_HISTORY", DEFAULT_PRICE_HISTORY)),
-        write_concern=WriteConcern(**DEFAULT_WRITE_CONCERN),
-        timeout=settings.getfloat("MONGO_TIMEOUT", DEFAULT_TIMEOUT),
-        changes=settings.get("MONGO_CHANGES_COLLECTION", DEFAULT_CHANGES_COLLECTION) or None,
+        history=SETTINGS.value(settings, "MONGO_PRICE_HISTORY"),
+        write_concern=WriteConcern(**SETTINGS.value(settings, "MONGO_WRITE_CONCERN")),
+        timeout=SETTINGS.value(settings, "MONGO_TIMEOUT"),
+        changes=SETTINGS.value(settings, "MONGO_CHANGES_COLLECTION") or None,
     )
     last = [0.0]
 

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import redis
 from scrapy import Request
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.commands._common import add_spider_argument, crawl_keys, entry_points, redis_error
 from distcrawl.frontier import connection
 from distcrawl.frontier.store import Child, FrontierStore
@@ -227,7 +228,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     df_key = _key(
         opts.dupefilter_key, settings, "SCHEDULER_DUPEFILTER_KEY", "%(spider)s:dupefilter", spider
     )
-    classes.allow_request_classes(settings.getlist("DISTCRAWL_REQUEST_CLASSES"))
+    classes.allow_request_classes(SETTINGS.value(settings, "DISTCRAWL_REQUEST_CLASSES"))
     keys = crawl_keys(settings, spider)
     node = f"migrate-{os.getpid()}"
     client = connection.client(url, socket_timeout=60, socket_connect_timeout=10)

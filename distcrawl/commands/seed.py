@@ -21,6 +21,7 @@ import redis
 from distcrawl.commands._common import (
     add_spider_argument,
     allow_private,
+    check_crawl,
     crawl_keys,
     entry_points,
     redis_client,
@@ -132,6 +133,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     if accepted and not opts.dry_run:
         client = redis_client(settings)
         try:
+            check_crawl(client, keys)
             for i in range(0, len(accepted), _PUSH_BATCH):
                 # LPUSH in order: the nodes take from the other end, so the first seed goes first
                 client.lpush(keys.start_urls, *accepted[i : i + _PUSH_BATCH])

@@ -23,9 +23,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.commands._common import (
     add_spider_argument,
+    check_crawl,
     crawl_keys,
     entry_points,
     heartbeat_interval,
@@ -38,7 +40,7 @@ from distcrawl.commands._common import (
 )
 from distcrawl.ops.progress import progress_line
 from distcrawl.ops.status import RateTracker, build_status, read_snapshot
-from distcrawl.servers.embedded import resolve_home, services_status
+from distcrawl.servers.embedded import DEFAULT_MONGO_DATABASE, resolve_home, services_status
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -52,8 +54,6 @@ __all__ = ["Command", "add_arguments", "collect", "execute", "render", "run"]
 DEFAULT_WATCH_INTERVAL = 2.0
 #: polls per second while a one-shot status waits for a second heartbeat of every node
 _POLL = 0.25
-#: MongoDB collection of the products (setting ``MONGO_COLLECTION``)
-DEFAULT_COLLECTION = "products"
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +98,7 @@ def collect(
     heartbeats or *sample* seconds have passed."""
     priorities = page_priorities(settings)
     timeout = heartbeat_timeout(settings)
-    grace = settings.getfloat("DISTCRAWL_REVISIT_GRACE", 60.0)
+    grace: float = SETTINGS.value(settings, "DISTCRAWL_REVISIT_GRACE")
     if tracker is not None:
         snapshot = read_snapshot(client, keys, page_priorities=priorities)
         tracker.update(snapshot)
@@ -121,9 +121,9 @@ def collect(
 
 def stored_products(settings: BaseSettings) -> int | None:
     """Products in MongoDB (``MONGO_URI``, else the embedded server if one runs), or None."""
-    uri: str = settings.get("MONGO_URI") or ""
+    uri: str = SETTINGS.value(settings, "MONGO_URI")
     if not uri:
-        home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
+        home = resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None)
         mongo = services_status(home)["mongo"]
         uri = mongo["url"] if mongo["running"] else ""
     if not uri:
@@ -133,9 +133,9 @@ def stored_products(settings: BaseSettings) -> int | None:
     )
     try:
         # the pipeline's choice: MONGO_DATABASE, else the URI's database, else "catalog"
-        name = settings.get("MONGO_DATABASE")
-        database = client[name] if name else client.get_default_database("catalog")
-        collection = database[settings.get("MONGO_COLLECTION") or DEFAULT_COLLECTION]
+        name = SETTINGS.value(settings, "MONGO_DATABASE")
+        database = client[name] if name else client.get_default_database(DEFAULT_MONGO_DATABASE)
+        collection = database[SETTINGS.value(settings, "MONGO_COLLECTION")]
         return int(collection.estimated_document_count())
     except PyMongoError:
         return None
@@ -358,6 +358,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     store = not opts.no_store
     try:
         warn_if_no_crawl(client, keys, url)
+        check_crawl(client, keys)
         if opts.watch:
             return _watch(client, keys, settings, url, opts)
         status = collect(client, keys, settings, sample=opts.sample)

@@ -17,10 +17,10 @@ from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys
-from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_TIMEOUT
-from distcrawl.ops.status import DEFAULT_PAGE_PRIORITIES, RateTracker, aread_snapshot, build_status
+from distcrawl.ops.status import RateTracker, aread_snapshot, build_status
 
 if TYPE_CHECKING:
     from typing import Self
@@ -31,9 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["ClusterProgress", "progress_line"]
 
 logger = logging.getLogger(__name__)
-
-#: seconds between two progress lines (setting ``DISTCRAWL_PROGRESS_INTERVAL``; 0 = off)
-DEFAULT_PROGRESS_INTERVAL = 30.0
 
 
 def _minutes(seconds: float | None) -> str:
@@ -99,17 +96,15 @@ class ClusterProgress:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
-        interval = s.getfloat("DISTCRAWL_PROGRESS_INTERVAL", DEFAULT_PROGRESS_INTERVAL)
+        interval: float = SETTINGS.value(s, "DISTCRAWL_PROGRESS_INTERVAL")
         if interval <= 0:
             raise NotConfigured("DISTCRAWL_PROGRESS_INTERVAL is 0")
-        priorities = dict(DEFAULT_PAGE_PRIORITIES)
-        priorities.update({str(k): int(v) for k, v in s.getdict("PAGE_PRIORITIES").items()})
         ext = cls(
             crawler=crawler,
             interval=interval,
             redis_url=connection.settings_url(s),
-            heartbeat_timeout=s.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT),
-            page_priorities=priorities,
+            heartbeat_timeout=SETTINGS.value(s, "DISTCRAWL_HEARTBEAT_TIMEOUT"),
+            page_priorities=SETTINGS.value(s, "PAGE_PRIORITIES"),
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)

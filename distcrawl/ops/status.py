@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.rates import PAGES_PREFIX, is_number, prune, published_rates
 from distcrawl.base.rates import counters as node_counters
 from distcrawl.frontier.connection import is_cluster_client
@@ -41,8 +42,8 @@ __all__ = [
     "score_range",
 ]
 
-#: queue priority per page kind, as in the settings (``PAGE_PRIORITIES``)
-DEFAULT_PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
+#: queue priority per page kind: the default of the setting ``PAGE_PRIORITIES``
+DEFAULT_PAGE_PRIORITIES: Mapping[str, int] = SETTINGS.default("PAGE_PRIORITIES")
 #: at most this many dead letters are read to count them by reason and by site
 DEFAULT_DEAD_SAMPLE = 10_000
 #: seconds of node samples over which pages/min and products/min are averaged
