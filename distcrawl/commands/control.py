@@ -5,8 +5,10 @@
 ``scrapy control catalog resume``  leasing starts again on every node.
 ``scrapy control catalog reset --yes-really [--force] [--keep-seeds]``
     deletes the crawl's state: queue, request payloads, dupefilter (seen URLs), parked retries,
-    dead letters, rejected entries, node stats, site budgets and the seed list. The leases and
-    seeds of *live* nodes are kept (so their acks stay consistent) unless ``--force``; the id
+    dead letters, rejected entries, node stats, site budgets, the seed list and the record of
+    the crawl-wide settings (so the next node may start with others). The leases, seeds and
+    that record of *live* nodes are kept (so their acks stay consistent, and a node that joins
+    them still matches them) unless ``--force``; the id
     counter is always kept (a live node's late ack must never hit a new request), and so is a
     pause (resume when ready). Pause, wait for in-flight work to finish, then reset.
 """
@@ -119,6 +121,9 @@ def reset(
         kept = {shard.seq, shard.paused, keys.paused, keys.nodes}
         kept |= {shard.held(n) for n in live} | {shard.leases(n) for n in live}
         kept |= {keys.seeding(n) for n in live}
+        # the live nodes go on with the crawl-wide settings they started with: a node that
+        # joins them must still match those (the record goes with the last live node)
+        kept |= {keys.config} if live else set()
         kept_leases_here, deleted_here = _reset_slot(
             client,
             shard,
@@ -132,6 +137,7 @@ def reset(
         deleted += deleted_here
     if keys.shards > 1:
         kept = {keys.paused, keys.nodes} | {keys.seeding(n) for n in live}
+        kept |= {keys.config} if live else set()
         doomed = [k for k in found if k.startswith(control_prefix) and k not in kept]
         pipe: Any = client.pipeline(transaction=True)
         if doomed:
