@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from typing import TYPE_CHECKING
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.commands._common import (
     add_spider_argument,
@@ -62,7 +62,7 @@ def web_config(
     settings: BaseSettings, spider: str, *, interval: float = DEFAULT_INTERVAL, store: bool = True
 ) -> WebConfig:
     """The dashboard's view of *spider*'s crawl, from the project's settings."""
-    token = os.environ.get(TOKEN_ENV) or settings.get(TOKEN_ENV) or None
+    token = SETTINGS.value(settings, TOKEN_ENV) or None
     return WebConfig(
         keys=crawl_keys(settings, spider),
         redis_url=redis_url(settings),

@@ -219,9 +219,10 @@ class Registry(Mapping[str, Setting]):
     def crawl_wide(self) -> list[Setting]:
         return [s for s in self._settings.values() if s.scope == "crawl"]
 
-    def reference(self, *, hidden: bool = False) -> list[SettingRecord]:
+    def reference(self, *, hidden: bool = False, scrapy: bool | None = None) -> list[SettingRecord]:
         """The settings reference: one record per public setting (with *hidden*, every one),
-        in the registry's order."""
+        in the registry's order; *scrapy* True: only distcrawl's defaults for Scrapy's own
+        settings, False: only distcrawl's settings."""
         return [
             SettingRecord(
                 name=s.name,
@@ -232,7 +233,7 @@ class Registry(Mapping[str, Setting]):
                 env=s.name,
             )
             for s in self._settings.values()
-            if s.public or hidden
+            if (s.public or hidden) and (scrapy is None or s.scrapy == scrapy)
         ]
 
 
