@@ -26,7 +26,7 @@ from distcrawl.base.urls import mask_url
 from distcrawl.frontier import connection, crawlconf
 from distcrawl.frontier.store import FrontierKeys
 from distcrawl.node.seeds.sources import SeedSource
-from distcrawl.node.settings_check import unknown_names
+from distcrawl.node.settings_check import apply_environment, unknown_names
 from distcrawl.servers.embedded import resolve_home, services_status
 
 if TYPE_CHECKING:
@@ -155,6 +155,8 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
         for name in dir(ours):
             if name.isupper() and (settings.getpriority(name) or 0) < project:
                 settings.set(name, getattr(ours, name), priority="project")
+        # the environment over that project's module, as the distcrawl.Frontier add-on does
+        apply_environment(settings)
     if overrides:
         try:
             settings.setdict(arglist_to_dict(overrides), priority="cmdline")

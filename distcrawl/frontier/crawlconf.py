@@ -45,18 +45,22 @@ def differences(recorded: Mapping[str, str], mine: Mapping[str, str]) -> list[Mi
 
 def refusal(mismatch: Mismatch, keys: FrontierKeys, recorded: Mapping[str, str]) -> str:
     """One line saying which setting differs, both values, and the two ways out."""
+    name, here, crawl = mismatch
     by = recorded.get(BY)
     where = f"recorded by node {by} in {keys.config}" if by else f"recorded in {keys.config}"
+    mine = "is not in effect here" if here == NOT_IN_EFFECT else f"is {_shown(here)} here"
+    if crawl == NOT_IN_EFFECT:
+        theirs, fix = f"it is not in effect in crawl {keys.spider}", f"leave {name} out here"
+    else:
+        theirs = f"crawl {keys.spider} runs with {_shown(crawl)}"
+        fix = f"set {name}={crawl} here"
     return (
-        f"{mismatch.name} is {_shown(mismatch.here)} here, but crawl {keys.spider} runs with "
-        f"{_shown(mismatch.crawl)} ({where}): set {mismatch.name}={mismatch.crawl} here, or "
-        f"stop every node and `distcrawl control reset {keys.spider}` to start the crawl over"
+        f"{name} {mine}, but {theirs} ({where}): {fix}, or stop every node and "
+        f"`distcrawl control reset {keys.spider}` to start the crawl over"
     )
 
 
 def _shown(value: str) -> str:
-    if value == NOT_IN_EFFECT:
-        return "not in effect"
     return value if value else "empty"
 
 

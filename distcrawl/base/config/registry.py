@@ -154,7 +154,8 @@ class Registry(Mapping[str, Setting]):
 
     def shown(self, settings: SettingsLike | Mapping[str, Any], name: str) -> str:
         """The value of *name* as text (the form recorded in Redis and printed in messages)."""
-        return self._settings[name].show(self.value(settings, name))
+        value = self.value(settings, name)
+        return "" if value is None else self._settings[name].show(value)
 
     def problems(self, settings: Any, environ: Mapping[str, str] | None = None) -> list[str]:
         """What is wrong with the registered settings in *settings*: one line each, naming
