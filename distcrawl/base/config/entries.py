@@ -401,26 +401,34 @@ _DISTCRAWL = [
 
 #: distcrawl's defaults for Scrapy settings it sets otherwise than Scrapy (or relies on)
 _SCRAPY = [
-    Setting("ROBOTSTXT_OBEY", BOOL, True, "robots.txt is obeyed", scrapy=True),
+    Setting(
+        "ROBOTSTXT_OBEY", BOOL, True,
+        "robots.txt is obeyed, fetched once per crawl and shared by the nodes", scrapy=True,
+    ),
     Setting(
         "CONCURRENT_REQUESTS", INT, 16,
         "requests in flight on a node; also sizes its prefetch", scrapy=True, check=_at_least(1),
     ),
     Setting(
         "CONCURRENT_REQUESTS_PER_DOMAIN", INT, 16,
-        "requests in flight per domain on a node", scrapy=True, check=_at_least(1),
+        "as CONCURRENT_REQUESTS: the shared per-site budget (DISTCRAWL_SITE_*) is the "
+        "politeness limit", scrapy=True, check=_at_least(1),
     ),
     Setting(
         "CONCURRENT_ITEMS", INT, 16,
         "items processed in parallel per response (Scrapy: 100, costlier per page)",
         scrapy=True, check=_at_least(1),
     ),
-    Setting("DOWNLOAD_TIMEOUT", FLOAT, 30.0, "seconds a download may take", scrapy=True),
+    Setting(
+        "DOWNLOAD_TIMEOUT", FLOAT, 30.0,
+        "seconds a download may take: a stuck page holds a lease and a slot", scrapy=True,
+    ),
     Setting(
         "DOWNLOAD_MAXSIZE", INT, 10 * 1024 * 1024, "larger bodies are refused", scrapy=True,
     ),
     Setting(
-        "DOWNLOAD_WARNSIZE", INT, 2 * 1024 * 1024, "larger bodies are logged", scrapy=True,
+        "DOWNLOAD_WARNSIZE", INT, 2 * 1024 * 1024,
+        "larger bodies are logged, well below DOWNLOAD_MAXSIZE", scrapy=True,
     ),
     Setting(
         "RETRY_TIMES", INT, 3, "retries after the first try", scrapy=True, check=_at_least(0),
@@ -431,17 +439,21 @@ _SCRAPY = [
     ),
     Setting(
         "USER_AGENT", STR, "distcrawl/0.1 (+https://github.com/distcrawl/distcrawl)",
-        "the User-Agent header", scrapy=True,
+        "the User-Agent header: says who crawls", scrapy=True,
     ),
     Setting(
         "TELNETCONSOLE_ENABLED", BOOL, False,
-        "a crawler node exposes no telnet console", scrapy=True,
+        "a node exposes nothing to the network: no telnet console", scrapy=True,
     ),
     Setting(
-        "LOG_LEVEL", _kind_of(STR, lambda v: v.strip().upper()), "INFO", "log level",
+        "LOG_LEVEL", _kind_of(STR, lambda v: v.strip().upper()), "INFO",
+        "log level: one line per notable event",
         scrapy=True, check=_one_of("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG"),
     ),
-    Setting("FEED_EXPORT_ENCODING", STR, "utf-8", "encoding of exported feeds", scrapy=True),
+    Setting(
+        "FEED_EXPORT_ENCODING", STR, "utf-8", "encoding of exported feeds: readable exports",
+        scrapy=True,
+    ),
     Setting(
         "WARN_ON_GENERATOR_RETURN_VALUE", BOOL, False,
         "off: Scrapy's check re-parses a callback's source per response (5-20 % of the CPU)",
@@ -455,6 +467,7 @@ _TOOLING = (
     "DISTCRAWL_TEST_WORKERS",  # dev.py test: pytest-xdist workers
     "DISTCRAWL_CHROMIUM",  # the dashboard's browser tests: the Chromium to drive
     "DISTCRAWL_SCRAPYD_PROJECT",  # the scrapyd test: the project copy to deploy
+    "DISTCRAWL_BENCH_RESULTS",  # the benches: the folder of their result files
 )
 
 #: every setting distcrawl reads
