@@ -13,15 +13,19 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING
 
+from redis.exceptions import RedisError
+
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.commands._common import (
     add_spider_argument,
     allow_private,
+    check_crawl,
     crawl_keys,
     entry_points,
     heartbeat_timeout,
     page_priorities,
+    redis_client,
     redis_url,
 )
 from distcrawl.web.app import WebConfig
@@ -77,6 +81,14 @@ def web_config(
 
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     config = web_config(settings, opts.spider, interval=opts.interval, store=not opts.no_store)
+    client = redis_client(settings)
+    try:
+        # its views and its seed action must find the crawl where its nodes put it
+        check_crawl(client, config.keys)
+    except (RedisError, OSError):
+        pass  # Redis away: the dashboard shows the outage, and says so
+    finally:
+        client.close()
     try:
         server = DashboardServer(config, host=opts.host, port=opts.port)
     except UnsafeBind as exc:

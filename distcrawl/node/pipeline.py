@@ -46,34 +46,33 @@ class MongoPipeline:
 
     - ``MONGO_URI``: the server (required; :class:`distcrawl.node.embedded.EmbeddedServices` fills
       it with the embedded SecantusDB when empty).
-    - ``MONGO_DATABASE``: database (default: the URI's, else ``catalog``).
-    - ``MONGO_COLLECTION``: collection (default ``products``).
+    - ``MONGO_DATABASE``: database (unset: the URI's, else ``catalog``).
+    - ``MONGO_COLLECTION``: collection.
     - ``MONGO_UNIQUE_KEY``: item fields forming the unique key, stored as the document
       ``_id`` (whose index is unique in every collection; created with the collection at
-      open): ``["url"]`` (default, the canonical URL) or e.g. ``["site", "sku"]``. An item
+      open): ``["url"]`` (the canonical URL) or e.g. ``["site", "sku"]``. An item
       missing a key field is dropped (``missing_<field>``).
-    - ``MONGO_BATCH_SIZE``: most products per bulk write (default 100).
-    - ``MONGO_FLUSH_INTERVAL``: seconds an idle writer lets a partial batch gather (default
-      0: group commit, batches grow with the load. Each item's request stays leased until
-      the item is durable and a node leases no more than its free slots, so any wait here
-      caps a node at ``CONCURRENT_REQUESTS / interval`` products per second).
-    - ``MONGO_WRITE_CONCERN``: ``{"w": "majority", "j": true}`` by default; a dict (or JSON
-      object) of ``WriteConcern`` arguments, or just the ``w`` value. ``w=0`` is refused.
-    - ``MONGO_PRICE_HISTORY``: price-history entries kept per product (default 20).
+    - ``MONGO_BATCH_SIZE``: most products per bulk write.
+    - ``MONGO_FLUSH_INTERVAL``: seconds an idle writer lets a partial batch gather (0: group
+      commit, batches grow with the load. Each item's request stays leased until the item
+      is durable and a node leases no more than its free slots, so any wait here caps a node
+      at ``CONCURRENT_REQUESTS / interval`` products per second).
+    - ``MONGO_WRITE_CONCERN``: a dict (or JSON object) of ``WriteConcern`` arguments, or just
+      the ``w`` value. ``w=0`` is refused.
+    - ``MONGO_PRICE_HISTORY``: price-history entries kept per product.
     - ``MONGO_CHANGES_COLLECTION``: the change log, one document per price, currency or
-      availability change (default ``changes``; empty: none).
-    - ``MONGO_TIMEOUT``: driver timeouts in seconds (default 5).
+      availability change (empty: none).
+    - ``MONGO_TIMEOUT``: driver timeouts in seconds.
     - ``MONGO_BUFFER_MAX_ITEMS``: products held in memory during an outage before they spill
-      to the journal (default 1000).
-    - ``MONGO_JOURNAL_AFTER``: seconds of outage after which products go to the journal
-      (default 15).
-    - ``MONGO_JOURNAL_PATH``: journal directory (default
+      to the journal.
+    - ``MONGO_JOURNAL_AFTER``: seconds of outage after which products go to the journal.
+    - ``MONGO_JOURNAL_PATH``: journal directory (unset:
       ``<DISTCRAWL_HOME>/journal/<database>.<collection>``); nodes on one machine may share
       it, and each replays what stopped nodes left there.
     - ``MONGO_CLOSE_TIMEOUT``: seconds a closing node waits for MongoDB to write what waits
-      in memory before journaling it (default 10).
+      in memory before journaling it.
     - ``MONGO_JOURNAL_CLOSE_TIMEOUT``: seconds a closing node whose journal holds products
-      waits for MongoDB and replays them (default 300, a log line every 5 s). If MongoDB
+      waits for MongoDB and replays them (a log line every 5 s). If MongoDB
       does not take them in time the node logs the journal's directory and product count,
       publishes the count (``pipeline/journal_held``) and ``scrapy crawl`` exits with status
       3 (:data:`distcrawl.commands.crawl.EXIT_JOURNAL_HELD`).
