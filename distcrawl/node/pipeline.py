@@ -77,7 +77,7 @@ class MongoPipeline:
       publishes the count (``pipeline/journal_held``) and ``scrapy crawl`` exits with status
       3 (:data:`distcrawl.commands.crawl.EXIT_JOURNAL_HELD`).
     - ``MONGO_RETRY_BACKOFF`` / ``MONGO_RETRY_BACKOFF_MAX``: pause between retries, doubling
-      from the first to the second (defaults 0.25 and 5 seconds).
+      from the first to the second.
     - ``DISTCRAWL_HOME``: see :mod:`distcrawl.servers.embedded` (for the default journal path).
 
     Stats: ``pipeline/written``, ``pipeline/inserted``, ``pipeline/updated``,
