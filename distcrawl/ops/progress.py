@@ -92,6 +92,7 @@ class ClusterProgress:
         self._task: asyncio.Task[None] | None = None
         self._client: Any = None
         self._failing = False
+        self._closing = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -118,6 +119,10 @@ class ClusterProgress:
         self._task = asyncio.ensure_future(self._run(keys))
 
     async def spider_closed(self, spider: Spider) -> None:
+        # redis-py may swallow a cancellation that lands while it connects: the loop then
+        # ends at its next turn instead of sampling on for ever (a node closing at once, as
+        # one that refuses to start does, would never close)
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -128,7 +133,7 @@ class ClusterProgress:
     async def _run(self, keys: FrontierKeys) -> None:
         # a first sample at once, so the first line already has rates
         await self._sample(keys)
-        while True:
+        while not self._closing:
             await asyncio.sleep(self.interval)
             status = await self._sample(keys)
             if status is not None:

@@ -23,30 +23,11 @@ budgets), ``tracking`` (the engine's in-progress set, site feedback).
 from __future__ import annotations
 
 from distcrawl.node.scheduler.adapter import FrontierScheduler
-from distcrawl.node.scheduler.drain import DEFAULT_DRAIN_GRACE
 from distcrawl.node.scheduler.identity import NodeIdInUse
-from distcrawl.node.scheduler.loop import (
-    DEFAULT_FLUSH_DELAY,
-    DEFAULT_IDLE_MAX_WAIT,
-    DEFAULT_PREFETCH,
-    LEASE_WINDOW,
-)
-from distcrawl.node.scheduler.membership import (
-    DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_HEARTBEAT_TIMEOUT,
-)
-from distcrawl.node.scheduler.seeds import DEFAULT_SEED_BATCH
-from distcrawl.node.scheduler.tracking import DEFAULT_SITE_LATENCY_TARGET
+from distcrawl.node.scheduler.loop import DEFAULT_IDLE_MAX_WAIT, LEASE_WINDOW
 
 __all__ = [
-    "DEFAULT_DRAIN_GRACE",
-    "DEFAULT_FLUSH_DELAY",
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "DEFAULT_HEARTBEAT_TIMEOUT",
     "DEFAULT_IDLE_MAX_WAIT",
-    "DEFAULT_PREFETCH",
-    "DEFAULT_SEED_BATCH",
-    "DEFAULT_SITE_LATENCY_TARGET",
     "LEASE_WINDOW",
     "FrontierScheduler",
     "NodeIdInUse",
