@@ -5,9 +5,12 @@ every later node and by the operator commands that depend on it.
 The record maps a setting's name to its value as text (the registry's form; ``-`` for a
 setting not in effect, such as the Bloom filter's size on an exact dupefilter). Fields whose
 name starts with ``_`` describe the record (``_by``: the node that wrote it). It is written
-once per crawl, so a plain transaction does it: one HSETNX per field, then HGETALL, in one
-MULTI on one key (one slot on a Redis Cluster). ``control reset`` deletes it with the rest of
-the crawl when no live node remains.
+once per crawl: one HSETNX per field, then HGETALL, in one pipeline on one key (one slot on
+a Redis Cluster). Each field keeps the first value written to it, and every node compares
+every field it has, so no two nodes ever run with different values, even when two start at
+the same moment (both may then refuse, if they differ). No MULTI: redis-py's asyncio cluster
+client cannot run a pipeline after a transaction. ``control reset`` deletes the record with
+the rest of the crawl when no live node remains.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ async def record(
     client: Any, keys: FrontierKeys, values: Mapping[str, str], *, by: str
 ) -> dict[str, str]:
     """Record *values* where the crawl has none yet (the first node's win); the record."""
-    pipe = client.pipeline(transaction=True)
+    pipe = client.pipeline(transaction=False)
     for name, value in {**values, BY: by}.items():
         pipe.hsetnx(keys.config, name, value)
     pipe.hgetall(keys.config)
