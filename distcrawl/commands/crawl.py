@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
 
-from distcrawl.node.crawl_record import REFUSED_REASON
+from distcrawl.node.scheduler.crawlwide import REFUSED_REASON
 from distcrawl.node.settings_check import problems
 from distcrawl.storage.store import stranded_journals
 

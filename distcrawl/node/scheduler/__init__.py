@@ -17,7 +17,8 @@ written), ``leases`` (leased payloads into requests), ``identity`` (node id clai
 refusal), ``membership`` (heartbeats, recovery of dead nodes), ``drain`` (drain detection),
 ``seeds`` (seed intake), ``reconcile`` (leases after a failed round trip or a rewind),
 ``outage`` (Redis out of reach), ``revisits`` (revisit mode's hooks), ``sites`` (per-site
-budgets), ``tracking`` (the engine's in-progress set, site feedback).
+budgets), ``tracking`` (the engine's in-progress set, site feedback), ``crawlwide`` (the
+crawl-wide settings, recorded by the crawl's first node and checked by every later one).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""A node's crawl-wide settings as the crawl records them (distcrawl.node.crawl_record), and
-the check at start on a real Redis: the first node records, a differing one is refused."""
+"""A node's crawl-wide settings as the crawl records them (distcrawl.node.scheduler.crawlwide),
+and the check at start on a real Redis: the first node records, a differing one is refused."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.kinds import show_duration
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.store import Dupefilter
-from distcrawl.node.crawl_record import (
+from distcrawl.node.revisit.schedule import RevisitPolicy
+from distcrawl.node.scheduler.crawlwide import (
     CrawlSettingsDiffer,
     check_crawl_settings,
     crawl_wide_values,
 )
-from distcrawl.node.revisit.schedule import RevisitPolicy
 
 KEYS = FrontierKeys("catalog", "catalog:start_urls", shards=16)
 

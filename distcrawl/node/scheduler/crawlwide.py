@@ -11,13 +11,20 @@ from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.kinds import show_duration
 from distcrawl.frontier import crawlconf
 from distcrawl.frontier.crawlconf import NOT_IN_EFFECT
+from distcrawl.node.scheduler.outage import retry_at_start
 
 if TYPE_CHECKING:
     from distcrawl.frontier.keys import FrontierKeys
     from distcrawl.frontier.store import Dupefilter
     from distcrawl.node.revisit.schedule import RevisitPolicy
 
-__all__ = ["CrawlSettingsDiffer", "check_crawl_settings", "crawl_wide_values"]
+__all__ = [
+    "REFUSED_REASON",
+    "CrawlSettingsDiffer",
+    "admit",
+    "check_crawl_settings",
+    "crawl_wide_values",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -76,3 +83,23 @@ async def check_crawl_settings(
         logger.error("Node refuses to start: %s", crawlconf.refusal(mismatch, keys, recorded))
     if differ:
         raise CrawlSettingsDiffer(", ".join(m.name for m in differ))
+
+
+async def admit(
+    client: Any,
+    keys: FrontierKeys,
+    settings: Any,
+    dupefilter: Dupefilter,
+    revisit: RevisitPolicy | None,
+    *,
+    node_id: str,
+) -> bool:
+    """Whether the node may join the crawl: its crawl-wide settings recorded (the crawl's
+    first node) or equal to the record; False, with the ERROR lines logged, when they differ.
+    Redis out of reach is waited out, as every call at start is."""
+    values = crawl_wide_values(settings, keys, dupefilter, revisit)
+    try:
+        await retry_at_start(lambda: check_crawl_settings(client, keys, values, node_id=node_id))
+    except CrawlSettingsDiffer:
+        return False
+    return True
