@@ -126,9 +126,12 @@ def test_derived_defaults_follow_what_they_derive_from() -> None:
     assert SETTINGS.value({"CONCURRENT_REQUESTS": 500}, "DISTCRAWL_PREFETCH") == 256
     assert SETTINGS.value({"CONCURRENT_REQUESTS": "2"}, "DISTCRAWL_SEED_BATCH") == 8
     assert SETTINGS.default("DISTCRAWL_HEARTBEAT_INTERVAL") == 2.0  # 30 / 15
-    timeout = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "60"}
-    assert SETTINGS.value(timeout, "DISTCRAWL_HEARTBEAT_INTERVAL") == 4.0
-    assert SETTINGS.value(timeout, "DISTCRAWL_DRAIN_GRACE") == 6.0
+    short = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "6"}
+    assert SETTINGS.value(short, "DISTCRAWL_HEARTBEAT_INTERVAL") == 0.4
+    assert SETTINGS.value(short, "DISTCRAWL_DRAIN_GRACE") == pytest.approx(0.6)
+    # a long timeout does not slow the beats the status reads its rates from
+    long = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "600"}
+    assert SETTINGS.value(long, "DISTCRAWL_HEARTBEAT_INTERVAL") == 2.0
     # a value given wins over the derivation
     given = {"CONCURRENT_REQUESTS": "2", "DISTCRAWL_PREFETCH": "1"}
     assert SETTINGS.value(given, "DISTCRAWL_PREFETCH") == 1

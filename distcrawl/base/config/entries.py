@@ -29,8 +29,10 @@ MAX_SHARDS = 1024
 PREFETCH_PER_SLOT = 4
 #: ... and never more than this many (one script call's work stays small)
 PREFETCH_MAX = 256
-#: heartbeats per DISTCRAWL_HEARTBEAT_TIMEOUT: a node is dead after missing this many
+#: heartbeats per DISTCRAWL_HEARTBEAT_TIMEOUT: a node is dead after missing this many...
 BEATS_PER_TIMEOUT = 15
+#: ... and beats at least this often (seconds): the status' rates and liveness come from beats
+HEARTBEAT_MAX_INTERVAL = 2.0
 #: heartbeats the whole cluster must look drained for (every node reported since)
 DRAIN_BEATS = 1.5
 
@@ -119,8 +121,13 @@ _DISTCRAWL = [
     Setting(
         "DISTCRAWL_HEARTBEAT_INTERVAL", FLOAT, None,
         "seconds between two heartbeats of a node", public=False,
-        derive=lambda get: get("DISTCRAWL_HEARTBEAT_TIMEOUT") / BEATS_PER_TIMEOUT,
-        derived=f"DISTCRAWL_HEARTBEAT_TIMEOUT / {BEATS_PER_TIMEOUT}",
+        derive=lambda get: min(
+            HEARTBEAT_MAX_INTERVAL, get("DISTCRAWL_HEARTBEAT_TIMEOUT") / BEATS_PER_TIMEOUT
+        ),
+        derived=(
+            f"DISTCRAWL_HEARTBEAT_TIMEOUT / {BEATS_PER_TIMEOUT}, at most "
+            f"{HEARTBEAT_MAX_INTERVAL:g} s"
+        ),
         check=lambda v: None if v > 0 else "above 0",
     ),
     Setting(
