@@ -46,6 +46,7 @@ from scrapy.http import Request
 from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.queue import PriorityQueue
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.recent import RecentKeys
 from distcrawl.frontier import connection
 from distcrawl.frontier.batch import new_rid_tag
@@ -53,7 +54,6 @@ from distcrawl.frontier.keys import DEFAULT_SHARDS
 from distcrawl.frontier.store import Child, Dupefilter, FrontierKeys, FrontierStore, Revisit
 from distcrawl.node.requests import codec
 from distcrawl.node.revisit.schedule import revisit_payload
-from distcrawl.node.scheduler import DEFAULT_PREFETCH
 from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS
 from distcrawl.servers.cluster import LocalRedisCluster
 
@@ -721,8 +721,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lease",
         type=int,
-        default=DEFAULT_PREFETCH,
-        help=f"leases per flush (default {DEFAULT_PREFETCH}, a node's DISTCRAWL_PREFETCH)",
+        default=SETTINGS.default("DISTCRAWL_PREFETCH"),
+        help="leases per flush (default: a node's DISTCRAWL_PREFETCH at the default concurrency)",
     )
     parser.add_argument("--urls", type=int, default=1_000_000, help="URLs loaded for memory")
     parser.add_argument("--cluster", type=int, default=0, help="masters of a Redis Cluster run")

@@ -48,13 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Node, Services, print_report
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.demo.change_checks import check_changes
 from distcrawl.demo.server import DemoShop, ShopConfig
-from distcrawl.node.revisit.schedule import (
-    DEFAULT_REVISIT_BACKOFF,
-    DEFAULT_REVISIT_EARLY,
-    DEFAULT_REVISIT_MAX_BACKOFF,
-)
 
 HEADLINE = (
     "changes_made",
@@ -185,9 +181,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "interval_s": args.interval,
         "cycles": args.cycles,
         "nodes": args.nodes,
-        "backoff": _or(args.backoff, DEFAULT_REVISIT_BACKOFF),
-        "max_backoff": _or(args.max_backoff, DEFAULT_REVISIT_MAX_BACKOFF),
-        "early": _or(args.early, DEFAULT_REVISIT_EARLY),
+        "backoff": _or(args.backoff, SETTINGS.default("DISTCRAWL_REVISIT_BACKOFF")),
+        "max_backoff": _or(args.max_backoff, SETTINGS.default("DISTCRAWL_REVISIT_MAX_BACKOFF")),
+        "early": _or(args.early, SETTINGS.default("DISTCRAWL_REVISIT_EARLY")),
     }
     with Services(mongo=True) as services, DemoShop(config, clock=clock) as shop:
         work = services.home / "nodes"

@@ -62,13 +62,18 @@ class Node:
             cmd += ["-a", f"{key}={value}"]
         full_env = dict(os.environ)
         full_env.update(
-            SCRAPY_SETTINGS_MODULE=settings_module,
-            REDIS_URL=redis_url,
-            MONGO_URI=mongo_uri,
-            DISTCRAWL_NODE_ID=node_id,
-            DISTCRAWL_ALLOW_PRIVATE="127.0.0.1,127.0.0.2,localhost",
-            PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])),
-            **(env or {}),
+            {
+                "SCRAPY_SETTINGS_MODULE": settings_module,
+                "REDIS_URL": redis_url,
+                "MONGO_URI": mongo_uri,
+                "DISTCRAWL_NODE_ID": node_id,
+                "DISTCRAWL_ALLOW_PRIVATE": "127.0.0.1,127.0.0.2,localhost",
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])
+                ),
+                # a test's own environment wins, PYTHONPATH included
+                **(env or {}),
+            }
         )
         self.proc = subprocess.Popen(
             cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

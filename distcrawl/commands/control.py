@@ -5,10 +5,12 @@
 ``scrapy control catalog resume``  leasing starts again on every node.
 ``scrapy control catalog reset --yes-really [--force] [--keep-seeds]``
     deletes the crawl's state: queue, request payloads, dupefilter (seen URLs), parked retries,
-    dead letters, rejected entries, node stats, site budgets and the seed list. The leases and
-    seeds of *live* nodes are kept (so their acks stay consistent) unless ``--force``; the id
-    counter is always kept (a live node's late ack must never hit a new request), and so is a
-    pause (resume when ready). Pause, wait for in-flight work to finish, then reset.
+    dead letters, rejected entries, node stats, site budgets, the seed list and the record of
+    the crawl-wide settings (so the next node may start with others). The leases, seeds and
+    that record of *live* nodes are kept (so their acks stay consistent, and a node that joins
+    them still matches them) unless ``--force``; the id counter is always kept (a live node's
+    late ack must never hit a new request), and so are a pause (resume when ready) and the
+    crawl's frontier format. Pause, wait for in-flight work to finish, then reset.
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
-"""``scrapy crawl``, as Scrapy runs it, except that a node whose products are not all in
-MongoDB when it exits says so with its exit status: 3 (``EXIT_JOURNAL_HELD``) when its
-journal still holds products MongoDB did not take in ``MONGO_JOURNAL_CLOSE_TIMEOUT``."""
+"""``scrapy crawl``, as Scrapy runs it, except that the node's settings are checked first and
+its exit status says what kept it from its work:
+
+- 2 (``EXIT_SETTINGS``): a setting cannot be used (one error line each, nothing started),
+  or the node's crawl-wide settings differ from the crawl's (it refused to start);
+- 3 (``EXIT_JOURNAL_HELD``): its journal still holds products MongoDB did not take in
+  ``MONGO_JOURNAL_CLOSE_TIMEOUT``.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +13,51 @@ import logging
 from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.exceptions import UsageError
 
+from distcrawl.node.scheduler.crawlwide import REFUSED_REASON
+from distcrawl.node.settings_check import problems
 from distcrawl.storage.store import stranded_journals
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["EXIT_JOURNAL_HELD", "Command"]
+__all__ = ["EXIT_JOURNAL_HELD", "EXIT_SETTINGS", "Command"]
 
 logger = logging.getLogger(__name__)
 
+#: exit status of a node with a setting it cannot use, or refused by the crawl's record
+EXIT_SETTINGS = 2
 #: exit status of a node that closed with products only in its local journal
 EXIT_JOURNAL_HELD = 3
 
 
 class Command(ScrapyCrawlCommand):
-    """``scrapy crawl <spider>``; exits 3 when products were left in the journal."""
+    """``scrapy crawl <spider>``; exits 2 on bad or differing settings, 3 when products were
+    left in the journal."""
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().run(args, opts)
+        if not args:
+            raise UsageError
+        if len(args) > 1:
+            raise UsageError("running 'scrapy crawl' with more than one spider is not supported")
+        assert self.crawler_process is not None
+        crawler = self._create_crawler(args[0])
+        # -s, the spider's custom_settings and the project's (the environment included)
+        bad = problems(crawler.settings)
+        for line in bad:
+            logger.error("Bad setting, the node does not start: %s", line)
+        if bad:
+            self.exitcode = EXIT_SETTINGS
+            return
+        self.crawler_process.crawl(crawler, **opts.spargs)
+        self.crawler_process.start()
+        if self.crawler_process.bootstrap_failed:
+            self.exitcode = 1
+        stats = getattr(crawler, "stats", None)  # none when the crawl never began
+        if stats is not None and stats.get_value("finish_reason") == REFUSED_REASON:
+            self.exitcode = EXIT_SETTINGS
+            return
         held = stranded_journals()
         if held and not self.exitcode:
             self.exitcode = EXIT_JOURNAL_HELD

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.commands._common import redis_error
 from distcrawl.frontier import connection
 from distcrawl.node.requests import classes
@@ -76,7 +77,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     queue_key, df_key = migrate.source_keys(
         settings, opts.spider, opts.queue_key, opts.dupefilter_key
     )
-    classes.allow_request_classes(settings.getlist("DISTCRAWL_REQUEST_CLASSES"))
+    classes.allow_request_classes(SETTINGS.value(settings, "DISTCRAWL_REQUEST_CLASSES"))
     ctx = Context(settings, opts.spider)
     keys = ctx.keys
     client = connection.client(url, socket_timeout=60, socket_connect_timeout=10)

@@ -21,6 +21,7 @@ from typing import Any
 import pymongo
 from scrapy.settings import Settings
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
 from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
@@ -335,6 +336,8 @@ def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, sa
 
     settings = Settings(
         {
+            # the environment supplies a setting of its name (the token too), as on a node
+            **SETTINGS.environment(os.environ),
             "REDIS_URL": redis_url,
             "MONGO_URI": mongo_uri,
             "DISTCRAWL_ALLOW_PRIVATE": allowed_hosts(args.sites),  # as the nodes' (node_env)

@@ -9,6 +9,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from distcrawl.base.config import SETTINGS
+
 __all__ = [
     "Child",
     "DeadLetter",
@@ -36,7 +38,7 @@ def new_rid_tag() -> str:
 
 
 #: seconds a cut of a site's rate takes to wear off completely (``DISTCRAWL_SITE_RECOVERY``)
-DEFAULT_SITE_RECOVERY = 120.0
+DEFAULT_SITE_RECOVERY: float = SETTINGS.default("DISTCRAWL_SITE_RECOVERY")
 
 
 class Child(NamedTuple):
@@ -104,10 +106,10 @@ class Feedback(NamedTuple):
 class SiteBudget:
     """The cluster-wide per-site budget defaults (0 = no limit); see ``admit`` in the script."""
 
-    rate: float = 0.0
-    concurrency: int = 0
-    burst: float = 1.0
-    adaptive_rate: float = 8.0
+    rate: float = SETTINGS.default("DISTCRAWL_SITE_RATE")
+    concurrency: int = SETTINGS.default("DISTCRAWL_SITE_CONCURRENCY")
+    burst: float = SETTINGS.default("DISTCRAWL_SITE_BURST")
+    adaptive_rate: float = SETTINGS.default("DISTCRAWL_ADAPTIVE_RATE")
     #: seconds an adaptive cut takes to wear off from factor 0 to 1 (linearly, idle or not)
     recovery: float = DEFAULT_SITE_RECOVERY
 
@@ -116,13 +118,11 @@ class SiteBudget:
         """``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``, ``DISTCRAWL_SITE_BURST``,
         ``DISTCRAWL_ADAPTIVE_RATE``, ``DISTCRAWL_SITE_RECOVERY``."""
         return cls(
-            rate=settings.getfloat("DISTCRAWL_SITE_RATE", 0.0),
-            concurrency=settings.getint("DISTCRAWL_SITE_CONCURRENCY", 0),
-            burst=max(1.0, settings.getfloat("DISTCRAWL_SITE_BURST", 1.0)),
-            adaptive_rate=settings.getfloat("DISTCRAWL_ADAPTIVE_RATE", 8.0),
-            recovery=max(
-                0.001, settings.getfloat("DISTCRAWL_SITE_RECOVERY", DEFAULT_SITE_RECOVERY)
-            ),
+            rate=SETTINGS.value(settings, "DISTCRAWL_SITE_RATE"),
+            concurrency=SETTINGS.value(settings, "DISTCRAWL_SITE_CONCURRENCY"),
+            burst=SETTINGS.value(settings, "DISTCRAWL_SITE_BURST"),
+            adaptive_rate=SETTINGS.value(settings, "DISTCRAWL_ADAPTIVE_RATE"),
+            recovery=SETTINGS.value(settings, "DISTCRAWL_SITE_RECOVERY"),
         )
 
 

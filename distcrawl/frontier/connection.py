@@ -25,6 +25,8 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.policies import BasePolicyResolver, PolicyResolver, StaticPolicyResolver
 
+from distcrawl.base.config import SETTINGS
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -138,7 +140,7 @@ def settings_url(settings: BaseSettings) -> str:
     plain ``redis://`` / ``rediss://`` URL becomes the ``+cluster`` form, so the URL alone says
     which client to make."""
     url: str = redis_url_from_settings(settings)[0] or DEFAULT_REDIS_URL
-    if settings.getbool("DISTCRAWL_REDIS_CLUSTER", False):
+    if SETTINGS.value(settings, "DISTCRAWL_REDIS_CLUSTER"):
         scheme, sep, rest = url.partition("://")
         if sep and scheme.lower() in ("redis", "rediss"):
             return f"{scheme}+cluster://{rest}"

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from distcrawl.base.config import SETTINGS
+from distcrawl.base.config.entries import MAX_SHARDS
 from distcrawl.frontier.schema import (
     CONTROL,
     SHARD,
@@ -25,6 +27,7 @@ from distcrawl.frontier.schema import (
 __all__ = [
     "CLUSTER_SLOTS",
     "DEFAULT_SHARDS",
+    "MAX_SHARDS",
     "SCHEMA",
     "STATUS_LEASES_FIELD",
     "STATUS_WAITING_FIELD",
@@ -39,18 +42,16 @@ __all__ = [
 
 #: shards of a crawl: enough to spread over a Redis Cluster's masters (whole slots move when it
 #: rebalances), few enough that a single Redis needs no tuning and an idle node's refresh of
-#: every shard stays cheap
-DEFAULT_SHARDS = 16
-#: most shards a crawl may have
-MAX_SHARDS = 1024
+#: every shard stays cheap (the setting ``DISTCRAWL_SHARDS``)
+DEFAULT_SHARDS: int = SETTINGS.default("DISTCRAWL_SHARDS")
 #: hash slots of a Redis Cluster (a key's slot: CRC16 of its hash tag, modulo this)
 CLUSTER_SLOTS = 16384
 
 
 def default_shards() -> int:
-    """``DISTCRAWL_SHARDS`` from the environment, else :data:`DEFAULT_SHARDS`."""
-    raw = os.environ.get("DISTCRAWL_SHARDS", "")
-    return _checked(int(raw)) if raw.strip() else DEFAULT_SHARDS
+    """The project's ``DISTCRAWL_SHARDS``: its environment variable, else its default."""
+    shards: int = SETTINGS.from_environment(os.environ, "DISTCRAWL_SHARDS")
+    return shards
 
 
 #: digits of the suffix that places a shard's hash tag on its slot
@@ -364,6 +365,13 @@ class ControlKeys:
         "HASH",
         "[revisit] products a listing dropped and none links since: canonical URL -> ms since",
     )
+    config = Key(
+        "config",
+        "HASH",
+        """the crawl-wide settings the first node recorded: setting -> value as text (`-`: not
+        in effect; `_by`: that node); later nodes and operator commands compare theirs
+        (frontier/crawlconf.py; written once, from Python)""",
+    )
 
 
 @dataclass(frozen=True)
@@ -382,10 +390,15 @@ class FrontierKeys(ControlKeys):
     def for_spider(cls, spider: str, settings: Any) -> FrontierKeys:
         """The keys of ``spider``'s crawl; the seed list is ``DISTCRAWL_START_URLS_KEY`` or
         scrapy-redis' ``REDIS_START_URLS_KEY`` (``%(name)s`` is the spider's name), by default
-        ``<spider>:start_urls``; the number of shards is ``DISTCRAWL_SHARDS``."""
+        ``<spider>:start_urls``; the number of shards is ``DISTCRAWL_SHARDS`` (where
+        *settings* lacks it, as a project's own settings do: the project value)."""
         start = settings.get("DISTCRAWL_START_URLS_KEY") or settings.get("REDIS_START_URLS_KEY")
         start = start.replace("%(name)s", spider) if start else f"{spider}:start_urls"
-        shards = settings.getint("DISTCRAWL_SHARDS", 0) or default_shards()
+        shards: int = (
+            SETTINGS.value(settings, "DISTCRAWL_SHARDS")
+            if settings.get("DISTCRAWL_SHARDS") is not None
+            else default_shards()
+        )
         return cls(spider=spider, start_urls=start, shards=_checked(shards))
 
     # -- sharding ---------------------------------------------------------------------------

@@ -11,6 +11,11 @@ collector's full passes (:mod:`distcrawl.node.heap`, ``DISTCRAWL_GC_FREEZE``); a
 scrapy-redis settings (:func:`distcrawl.node.compat.translate_settings`). A spider that is not a
 scrapy-redis one closes once the whole cluster is drained (``DISTCRAWL_CLOSE_WHEN_DRAINED``),
 as it would end on Scrapy. A setting given on the command line (``-s``) still wins.
+
+It applies distcrawl's environment rule over the project's settings module (an environment
+variable named like a registered setting supplies it, see :mod:`distcrawl.base.config`),
+reports unknown ``DISTCRAWL_*`` names and checks every registered value, as a node of
+distcrawl's own project does (:mod:`distcrawl.node.settings_check`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy_redis.spiders import RedisMixin
 
 from distcrawl.node.compat import translate_settings
+from distcrawl.node.settings_check import apply_environment, check
 
 if TYPE_CHECKING:
     from typing import Self
@@ -58,6 +64,7 @@ class Frontier:
         # a project's settings.py (priority "project") names scrapy-redis' scheduler: the
         # add-on is the project's own choice, so it wins over that, not over -s
         priority = max(SETTINGS_PRIORITIES["addon"], SETTINGS_PRIORITIES["project"])
+        apply_environment(settings)
         previous = settings.get("SCHEDULER") if settings.getpriority("SCHEDULER") else None
         if (settings.getpriority("SCHEDULER") or 0) <= priority:
             settings.set("SCHEDULER", SCHEDULER, priority=priority)
@@ -90,3 +97,4 @@ class Frontier:
         if previous and previous != SCHEDULER:
             done.insert(0, f"SCHEDULER {previous} -> {SCHEDULER}")
         logger.info("distcrawl.Frontier add-on: %s", "; ".join(done) or "frontier scheduler")
+        check(settings)

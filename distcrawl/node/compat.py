@@ -17,6 +17,7 @@ from weakref import WeakKeyDictionary
 from scrapy.utils.python import to_unicode
 from w3lib.url import canonicalize_url
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.frontier.connection import redis_url_from_settings
 
 if TYPE_CHECKING:
@@ -180,8 +181,8 @@ def adopt_spider(crawler: Any, spider: Any) -> None:
             spider.name,
             spider.redis_key,
         )
-    allow_request_classes(crawler.settings.getlist("DISTCRAWL_REQUEST_CLASSES"))
-    allow_item_classes(crawler.settings.getlist("DISTCRAWL_ITEM_CLASSES"))
+    allow_request_classes(SETTINGS.value(crawler.settings, "DISTCRAWL_REQUEST_CLASSES"))
+    allow_item_classes(SETTINGS.value(crawler.settings, "DISTCRAWL_ITEM_CLASSES"))
     report_settings(crawler.settings)
 
 

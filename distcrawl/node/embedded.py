@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Self
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.servers.embedded import ensure_mongo, ensure_redis, resolve_home
 
@@ -44,8 +45,8 @@ class EmbeddedServices:
         return f"{type(self).__module__}.{type(self).__qualname__}"
 
     def update_settings(self, settings: BaseSettings) -> None:
-        allowed = settings.getbool("DISTCRAWL_EMBEDDED", True)
-        home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
+        allowed = SETTINGS.value(settings, "DISTCRAWL_EMBEDDED")
+        home = resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None)
         described = []
         for setting, label, ensure in (
             ("REDIS_URL", "Redis", ensure_redis),

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class FreezeStartupObjects:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        if not crawler.settings.getbool("DISTCRAWL_GC_FREEZE", True):
+        if not SETTINGS.value(crawler.settings, "DISTCRAWL_GC_FREEZE"):
             raise NotConfigured("DISTCRAWL_GC_FREEZE is off")
         ext = cls(crawler)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)

@@ -14,7 +14,6 @@ retries and outages (``store``) and the journal (``journal``).
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import unquote, urlsplit
@@ -22,12 +21,13 @@ from urllib.parse import unquote, urlsplit
 from pymongo.write_concern import WriteConcern
 from scrapy.exceptions import DropItem
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.node.items import Revisit
-from distcrawl.servers.embedded import resolve_home
+from distcrawl.servers.embedded import DEFAULT_MONGO_DATABASE, resolve_home
 from distcrawl.storage.documents import InvalidItem, make_record, revisit_record
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.store import ProductStore, Rejected
-from distcrawl.storage.writer import DEFAULT_CHANGES_COLLECTION, MongoWriter
+from distcrawl.storage.writer import MongoWriter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -36,39 +36,6 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
 __all__ = ["MongoPipeline"]
-
-#: database when neither ``MONGO_DATABASE`` nor the URI names one
-DEFAULT_DATABASE = "catalog"
-#: collection of products
-DEFAULT_COLLECTION = "products"
-#: item fields whose values make a product's unique key (its document ``_id``)
-DEFAULT_UNIQUE_KEY = ("url",)
-#: most products in one bulk write
-DEFAULT_BATCH_SIZE = 100
-#: seconds an idle writer lets a partial batch gather; 0 writes at once and lets the batch
-#: form from what arrives during the previous write (group commit). Each item's request stays
-#: leased until the item is durable and a node leases no more than its free slots, so any
-#: wait here caps a node at CONCURRENT_REQUESTS / interval products per second.
-DEFAULT_FLUSH_INTERVAL = 0.0
-#: newest price-history entries kept per product (0 disables the history)
-DEFAULT_PRICE_HISTORY = 20
-#: while MongoDB is unreachable, products waiting in memory beyond this go to the journal
-DEFAULT_BUFFER_MAX_ITEMS = 1000
-#: seconds of outage after which waiting products go to the journal (and new ones straight
-#: there) instead of holding their requests; also bounds how long a stop waits for MongoDB
-DEFAULT_JOURNAL_AFTER = 15.0
-#: seconds ``close_spider`` waits for MongoDB (writing what is left, replaying the journal)
-DEFAULT_CLOSE_TIMEOUT = 10.0
-#: seconds a closing node whose journal holds products waits for MongoDB to replay them;
-#: past it the node exits with EXIT_JOURNAL_HELD and logs where the products wait
-DEFAULT_JOURNAL_CLOSE_TIMEOUT = 300.0
-#: driver timeouts in seconds (server selection, connect): how fast an outage is noticed
-DEFAULT_TIMEOUT = 5.0
-#: first and longest pause between retries of a failed write, in seconds (doubling)
-DEFAULT_RETRY_BACKOFF = 0.25
-DEFAULT_RETRY_BACKOFF_MAX = 5.0
-#: acknowledged by a majority and journaled: the document survives a primary failover
-DEFAULT_WRITE_CONCERN: dict[str, Any] = {"w": "majority", "j": True}
 
 
 class MongoPipeline:
@@ -79,37 +46,38 @@ class MongoPipeline:
 
     - ``MONGO_URI``: the server (required; :class:`distcrawl.node.embedded.EmbeddedServices` fills
       it with the embedded SecantusDB when empty).
-    - ``MONGO_DATABASE``: database (default: the URI's, else ``catalog``).
-    - ``MONGO_COLLECTION``: collection (default ``products``).
+    - ``MONGO_DATABASE``: database (unset: the URI's, else ``catalog``).
+    - ``MONGO_COLLECTION``: collection.
     - ``MONGO_UNIQUE_KEY``: item fields forming the unique key, stored as the document
       ``_id`` (whose index is unique in every collection; created with the collection at
-      open): ``["url"]`` (default, the canonical URL) or e.g. ``["site", "sku"]``. An item
+      open): ``["url"]`` (the canonical URL) or e.g. ``["site", "sku"]``. An item
       missing a key field is dropped (``missing_<field>``).
-    - ``MONGO_BATCH_SIZE``: most products per bulk write (default 100).
-    - ``MONGO_FLUSH_INTERVAL``: seconds an idle writer lets a partial batch gather (default
-      0: group commit, batches grow with the load; see ``DEFAULT_FLUSH_INTERVAL``).
-    - ``MONGO_WRITE_CONCERN``: ``{"w": "majority", "j": true}`` by default; a dict (or JSON
-      object) of ``WriteConcern`` arguments, or just the ``w`` value. ``w=0`` is refused.
-    - ``MONGO_PRICE_HISTORY``: price-history entries kept per product (default 20).
+    - ``MONGO_BATCH_SIZE``: most products per bulk write.
+    - ``MONGO_FLUSH_INTERVAL``: seconds an idle writer lets a partial batch gather (0: group
+      commit, batches grow with the load. Each item's request stays leased until the item
+      is durable and a node leases no more than its free slots, so any wait here caps a node
+      at ``CONCURRENT_REQUESTS / interval`` products per second).
+    - ``MONGO_WRITE_CONCERN``: a dict (or JSON object) of ``WriteConcern`` arguments, or just
+      the ``w`` value. ``w=0`` is refused.
+    - ``MONGO_PRICE_HISTORY``: price-history entries kept per product.
     - ``MONGO_CHANGES_COLLECTION``: the change log, one document per price, currency or
-      availability change (default ``changes``; empty: none).
-    - ``MONGO_TIMEOUT``: driver timeouts in seconds (default 5).
+      availability change (empty: none).
+    - ``MONGO_TIMEOUT``: driver timeouts in seconds.
     - ``MONGO_BUFFER_MAX_ITEMS``: products held in memory during an outage before they spill
-      to the journal (default 1000).
-    - ``MONGO_JOURNAL_AFTER``: seconds of outage after which products go to the journal
-      (default 15).
-    - ``MONGO_JOURNAL_PATH``: journal directory (default
+      to the journal.
+    - ``MONGO_JOURNAL_AFTER``: seconds of outage after which products go to the journal.
+    - ``MONGO_JOURNAL_PATH``: journal directory (unset:
       ``<DISTCRAWL_HOME>/journal/<database>.<collection>``); nodes on one machine may share
       it, and each replays what stopped nodes left there.
     - ``MONGO_CLOSE_TIMEOUT``: seconds a closing node waits for MongoDB to write what waits
-      in memory before journaling it (default 10).
+      in memory before journaling it.
     - ``MONGO_JOURNAL_CLOSE_TIMEOUT``: seconds a closing node whose journal holds products
-      waits for MongoDB and replays them (default 300, a log line every 5 s). If MongoDB
+      waits for MongoDB and replays them (a log line every 5 s). If MongoDB
       does not take them in time the node logs the journal's directory and product count,
       publishes the count (``pipeline/journal_held``) and ``scrapy crawl`` exits with status
       3 (:data:`distcrawl.commands.crawl.EXIT_JOURNAL_HELD`).
     - ``MONGO_RETRY_BACKOFF`` / ``MONGO_RETRY_BACKOFF_MAX``: pause between retries, doubling
-      from the first to the second (defaults 0.25 and 5 seconds).
+      from the first to the second.
     - ``DISTCRAWL_HOME``: see :mod:`distcrawl.servers.embedded` (for the default journal path).
 
     Stats: ``pipeline/written``, ``pipeline/inserted``, ``pipeline/updated``,
@@ -133,21 +101,21 @@ class MongoPipeline:
         stats: StatsCollector,
         uri: str,
         database: str,
-        collection: str = DEFAULT_COLLECTION,
-        unique_key: Sequence[str] = DEFAULT_UNIQUE_KEY,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
-        write_concern: WriteConcern | None = None,
-        price_history: int = DEFAULT_PRICE_HISTORY,
-        changes_collection: str = DEFAULT_CHANGES_COLLECTION,
-        timeout: float = DEFAULT_TIMEOUT,
-        buffer_max_items: int = DEFAULT_BUFFER_MAX_ITEMS,
-        journal_after: float = DEFAULT_JOURNAL_AFTER,
+        collection: str,
+        unique_key: Sequence[str],
+        batch_size: int,
+        flush_interval: float,
+        write_concern: WriteConcern,
+        price_history: int,
+        changes_collection: str,
+        timeout: float,
+        buffer_max_items: int,
+        journal_after: float,
         journal_path: Path,
-        close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
-        journal_close_timeout: float = DEFAULT_JOURNAL_CLOSE_TIMEOUT,
-        retry_backoff: float = DEFAULT_RETRY_BACKOFF,
-        retry_backoff_max: float = DEFAULT_RETRY_BACKOFF_MAX,
+        close_timeout: float,
+        journal_close_timeout: float,
+        retry_backoff: float,
+        retry_backoff_max: float,
     ) -> None:
         if not uri:
             raise ValueError(
@@ -164,7 +132,7 @@ class MongoPipeline:
         # the store's tuning, passed on as given: ProductStore bounds each value
         self.batch_size = batch_size
         self.flush_interval = flush_interval
-        self.write_concern = write_concern or WriteConcern(**DEFAULT_WRITE_CONCERN)
+        self.write_concern = write_concern
         if not self.write_concern.acknowledged:
             raise ValueError("MONGO_WRITE_CONCERN w=0 cannot tell when a product is durable")
         self.price_history = max(0, price_history)
@@ -183,13 +151,15 @@ class MongoPipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        uri = settings.get("MONGO_URI") or ""
-        database = settings.get("MONGO_DATABASE") or _uri_database(uri) or DEFAULT_DATABASE
-        collection = settings.get("MONGO_COLLECTION") or DEFAULT_COLLECTION
-        journal_path = settings.get("MONGO_JOURNAL_PATH") or (
-            resolve_home(settings.get("DISTCRAWL_HOME") or None)
-            / "journal"
-            / f"{database}.{collection}"
+
+        def get(name: str) -> Any:
+            return SETTINGS.value(settings, name)
+
+        uri = get("MONGO_URI")
+        database = get("MONGO_DATABASE") or _uri_database(uri) or DEFAULT_MONGO_DATABASE
+        collection = get("MONGO_COLLECTION")
+        journal_path = get("MONGO_JOURNAL_PATH") or (
+            resolve_home(get("DISTCRAWL_HOME") or None) / "journal" / f"{database}.{collection}"
         )
         assert crawler.stats is not None
         return cls(
@@ -197,25 +167,20 @@ class MongoPipeline:
             uri=uri,
             database=database,
             collection=collection,
-            unique_key=settings.getlist("MONGO_UNIQUE_KEY") or DEFAULT_UNIQUE_KEY,
-            batch_size=settings.getint("MONGO_BATCH_SIZE", DEFAULT_BATCH_SIZE),
-            flush_interval=settings.getfloat("MONGO_FLUSH_INTERVAL", DEFAULT_FLUSH_INTERVAL),
-            write_concern=_write_concern(settings.get("MONGO_WRITE_CONCERN")),
-            price_history=settings.getint("MONGO_PRICE_HISTORY", DEFAULT_PRICE_HISTORY),
-            changes_collection=settings.get("MONGO_CHANGES_COLLECTION", DEFAULT_CHANGES_COLLECTION)
-            or "",
-            timeout=settings.getfloat("MONGO_TIMEOUT", DEFAULT_TIMEOUT),
-            buffer_max_items=settings.getint("MONGO_BUFFER_MAX_ITEMS", DEFAULT_BUFFER_MAX_ITEMS),
-            journal_after=settings.getfloat("MONGO_JOURNAL_AFTER", DEFAULT_JOURNAL_AFTER),
+            unique_key=get("MONGO_UNIQUE_KEY"),
+            batch_size=get("MONGO_BATCH_SIZE"),
+            flush_interval=get("MONGO_FLUSH_INTERVAL"),
+            write_concern=WriteConcern(**get("MONGO_WRITE_CONCERN")),
+            price_history=get("MONGO_PRICE_HISTORY"),
+            changes_collection=get("MONGO_CHANGES_COLLECTION"),
+            timeout=get("MONGO_TIMEOUT"),
+            buffer_max_items=get("MONGO_BUFFER_MAX_ITEMS"),
+            journal_after=get("MONGO_JOURNAL_AFTER"),
             journal_path=Path(journal_path),
-            close_timeout=settings.getfloat("MONGO_CLOSE_TIMEOUT", DEFAULT_CLOSE_TIMEOUT),
-            journal_close_timeout=settings.getfloat(
-                "MONGO_JOURNAL_CLOSE_TIMEOUT", DEFAULT_JOURNAL_CLOSE_TIMEOUT
-            ),
-            retry_backoff=settings.getfloat("MONGO_RETRY_BACKOFF", DEFAULT_RETRY_BACKOFF),
-            retry_backoff_max=settings.getfloat(
-                "MONGO_RETRY_BACKOFF_MAX", DEFAULT_RETRY_BACKOFF_MAX
-            ),
+            close_timeout=get("MONGO_CLOSE_TIMEOUT"),
+            journal_close_timeout=get("MONGO_JOURNAL_CLOSE_TIMEOUT"),
+            retry_backoff=get("MONGO_RETRY_BACKOFF"),
+            retry_backoff_max=get("MONGO_RETRY_BACKOFF_MAX"),
         )
 
     # ------------------------------------------------------------------ Scrapy's interface
@@ -287,16 +252,3 @@ def _uri_database(uri: str) -> str:
         return unquote(urlsplit(uri).path.lstrip("/"))
     except ValueError:
         return ""
-
-
-def _write_concern(value: Any) -> WriteConcern | None:
-    """``MONGO_WRITE_CONCERN``: a dict (or JSON object) of WriteConcern arguments, or ``w``."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str) and value.strip().startswith("{"):
-        value = json.loads(value)
-    if isinstance(value, dict):
-        return WriteConcern(**value)
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    return WriteConcern(w=value, j=True) if value != 0 else WriteConcern(w=0)

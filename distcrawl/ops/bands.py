@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.frontier.protocol.spec import SCORE_SPAN
-from distcrawl.node.spiders.catalog import DEFAULT_PAGE_PRIORITIES
 
 __all__ = ["DEFAULT_PAGE_PRIORITIES", "Band", "priority_bands", "score_range"]
 
+#: queue priority per page kind: the default of the setting ``PAGE_PRIORITIES``
+DEFAULT_PAGE_PRIORITIES: Mapping[str, int] = SETTINGS.default("PAGE_PRIORITIES")
 #: ``(page kind, lowest priority, highest priority + 1)``; None: open on that side
 Band = tuple[str, int | None, int | None]
 

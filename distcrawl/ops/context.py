@@ -15,14 +15,13 @@ from scrapy.utils.conf import arglist_to_dict
 from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
-from distcrawl.base.urls import mask_url, parse_allow_private
-from distcrawl.frontier import connection
+from distcrawl.base.config import SETTINGS
+from distcrawl.base.urls import mask_url
+from distcrawl.frontier import connection, crawlconf
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.store import CrawlFormatError, FrontierStore
-from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HEARTBEAT_TIMEOUT
 from distcrawl.node.seeds.sources import SeedSource
-from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
-from distcrawl.ops.status import DEFAULT_REVISIT_GRACE
+from distcrawl.node.settings_check import apply_environment
 from distcrawl.servers.embedded import resolve_home, services_status
 
 if TYPE_CHECKING:
@@ -48,8 +47,13 @@ class NoCrawl(RuntimeError):
 
 
 class CrawlRefused(RuntimeError):
-    """The crawl is stored in a way this distcrawl must neither read nor write: another
-    frontier format."""
+    """The crawl is stored in a way this tool must neither read nor write: in another
+    frontier format, or with another shard count or seed list than these settings give (its
+    reads and writes would miss the crawl). ``lines``: one reason each."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("; ".join(lines))
 
 
 def load_settings(overrides: list[str] | None = None) -> Settings:
@@ -63,6 +67,8 @@ def load_settings(overrides: list[str] | None = None) -> Settings:
         for name in dir(ours):
             if name.isupper() and (settings.getpriority(name) or 0) < project:
                 settings.set(name, getattr(ours, name), priority="project")
+        # the environment over that project's module, as the distcrawl.Frontier add-on does
+        apply_environment(settings)
     if overrides:
         try:
             settings.setdict(arglist_to_dict(overrides), priority="cmdline")
@@ -75,9 +81,9 @@ def redis_url(settings: BaseSettings) -> str:
     """``REDIS_URL``; when empty, the embedded Redis of ``DISTCRAWL_HOME`` if it runs, else
     :class:`NoRedis` naming the home it looked in. A tool never starts a server: an empty
     Redis started here would only show an empty crawl."""
-    if settings.get("REDIS_URL") or not settings.getbool("DISTCRAWL_EMBEDDED", True):
+    if settings.get("REDIS_URL") or not SETTINGS.value(settings, "DISTCRAWL_EMBEDDED"):
         return connection.settings_url(settings)
-    home = resolve_home(settings.get("DISTCRAWL_HOME") or None)
+    home = resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None)
     embedded = services_status(home)["redis"]
     if not embedded["running"]:
         raise NoRedis(
@@ -136,15 +142,15 @@ class Context:
 
     @property
     def heartbeat_timeout(self) -> float:
-        return self.settings.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT)
+        return float(SETTINGS.value(self.settings, "DISTCRAWL_HEARTBEAT_TIMEOUT"))
 
     @property
     def heartbeat_interval(self) -> float:
-        return self.settings.getfloat("DISTCRAWL_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL)
+        return float(SETTINGS.value(self.settings, "DISTCRAWL_HEARTBEAT_INTERVAL"))
 
     @property
     def revisit_grace(self) -> float:
-        return self.settings.getfloat("DISTCRAWL_REVISIT_GRACE", DEFAULT_REVISIT_GRACE)
+        return float(SETTINGS.value(self.settings, "DISTCRAWL_REVISIT_GRACE"))
 
     @property
     def page_priorities(self) -> dict[str, int]:
@@ -153,15 +159,23 @@ class Context:
     @property
     def allow_private(self) -> bool | frozenset[str]:
         """``DISTCRAWL_ALLOW_PRIVATE`` read exactly as the nodes read it."""
-        return parse_allow_private(self.settings.get("DISTCRAWL_ALLOW_PRIVATE", False))
+        allowed: bool | frozenset[str] = SETTINGS.value(self.settings, "DISTCRAWL_ALLOW_PRIVATE")
+        return allowed
 
     def check_stored(self, client: Any) -> None:
         """:class:`CrawlRefused` when the crawl is stored in another frontier format than
-        this distcrawl's (one GET); every tool asks before it reads or writes the crawl."""
+        this distcrawl's, or when its nodes recorded another shard count or seed list than
+        these settings give (two reads); every tool asks before it reads or writes the
+        crawl."""
+        keys = self.keys
         try:
-            FrontierStore(client, self.keys).check_format()
+            FrontierStore(client, keys).check_format()
         except CrawlFormatError as exc:
-            raise CrawlRefused(str(exc)) from exc
+            raise CrawlRefused([str(exc)]) from exc
+        recorded = crawlconf.read(client, keys)
+        differ = crawlconf.differences(recorded, crawlconf.layout(keys))
+        if differ:
+            raise CrawlRefused([crawlconf.refusal(m, keys, recorded) for m in differ])
 
     def check_crawl(self, client: Any) -> None:
         """:meth:`check_stored`, then :class:`NoCrawl` when Redis holds none of the crawl's
@@ -182,7 +196,6 @@ class Context:
 
 
 def page_priorities(settings: BaseSettings) -> dict[str, int]:
-    """The queue priority of each page kind (``PAGE_PRIORITIES`` over the spider's defaults)."""
-    merged = dict(DEFAULT_PAGE_PRIORITIES)
-    merged.update({str(k): int(v) for k, v in settings.getdict("PAGE_PRIORITIES").items()})
-    return merged
+    """The queue priority of each page kind (``PAGE_PRIORITIES`` over its defaults)."""
+    priorities: dict[str, int] = SETTINGS.value(settings, "PAGE_PRIORITIES")
+    return priorities

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from distcrawl.base.config import SettingError
+from distcrawl.node.settings_check import unknown_names
 from distcrawl.ops.context import CrawlRefused, NoRedis, load_settings
 
 if TYPE_CHECKING:
@@ -28,7 +30,13 @@ if TYPE_CHECKING:
     #: a command module's ``execute``: the command itself, returning its exit status
     Execute = Callable[[argparse.Namespace, BaseSettings], int]
 
-__all__ = ["DEFAULT_SPIDER", "add_settings_option", "add_spider_argument", "entry_points"]
+__all__ = [
+    "DEFAULT_SPIDER",
+    "add_settings_option",
+    "add_spider_argument",
+    "entry_points",
+    "report_unknown",
+]
 
 #: the crawl of this project, named in help texts
 DEFAULT_SPIDER = "catalog"
@@ -47,16 +55,31 @@ def add_settings_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def report_unknown(settings: BaseSettings) -> None:
+    """One warning line on stderr per ``DISTCRAWL_*`` name (environment or settings) that is
+    no setting, with the nearest setting name."""
+    for item in unknown_names(settings):
+        print(f"warning: {item.message()}", file=sys.stderr)
+
+
 def _guarded(execute: Execute, opts: argparse.Namespace, settings: BaseSettings) -> int:
-    """*execute*; without a Redis to work on, say so on stderr and exit 1; a crawl the tool
-    must not touch (:class:`~distcrawl.ops.context.CrawlRefused`) ends it with its reason."""
+    """*execute*, after the unknown-name warnings. Without a Redis to work on, it says so on
+    stderr and exits 1; a setting that cannot be used, or a crawl the tool must not touch
+    (:class:`~distcrawl.ops.context.CrawlRefused`), is one error line each and exit status 2,
+    not a traceback."""
+    report_unknown(settings)
     try:
         return execute(opts, settings)
+    except SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except NoRedis as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except CrawlRefused as exc:
-        raise SystemExit(f"error: {exc}") from None
+        for line in exc.lines:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
 
 
 def entry_points(

@@ -16,17 +16,12 @@ from typing import TYPE_CHECKING, Any
 from pymongo.errors import PyMongoError
 from pymongo.write_concern import WriteConcern
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
-from distcrawl.node.pipeline import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_PRICE_HISTORY,
-    DEFAULT_TIMEOUT,
-    DEFAULT_WRITE_CONCERN,
-)
 from distcrawl.servers.embedded import ensure_mongo, resolve_home
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.replay import ReplaySummary, replay_journal
-from distcrawl.storage.writer import DEFAULT_CHANGES_COLLECTION, MongoWriter
+from distcrawl.storage.writer import MongoWriter
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -76,9 +71,9 @@ def held(directory: Path) -> list[dict[str, Any]]:
 def replay_uri(settings: BaseSettings, given: str | None) -> str:
     """The MongoDB to replay onto: *given*, else ``MONGO_URI``, else this machine's embedded
     MongoDB (started if it does not run) unless ``DISTCRAWL_EMBEDDED`` is off; else ""."""
-    uri = given or settings.get("MONGO_URI") or ""
-    if not uri and settings.getbool("DISTCRAWL_EMBEDDED", True):
-        uri = ensure_mongo(resolve_home(settings.get("DISTCRAWL_HOME") or None))
+    uri = given or SETTINGS.value(settings, "MONGO_URI")
+    if not uri and SETTINGS.value(settings, "DISTCRAWL_EMBEDDED"):
+        uri = ensure_mongo(resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None))
     return str(uri)
 
 
@@ -86,11 +81,11 @@ class ReplayOptions:
     """How products are written, as the nodes' pipeline writes them (its settings)."""
 
     def __init__(self, settings: BaseSettings, batch_size: int | None = None) -> None:
-        self.batch_size = batch_size or settings.getint("MONGO_BATCH_SIZE", DEFAULT_BATCH_SIZE)
-        self.history = max(0, settings.getint("MONGO_PRICE_HISTORY", DEFAULT_PRICE_HISTORY))
-        self.timeout = settings.getfloat("MONGO_TIMEOUT", DEFAULT_TIMEOUT)
-        changes = settings.get("MONGO_CHANGES_COLLECTION", DEFAULT_CHANGES_COLLECTION)
-        self.changes: str | None = changes or None
+        self.batch_size: int = batch_size or SETTINGS.value(settings, "MONGO_BATCH_SIZE")
+        self.history: int = SETTINGS.value(settings, "MONGO_PRICE_HISTORY")
+        self.timeout: float = SETTINGS.value(settings, "MONGO_TIMEOUT")
+        self.write_concern: dict[str, Any] = SETTINGS.value(settings, "MONGO_WRITE_CONCERN")
+        self.changes: str | None = SETTINGS.value(settings, "MONGO_CHANGES_COLLECTION") or None
 
 
 def _replay_one(
@@ -115,7 +110,7 @@ def _replay_one(
         database=onto[0],
         collection=onto[1],
         history=options.history,
-        write_concern=WriteConcern(**DEFAULT_WRITE_CONCERN),
+        write_concern=WriteConcern(**options.write_concern),
         timeout=options.timeout,
         changes=options.changes,
     )

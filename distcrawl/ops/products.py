@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import pymongo
 from pymongo.errors import PyMongoError
 
-from distcrawl.node.pipeline import DEFAULT_COLLECTION
-from distcrawl.servers.embedded import resolve_home, services_status
+from distcrawl.base.config import SETTINGS
+from distcrawl.servers.embedded import DEFAULT_MONGO_DATABASE, resolve_home, services_status
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -23,10 +23,11 @@ _SHOWN = ("url", "name", "price", "currency", "availability", "last_seen")
 
 def mongo_uri(settings: BaseSettings) -> str:
     """``MONGO_URI``, else the embedded server's if one runs on this machine, else ""."""
-    uri: str = settings.get("MONGO_URI") or ""
+    uri: str = SETTINGS.value(settings, "MONGO_URI")
     if uri:
         return uri
-    mongo = services_status(resolve_home(settings.get("DISTCRAWL_HOME") or None))["mongo"]
+    home = resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None)
+    mongo = services_status(home)["mongo"]
     return str(mongo["url"]) if mongo["running"] else ""
 
 
@@ -40,7 +41,11 @@ class ProductStore:
             uri, serverSelectionTimeoutMS=3000, connectTimeoutMS=3000, socketTimeoutMS=10000
         )
         # the pipeline's choice: MONGO_DATABASE, else the URI's database, else "catalog"
-        db = self._client[database] if database else self._client.get_default_database("catalog")
+        db = (
+            self._client[database]
+            if database
+            else self._client.get_default_database(DEFAULT_MONGO_DATABASE)
+        )
         self._collection = db[collection]
         self._lock = threading.Lock()
 
@@ -51,8 +56,8 @@ class ProductStore:
             return None
         return cls(
             uri,
-            database=settings.get("MONGO_DATABASE") or None,
-            collection=settings.get("MONGO_COLLECTION") or DEFAULT_COLLECTION,
+            database=SETTINGS.value(settings, "MONGO_DATABASE") or None,
+            collection=SETTINGS.value(settings, "MONGO_COLLECTION"),
         )
 
     def count(self) -> int | None:

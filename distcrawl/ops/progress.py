@@ -17,10 +17,9 @@ from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys
-from distcrawl.node.scheduler import DEFAULT_HEARTBEAT_TIMEOUT
-from distcrawl.ops.context import page_priorities
 from distcrawl.ops.rates import RateTracker
 from distcrawl.ops.snapshot import aread_snapshot
 from distcrawl.ops.status import build_status
@@ -34,9 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["ClusterProgress", "progress_line"]
 
 logger = logging.getLogger(__name__)
-
-#: seconds between two progress lines (setting ``DISTCRAWL_PROGRESS_INTERVAL``; 0 = off)
-DEFAULT_PROGRESS_INTERVAL = 30.0
 
 
 def _minutes(seconds: float | None) -> str:
@@ -98,19 +94,20 @@ class ClusterProgress:
         self._task: asyncio.Task[None] | None = None
         self._client: Any = None
         self._failing = False
+        self._closing = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
-        interval = s.getfloat("DISTCRAWL_PROGRESS_INTERVAL", DEFAULT_PROGRESS_INTERVAL)
+        interval: float = SETTINGS.value(s, "DISTCRAWL_PROGRESS_INTERVAL")
         if interval <= 0:
             raise NotConfigured("DISTCRAWL_PROGRESS_INTERVAL is 0")
         ext = cls(
             crawler=crawler,
             interval=interval,
             redis_url=connection.settings_url(s),
-            heartbeat_timeout=s.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT),
-            page_priorities=page_priorities(s),
+            heartbeat_timeout=SETTINGS.value(s, "DISTCRAWL_HEARTBEAT_TIMEOUT"),
+            page_priorities=SETTINGS.value(s, "PAGE_PRIORITIES"),
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
@@ -124,6 +121,10 @@ class ClusterProgress:
         self._task = asyncio.ensure_future(self._run(keys))
 
     async def spider_closed(self, spider: Spider) -> None:
+        # redis-py may swallow a cancellation that lands while it connects: the loop then
+        # ends at its next turn instead of sampling on for ever (a node closing at once, as
+        # one that refuses to start does, would never close)
+        self._closing = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -134,7 +135,7 @@ class ClusterProgress:
     async def _run(self, keys: FrontierKeys) -> None:
         # a first sample at once, so the first line already has rates
         await self._sample(keys)
-        while True:
+        while not self._closing:
             await asyncio.sleep(self.interval)
             status = await self._sample(keys)
             if status is not None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.names import status as words
 from distcrawl.base.names.reasons import exception_reason
@@ -25,9 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_REVISIT_GRACE", "build_status", "error_kinds", "node_state", "read_status"]
 
-#: seconds within which a revisit falling due keeps a revisit crawl from counting as drained
-#: (setting ``DISTCRAWL_REVISIT_GRACE``)
-DEFAULT_REVISIT_GRACE = 60.0
+#: seconds within which a revisit falling due keeps a revisit crawl from counting as drained:
+#: the default of the setting ``DISTCRAWL_REVISIT_GRACE``
+DEFAULT_REVISIT_GRACE: float = SETTINGS.default("DISTCRAWL_REVISIT_GRACE")
 
 # Node stats summed into "errors by kind": the stats family, the error kind it is counted as,
 # and whether its variable part names an exception (shown by its class name).

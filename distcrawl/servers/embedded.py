@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.processes import pid_runs, terminate_pid
 from distcrawl.servers.process import (
     DEFAULT_START_TIMEOUT,
@@ -64,7 +65,9 @@ START_ATTEMPTS = 3
 
 def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
     """The home directory: *home* if given, else ``$DISTCRAWL_HOME``, else ``./.distcrawl``."""
-    value = os.fspath(home) if home else os.environ.get(HOME_ENV, "") or DEFAULT_HOME
+    value = (
+        os.fspath(home) if home else SETTINGS.from_environment(os.environ, HOME_ENV) or DEFAULT_HOME
+    )
     return Path(value).expanduser().resolve()
 
 

@@ -29,6 +29,7 @@ from pymongo import ASCENDING, InsertOne, MongoClient, UpdateOne
 from pymongo.errors import BulkWriteError, CollectionInvalid, PyMongoError
 from pymongo.write_concern import WriteConcern
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.storage.documents import (
     CHANGE_PROJECTION,
     GONE,
@@ -60,8 +61,6 @@ DUPLICATE_KEY = 11000
 OPTIMISTIC_SHARE = 0.5
 #: weight of the latest batch in the running share of new products
 SHARE_WEIGHT = 0.3
-#: the changes collection unless told otherwise (``MONGO_CHANGES_COLLECTION``)
-DEFAULT_CHANGES_COLLECTION = "changes"
 #: per-operation error codes worth retrying (the server or a lock was briefly unavailable)
 TRANSIENT_CODES = frozenset(
     {6, 7, 50, 89, 91, 112, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 64}
@@ -104,7 +103,7 @@ class MongoWriter:
         history: int,
         write_concern: WriteConcern,
         timeout: float,
-        changes: str | None = DEFAULT_CHANGES_COLLECTION,
+        changes: str | None = SETTINGS.default("MONGO_CHANGES_COLLECTION"),
     ) -> None:
         ms = max(1, int(timeout * 1000))
         self.client: MongoClient[dict[str, Any]] = MongoClient(

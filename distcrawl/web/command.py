@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisClusterException, RedisError
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import commands as words
 from distcrawl.base.urls import mask_url
 from distcrawl.ops.context import Context
@@ -62,7 +62,7 @@ def web_config(
     settings: BaseSettings, spider: str, *, interval: float = DEFAULT_INTERVAL, store: bool = True
 ) -> WebConfig:
     """The dashboard's view of *spider*'s crawl, from the project's settings."""
-    token = os.environ.get(TOKEN_ENV) or settings.get(TOKEN_ENV) or None
+    token = SETTINGS.value(settings, TOKEN_ENV) or None
     ctx = Context(settings, spider)
     return WebConfig(
         keys=ctx.keys,
@@ -78,7 +78,7 @@ def web_config(
 
 def check_stored(settings: BaseSettings, spider: str) -> None:
     """The operator tools' check of how the crawl is stored, once at start: the dashboard's
-    views and actions must not read or write a crawl they would misread (raises
+    views and actions must find the crawl where its nodes put it, in its format (raises
     :class:`~distcrawl.ops.context.CrawlRefused`). Redis away is no refusal: the dashboard
     shows the outage, and says so."""
     ctx = Context(settings, spider)

@@ -26,6 +26,7 @@ def write_generated(folder: Path = GENERATED) -> dict[str, str]:
     """Render every generated page into *folder*; returns name -> text."""
     pages = {
         "settings.md": render.settings(sources.SETTINGS_SOURCE()),
+        "settings-rule.md": render.settings_rule(sources.settings_rule()),
         "scrapy-settings.md": render.scrapy_changes(sources.scrapy_changes()),
         "commands.md": render.commands(sources.COMMANDS_SOURCE()),
         "stats.md": render.stats(sources.STATS_SOURCE()),

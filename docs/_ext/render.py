@@ -53,6 +53,11 @@ def settings(records: Iterable[Setting]) -> str:
     return "".join(parts)
 
 
+def settings_rule(text: str) -> str:
+    """Where a setting's value comes from: the registry's own words."""
+    return _GENERATED + text
+
+
 def scrapy_changes(rows: Iterable[tuple[str, str, str, str]]) -> str:
     body = [(f"`{name}`", ours, theirs, why) for name, ours, theirs, why in rows]
     return _GENERATED + _table(("Scrapy setting", "distcrawl", "Scrapy's default", "why"), body)

@@ -13,7 +13,6 @@ import ast
 import importlib
 import pkgutil
 import re
-import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -82,128 +81,50 @@ class Key:
 # --------------------------------------------------------------------------- settings
 
 
-def _settings_module() -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
-    """distcrawl/settings.py's values as they are with an empty environment, its ``#:`` help
-    lines, and the environment variable each reads (setting -> env name)."""
-    path = PACKAGE / "settings.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    lines = path.read_text(encoding="utf-8").splitlines()
-    blank_os = types.SimpleNamespace(environ={})
-    values: dict[str, Any] = {}
-    helps: dict[str, str] = {}
-    envs: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if not (isinstance(target, ast.Name) and target.id.isupper()):
-            continue
-        name = target.id
-        code = compile(ast.Expression(value), str(path), "eval")
-        values[name] = eval(code, {"os": blank_os})
-        for call in ast.walk(value):
-            if (
-                isinstance(call, ast.Call)
-                and ast.unparse(call.func) == "os.environ.get"
-                and isinstance(call.args[0], ast.Constant)
-            ):
-                envs[name] = str(call.args[0].value)
-        comment: list[str] = []
-        k = node.lineno - 2
-        while k >= 0 and lines[k].startswith("#:"):
-            comment.insert(0, lines[k][2:].strip())
-            k -= 1
-        if comment:
-            helps[name] = " ".join(comment)
-    return values, helps, envs
+def _shown_default(record: Any) -> str:
+    """A registry record's default as the reference shows it."""
+    if record.type == "bool" and record.default in ("0", "1"):
+        return "on" if record.default == "1" else "off"
+    if record.default in ("unset",) or " " in record.default:
+        return record.default  # unset, or how a derived default is computed
+    return f"`{record.default}`"
 
 
-def _env_reads() -> dict[str, str]:
-    """Environment variables read outside settings.py: ``os.environ.get(NAME)`` with a string
-    or a module constant naming it (env name -> module)."""
-    found: dict[str, str] = {}
-    trees = {
-        path: ast.parse(path.read_text(encoding="utf-8"))
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if path.name != "settings.py" and "demo" not in path.parts
-    }
-    # module constants of every module: a name may be imported from another one
-    consts = {
-        t.id: n.value.value
-        for tree in trees.values()
-        for n in tree.body
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-        for t in n.targets
-        if isinstance(t, ast.Name) and isinstance(n.value.value, str)
-    }
-    for path, tree in trees.items():
-        for call in ast.walk(tree):
-            if isinstance(call, ast.Call) and ast.unparse(call.func) == "os.environ.get":
-                arg = call.args[0]
-                name = arg.value if isinstance(arg, ast.Constant) else consts.get(ast.unparse(arg))
-                if isinstance(name, str) and name.startswith(("DISTCRAWL_", "REDIS_", "MONGO_")):
-                    found[name] = str(path.relative_to(ROOT))
-    return found
+def settings_from_registry() -> list[Setting]:
+    """Every public setting of distcrawl, as the settings registry defines it."""
+    from distcrawl.base.config import SETTINGS
+
+    return [
+        Setting(r.name, r.type, _shown_default(r), r.help, r.scope, r.env)
+        for r in SETTINGS.reference(scrapy=False)
+    ]
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if value == "" or value is None:
-        return "empty"
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return f"`{value!r}`" if isinstance(value, str) else f"`{value}`"
+def settings_rule() -> str:
+    """The registry module's docstring: where a setting's value comes from, the environment
+    rule, unknown names (reST roles and literals as Markdown)."""
+    import distcrawl.base.config as config
 
-
-def _type(value: Any) -> str:
-    return type(value).__name__ if value is not None else "str"
-
-
-def settings_from_code() -> list[Setting]:
-    """Every setting a user may set: distcrawl/settings.py (defaults, env) with the notes'
-    help and scope; the notes' default only where settings.py does not define one."""
-    from settings_notes import NOTES
-
-    values, helps, envs = _settings_module()
-    env_names = {env: name for name, env in envs.items()}
-    for env in _env_reads():
-        env_names.setdefault(env, env)
-    records = []
-    for name, default, help_text, scope in NOTES:
-        env = next((e for e, n in env_names.items() if n == name), None)
-        if name in values:
-            shown, kind = _show(values[name]), _type(values[name])
-        else:
-            shown, kind = default, "str"
-        records.append(Setting(name, kind, shown, help_text or helps.get(name, ""), scope, env))
-    return records
+    doc = config.__doc__ or ""
+    doc = doc[doc.index("Where a value comes from") :]
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", doc)
+    return re.sub(r"``([^`]+)``", r"`\1`", text).strip() + "\n"
 
 
 def scrapy_changes() -> list[tuple[str, str, str, str]]:
-    """(setting, distcrawl's value, Scrapy's default, why) for each Scrapy setting that
-    distcrawl/settings.py sets to another value than Scrapy's."""
+    """(setting, distcrawl's value, Scrapy's default, why) for each Scrapy setting the
+    registry gives another default than Scrapy's."""
     from scrapy.settings import default_settings
-    from settings_notes import NOTES, SCRAPY_CHANGES
 
-    values, _, _ = _settings_module()
-    why = {name: text for name, _, text, _ in NOTES} | SCRAPY_CHANGES
+    from distcrawl.base.config import SETTINGS
+
     rows = []
-    for name, value in values.items():
-        if not hasattr(default_settings, name) or name in _PROJECT_PLUMBING:
-            continue
-        scrapy_value = getattr(default_settings, name)
-        if (isinstance(scrapy_value, dict) or value == scrapy_value) and name not in SCRAPY_CHANGES:
-            continue
-        rows.append((name, _short(value), _short(scrapy_value), why.get(name, "")))
+    for record in SETTINGS.reference(scrapy=True):
+        ours = SETTINGS.default(record.name)
+        theirs = getattr(default_settings, record.name)
+        if ours != theirs:
+            rows.append((record.name, _short(ours), _short(theirs), record.help))
     return rows
-
-
-#: settings.py names that make it a Scrapy project, not choices a user weighs
-_PROJECT_PLUMBING = ("BOT_NAME", "SPIDER_MODULES", "NEWSPIDER_MODULE", "COMMANDS_MODULE")
 
 
 def _short(value: Any) -> str:
@@ -502,7 +423,7 @@ def bench_results(folder: Path | None = None) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the sources
 # Re-point these when the settings registry, the vocabulary and the key builder exist.
 
-SETTINGS_SOURCE: Callable[[], list[Setting]] = settings_from_code
+SETTINGS_SOURCE: Callable[[], list[Setting]] = settings_from_registry
 COMMANDS_SOURCE: Callable[[], list[Command]] = commands_from_code
 STATS_SOURCE: Callable[[], list[Stat]] = stats_from_vocabulary
 METRICS_SOURCE: Callable[[], list[Metric]] = metrics_from_vocabulary

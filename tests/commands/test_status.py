@@ -82,6 +82,7 @@ def status_of(redis_url: str, mongo_uri: str, capsys, *, sample: str = "0") -> d
 
 #: the status reads a one-slot layout until it reads every shard
 ONE_SHARD = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=1)
+ONE_SHARD_ARGS = ("-s", "DISTCRAWL_SHARDS=1")
 
 
 def frontier_state(r: redis.Redis) -> dict:
@@ -133,7 +134,12 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         # long a loaded machine takes
         assert wait_for(s3_recovered, 6 * HEARTBEAT_TIMEOUT, 0.5)
 
-        assert main(["control", "catalog", "pause", "-s", f"REDIS_URL={redis_url}"]) == 0
+        # the shard count the nodes run with (the crawl refuses a command that computes
+        # another): the environment was read when this process imported the settings
+        assert (
+            main(["control", "catalog", "pause", *ONE_SHARD_ARGS, "-s", f"REDIS_URL={redis_url}"])
+            == 0
+        )
         capsys.readouterr()
 
         # the nodes finish what they started; then nothing moves
@@ -166,7 +172,10 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         assert len(shop.request_log()) == requests_seen
         assert len(stored_urls(mongo_uri)) == stored
 
-        assert main(["control", "catalog", "resume", "-s", f"REDIS_URL={redis_url}"]) == 0
+        assert (
+            main(["control", "catalog", "resume", *ONE_SHARD_ARGS, "-s", f"REDIS_URL={redis_url}"])
+            == 0
+        )
         capsys.readouterr()
         assert [n.wait() for n in nodes[:2]] == [0, 0]
     finally:

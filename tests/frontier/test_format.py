@@ -69,14 +69,15 @@ def test_operator_commands_refuse_a_crawl_of_another_format(
 ) -> None:
     r.set(KEYS.format, OTHER)
     r.lpush(KEYS.start_urls, "https://shop.test/")
-    with pytest.raises(SystemExit) as info:
-        main([*argv, "-s", f"REDIS_URL={redis_url}", "-s", "DISTCRAWL_SHARDS=4"])
-    message = str(info.value.code)
+    code = main([*argv, "-s", f"REDIS_URL={redis_url}", "-s", "DISTCRAWL_SHARDS=4"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2, errors  # refused, as a crawl of other crawl-wide settings is
+    [message] = errors
     assert message.startswith("error: crawl 'catalog' is stored in frontier format")
     assert f"format {OTHER}" in message and f"format {FORMAT}" in message
-    # nothing paused, nothing reset
+    # nothing paused, nothing reset, nothing seeded
     assert sorted(r.keys("*")) == sorted([KEYS.format.encode(), KEYS.start_urls.encode()])
-    capsys.readouterr()
+    assert r.llen(KEYS.start_urls) == 1
 
 
 @pytest.mark.slow

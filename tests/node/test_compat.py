@@ -184,6 +184,8 @@ def test_operator_commands_keep_a_foreign_projects_own_settings(tmp_path, monkey
     monkeypatch.chdir(tmp_path)  # no scrapy.cfg here
     monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "foreign_settings")
     monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("DISTCRAWL_SHARDS", raising=False)
+    monkeypatch.setenv("DISTCRAWL_SITE_RATE", "2.5")
     settings = load_settings(["DISTCRAWL_DRAIN_GRACE=7"])
     assert settings["REDIS_URL"] == "redis://project.test:6390/3"
     assert settings["SCHEDULER"] == "scrapy_redis.scheduler.Scheduler"
@@ -191,6 +193,8 @@ def test_operator_commands_keep_a_foreign_projects_own_settings(tmp_path, monkey
     assert settings.getfloat("DISTCRAWL_DRAIN_GRACE") == 7.0  # -s still wins
     # what the project does not set comes from distcrawl's settings
     assert (
-        settings.getint("DISTCRAWL_PREFETCH")
-        == import_module("distcrawl.settings").DISTCRAWL_PREFETCH
+        settings.getfloat("DISTCRAWL_FLUSH_DELAY")
+        == import_module("distcrawl.settings").DISTCRAWL_FLUSH_DELAY
     )
+    # and the environment supplies a setting of its name, as on a node
+    assert settings["DISTCRAWL_SITE_RATE"] == "2.5"

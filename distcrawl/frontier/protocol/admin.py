@@ -58,8 +58,9 @@ def reset(
     """Delete the crawl's state (a blocking client), one MULTI/EXEC per shard and one for the
     control slot. The leases and seeds of live nodes are kept unless ``force``, and so are the
     rid counters (a live node's late ack must never hit a new request), the pause flag and the
-    format. The leases of live nodes are WATCHed: if one changes between the read and the
-    EXEC, that shard is reset again from a fresh read."""
+    format; the record of the crawl-wide settings stays while live nodes remain. The leases of
+    live nodes are WATCHed: if one changes between the read and the EXEC, that shard is reset
+    again from a fresh read."""
     found: set[str] = set()
     for pattern in keys.patterns():
         found |= {text(k) for k in client.scan_iter(pattern, count=1000)}
@@ -72,6 +73,10 @@ def reset(
     deleted = 0
     control_prefix = keys.prefix + ":"
     always = {keys.paused, keys.nodes, keys.format}
+    if live:
+        # the live nodes go on with the crawl-wide settings they started with: a node that
+        # joins them must still match those (the record goes with the last live node)
+        always.add(keys.config)
     for shard in keys.all_shards():
         mine = [k for k in found if k.startswith(shard.prefix + ":")]
         kept = {shard.seq, shard.paused, *always}

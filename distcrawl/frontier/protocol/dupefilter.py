@@ -6,26 +6,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.frontier.batch import fingerprint_args
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
 from distcrawl.frontier.protocol.runner import Call, Step, redis_command
 from distcrawl.frontier.protocol.spec import COMMANDS
 
 __all__ = [
-    "DEFAULT_BLOOM_CAPACITY",
-    "DEFAULT_BLOOM_ERROR_RATE",
     "Dupefilter",
     "dupefilter_bytes",
     "mark_seen",
     "seen",
 ]
 
-#: URLs the Bloom dupefilter is sized for, crawl-wide (DISTCRAWL_BLOOM_CAPACITY)
-DEFAULT_BLOOM_CAPACITY = 10_000_000
-#: the Bloom dupefilter's false-positive rate at capacity (DISTCRAWL_BLOOM_ERROR_RATE)
-DEFAULT_BLOOM_ERROR_RATE = 0.001
 #: a Redis string holds at most 512 MB
 _MAX_BLOOM_BITS = 2**32 - 1
 
@@ -35,24 +29,13 @@ _MARK_SEEN = COMMANDS["mark_seen"]
 @dataclass(frozen=True)
 class Dupefilter:
     """Which dupefilter the shards keep: exact (a set of 16-byte fingerprints, the default) or
-    a Bloom filter sized for ``capacity`` URLs at ``error_rate`` false positives."""
+    a Bloom filter sized for ``capacity`` URLs at ``error_rate`` false positives (the node
+    passes ``DISTCRAWL_DUPEFILTER``, ``DISTCRAWL_BLOOM_CAPACITY`` and
+    ``DISTCRAWL_BLOOM_ERROR_RATE``; unset, the registry's defaults)."""
 
     kind: str = "exact"
-    capacity: int = DEFAULT_BLOOM_CAPACITY
-    error_rate: float = DEFAULT_BLOOM_ERROR_RATE
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> Dupefilter:
-        """``DISTCRAWL_DUPEFILTER`` (exact | bloom), ``DISTCRAWL_BLOOM_CAPACITY``,
-        ``DISTCRAWL_BLOOM_ERROR_RATE``."""
-        kind = (settings.get("DISTCRAWL_DUPEFILTER") or "exact").strip().lower()
-        if kind not in ("exact", "bloom"):
-            raise ValueError(f"DISTCRAWL_DUPEFILTER must be exact or bloom, not {kind!r}")
-        return cls(
-            kind=kind,
-            capacity=settings.getint("DISTCRAWL_BLOOM_CAPACITY", DEFAULT_BLOOM_CAPACITY),
-            error_rate=settings.getfloat("DISTCRAWL_BLOOM_ERROR_RATE", DEFAULT_BLOOM_ERROR_RATE),
-        )
+    capacity: int = SETTINGS.default("DISTCRAWL_BLOOM_CAPACITY")
+    error_rate: float = SETTINGS.default("DISTCRAWL_BLOOM_ERROR_RATE")
 
     def bloom_shape(self, shards: int) -> list[int] | None:
         """``[m, k]`` of each shard's Bloom filter (bits, hash functions), None when exact."""

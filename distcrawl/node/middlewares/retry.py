@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.names.reasons import exception_reason, http_reason
 from distcrawl.node.internals import check_retry_middleware
@@ -34,14 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BackoffRetryMiddleware", "backoff_delay", "parse_retry_after"]
 
-#: seconds before the first retry; attempt n waits base * 2**(n-1), plus jitter
-DEFAULT_BACKOFF_BASE = 1.0
-#: longest backoff, seconds
-DEFAULT_BACKOFF_MAX = 120.0
-#: jitter: the delay is multiplied by a random factor in [1, 1 + jitter]
-DEFAULT_BACKOFF_JITTER = 0.5
-#: a Retry-After longer than this many seconds is capped to it
-DEFAULT_RETRY_AFTER_MAX = 600.0
 #: statuses whose Retry-After header is honoured
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 
@@ -80,10 +73,10 @@ class BackoffRetryMiddleware(RetryMiddleware):
     def __init__(self, settings: BaseSettings) -> None:
         check_retry_middleware(type(self))  # _backoff() calls Scrapy's private _retry()
         super().__init__(settings)
-        self.base = settings.getfloat("RETRY_BACKOFF_BASE", DEFAULT_BACKOFF_BASE)
-        self.cap = settings.getfloat("RETRY_BACKOFF_MAX", DEFAULT_BACKOFF_MAX)
-        self.jitter = settings.getfloat("RETRY_BACKOFF_JITTER", DEFAULT_BACKOFF_JITTER)
-        self.retry_after_max = settings.getfloat("RETRY_AFTER_MAX", DEFAULT_RETRY_AFTER_MAX)
+        self.base: float = SETTINGS.value(settings, "RETRY_BACKOFF_BASE")
+        self.cap: float = SETTINGS.value(settings, "RETRY_BACKOFF_MAX")
+        self.jitter: float = SETTINGS.value(settings, "RETRY_BACKOFF_JITTER")
+        self.retry_after_max: float = SETTINGS.value(settings, "RETRY_AFTER_MAX")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

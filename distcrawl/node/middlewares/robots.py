@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
@@ -31,8 +32,6 @@ __all__ = ["SharedRobotsTxt"]
 
 logger = logging.getLogger(__name__)
 
-#: seconds a site's robots.txt, once fetched, serves every node
-DEFAULT_ROBOTS_TTL = 24 * 3600
 #: seconds a node waits for another node's robots.txt fetch before fetching it itself
 DEFAULT_LOCK_WAIT = 10.0
 #: a robots.txt larger than this is not shared (Scrapy would fetch it anyway)
@@ -62,7 +61,7 @@ class SharedRobotsTxt:
             crawler=crawler,
             redis_url=connection.settings_url(s),
             budget=SiteBudget.from_settings(s),
-            ttl=s.getint("DISTCRAWL_ROBOTS_TTL", DEFAULT_ROBOTS_TTL),
+            ttl=SETTINGS.value(s, "DISTCRAWL_ROBOTS_TTL"),
         )
 
     def _frontier(self) -> FrontierStore:

@@ -37,6 +37,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IResolutionReceiver
 from zope.interface import implementer
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import reasons
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.urls import (
@@ -44,7 +45,6 @@ from distcrawl.base.urls import (
     is_metadata_address,
     is_private_address,
     mask_url,
-    parse_allow_private,
     printable,
     private_allowed,
 )
@@ -71,12 +71,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: seconds a host name's addresses are remembered by the address guard
-DEFAULT_DNS_TTL = 60.0
-#: host names remembered by the address guard at most (the oldest is forgotten first)
-DEFAULT_DNS_CACHE_SIZE = 10_000
-#: pages one site may have fetched by the whole cluster (0 = no budget)
-DEFAULT_MAX_PAGES_PER_SITE = 100_000
+#: host names remembered by the address guard at most (the oldest is forgotten first): a
+#: crawl of a few thousand sites never forgets one within DISTCRAWL_DNS_TTL
+DNS_CACHE_SIZE = 10_000
 #: seconds a node trusts its "this site's budget is used up" before asking Redis again
 BUDGET_RECHECK = 30.0
 #: most pages of a site a node reserves in one Redis round trip (fewer for small budgets)
@@ -151,7 +148,7 @@ class AddressGuardMiddleware:
     the downloader with an address that was not checked.
 
     Settings: ``DISTCRAWL_ALLOW_PRIVATE`` (False, True, or entries: ``host``, ``host:port``,
-    ``10.0.0.0/8``), ``DISTCRAWL_DNS_TTL``, ``DISTCRAWL_DNS_CACHE_SIZE``.
+    ``10.0.0.0/8``), ``DISTCRAWL_DNS_TTL``.
     """
 
     def __init__(
@@ -159,8 +156,8 @@ class AddressGuardMiddleware:
         *,
         stats: StatsCollector,
         allow_private: bool | frozenset[str],
-        dns_ttl: float = DEFAULT_DNS_TTL,
-        dns_cache_size: int = DEFAULT_DNS_CACHE_SIZE,
+        dns_ttl: float = SETTINGS.default("DISTCRAWL_DNS_TTL"),
+        dns_cache_size: int = DNS_CACHE_SIZE,
         resolve: Resolver = resolve_with_reactor,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -181,9 +178,8 @@ class AddressGuardMiddleware:
         assert crawler.stats is not None
         return cls(
             stats=crawler.stats,
-            allow_private=parse_allow_private(s.get("DISTCRAWL_ALLOW_PRIVATE", False)),
-            dns_ttl=s.getfloat("DISTCRAWL_DNS_TTL", DEFAULT_DNS_TTL),
-            dns_cache_size=s.getint("DISTCRAWL_DNS_CACHE_SIZE", DEFAULT_DNS_CACHE_SIZE),
+            allow_private=SETTINGS.value(s, "DISTCRAWL_ALLOW_PRIVATE"),
+            dns_ttl=SETTINGS.value(s, "DISTCRAWL_DNS_TTL"),
         )
 
     async def process_request(self, request: Request) -> None:
@@ -335,7 +331,7 @@ class PageLimitsMiddleware:
         assert crawler.stats is not None
         mw = cls(
             stats=crawler.stats,
-            max_pages_per_site=s.getint("DISTCRAWL_MAX_PAGES_PER_SITE", DEFAULT_MAX_PAGES_PER_SITE),
+            max_pages_per_site=SETTINGS.value(s, "DISTCRAWL_MAX_PAGES_PER_SITE"),
             redis_url=connection.settings_url(s),
         )
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.extract import canonicalize_url
 from distcrawl.node.items import Revisit
@@ -40,12 +41,10 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["DEFAULT_GONE_STATUSES", "FreshnessMiddleware"]
+__all__ = ["FreshnessMiddleware"]
 
 logger = logging.getLogger(__name__)
 
-#: statuses of a product page that mark its product gone
-DEFAULT_GONE_STATUSES = (404, 410)
 #: the answer to a conditional request whose validators still match
 NOT_MODIFIED = 304
 
@@ -71,8 +70,8 @@ class FreshnessMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         assert crawler.stats is not None
-        statuses = crawler.settings.getlist("DISTCRAWL_GONE_STATUSES", list(DEFAULT_GONE_STATUSES))
-        middleware = cls(stats=crawler.stats, gone_statuses=[int(s) for s in statuses])
+        statuses = SETTINGS.value(crawler.settings, "DISTCRAWL_GONE_STATUSES")
+        middleware = cls(stats=crawler.stats, gone_statuses=statuses)
         crawler.signals.connect(middleware._item_scraped, signal=signals.item_scraped)
         return middleware
 

@@ -35,34 +35,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from distcrawl.base.durations import parse_duration, parse_intervals
+from distcrawl.base.config import SETTINGS
 
 if TYPE_CHECKING:
     from distcrawl.extract import SiteProfile
 
 
 __all__ = [
-    "DEFAULT_REVISIT_BACKOFF",
-    "DEFAULT_REVISIT_EARLY",
-    "DEFAULT_REVISIT_GRACE",
-    "DEFAULT_REVISIT_MAX_BACKOFF",
     "META_KEY",
     "Outcome",
     "RevisitPolicy",
     "revisit_payload",
 ]
 
-#: an unchanged page's interval grows by this factor at each visit
-DEFAULT_REVISIT_BACKOFF = 1.5
-#: most an interval grows: interval * this (1: no backoff; the interval is the freshness promise)
-DEFAULT_REVISIT_MAX_BACKOFF = 1.0
-#: share of the interval a revisit is scheduled early: room for the crawl's queueing jitter, so
-#: that two fetches of a page are at most one interval apart
-DEFAULT_REVISIT_EARLY = 0.1
 #: a gone page (404/410) comes back after interval * max(this, the backoff cap)
 GONE_FACTOR = 4.0
-#: in revisit mode the crawl is drained when nothing falls due within this many seconds
-DEFAULT_REVISIT_GRACE = 60.0
 #: seconds the default dupefilter generation adds to twice the longest wait: room for a dead
 #: node's leases to come back (DISTCRAWL_HEARTBEAT_TIMEOUT) and for an outage, during which a
 #: scheduled page is not recorded again
@@ -99,7 +86,7 @@ class Outcome:
         return cls(response.status, header(b"ETag"), header(b"Last-Modified"), digest)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RevisitPolicy:
     """The revisit schedule of a crawl. Settings: ``DISTCRAWL_REVISIT`` (``kind:interval`` list),
     ``DISTCRAWL_REVISIT_BACKOFF``, ``DISTCRAWL_REVISIT_MAX_BACKOFF``, ``DISTCRAWL_REVISIT_EARLY``,
@@ -109,11 +96,15 @@ class RevisitPolicy:
     intervals: dict[str, float] = field(default_factory=dict)
     #: per site (a profile's domains): {kind: seconds}, over ``intervals``
     sites: tuple[tuple[SiteProfile, dict[str, float]], ...] = ()
-    backoff: float = DEFAULT_REVISIT_BACKOFF
-    max_backoff: float = DEFAULT_REVISIT_MAX_BACKOFF
-    grace: float = DEFAULT_REVISIT_GRACE
-    #: share of the interval a revisit is scheduled early (0 <= early < 1)
-    early: float = DEFAULT_REVISIT_EARLY
+    #: an unchanged page's interval grows by this factor at each visit
+    backoff: float
+    #: most an interval grows: interval * this (1: no backoff; the interval is the promise)
+    max_backoff: float
+    #: the crawl is drained when nothing falls due within this many seconds
+    grace: float
+    #: share of the interval a revisit is scheduled early (0 <= early < 1): room for the
+    #: crawl's queueing jitter, so that two fetches of a page are at most one interval apart
+    early: float
     #: seconds of one dupefilter generation (0 = longest interval * max_backoff)
     forget: float = 0.0
 
@@ -122,26 +113,18 @@ class RevisitPolicy:
         cls, settings: Any, profiles: Iterable[SiteProfile] = ()
     ) -> RevisitPolicy | None:
         """The policy, or None when revisit mode is off (no interval anywhere)."""
-        intervals = parse_intervals(settings.get("DISTCRAWL_REVISIT"))
+        intervals = SETTINGS.value(settings, "DISTCRAWL_REVISIT")
         sites = tuple((p, dict(p.revisit)) for p in profiles if getattr(p, "revisit", None))
         if not intervals and not sites:
             return None
-        backoff = settings.getfloat("DISTCRAWL_REVISIT_BACKOFF", DEFAULT_REVISIT_BACKOFF)
-        cap = settings.getfloat("DISTCRAWL_REVISIT_MAX_BACKOFF", DEFAULT_REVISIT_MAX_BACKOFF)
-        if backoff < 1 or cap < 1:
-            raise ValueError("DISTCRAWL_REVISIT_BACKOFF and _MAX_BACKOFF must be at least 1")
-        early = settings.getfloat("DISTCRAWL_REVISIT_EARLY", DEFAULT_REVISIT_EARLY)
-        if not 0 <= early < 1:
-            raise ValueError(f"DISTCRAWL_REVISIT_EARLY must be within 0..1 (not 1), got {early}")
-        forget = settings.get("DISTCRAWL_REVISIT_FORGET") or 0
         return cls(
             intervals=intervals,
             sites=sites,
-            backoff=backoff,
-            max_backoff=cap,
-            grace=settings.getfloat("DISTCRAWL_REVISIT_GRACE", DEFAULT_REVISIT_GRACE),
-            early=early,
-            forget=parse_duration(forget, "DISTCRAWL_REVISIT_FORGET") if forget else 0.0,
+            backoff=SETTINGS.value(settings, "DISTCRAWL_REVISIT_BACKOFF"),
+            max_backoff=SETTINGS.value(settings, "DISTCRAWL_REVISIT_MAX_BACKOFF"),
+            grace=SETTINGS.value(settings, "DISTCRAWL_REVISIT_GRACE"),
+            early=SETTINGS.value(settings, "DISTCRAWL_REVISIT_EARLY"),
+            forget=SETTINGS.value(settings, "DISTCRAWL_REVISIT_FORGET") or 0.0,
         )
 
     @property

@@ -17,36 +17,18 @@ written), ``leases`` (leased payloads into requests), ``identity`` (node id clai
 refusal), ``membership`` (heartbeats, recovery of dead nodes), ``drain`` (drain detection),
 ``seeds`` (seed intake), ``reconcile`` (leases after a failed round trip or a rewind),
 ``outage`` (Redis out of reach), ``revisits`` (revisit mode's hooks), ``sites`` (per-site
-budgets), ``tracking`` (the engine's in-progress set, site feedback).
+budgets), ``tracking`` (the engine's in-progress set, site feedback), ``crawlwide`` (the
+crawl-wide settings, recorded by the crawl's first node and checked by every later one).
 """
 
 from __future__ import annotations
 
 from distcrawl.node.scheduler.adapter import FrontierScheduler
-from distcrawl.node.scheduler.drain import DEFAULT_DRAIN_GRACE
 from distcrawl.node.scheduler.identity import NodeIdInUse
-from distcrawl.node.scheduler.loop import (
-    DEFAULT_FLUSH_DELAY,
-    DEFAULT_IDLE_MAX_WAIT,
-    DEFAULT_PREFETCH,
-    LEASE_WINDOW,
-)
-from distcrawl.node.scheduler.membership import (
-    DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_HEARTBEAT_TIMEOUT,
-)
-from distcrawl.node.scheduler.seeds import DEFAULT_SEED_BATCH
-from distcrawl.node.scheduler.tracking import DEFAULT_SITE_LATENCY_TARGET
+from distcrawl.node.scheduler.loop import DEFAULT_IDLE_MAX_WAIT, LEASE_WINDOW
 
 __all__ = [
-    "DEFAULT_DRAIN_GRACE",
-    "DEFAULT_FLUSH_DELAY",
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "DEFAULT_HEARTBEAT_TIMEOUT",
     "DEFAULT_IDLE_MAX_WAIT",
-    "DEFAULT_PREFETCH",
-    "DEFAULT_SEED_BATCH",
-    "DEFAULT_SITE_LATENCY_TARGET",
     "LEASE_WINDOW",
     "FrontierScheduler",
     "NodeIdInUse",

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import DontCloseSpider
+from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.recent import RecentKeys
-from distcrawl.base.urls import mask_url, parse_allow_private
+from distcrawl.base.urls import mask_url
 from distcrawl.frontier import connection
 from distcrawl.frontier.batch import Child, SiteBudget
 from distcrawl.frontier.keys import FrontierKeys
@@ -31,8 +32,9 @@ from distcrawl.node.internals import check_engine
 from distcrawl.node.requests import codec
 from distcrawl.node.revisit.schedule import RevisitPolicy
 from distcrawl.node.scheduler.buffers import WriteBuffers
+from distcrawl.node.scheduler.crawlwide import REFUSED_REASON, admit
 from distcrawl.node.scheduler.deadletter import dead_letter
-from distcrawl.node.scheduler.drain import DEFAULT_DRAIN_GRACE, DrainWatch
+from distcrawl.node.scheduler.drain import DrainWatch
 from distcrawl.node.scheduler.identity import (
     NodeIdInUse,
     claim_node_id,
@@ -40,27 +42,14 @@ from distcrawl.node.scheduler.identity import (
     rejoin,
 )
 from distcrawl.node.scheduler.leases import LeaseIntake
-from distcrawl.node.scheduler.loop import (
-    DEFAULT_FLUSH_DELAY,
-    DEFAULT_IDLE_MAX_WAIT,
-    DEFAULT_PREFETCH,
-    FrontierLoop,
-)
-from distcrawl.node.scheduler.membership import (
-    DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_HEARTBEAT_TIMEOUT,
-    Membership,
-)
+from distcrawl.node.scheduler.loop import DEFAULT_IDLE_MAX_WAIT, FrontierLoop
+from distcrawl.node.scheduler.membership import Membership
 from distcrawl.node.scheduler.outage import retry_at_start
 from distcrawl.node.scheduler.reconcile import report_rewind
 from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
-from distcrawl.node.scheduler.seeds import DEFAULT_SEED_BATCH, SeedFeed
+from distcrawl.node.scheduler.seeds import SeedFeed
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
-from distcrawl.node.scheduler.tracking import (
-    DEFAULT_KNOWN_FINGERPRINTS,
-    DEFAULT_SITE_LATENCY_TARGET,
-    InProgress,
-)
+from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress
 from distcrawl.node.seeds.intake import rejection_record
 from distcrawl.node.seeds.sources import SeedSource
 
@@ -83,22 +72,18 @@ logger = logging.getLogger(__name__)
 class FrontierScheduler(BaseScheduler):
     """Scheduler backed by the Redis frontier.
 
-    Settings: ``REDIS_URL``, ``DISTCRAWL_NODE_ID`` (default ``host-pid``; a node restarted
-    with the same id takes its old leases back at once), ``DISTCRAWL_START_URLS_KEY``
-    (default ``<spider>:start_urls``), ``DISTCRAWL_PREFETCH``, ``DISTCRAWL_SEED_BATCH``,
-    ``DISTCRAWL_HEARTBEAT_INTERVAL``, ``DISTCRAWL_HEARTBEAT_TIMEOUT``,
-    ``DISTCRAWL_CLOSE_WHEN_DRAINED`` (default False: wait for new seeds, as scrapy-redis
-    spiders do), ``DISTCRAWL_DRAIN_GRACE``, ``DISTCRAWL_ALLOW_PRIVATE`` (hosts allowed although
-    private, e.g. ``127.0.0.1``), ``CONCURRENT_REQUESTS``; the per-site budget shared by
-    the cluster: ``DISTCRAWL_SITE_RATE`` (requests/s, 0 = no limit), ``DISTCRAWL_SITE_CONCURRENCY``
-    (in flight on all nodes, 0 = no limit), ``DISTCRAWL_SITE_BURST``, ``DISTCRAWL_SITE_LIMITS``
-    (``{host: {"rate": r, "concurrency": c}}``; site profiles' ``[politeness]`` too),
-    ``DISTCRAWL_ADAPTIVE_RATE`` (rate given to an unlimited site once it pushes back),
-    ``DISTCRAWL_SITE_LATENCY_TARGET``, ``DISTCRAWL_FLUSH_DELAY``, ``DISTCRAWL_RECORD_DONT_FILTER``
-    (default True; False keeps Scrapy's rule that a ``dont_filter`` request does not mark
-    its URL seen, as the ``distcrawl.Frontier`` add-on sets); revisit mode:
-    ``DISTCRAWL_REVISIT``, ``DISTCRAWL_UNLISTED``, ``DISTCRAWL_UNLISTED_GRACE`` and the settings
-    of :class:`~distcrawl.node.revisit.schedule.RevisitPolicy`.
+    Settings (read through the registry, :mod:`distcrawl.base.config`, which says what
+    each does): ``REDIS_URL``, ``DISTCRAWL_NODE_ID``, ``DISTCRAWL_START_URLS_KEY``,
+    ``DISTCRAWL_HEARTBEAT_TIMEOUT`` (and the interval derived from it),
+    ``DISTCRAWL_CLOSE_WHEN_DRAINED`` (and the drain grace), ``DISTCRAWL_ALLOW_PRIVATE``,
+    ``CONCURRENT_REQUESTS`` (and the prefetch and seed batch derived from it),
+    ``DISTCRAWL_FLUSH_DELAY``, the per-site budget (``DISTCRAWL_SITE_*``), the dupefilter
+    (``DISTCRAWL_DUPEFILTER``, ``DISTCRAWL_BLOOM_*``), ``DISTCRAWL_RECORD_DONT_FILTER``
+    and revisit mode (``DISTCRAWL_REVISIT*``, ``DISTCRAWL_UNLISTED*``).
+
+    At open, the node's crawl-wide settings are recorded in the crawl (by its first node) or
+    compared with the record (``crawlwide``): a node that differs closes at once
+    (``crawl_settings_differ``), having touched nothing of the crawl.
     """
 
     def __init__(
@@ -115,14 +100,14 @@ class FrontierScheduler(BaseScheduler):
         drain_grace: float,
         allow_private: bool | frozenset[str],
         concurrency: int,
-        budget: SiteBudget | None = None,
-        site_limits: dict[str, dict[str, Any]] | None = None,
-        latency_target: float = DEFAULT_SITE_LATENCY_TARGET,
-        flush_delay: float = DEFAULT_FLUSH_DELAY,
-        dupefilter: Dupefilter | None = None,
-        record_dont_filter: bool = True,
-        unlisted: bool = True,
-        unlisted_grace: str | None = None,
+        budget: SiteBudget,
+        site_limits: dict[str, dict[str, Any]],
+        latency_target: float,
+        flush_delay: float,
+        dupefilter: Dupefilter,
+        record_dont_filter: bool,
+        unlisted: bool,
+        unlisted_grace: float | None,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -136,13 +121,13 @@ class FrontierScheduler(BaseScheduler):
         self.drain_grace = drain_grace
         self.allow_private = allow_private
         self.concurrency = max(1, concurrency)
-        self.budget = budget or SiteBudget()
-        self.dupefilter = dupefilter or Dupefilter()
+        self.budget = budget
+        self.dupefilter = dupefilter
         self.flush_delay = flush_delay
         #: below this many prefetched requests the node flushes at once (to lease more)
         self.low_water = max(1, self.concurrency // 2)
         self.record_dont_filter = record_dont_filter
-        self.site_limits = dict(site_limits or {})
+        self.site_limits = dict(site_limits)
         self.latency_target = latency_target
         self.unlisted = unlisted
         self.unlisted_grace = unlisted_grace
@@ -172,29 +157,34 @@ class FrontierScheduler(BaseScheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
-        allow_private = parse_allow_private(s.get("DISTCRAWL_ALLOW_PRIVATE", False))
+
+        def get(name: str) -> Any:
+            return SETTINGS.value(s, name)
+
         return cls(
             crawler=crawler,
             redis_url=connection.settings_url(s),
-            node_id=s.get("DISTCRAWL_NODE_ID") or default_node_id(),
-            prefetch=s.getint("DISTCRAWL_PREFETCH", DEFAULT_PREFETCH),
-            seed_batch=s.getint("DISTCRAWL_SEED_BATCH", DEFAULT_SEED_BATCH),
-            heartbeat_interval=s.getfloat(
-                "DISTCRAWL_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL
-            ),
-            heartbeat_timeout=s.getfloat("DISTCRAWL_HEARTBEAT_TIMEOUT", DEFAULT_HEARTBEAT_TIMEOUT),
-            close_when_drained=s.getbool("DISTCRAWL_CLOSE_WHEN_DRAINED", False),
-            drain_grace=s.getfloat("DISTCRAWL_DRAIN_GRACE", DEFAULT_DRAIN_GRACE),
-            allow_private=allow_private,
-            concurrency=s.getint("CONCURRENT_REQUESTS", 16),
+            node_id=get("DISTCRAWL_NODE_ID") or default_node_id(),
+            prefetch=get("DISTCRAWL_PREFETCH"),
+            seed_batch=get("DISTCRAWL_SEED_BATCH"),
+            heartbeat_interval=get("DISTCRAWL_HEARTBEAT_INTERVAL"),
+            heartbeat_timeout=get("DISTCRAWL_HEARTBEAT_TIMEOUT"),
+            close_when_drained=get("DISTCRAWL_CLOSE_WHEN_DRAINED"),
+            drain_grace=get("DISTCRAWL_DRAIN_GRACE"),
+            allow_private=get("DISTCRAWL_ALLOW_PRIVATE"),
+            concurrency=get("CONCURRENT_REQUESTS"),
             budget=SiteBudget.from_settings(s),
-            site_limits=s.getdict("DISTCRAWL_SITE_LIMITS"),
-            flush_delay=s.getfloat("DISTCRAWL_FLUSH_DELAY", DEFAULT_FLUSH_DELAY),
-            latency_target=s.getfloat("DISTCRAWL_SITE_LATENCY_TARGET", DEFAULT_SITE_LATENCY_TARGET),
-            dupefilter=Dupefilter.from_settings(s),
-            record_dont_filter=s.getbool("DISTCRAWL_RECORD_DONT_FILTER", True),
-            unlisted=s.getbool("DISTCRAWL_UNLISTED", True),
-            unlisted_grace=s.get("DISTCRAWL_UNLISTED_GRACE") or None,
+            site_limits=get("DISTCRAWL_SITE_LIMITS"),
+            flush_delay=get("DISTCRAWL_FLUSH_DELAY"),
+            latency_target=get("DISTCRAWL_SITE_LATENCY_TARGET"),
+            dupefilter=Dupefilter(
+                kind=get("DISTCRAWL_DUPEFILTER"),
+                capacity=get("DISTCRAWL_BLOOM_CAPACITY"),
+                error_rate=get("DISTCRAWL_BLOOM_ERROR_RATE"),
+            ),
+            record_dont_filter=get("DISTCRAWL_RECORD_DONT_FILTER"),
+            unlisted=get("DISTCRAWL_UNLISTED"),
+            unlisted_grace=get("DISTCRAWL_UNLISTED_GRACE") or None,
         )
 
     # -- Scrapy's scheduler interface ----------------------------------------------------------
@@ -283,6 +273,13 @@ class FrontierScheduler(BaseScheduler):
         self.store = store = FrontierStore(
             client, keys, dupefilter=self.dupefilter, forget_ms=policy.forget_ms if policy else None
         )
+        await retry_at_start(self._check_format)
+        if not await admit(client, keys, settings, self.dupefilter, policy, node_id=self.node_id):
+            # Scrapy closes a spider cleanly on a CloseSpider from spider_opened; raised from
+            # the scheduler's open it would skip opening the scraper, whose close then fails
+            self._refused = True  # no claim, no lease, no heartbeat: close touches nothing
+            self.crawler.signals.connect(self._refuse, signal=signals.spider_opened)
+            return
         membership = Membership(
             store=store,
             node_id=self.node_id,
@@ -387,6 +384,20 @@ class FrontierScheduler(BaseScheduler):
             stats=self.stats,
             unlisted=unlisted,
         )
+
+    def _refuse(self, spider: Spider) -> None:
+        raise CloseSpider(REFUSED_REASON)
+
+    async def _check_format(self) -> None:
+        """Refuse a crawl of another frontier format before anything is written to it (the
+        record of the crawl-wide settings included); the claim checks it again, atomically."""
+        assert self.store is not None
+        try:
+            await self.store.check_format()
+        except CrawlFormatError as refused:
+            logger.error("Node refuses to start: %s", refused)
+            self._refused = True  # close touches nothing
+            raise
 
     async def _claim_node_id(self) -> None:
         assert self.store is not None

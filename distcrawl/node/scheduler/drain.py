@@ -10,12 +10,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["DEFAULT_DRAIN_GRACE", "DrainWatch"]
+__all__ = ["DrainWatch"]
 
 logger = logging.getLogger(__name__)
-
-#: seconds the whole cluster must look drained before a node with CLOSE_WHEN_DRAINED stops
-DEFAULT_DRAIN_GRACE = 3.0
 
 
 class DrainWatch:

@@ -8,6 +8,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.config.entries import PREFETCH_PER_SLOT
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier.batch import new_rid_tag
 from distcrawl.frontier.wake import WakeListener
@@ -33,9 +34,7 @@ if TYPE_CHECKING:
     from distcrawl.node.scheduler.seeds import SeedFeed
 
 __all__ = [
-    "DEFAULT_FLUSH_DELAY",
     "DEFAULT_IDLE_MAX_WAIT",
-    "DEFAULT_PREFETCH",
     "LEASE_WINDOW",
     "FrontierLoop",
     "write_hold",
@@ -43,18 +42,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: most requests leased in one round trip (the node also never holds more than its free slots)
-DEFAULT_PREFETCH = 64
-#: a node holds at most this many times its CONCURRENT_REQUESTS, downloads included. With the
-#: default 16 that is up to 64 prefetched beside 16 downloads, and the node flushes at 8 left:
-#: a round trip carries the writes of up to ~56 pages, against ~24 with three times (~33 and
-#: ~22 measured: links that outrank prefetched work go at once). Redis' CPU per page falls with
-#: the round trips (bench/throughput.py measures them).
-LEASE_WINDOW = 5
-#: longest a node keeps finished pages' acks and found links to itself while it still has more
-#: than a low-water mark of work prefetched (half its concurrency): one round trip then carries
-#: the pages of that whole wait, not of one turn of its I/O loop
-DEFAULT_FLUSH_DELAY = 0.2
+#: a node holds at most this many times its CONCURRENT_REQUESTS, downloads included: its
+#: prefetch (DISTCRAWL_PREFETCH, derived: PREFETCH_PER_SLOT times the concurrency) beside its
+#: downloads. With 16 that is up to 64 prefetched beside 16 downloads, and the node flushes at
+#: 8 left: a round trip carries the writes of up to ~56 pages, against ~24 with three times
+#: (~33 and ~22 measured: links that outrank prefetched work go at once). Redis' CPU per page
+#: falls with the round trips (bench/throughput.py measures them).
+LEASE_WINDOW = PREFETCH_PER_SLOT + 1
 #: longest idle wait between polls of an empty frontier (the wait doubles from 20 ms up to this)
 DEFAULT_IDLE_MAX_WAIT = 1.0
 

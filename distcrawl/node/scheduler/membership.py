@@ -18,14 +18,9 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["DEFAULT_HEARTBEAT_INTERVAL", "DEFAULT_HEARTBEAT_TIMEOUT", "Membership"]
+__all__ = ["Membership"]
 
 logger = logging.getLogger(__name__)
-
-#: seconds between heartbeats when the node is otherwise quiet
-DEFAULT_HEARTBEAT_INTERVAL = 2.0
-#: a node whose last heartbeat is older than this many seconds is dead; its leases return
-DEFAULT_HEARTBEAT_TIMEOUT = 30.0
 
 
 class Membership:

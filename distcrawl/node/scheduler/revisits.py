@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from distcrawl.base.durations import parse_duration
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.extract import canonicalize_url
 from distcrawl.frontier.batch import Revisit
@@ -56,7 +55,7 @@ def log_revisit_mode(policy: RevisitPolicy) -> None:
 
 
 def unlisted_watch(
-    policy: RevisitPolicy, key: str, *, enabled: bool, grace: str | None
+    policy: RevisitPolicy, key: str, *, enabled: bool, grace: float | None
 ) -> UnlistedWatch | None:
     """The watch of products in no listing (``DISTCRAWL_UNLISTED``, its ``grace`` from
     ``DISTCRAWL_UNLISTED_GRACE``, else twice the longest listing interval at full backoff), or
@@ -64,10 +63,7 @@ def unlisted_watch(
     listing = policy.longest("listing")
     if listing is None or not enabled:
         return None
-    if grace:
-        grace_s = parse_duration(grace, "DISTCRAWL_UNLISTED_GRACE")
-    else:
-        grace_s = 2 * listing * max(1.0, policy.max_backoff)
+    grace_s = grace or 2 * listing * max(1.0, policy.max_backoff)
     logger.info("Products in no listing for %.0fs are marked gone", grace_s)
     return UnlistedWatch(key, grace_s)
 

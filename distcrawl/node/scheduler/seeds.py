@@ -21,12 +21,9 @@ if TYPE_CHECKING:
     from distcrawl.node.scheduler.drain import DrainWatch
     from distcrawl.node.seeds.sources import SeedSource
 
-__all__ = ["DEFAULT_SEED_BATCH", "SeedFeed"]
+__all__ = ["SeedFeed"]
 
 logger = logging.getLogger(__name__)
-
-#: seeds taken from the start list in one round trip
-DEFAULT_SEED_BATCH = 64
 
 
 class SeedFeed:

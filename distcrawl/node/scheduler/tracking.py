@@ -11,7 +11,6 @@ from distcrawl.frontier.batch import Feedback
 
 __all__ = [
     "DEFAULT_KNOWN_FINGERPRINTS",
-    "DEFAULT_SITE_LATENCY_TARGET",
     "PUBLISHED_SITES",
     "InProgress",
     "SiteActivity",
@@ -22,8 +21,6 @@ __all__ = [
 PUBLISHED_SITES = 10
 #: fingerprints a node remembers having sent, to skip links the dupefilter would refuse
 DEFAULT_KNOWN_FINGERPRINTS = 200_000
-#: an answer slower than this many seconds counts as a sign of an overloaded site
-DEFAULT_SITE_LATENCY_TARGET = 5.0
 
 
 class InProgress(set[Any]):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import FormRequest, Request
 from scrapy_redis.spiders import RedisMixin
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import UrlRefused, check_url
 from distcrawl.frontier.keys import ControlKeys
 from distcrawl.node.requests.codec import ALLOWED_METHODS, json_safe
@@ -89,7 +90,7 @@ class SeedSource:
         ``REDIS_START_URLS_AS_ZSET``, staged through ``{<spider>}:start_staged``."""
         if redis_key is None and spidercls is not None:
             redis_key = getattr(spidercls, "redis_key", None)
-        key = settings.get("DISTCRAWL_START_URLS_KEY")
+        key = SETTINGS.value(settings, "DISTCRAWL_START_URLS_KEY")
         if not key and spidercls is not None and issubclass(spidercls, RedisMixin):
             key = redis_key
         if not key and not settings.get("REDIS_START_URLS_KEY"):

@@ -8,7 +8,6 @@ Each seed's site (its host) bounds the crawl that starts from it.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ import scrapy
 from scrapy import signals
 from scrapy.http import TextResponse
 
+from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.recent import RecentKeys
 from distcrawl.extract import SiteProfile, analyze, load_profiles
@@ -36,27 +36,25 @@ if TYPE_CHECKING:
 
 __all__ = ["CatalogSpider"]
 
-#: queue priority per page kind (setting PAGE_PRIORITIES); seeds go before everything
-DEFAULT_PAGE_PRIORITIES = {"seed": 1000, "category": 300, "listing": 200, "product": 100}
 #: the link kinds the spider follows, and the page kind each one leads to
 LINK_KINDS = {"category": "category", "listing": "listing", "next": "listing", "product": "product"}
-#: link URLs a spider remembers having handed to the scheduler (setting CATALOG_KNOWN_LINKS)
-DEFAULT_KNOWN_LINKS = 100_000
 
 logger = logging.getLogger(__name__)
 
 
 def profile_paths(value: Any) -> list[str]:
-    """``SITE_PROFILES`` as paths: a list, or one string whose entries are separated by ``,``
-    or ``:`` (the environment variable and ``-s SITE_PROFILES=...`` read alike)."""
-    items = value if isinstance(value, (list, tuple)) else [value or ""]
-    return [p.strip() for item in items for p in re.split(r"[,:]", str(item)) if p.strip()]
+    """``DISTCRAWL_SITE_PROFILES`` as paths: a list, or one string whose entries are
+    separated by ``,`` or ``:``."""
+    paths: list[str] = SETTINGS["DISTCRAWL_SITE_PROFILES"].read(value)
+    return paths
 
 
 class CatalogSpider(scrapy.Spider):
     """Crawls product catalogs: category index pages, paginated listings, product pages.
 
-    Settings: ``SITE_PROFILES`` (TOML files or folders), ``PAGE_PRIORITIES``.
+    Settings: ``DISTCRAWL_SITE_PROFILES`` (TOML files or folders), ``PAGE_PRIORITIES``
+    (queue priority per page kind: pages that unlock many children go first),
+    ``CATALOG_KNOWN_LINKS``.
     """
 
     name = "catalog"
@@ -66,19 +64,21 @@ class CatalogSpider(scrapy.Spider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.profiles: list[SiteProfile] = []
-        self.priorities = dict(DEFAULT_PAGE_PRIORITIES)
-        self.known_links = RecentKeys(DEFAULT_KNOWN_LINKS)
+        self.priorities: dict[str, int] = SETTINGS.default("PAGE_PRIORITIES")
+        self.known_links = RecentKeys(SETTINGS.default("CATALOG_KNOWN_LINKS"))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
         spider = super().from_crawler(crawler, *args, **kwargs)
         settings = crawler.settings
-        paths = profile_paths(settings.get("SITE_PROFILES"))
+        paths = SETTINGS.value(settings, "DISTCRAWL_SITE_PROFILES")
         try:
             spider.profiles = load_profiles(paths) if paths else []
         except ProfileError as exc:
             # one line with the fix, not a traceback; nothing is leased yet, nothing is lost
-            logger.error("Bad site profile, the node stops (fix it or SITE_PROFILES): %s", exc)
+            logger.error(
+                "Bad site profile, the node stops (fix it or DISTCRAWL_SITE_PROFILES): %s", exc
+            )
             raise SystemExit(1) from None
         if spider.profiles:
             logger.info(
@@ -87,8 +87,8 @@ class CatalogSpider(scrapy.Spider):
                     f"{p.name} ({', '.join(p.domains) or 'any site'})" for p in spider.profiles
                 ),
             )
-        spider.priorities.update(settings.getdict("PAGE_PRIORITIES"))
-        spider.known_links = RecentKeys(settings.getint("CATALOG_KNOWN_LINKS", DEFAULT_KNOWN_LINKS))
+        spider.priorities = SETTINGS.value(settings, "PAGE_PRIORITIES")
+        spider.known_links = RecentKeys(SETTINGS.value(settings, "CATALOG_KNOWN_LINKS"))
         crawler.signals.connect(spider._scheduled, signal=signals.request_scheduled)
         # links pushed before Redis lost its last writes may be gone: push them again
         crawler.signals.connect(spider.known_links.clear, signal=dc_signals.frontier_rewound)
