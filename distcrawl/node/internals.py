@@ -6,6 +6,7 @@ re-crawl), so a Scrapy upgrade that renames one stops the node at once with an e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import scrapy
@@ -40,13 +41,15 @@ class _Probe:
     """Stands for a request in the probe of the engine slot's in-progress set."""
 
 
-def check_engine(engine: Any) -> None:
+def check_engine(
+    engine: Any, in_progress: Callable[[set[Any], Callable[[Any], None]], set[Any]]
+) -> None:
     """The engine's private slot: ``engine._slot`` with ``inprogress`` (a set the slot removes
     finished requests from with ``.remove()``, which is where the frontier's acks come from),
     ``nextcall.schedule()`` (to wake the engine when leases arrive), and the downloader's
-    ``active`` set (free download slots). Raises :class:`ScrapyInternalsMissing`."""
-    from distcrawl.node.scheduler.tracking import InProgress
-
+    ``active`` set (free download slots). ``in_progress(items, on_done)``: the set the
+    scheduler puts in the slot's place, probed here as it will be used. Raises
+    :class:`ScrapyInternalsMissing`."""
     missing: list[str] = []
     slot = getattr(engine, "_slot", None)
     if slot is None:
@@ -62,7 +65,7 @@ def check_engine(engine: Any) -> None:
         # behaviour, not just names: a finished request must leave through .remove()
         done: list[Any] = []
         original = slot.inprogress
-        slot.inprogress = InProgress(set(), done.append)
+        slot.inprogress = in_progress(set(), done.append)
         probe = _Probe()
         try:
             slot.add_request(probe)

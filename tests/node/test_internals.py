@@ -26,6 +26,7 @@ from distcrawl.node.internals import (
 )
 from distcrawl.node.middlewares.retry import BackoffRetryMiddleware
 from distcrawl.node.middlewares.safety import RobotsTxtMiddleware
+from distcrawl.node.scheduler.tracking import InProgress
 
 
 def with_engine(test: Callable[[Any], None]) -> None:
@@ -46,7 +47,7 @@ def with_engine(test: Callable[[Any], None]) -> None:
 
 
 def test_this_scrapy_has_every_private_hook_distcrawl_uses() -> None:
-    with_engine(check_engine)
+    with_engine(lambda engine: check_engine(engine, InProgress))
     check_retry_middleware()
     crawler = get_crawler(settings_dict={"ROBOTSTXT_OBEY": True})
     check_robots_middleware(ScrapyRobots(crawler))
@@ -89,7 +90,7 @@ def test_a_missing_engine_hook_is_named(breaks: Callable[[Any], None], named: st
     def test(engine: Any) -> None:
         breaks(engine)
         with pytest.raises(ScrapyInternalsMissing, match="does not have") as info:
-            check_engine(engine)
+            check_engine(engine, InProgress)
         assert named in str(info.value)
 
     with_engine(test)

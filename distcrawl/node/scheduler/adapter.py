@@ -294,7 +294,8 @@ class FrontierScheduler(BaseScheduler):
             revisit_grace=policy.grace if policy else None,
         )
         engine = self.crawler.engine
-        check_engine(engine)  # the private hooks below, or a clear error instead of silence
+        # the private hooks below, or a clear error instead of silence
+        check_engine(engine, InProgress)
         slot = engine._slot
         assert slot is not None
         slot.inprogress = InProgress(slot.inprogress, self._request_done)
