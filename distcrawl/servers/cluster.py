@@ -29,6 +29,8 @@ SLOTS = 16384
 DEFAULT_NODE_TIMEOUT_MS = 3000
 #: seconds to wait for the cluster to say ``cluster_state:ok``
 DEFAULT_READY_TIMEOUT = 60.0
+#: seconds between two introductions of the nodes that do not know every node yet
+REMEET_AFTER = 5.0
 
 
 class ClusterNodeServer(RedisServer):
@@ -132,7 +134,8 @@ class LocalRedisCluster:
         for node in self.nodes[1:]:
             self.masters[0].cluster("MEET", node.host, node.port, node.bus_port)
         if self.replicas:
-            self._wait(lambda: all(self._known(r) == len(self.nodes) for r in self.nodes), 30)
+            everyone = len(self.nodes)
+            self._wait_meeting(lambda: all(self._known(r) == everyone for r in self.nodes), 30)
             for i, master in enumerate(self.masters):
                 master_id = self._myid(master)
                 for j in range(self.replicas_per_master):
@@ -168,7 +171,32 @@ class LocalRedisCluster:
         return True
 
     def wait_ready(self, timeout: float = DEFAULT_READY_TIMEOUT) -> None:
-        self._wait(self.ready, timeout)
+        self._wait_meeting(self.ready, timeout)
+
+    def _wait_meeting(self, condition: Any, timeout: float) -> None:
+        """``condition()`` within ``timeout`` s. A node that has not met every other node yet
+        is introduced again every few seconds: a handshake that outlasts the node timeout (a
+        loaded machine) is dropped by Redis and never tried again on its own."""
+        next_meet = time.monotonic() + REMEET_AFTER
+
+        def met_or_meet() -> bool:
+            nonlocal next_meet
+            if condition():
+                return True
+            if time.monotonic() >= next_meet:
+                next_meet = time.monotonic() + REMEET_AFTER
+                self._meet()
+            return False
+
+        self._wait(met_or_meet, timeout)
+
+    def _meet(self) -> None:
+        """Introduce every node to the first master (one that knows a node already just
+        completes one more handshake)."""
+        for node in self.nodes[1:]:
+            with contextlib.suppress(redis.RedisError, OSError):
+                if self._known(node) < len(self.nodes):
+                    self.masters[0].cluster("MEET", node.host, node.port, node.bus_port)
 
     def replicas_in_sync(self) -> bool:
         """Every running replica has its master's link up (it took the initial sync)."""
