@@ -314,13 +314,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--links", type=int, default=20)
     parser.add_argument("--seen", type=float, default=0.95)
     parser.add_argument("--lease", type=int, default=32)
-    parser.add_argument("--shards", type=int, default=fb.DEFAULT_SHARDS)
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help=f"frontier shards (default {fb.DEFAULT_SHARDS}; with --cluster M, the first multiple "
+        f"of M from {fb.DEFAULT_SHARDS}, as the docs advise for a cluster, for both runs)",
+    )
     parser.add_argument("--known", type=int, default=fb.DEFAULT_KNOWN_FINGERPRINTS)
     parser.add_argument("--cache-sim", action="store_true", help="also count cache misses (slower)")
     parser.add_argument(
         "--cluster", type=int, default=0, help="also run the load through a cluster of N masters"
     )
     args = parser.parse_args(argv)
+    if args.shards is None:
+        args.shards = fb.cluster_shards(args.cluster) if args.cluster else fb.DEFAULT_SHARDS
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
             parser.error(f"{tool} is not installed (Debian: apt-get install valgrind)")
