@@ -211,8 +211,8 @@ class FrontierScheduler(BaseScheduler):
     def enqueue_request(self, request: Request) -> bool:
         # the delay is for this parking only: a redirect or a later retry must not inherit it
         delay = request.meta.pop("distcrawl_delay", 0)
-        # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
-        # the URL when a page links back to it
+        # with DISTCRAWL_RECORD_DONT_FILTER a dont_filter request (a seed, a retry) is recorded
+        # too: the dupefilter then knows the URL when a page links back to it
         fp = self.crawler.request_fingerprinter.fingerprint(request)[:16]
         if not request.dont_filter:
             if self.revisit is not None and time.monotonic() >= self._known_until:
