@@ -46,9 +46,10 @@ def check_engine(
 ) -> None:
     """The engine's private slot: ``engine._slot`` with ``inprogress`` (a set the slot removes
     finished requests from with ``.remove()``, which is where the frontier's acks come from),
-    ``nextcall.schedule()`` (to wake the engine when leases arrive), and the downloader's
-    ``active`` set (free download slots). ``in_progress(items, on_done)``: the set the
-    scheduler puts in the slot's place, probed here as it will be used. Raises
+    ``nextcall.schedule()`` (to wake the engine when leases arrive), the downloader's ``active``
+    set (free download slots), and ``_start`` (whether the spider's ``start()`` may still yield
+    requests: a crawl that ends when drained waits for it). ``in_progress(items, on_done)``:
+    the set the scheduler puts in the slot's place, probed here as it will be used. Raises
     :class:`ScrapyInternalsMissing`."""
     missing: list[str] = []
     slot = getattr(engine, "_slot", None)
@@ -79,8 +80,8 @@ def check_engine(
     downloader = getattr(engine, "downloader", None)
     if not hasattr(getattr(downloader, "active", None), "__len__"):
         missing.append("ExecutionEngine.downloader.active (the requests being downloaded)")
-    if not callable(getattr(engine, "close_spider_async", None)):
-        missing.append("ExecutionEngine.close_spider_async()")
+    if not hasattr(engine, "_start"):
+        missing.append("ExecutionEngine._start (the spider's start(), None once exhausted)")
     if missing:
         raise ScrapyInternalsMissing(missing)
 

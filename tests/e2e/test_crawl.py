@@ -58,7 +58,7 @@ def test_two_nodes_store_every_product_exactly_once(
     assert max(product_fetches(shop).values()) == 1, "a product was fetched twice"
     for node in nodes:
         assert_clean_log(node.log())
-        assert "Spider closed (frontier_drained)" in node.log()
+        assert "Spider closed (finished)" in node.log()
     r = redis.Redis.from_url(redis_url)
     assert queued(r) == 0
     assert not leases_left(r)

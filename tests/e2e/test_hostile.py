@@ -443,7 +443,7 @@ def test_hostile_shop_crawl_ends_and_stores_every_real_product(
     totals: Counter[str] = Counter()
     for node in nodes:
         assert_clean_log(node.log())
-        assert "Spider closed (frontier_drained)" in node.log()
+        assert "Spider closed (finished)" in node.log()
         totals.update(stats_of(node.log()))
     assert totals["robotstxt/forbidden"] == 1
     assert totals["safety/refused/too_large"] == 1

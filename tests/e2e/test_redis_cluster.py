@@ -376,7 +376,7 @@ def test_two_nodes_crawl_three_sites_on_the_cluster(
         assert all(m.client().keys("*:seen:*") for m in redis_cluster.masters)
     for node in nodes:
         assert_clean_log(node.log())
-        assert "Spider closed (frontier_drained)" in node.log()
+        assert "Spider closed (finished)" in node.log()
         assert "redis+cluster://" in node.log()
 
 

@@ -225,7 +225,7 @@ def test_deploy_to_two_scrapyd_nodes_schedule_catalog_on_both_and_store_every_pr
     assert set(urls) == shop.expected_product_urls()
     for daemon, job in zip(daemons, jobs, strict=True):
         log = daemon.job_log(job)
-        assert "Spider closed (frontier_drained)" in log, log[-3000:]
+        assert "Spider closed (finished)" in log, log[-3000:]
         assert "Traceback" not in log, log[log.index("Traceback") :][:3000]
 
 
@@ -257,4 +257,4 @@ def test_cancel_json_returns_the_leases_of_the_cancelled_job_at_once(
     assert set(urls) == shop.expected_product_urls()
     log = cancel.job_log(cancel_job)
     assert "returned" in log and "requests to the frontier" in log, log[-3000:]
-    assert "Spider closed (frontier_drained)" in keep.job_log(keep_job)
+    assert "Spider closed (finished)" in keep.job_log(keep_job)

@@ -76,6 +76,10 @@ def _no_active(engine: Any) -> None:
     del engine.downloader.active
 
 
+def _no_start(engine: Any) -> None:
+    del engine._start
+
+
 @pytest.mark.parametrize(
     ("breaks", "named"),
     [
@@ -84,6 +88,7 @@ def _no_active(engine: Any) -> None:
         (_inprogress_not_a_set, "_slot.inprogress"),
         (_discard_instead_of_remove, "remove_request() -> inprogress.remove()"),
         (_no_active, "downloader.active"),
+        (_no_start, "ExecutionEngine._start"),
     ],
 )
 def test_a_missing_engine_hook_is_named(breaks: Callable[[Any], None], named: str) -> None:

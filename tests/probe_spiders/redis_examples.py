@@ -1,6 +1,7 @@
 """The spider shapes of scrapy-redis' example project (example-project/example/spiders),
 pointed at the demo shop: a CrawlSpider following every link, a RedisSpider reading its
-redis_key, and a RedisCrawlSpider restricted with ``-a domain=``."""
+redis_key, and a RedisCrawlSpider restricted with ``-a domain=``; and that RedisCrawlSpider's
+rules in a plain CrawlSpider, as a distcrawl project seeds it (``catalog:start_urls``)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,22 @@ class MyCrawler(RedisCrawlSpider):
     name = "mycrawler_redis"
     redis_key = "mycrawler:start_urls"
     rules = (Rule(LinkExtractor(), callback="parse_page", follow=True),)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        domain = kwargs.pop("domain", "")
+        self.allowed_domains = list(filter(None, domain.split(",")))
+        super().__init__(*args, **kwargs)
+
+    def parse_page(self, response: Any) -> Any:
+        return _page(response)
+
+
+class SeededCrawler(CrawlSpider):
+    """mycrawler_redis.py as a plain CrawlSpider of a distcrawl project: its seeds come from
+    the frontier's seed list (``DISTCRAWL_START_URLS_KEY``), not from a ``redis_key``."""
+
+    name = "seeded_crawler"
+    rules = MyCrawler.rules
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         domain = kwargs.pop("domain", "")

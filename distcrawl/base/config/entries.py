@@ -158,8 +158,10 @@ _DISTCRAWL = [
         "are prefetched", public=False, check=_at_least(0),
     ),
     Setting(
-        "DISTCRAWL_RECORD_DONT_FILTER", BOOL, True,
-        "a dont_filter request marks its URL seen (the distcrawl.Frontier add-on turns it off)",
+        "DISTCRAWL_RECORD_DONT_FILTER", BOOL, False,
+        "a dont_filter request (a seed, a start URL) marks its URL seen; off, as on Scrapy, it "
+        "neither checks nor marks it (the catalog spider turns it on: its pages link back to "
+        "the home page)",
         public=False,
     ),
     Setting(

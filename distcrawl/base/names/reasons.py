@@ -131,7 +131,11 @@ UNKNOWN_REQUEST_CLASS = term(
     "unknown_request_class",
     "entry: a request class not in DISTCRAWL_REQUEST_CLASSES",
 )
-UNQUEUEABLE = term(REFUSAL, "unqueueable", "entry (migrate): a request the codec cannot write")
+UNQUEUEABLE = term(
+    REFUSAL,
+    "unqueueable",
+    "entry (migrate), request (kept in the node's memory): a request the codec cannot write",
+)
 REDIRECT_LOOP = term(REFUSAL, "redirect_loop", "request: a redirect back to a URL already taken")
 PAGE_BUDGET = term(REFUSAL, "page_budget", "request: its site has used its page budget")
 MISSING_ITEM_FIELD = Family(

@@ -58,10 +58,12 @@ DEAD_LETTERED = _stat("frontier/dead_lettered", "requests this node sent to the 
 REQUEUED_DEAD_LETTERS = _stat(
     "frontier/requeued_dead_letters", "dead letters an operator re-queued, leased by this node"
 )
-UNQUEUEABLE = _stat(
-    "frontier/unqueueable",
-    "requests refused when queued (meta or cb_kwargs that are not JSON values, an unknown "
-    "callback)",
+IN_MEMORY = Family(
+    STATS,
+    "frontier/in_memory/",
+    "reason",
+    "requests kept in this node's memory because no queue entry can carry them, by reason "
+    "(unserializable, bad_scheme, ...): not lossless, a node that dies loses them",
 )
 REFUSED = Family(
     STATS, "frontier/refused/", "reason", "queue entries refused when leased, by refusal reason"
@@ -100,7 +102,19 @@ SCHEDULER_ENQUEUED = _stat("scheduler/enqueued", "as in Scrapy: requests queued"
 SCHEDULER_ENQUEUED_REDIS = _stat(
     "scheduler/enqueued/redis", "as in scrapy-redis: requests queued in Redis"
 )
+SCHEDULER_ENQUEUED_MEMORY = _stat(
+    "scheduler/enqueued/memory",
+    "as in Scrapy: requests kept in the node's memory (see frontier/in_memory/)",
+)
+SCHEDULER_UNSERIALIZABLE = _stat(
+    "scheduler/unserializable",
+    "as in Scrapy: requests a queue entry cannot carry (meta or cb_kwargs that are not JSON "
+    "values or allowed items, a callback that is no method of the spider), kept in memory",
+)
 SCHEDULER_DEQUEUED = _stat("scheduler/dequeued", "as in Scrapy: requests taken from the scheduler")
+SCHEDULER_DEQUEUED_MEMORY = _stat(
+    "scheduler/dequeued/memory", "as in Scrapy: requests taken from the node's memory"
+)
 SCHEDULER_DEQUEUED_REDIS = _stat(
     "scheduler/dequeued/redis", "as in scrapy-redis: requests taken from Redis"
 )

@@ -41,6 +41,7 @@ __all__ = [
     "BadEntry",
     "decode",
     "encode",
+    "entry_refusal",
     "json_safe",
 ]
 
@@ -308,6 +309,29 @@ def encode(
     if request.encoding != "utf-8":
         data["e"] = request.encoding
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def entry_refusal(
+    request: Request, payload: str, *, max_payload: int = DEFAULT_MAX_PAYLOAD
+) -> str | None:
+    """Why :func:`decode` would refuse ``payload``, the entry :func:`encode` wrote for
+    ``request`` (None: it would not): a URL no queue entry may hold (a scheme other than
+    http(s), such as ``data:`` or ``file:``, a URL too long or without a host, ...), a method or
+    an encoding it does not take, a priority out of bounds, a payload over ``max_payload``.
+    Scrapy may still download such a request: the node keeps it in memory instead."""
+    try:
+        check_url(request.url, allow_private=True)
+    except UrlRefused as exc:
+        return exc.reason
+    if request.method not in ALLOWED_METHODS:
+        return reasons.BAD_METHOD
+    if abs(request.priority) > MAX_PRIORITY:
+        return reasons.BAD_PRIORITY
+    if request.encoding != "utf-8" and not _ascii_compatible(request.encoding):
+        return reasons.BAD_ENCODING
+    if len(payload) > max_payload // 4 and len(payload.encode("utf-8")) > max_payload:
+        return reasons.TOO_LARGE
+    return None
 
 
 def _origin(url: str) -> str:

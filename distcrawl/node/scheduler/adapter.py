@@ -19,6 +19,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names import reasons
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.recent import RecentKeys
 from distcrawl.base.urls import mask_url
@@ -34,7 +35,7 @@ from distcrawl.node.revisit.schedule import RevisitPolicy
 from distcrawl.node.scheduler.buffers import WriteBuffers
 from distcrawl.node.scheduler.crawlwide import REFUSED_REASON, admit
 from distcrawl.node.scheduler.deadletter import dead_letter
-from distcrawl.node.scheduler.drain import DrainWatch
+from distcrawl.node.scheduler.drain import DrainWatch, waits_for_seeds
 from distcrawl.node.scheduler.identity import (
     NodeIdInUse,
     claim_node_id,
@@ -42,6 +43,7 @@ from distcrawl.node.scheduler.identity import (
     rejoin,
 )
 from distcrawl.node.scheduler.leases import LeaseIntake
+from distcrawl.node.scheduler.local import LocalQueue
 from distcrawl.node.scheduler.loop import DEFAULT_IDLE_MAX_WAIT, FrontierLoop
 from distcrawl.node.scheduler.membership import Membership
 from distcrawl.node.scheduler.outage import retry_at_start
@@ -50,7 +52,6 @@ from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, un
 from distcrawl.node.scheduler.seeds import SeedFeed
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
 from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress
-from distcrawl.node.seeds.intake import rejection_record
 from distcrawl.node.seeds.sources import SeedSource
 
 if TYPE_CHECKING:
@@ -140,6 +141,8 @@ class FrontierScheduler(BaseScheduler):
         # ready are the ones the engine works on)
         self._ready: deque[Request] = deque()
         self._leased: dict[Request, Lease] = {}
+        #: requests no queue entry can carry (data: URLs, unserializable meta): in memory only
+        self._local = LocalQueue(self.stats)
         self._writes = WriteBuffers(latency_target=latency_target)
         self._feedback = self._writes.feedback
         self._wake = asyncio.Event()  # the I/O loop waits on it
@@ -196,13 +199,20 @@ class FrontierScheduler(BaseScheduler):
         return deferred_from_coro(self._close(reason))
 
     def has_pending_requests(self) -> bool:
-        return bool(self._ready)
+        """Whether the node holds requests for the engine; for a spider that ends once the
+        crawl is drained also whether the whole crawl still may have work: until the I/O loop
+        saw every node drained for the drain grace. Scrapy then finds the spider idle once,
+        sends ``spider_idle`` and closes it (``finished``) unless a handler says otherwise."""
+        if self._ready or self._local:
+            return True
+        loop = self._loop
+        return self.close_when_drained and (loop is None or not loop.drained)
 
     def enqueue_request(self, request: Request) -> bool:
         # the delay is for this parking only: a redirect or a later retry must not inherit it
         delay = request.meta.pop("distcrawl_delay", 0)
-        # recorded even for dont_filter requests (seeds, retries): the dupefilter then knows
-        # the URL when a page links back to it
+        # with DISTCRAWL_RECORD_DONT_FILTER a dont_filter request (a seed, a retry) is recorded
+        # too: the dupefilter then knows the URL when a page links back to it
         fp = self.crawler.request_fingerprinter.fingerprint(request)[:16]
         if not request.dont_filter:
             if self.revisit is not None and time.monotonic() >= self._known_until:
@@ -220,17 +230,22 @@ class FrontierScheduler(BaseScheduler):
             self._known.add(known)
         elif not self.record_dont_filter:
             fp = b""  # as Scrapy's own dupefilter: neither checked nor recorded
+        loop = self._loop
+        if loop is not None and loop.drained:
+            loop.work_again()
         try:
             # the order score carries the priority; the lease hands it back
             payload = codec.encode(request, self.spider, priority=False)
         except ValueError as exc:
-            logger.error("Cannot queue %s: %s", request.url, exc)
-            self.stats.inc_value(stat_keys.UNQUEUEABLE)
-            # kept where an operator looks for what the frontier refused
-            self._writes.rejected.append(
-                rejection_record(request.url, str(exc), kind="unqueueable", node=self.node_id)
-            )
-            return False
+            # as Scrapy keeps a request its disk queue cannot serialise in its memory queue
+            self._local.keep(request, reasons.UNQUEUEABLE, str(exc))
+            return True
+        refused = codec.entry_refusal(request, payload)
+        if refused is not None:
+            # Scrapy may download it (data:, an unknown scheme fails there as on Scrapy); a
+            # queue entry never holds it, so no node is made to open a file: URL from Redis
+            self._local.keep(request, refused)
+            return True
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
         self._writes.children.append(
@@ -240,6 +255,8 @@ class FrontierScheduler(BaseScheduler):
         return True
 
     def next_request(self) -> Request | None:
+        if self._local:
+            return self._local.pop()
         ready = self._ready
         if not ready:
             if len(self._leased) < self.concurrency:
@@ -292,6 +309,7 @@ class FrontierScheduler(BaseScheduler):
             node_id=self.node_id,
             drain_grace=self.drain_grace,
             revisit_grace=policy.grace if policy else None,
+            waits_for_seeds=waits_for_seeds(spider, settings),
         )
         engine = self.crawler.engine
         # the private hooks below, or a clear error instead of silence
@@ -352,7 +370,8 @@ class FrontierScheduler(BaseScheduler):
             heartbeat_timeout=self.heartbeat_timeout,
             downloading=self._downloading,
             on_rewind=self._forget_pushed,
-            on_drained=self._close_drained,
+            holds_work=self._holds_work,
+            on_drained=self._wake_engine,
         )
         self._wrote = loop.wrote
         logger.info(
@@ -425,6 +444,14 @@ class FrontierScheduler(BaseScheduler):
                 await self._client.aclose()
             return
         await loop.stop()
+        kept = self._local.clear()
+        if kept:
+            logger.warning(
+                "Node %s closes with %d requests kept in its memory not crawled (no queue entry "
+                "could carry them: they are not returned to the frontier)",
+                self.node_id,
+                kept,
+            )
         # never started: they return with the node's leases below
         unstarted = len(self._ready)
         for request in self._ready:
@@ -488,7 +515,9 @@ class FrontierScheduler(BaseScheduler):
         )
 
     def _spider_idle(self, spider: Spider) -> None:
-        if self._loop is None or not self._loop.closing:
+        # a spider that ends once the crawl is drained is idle only then (see
+        # has_pending_requests): Scrapy closes it, or its own handlers keep it open
+        if not self.close_when_drained and (self._loop is None or not self._loop.closing):
             raise DontCloseSpider("waiting for the frontier")
 
     def _downloading(self) -> int:
@@ -517,7 +546,8 @@ class FrontierScheduler(BaseScheduler):
         self._known.clear()
         self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
 
-    def _close_drained(self) -> None:
+    def _holds_work(self) -> bool:
+        """Work of this node the I/O loop does not see: requests kept in memory, and a
+        ``start()`` not exhausted yet (it may still yield requests)."""
         engine = self.crawler.engine
-        assert engine is not None
-        deferred_from_coro(engine.close_spider_async(reason="frontier_drained"))
+        return bool(self._local) or (engine is not None and engine._start is not None)

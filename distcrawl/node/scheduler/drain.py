@@ -1,23 +1,41 @@
 """Drain detection: when the whole crawl has looked done for long enough that a node with
-``DISTCRAWL_CLOSE_WHEN_DRAINED`` may stop."""
+``DISTCRAWL_CLOSE_WHEN_DRAINED`` lets Scrapy find its spider idle."""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from scrapy_redis.spiders import RedisMixin
+
+from distcrawl.base.config import SETTINGS
+from distcrawl.node.seeds.sources import spider_redis_key
 
 if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.settings import BaseSettings
+
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["DrainWatch"]
+__all__ = ["DrainWatch", "waits_for_seeds"]
 
 logger = logging.getLogger(__name__)
 
 
+def waits_for_seeds(spider: Spider, settings: BaseSettings) -> bool:
+    """Whether ``spider`` is seeded from Redis (a scrapy-redis spider, a ``redis_key``, or
+    ``DISTCRAWL_START_URLS_KEY``): its crawl begins with the first seed, and a node started
+    before it waits. Any other spider's crawl begins with its own ``start()``."""
+    named: Any = SETTINGS.value(settings, "DISTCRAWL_START_URLS_KEY")
+    return isinstance(spider, RedisMixin) or spider_redis_key(spider) is not None or bool(named)
+
+
 class DrainWatch:
     """Tells when every shard, node and seed list has looked empty for ``drain_grace`` s (in
-    revisit mode, also with no revisit due within ``revisit_grace`` s), once the crawl began."""
+    revisit mode, also with no revisit due within ``revisit_grace`` s), once the crawl began:
+    with a seed for a spider that ``waits_for_seeds``, else as soon as the node is idle (its
+    ``start()`` is exhausted then, whether it yielded requests, only items, or nothing)."""
 
     def __init__(
         self,
@@ -26,11 +44,13 @@ class DrainWatch:
         node_id: str,
         drain_grace: float,
         revisit_grace: float | None = None,
+        waits_for_seeds: bool = True,
     ) -> None:
         self.store = store
         self.node_id = node_id
         self.drain_grace = drain_grace
         self.revisit_grace = revisit_grace
+        self.waits_for_seeds = waits_for_seeds
         self._drained_since: float | None = None
         #: whether the frontier ever held a request (CLOSE_WHEN_DRAINED waits until it did)
         self._crawl_begun = False
@@ -40,6 +60,10 @@ class DrainWatch:
         """The node took seeds: the crawl has begun."""
         self._crawl_begun = True
 
+    def reset(self) -> None:
+        """The node has work again: the grace starts over at the next empty look."""
+        self._drained_since = None
+
     async def check(self, *, busy: bool) -> bool:
         """Whether the crawl is drained; ``busy``: this node still holds work or writes."""
         if busy:
@@ -47,7 +71,7 @@ class DrainWatch:
             return False
         if await self.drained():
             logger.info(
-                "Frontier drained on every node for %.1fs: node %s closes",
+                "Frontier drained on every node for %.1fs: node %s closes once its spider is idle",
                 self.drain_grace,
                 self.node_id,
             )
@@ -67,8 +91,9 @@ class DrainWatch:
                 return False
         if not self._crawl_begun:
             # Nodes may start before the first seed: an empty frontier that never held a
-            # request is a crawl not begun yet, not a drained one. Wait for work.
-            self._crawl_begun = bool(await self.store.ever_used())
+            # request is a crawl not begun yet, not a drained one. Wait for work. A spider of
+            # its own start requests began with them (it is asked only once they are all out)
+            self._crawl_begun = not self.waits_for_seeds or bool(await self.store.ever_used())
             if not self._crawl_begun:
                 if not self._waiting_logged:
                     logger.info(

@@ -119,6 +119,7 @@ class FrontierLoop:
         heartbeat_timeout: float,
         downloading: Callable[[], int],
         on_rewind: Callable[[bytes], None],
+        holds_work: Callable[[], bool],
         on_drained: Callable[[], None],
     ) -> None:
         self.store = store
@@ -143,9 +144,13 @@ class FrontierLoop:
         self.heartbeat_timeout = heartbeat_timeout
         self.downloading = downloading
         self.on_rewind = on_rewind
+        self.holds_work = holds_work
         self.on_drained = on_drained
         #: the node stops: no more leases, and the task ends after its current round trip
         self.closing = False
+        #: [CLOSE_WHEN_DRAINED] the loop saw the whole crawl drained for the drain grace, and
+        #: the node has had no work since: the scheduler tells Scrapy it has nothing pending
+        self.drained = False
         self.outage = RedisOutage(node_id, stats, heartbeat_timeout=heartbeat_timeout)
         # Redis rewind detection: every sync writes a new mark in each shard it calls and
         # expects to find the last one there; the tag goes into the rids this node creates and
@@ -193,6 +198,12 @@ class FrontierLoop:
         if not self.ready:
             self.stats.inc_value(stat_keys.WOKEN)
             self.wake.set()
+
+    def work_again(self) -> None:
+        """The node has work again after the crawl looked drained (a spider_idle handler or a
+        seed queued a request): drain detection starts over."""
+        self.drained = False
+        self.drain.reset()
 
     def started(self) -> int:
         """Leased requests the engine is working on."""
@@ -321,10 +332,11 @@ class FrontierLoop:
             progressed = True
         if await self.membership.tick(self.heartbeat_info()):
             self.wake.set()
-        if self.close_when_drained and not progressed:
-            busy = bool(self.ready or self.started() or self.writes.pending())
+        if self.close_when_drained and not progressed and not self.drained:
+            busy = bool(self.ready or self.started() or self.writes.pending() or self.holds_work())
             if await self.drain.check(busy=busy):
-                self.closing = True
+                # Scrapy finds the spider idle and closes it (or its idle handlers keep it)
+                self.drained = True
                 self.on_drained()
         return progressed
 
@@ -363,7 +375,10 @@ class FrontierLoop:
         due = result.next_due_ms
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         self._count_round_trip(result)
-        return self.intake.accept(result.leased)
+        taken = self.intake.accept(result.leased)
+        if taken and self.drained:
+            self.work_again()
+        return taken
 
     def _count_round_trip(self, result: SyncResult) -> None:
         stats = self.stats

@@ -60,6 +60,10 @@ class CatalogSpider(scrapy.Spider):
     name = "catalog"
     #: the scrapy-redis name of the seed list (the frontier reads it)
     redis_key = "catalog:start_urls"
+    #: a seed marks its URL seen: every page of a shop links back to its home page, which
+    #: would otherwise be fetched again (a seed still bypasses the dupefilter: a re-seed is
+    #: fetched again)
+    custom_settings = {"DISTCRAWL_RECORD_DONT_FILTER": True}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
