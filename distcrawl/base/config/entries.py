@@ -328,7 +328,14 @@ _DISTCRAWL = [
     # -- the dashboard ----------------------------------------------------------------------------
     Setting(
         "DISTCRAWL_WEB_TOKEN", STR, "",
-        "the token the dashboard's actions need; unset: read-only, loopback only",
+        "the token the dashboard's actions need, at least 16 characters; unset: read-only, "
+        "loopback only",
+    ),
+    Setting(
+        "DISTCRAWL_WEB_HOSTS", LIST, [],
+        "host names the dashboard answers to besides loopback names (on a loopback bind) or "
+        "IP addresses (elsewhere), comma-separated, e.g. a reverse proxy's; any other Host "
+        "gets 421",
     ),
     # -- retries ----------------------------------------------------------------------------------
     Setting(
