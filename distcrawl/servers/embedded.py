@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.processes import pid_alive, pid_runs, terminate_pid
 from distcrawl.servers.process import (
-    DEFAULT_START_TIMEOUT,
+    SERVER_START_TIMEOUT,
     MongoServer,
     RedisServer,
     ServerProcess,
@@ -131,7 +131,7 @@ def _ensure(
     servers, under the same lock (a node leaving at that moment cannot stop it meanwhile)."""
     home = resolve_home(home)
     state_path = home / f"{kind.name}.json"
-    with _locked(home / f"{kind.name}.lock", timeout=DEFAULT_START_TIMEOUT + 30):
+    with _locked(home / f"{kind.name}.lock", timeout=SERVER_START_TIMEOUT + 30):
         if user:
             _register(home)
         state = _read_state(state_path)
@@ -234,7 +234,7 @@ def leave_services(home: Path) -> list[str]:
     stopped = []
     for kind in (RedisServer, MongoServer):
         state_path = home / f"{kind.name}.json"
-        with _locked(home / f"{kind.name}.lock", timeout=DEFAULT_START_TIMEOUT + 30):
+        with _locked(home / f"{kind.name}.lock", timeout=SERVER_START_TIMEOUT + 30):
             state = _read_state(state_path)
             if state is None or state.get("started_by") != BY_NODE or _other_users(home):
                 continue
@@ -272,7 +272,7 @@ def stop_services(home: Path) -> list[str]:
         state_path = home / f"{kind.name}.json"
         if not state_path.exists():
             continue
-        with _locked(home / f"{kind.name}.lock", timeout=DEFAULT_START_TIMEOUT + 30):
+        with _locked(home / f"{kind.name}.lock", timeout=SERVER_START_TIMEOUT + 30):
             state = _read_state(state_path)
             if state is not None and pid_runs(int(state["pid"]), kind.marker):
                 terminate_pid(int(state["pid"]))

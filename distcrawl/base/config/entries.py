@@ -101,7 +101,21 @@ _DISTCRAWL = [
     ),
     Setting(
         "DISTCRAWL_EMBEDDED", BOOL, True,
-        "start (or reuse) the embedded servers when REDIS_URL / MONGO_URI are unset",
+        "start (or reuse) the embedded servers when REDIS_URL / MONGO_URI are unset (the node "
+        "says so loudly; the last local node out stops the servers a node started)",
+    ),
+    Setting(
+        "DISTCRAWL_REDIS_START_TIMEOUT", FLOAT, 60.0,
+        "seconds a starting node waits for Redis before it exits with an error (0: forever); "
+        "an outage after the start is waited out however long it lasts", public=False,
+        check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_ALLOW_EVICTION", BOOL, False,
+        "accept a Redis whose maxmemory-policy evicts any key (allkeys-*): evicted queues, "
+        "leases and dead letters lose requests, an evicted dupefilter refetches pages; off: a "
+        "node refuses to start on it",
+        public=False,
     ),
     # -- the node ---------------------------------------------------------------------------
     Setting(

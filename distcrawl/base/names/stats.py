@@ -86,6 +86,22 @@ REDIS_REWINDS = _stat(
 )
 LEASES_LOST = _stat("frontier/leases/lost", "leases Redis no longer knew (after a rewind), dropped")
 REDIS_ERRORS = _stat("frontier/redis_errors", "failed round trips to Redis (outages included)")
+OUTAGES = _stat(
+    "frontier/outages",
+    "Redis outages this node waited out (out of reach, out of memory, busy, loading, read-only, "
+    "master or cluster down)",
+)
+LOOP_ERRORS = _stat(
+    "frontier/loop_errors",
+    "failed round trips of the I/O loop that were no outage (each kind logged once)",
+)
+REDIS_MEMORY_USED = _stat(
+    "frontier/redis_memory_used",
+    "Redis' used memory in bytes, as the node last read it (of a cluster: the fullest master)",
+)
+REDIS_MAXMEMORY = _stat(
+    "frontier/redis_maxmemory", "Redis' maxmemory in bytes (0: no limit), as the node last read it"
+)
 SITE_CUTS = Family(
     STATS,
     "frontier/site_cuts/",
