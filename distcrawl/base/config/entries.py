@@ -294,6 +294,27 @@ _DISTCRAWL = [
         "link URLs the spider remembers having handed to the scheduler", public=False,
         check=_at_least(1),
     ),
+    # -- the work one page may cost (a hostile page must not stall a node) ----------------------
+    Setting(
+        "DISTCRAWL_MAX_PARSE_BYTES", INT, 8 * 1024 * 1024,
+        "bytes of a page's body the spider reads; the rest is ignored "
+        "(safety/page_cut/too_many_bytes)", public=False, check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_MAX_LINKS_PER_PAGE", INT, 10_000,
+        "links (<a>) of one page the spider reads, 0: all (safety/page_cut/too_many_links)",
+        public=False, check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_MAX_PARSE_SECONDS", FLOAT, 5.0,
+        "seconds the spider reads one page's links, 0: no limit (safety/page_cut/parse_time); "
+        "a large page is read off the event loop", public=False, check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_MAX_FOLLOW_PER_PAGE", INT, 1_000,
+        "new links one page hands to the frontier, pagination and products first, 0: no limit "
+        "(safety/links_dropped/too_many_links)", public=False, check=_at_least(0),
+    ),
     # -- revisit mode -----------------------------------------------------------------------------
     Setting(
         "DISTCRAWL_REVISIT", INTERVALS, {},

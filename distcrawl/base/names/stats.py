@@ -245,6 +245,30 @@ PAGE_BUDGET_UNAVAILABLE = _stat(
     "safety/page_budget_unavailable",
     "pages let through while the page budget in Redis could not be read",
 )
+PAGE_CUT = Family(
+    STATS,
+    "safety/page_cut/",
+    "limit",
+    "pages whose analysis a limit cut short (too_many_bytes, too_many_links, parse_time)",
+)
+LINKS_UNREAD = _stat("safety/links_unread", "links (<a>) of cut pages left unread")
+LINKS_DROPPED = Family(
+    STATS,
+    "safety/links_dropped/",
+    "reason",
+    "links not queued: beyond DISTCRAWL_MAX_FOLLOW_PER_PAGE (too_many_links), or of a site whose "
+    "page budget is used up (page_budget)",
+)
+PAGES_OFF_LOOP = _stat(
+    "catalog/pages/off_loop", "large pages analysed on the worker thread, off the event loop"
+)
+LOOP_STALL_MAX_MS = _stat(
+    "node/loop_stall_max_ms", "the longest the node's event loop went without running (ms)"
+)
+LOOP_STALLS = _stat(
+    "node/loop_stalls",
+    "stalls of the event loop of a second or more (each logged, at most once a minute)",
+)
 ROBOTSTXT_SHARED = _stat(
     "robotstxt/shared", "robots.txt answers taken from Redis instead of fetched"
 )
