@@ -25,6 +25,16 @@ unless ``--kills`` is given too):
 - ``--redis-rewind S``: Redis killed (SIGKILL) and started from a copy of its data taken S
   seconds earlier, as a failover to a lagging replica would; reports ``stale_acks`` (the
   nodes' ``frontier/acks/stale``).
+- ``--redis-oom S``: Redis' ``maxmemory`` set below its use (``noeviction``) for S seconds,
+  so it refuses every write (``OOM``), then lifted; reports ``log_lines_per_node`` (lines
+  each node logged from the fault's start to its line saying Redis is back, or to
+  :data:`LOG_SETTLE` seconds after the fault: an outage is one line when it starts and one
+  when it ends).
+- ``--redis-freeze S``: Redis frozen (SIGSTOP) for S seconds, then resumed (SIGCONT): it
+  answers nothing, connections stay open, what the nodes sent waits in its sockets.
+- ``--node-freeze S``: a node holding leases frozen (SIGSTOP) for S seconds (longer than the
+  heartbeat timeout), then resumed: another node recovers its leases
+  (``frozen_recovered``), and its late acks are fenced (``stale_acks``).
 - ``--mongo-kill``: the MongoDB server killed with SIGKILL and started again
   (``--mongo-down`` seconds later).
 - ``--site-concurrency N``: a per-site concurrency limit (``DISTCRAWL_SITE_CONCURRENCY``);
@@ -38,15 +48,20 @@ not by ``_id`` (the URL, which can never repeat).
     .venv/bin/python bench/chaos.py --redis-outage 30 --json
     .venv/bin/python bench/chaos.py --redis-rewind 2 --site-concurrency 2 --json
     .venv/bin/python bench/chaos.py --mongo-kill --json
+    .venv/bin/python bench/chaos.py --redis-oom 30 --json
+    .venv/bin/python bench/chaos.py --redis-freeze 45 --json
+    .venv/bin/python bench/chaos.py --node-freeze 40 --json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -94,6 +109,14 @@ KILL_WINDOW = (0.1, 0.85)
 BASELINE_QUIET = 6.0
 #: a node's log line when it took back the leases of nodes it found dead
 RECOVERED_LINE = re.compile(r"Recovered (\d+) requests from dead node\(s\) (.+?) \(no heartbeat")
+#: seconds after a fault's end whose log lines still count as the fault's (its end line)
+LOG_SETTLE = 10.0
+#: --redis-oom sets maxmemory to this share of the memory Redis uses: it refuses every write
+#: (a limit just above the use, as a growing crawl meets it, may be met late or never by a
+#: crawl that frees as much as it writes)
+OOM_SHARE = 0.5
+#: the most lines a node may log for a whole Redis outage (--redis-oom)
+MAX_OUTAGE_LOG_LINES = 100
 
 
 def node_settings(args: argparse.Namespace, baseline: bool) -> dict[str, str]:
@@ -136,6 +159,9 @@ class Chaos:
         self.started_at = 0.0
         self.fault: threading.Thread | None = None
         self.fault_events: list[dict[str, Any]] = []
+        self.frozen: set[str] = set()  # nodes frozen on purpose: their recovery is expected
+        self.log_marks: dict[str, int] = {}  # node -> its log's size when the fault began
+        self.log_lines: dict[str, int] = {}  # node -> lines it logged during the fault
 
     def say(self, text: str) -> None:
         if not self.args.quiet:
@@ -269,6 +295,13 @@ class Chaos:
         result["fault_at"] = args.fault_at if self._fault_name() else None
         if not self.baseline:
             result.update(self._frontier_figures(r))
+        if self.log_lines:
+            result["log_lines_per_node"] = dict(self.log_lines)
+            result["log_lines_max"] = max(self.log_lines.values())
+        oom_ok = result["fault"] != "redis-oom" or (
+            self.log_lines and max(self.log_lines.values()) < MAX_OUTAGE_LOG_LINES
+        )
+        frozen_ok = result["fault"] != "node-freeze" or bool(result.get("frozen_recovered"))
         result["ok"] = (
             result["lost"] == 0
             and result["duplicates"] == 0
@@ -278,6 +311,8 @@ class Chaos:
             and result.get("recovered_live_nodes") in (0, None)
             # an outage alone must not make anyone fetch a page twice
             and (result["refetched"] == 0 or args.kills or result["fault"] != "redis-outage")
+            and bool(oom_ok)
+            and frozen_ok
             and not timed_out
         )
         r.close()
@@ -377,13 +412,32 @@ class Chaos:
 
     def _fault_name(self) -> str | None:
         args = self.args
-        if args.redis_outage:
-            return "redis-outage"
-        if args.redis_rewind:
-            return "redis-rewind"
+        for name in ("redis_outage", "redis_rewind", "redis_oom", "redis_freeze", "node_freeze"):
+            if getattr(args, name):
+                return name.replace("_", "-")
         if args.mongo_kill:
             return "mongo-kill"
         return None
+
+    def _mark_logs(self) -> None:
+        """Where each node's log is now: the fault's lines are those written after this."""
+        for node in self.nodes:
+            self.log_marks[node.node_id] = _size(node.log_file)
+
+    def _count_log_lines(self) -> None:
+        """Lines each node logged since :meth:`_mark_logs` (a node started since: all), up to
+        its line saying Redis is back where it wrote one (what follows is the crawl's)."""
+        for node in self.nodes:
+            try:
+                with open(node.log_file, "rb") as log:
+                    log.seek(self.log_marks.get(node.node_id, 0))
+                    text = log.read()
+            except OSError:
+                text = b""
+            back = text.find(b"Redis is back")
+            if back >= 0:
+                text = text[: text.find(b"\n", back) + 1 or len(text)]
+            self.log_lines[node.node_id] = text.count(b"\n")
 
     def _inject(self, progress: float) -> None:
         """The server fault, in a thread of its own while the crawl goes on."""
@@ -414,6 +468,62 @@ class Chaos:
                 f"Redis killed and restarted from its data of {args.redis_rewind:g}s earlier "
                 f"at {progress:.0%} of the pages"
             )
+        elif fault == "redis-oom":
+            client = redis.Redis.from_url(self.services.redis_url)
+            used = int(client.info("memory")["used_memory"])
+            limit = int(used * OOM_SHARE)
+            self._mark_logs()
+            client.config_set("maxmemory-policy", "noeviction")
+            client.config_set("maxmemory", limit)
+            event["maxmemory"] = limit
+            self.say(
+                f"Redis maxmemory {limit} (used {used}, noeviction) for {args.redis_oom:g}s "
+                f"at {progress:.0%} of the pages"
+            )
+            time.sleep(args.redis_oom)
+            event["oom_errors"] = _oom_errors(client)
+            client.config_set("maxmemory", 0)
+            client.close()
+            self.say("Redis maxmemory lifted")
+            time.sleep(LOG_SETTLE)
+            self._count_log_lines()
+        elif fault == "redis-freeze":
+            pid = self.services.redis.pid
+            assert pid is not None
+            self._mark_logs()
+            self.say(f"Redis frozen (SIGSTOP) for {args.redis_freeze:g}s at {progress:.0%}")
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(args.redis_freeze)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            self.say("Redis resumed (SIGCONT)")
+            time.sleep(LOG_SETTLE)
+            self._count_log_lines()
+        elif fault == "node-freeze":
+            r = redis.Redis.from_url(self.services.redis_url)
+            holding = [
+                (sum(int(r.hlen(sh.held(n.node_id))) for sh in KEYS.all_shards()), n)
+                for n in self.nodes
+                if n.alive
+            ]
+            r.close()
+            leases, victim = max(holding, key=lambda t: t[0])
+            self.frozen.add(victim.node_id)
+            event.update(node=victim.node_id, leases_held=leases)
+            self._mark_logs()
+            self.say(
+                f"{victim.node_id} frozen (SIGSTOP) for {args.node_freeze:g}s holding {leases} "
+                f"leases at {progress:.0%}"
+            )
+            os.kill(victim.pid, signal.SIGSTOP)
+            try:
+                time.sleep(args.node_freeze)
+            finally:
+                os.kill(victim.pid, signal.SIGCONT)
+            self.say(f"{victim.node_id} resumed (SIGCONT)")
+            time.sleep(LOG_SETTLE)
+            self._count_log_lines()
         elif fault == "mongo-kill":
             assert self.services.mongo is not None
             self.say(f"kill -9 MongoDB at {progress:.0%} of the pages")
@@ -426,12 +536,14 @@ class Chaos:
 
     def _frontier_figures(self, r: redis.Redis) -> dict[str, Any]:
         """What the nodes' logs and their last stats in Redis say about the faults."""
-        killed = {k["node"] for k in self.kills}
+        killed = {k["node"] for k in self.kills} | self.frozen
         recovered_live: set[str] = set()
+        recovered_any: set[str] = set()
         logged = 0
         for node in self.nodes:
             for match in RECOVERED_LINE.finditer(node.log()):
                 names = {n.strip() for n in match[2].split(",")}
+                recovered_any |= names
                 recovered_live |= names - killed
                 logged += int(match[1])
         stale = counted = 0
@@ -449,6 +561,8 @@ class Chaos:
         return {
             "recovered_live_nodes": len(recovered_live),
             "recovered_live_sample": sorted(recovered_live)[:5],
+            # --node-freeze: the frozen node's leases went back to the queue meanwhile
+            "frozen_recovered": sorted(self.frozen & recovered_any) if self.frozen else None,
             # the nodes' own count of recovered requests (frontier/recovered in their last
             # stats), against the log lines read above: a mismatch means the log line changed
             # and recovered_live_nodes cannot be trusted
@@ -468,6 +582,23 @@ class Chaos:
             if errors:
                 counts[node.node_id] = errors
         return counts
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _oom_errors(client: redis.Redis) -> int | None:
+    """Commands Redis refused for memory so far (``errorstat_OOM``), where it counts them."""
+    try:
+        stats = client.info("errorstats")
+    except redis.RedisError:
+        return None
+    oom = stats.get("errorstat_OOM")
+    return int(oom["count"]) if isinstance(oom, dict) else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -510,6 +641,18 @@ def main(argv: list[str] | None = None) -> int:
         "--redis-rewind", type=float, default=0.0, metavar="S",
         help="kill Redis and restart it from a copy of its data taken S seconds earlier",
     )  # fmt: skip
+    parser.add_argument(
+        "--redis-oom", type=float, default=0.0, metavar="S",
+        help="Redis out of memory (maxmemory just above its use, noeviction) for S seconds",
+    )  # fmt: skip
+    parser.add_argument(
+        "--redis-freeze", type=float, default=0.0, metavar="S",
+        help="freeze Redis (SIGSTOP) for S seconds",
+    )  # fmt: skip
+    parser.add_argument(
+        "--node-freeze", type=float, default=0.0, metavar="S",
+        help="freeze the node holding most leases (SIGSTOP) for S seconds",
+    )  # fmt: skip
     parser.add_argument("--mongo-kill", action="store_true", help="kill -9 MongoDB, restart it")
     parser.add_argument(
         "--mongo-down", type=float, default=3.0, metavar="S",
@@ -524,9 +667,19 @@ def main(argv: list[str] | None = None) -> int:
         help="inject the server fault once this fraction of the pages is fetched",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    faults = [bool(args.redis_outage), bool(args.redis_rewind), args.mongo_kill]
+    faults = [
+        bool(args.redis_outage),
+        bool(args.redis_rewind),
+        bool(args.redis_oom),
+        bool(args.redis_freeze),
+        bool(args.node_freeze),
+        args.mongo_kill,
+    ]
     if sum(faults) > 1:
-        parser.error("give one of --redis-outage, --redis-rewind, --mongo-kill")
+        parser.error(
+            "give one of --redis-outage, --redis-rewind, --redis-oom, --redis-freeze, "
+            "--node-freeze, --mongo-kill"
+        )
     if args.baseline and any(faults):
         parser.error("server faults are measured on distcrawl only")
     if args.kills is None:

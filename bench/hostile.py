@@ -1,7 +1,8 @@
 """Hostile input during a crawl: every product stored, every hostile entry refused, no pickle run.
 
-Crawls the demo shop with its hostile pages on (20 MB page, binary file, broken JSON-LD,
-redirect loop, endless pagination, calendar trap, a page robots.txt disallows) on K
+Crawls the demo shop with its hostile pages on (20 MB page, the same sent chunked without
+Content-Length, a 9 MiB page of 400,000 links, binary file, broken JSON-LD, redirect loop,
+endless pagination, calendar trap, a page robots.txt disallows) on K
 ``scrapy crawl`` nodes with the MongoDB pipeline on (a fresh valkey-server and SecantusDB per
 run). Once the crawl is under way it injects a mix of hostile items, half of them seeds
 (LPUSH to ``catalog:start_urls``), half queue entries written straight into the frontier
@@ -13,7 +14,13 @@ cloud metadata address. Then it checks:
 - ``refused`` == ``injected``: each hostile item was refused with a reason, either moved
   aside into ``{catalog}:rejected`` (bounded at 10,000 entries) or refused by the address
   guard after DNS (counted ``safety/refused/<reason>`` in the nodes' stats);
-- ``marker_created`` is false, and Redis never saw an HTTP request.
+- ``marker_created`` is false, and Redis never saw an HTTP request;
+- both oversized bodies are counted ``too_large`` (``hostile_pages.too_large`` == 2);
+- ``max_loop_stall_s``, the longest stall of a node's event loop (``node/loop_stall_max_ms``),
+  stays under 2 s: the dense page is parsed off the loop, its links bounded;
+- ``hostile_to_plain_ratio``: the crawl's time over that of the same crawl of the shop without
+  its hostile pages and injection (run first, ``plain_elapsed_s``; ``--no-plain`` skips it),
+  under 2.
 
 The nodes only may reach the shop's port (``DISTCRAWL_ALLOW_PRIVATE=127.0.0.1:<port>``).
 Exit status 1 when a check fails.
@@ -66,6 +73,10 @@ HOSTILE_PATHS = tuple(path for path, _ in HOSTILE_LINKS)
 START_AFTER_PRODUCTS = 10
 #: injected items are written in this many batches, a short pause apart
 BATCHES = 20
+#: the longest stall of a node's event loop allowed (seconds)
+MAX_LOOP_STALL = 2.0
+#: the hostile crawl may take at most this many times the plain one
+MAX_RATIO = 2.0
 
 
 class Marker:
@@ -169,6 +180,47 @@ def node_settings(args: argparse.Namespace, shop_port: int) -> dict[str, str]:
     }
 
 
+#: the oversized bodies of the hostile shop (one with Content-Length, one chunked)
+OVERSIZED = 2
+
+
+def run_plain(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The same crawl of the shop without its hostile pages and without injection: the time
+    the hostile crawl is compared with."""
+    services = Services(mongo=True, home=work / "plain-services")
+    shop = ShopProcess(products=args.products, latency_ms=args.latency, jitter_ms=args.jitter)
+    nodes: list[Node] = []
+    try:
+        r = redis.Redis.from_url(services.redis_url)
+        r.lpush(START_URLS_KEY, shop.url)
+        r.close()
+        settings = node_settings(args, shop.port)
+        env = {
+            "REDIS_URL": services.redis_url,
+            "MONGO_URI": services.mongo_uri,
+            "DISTCRAWL_HOME": str(work / "plain-home"),
+        }
+        started = time.monotonic()
+        nodes = [
+            Node("catalog", node_id=f"plain-{i + 1}", log_dir=work, settings=settings, env=env)
+            for i in range(args.nodes)
+        ]
+        finished = wait_all(nodes, args.timeout)
+        elapsed = time.monotonic() - started
+        stalls = [stats_of(node.log()).get("node/loop_stall_max_ms", 0) for node in nodes]
+        return {
+            "finished": finished,
+            "elapsed_s": round(elapsed, 2),
+            "max_loop_stall_s": max(stalls, default=0) / 1000,
+            "exit_codes": [node.proc.returncode for node in nodes],
+        }
+    finally:
+        for node in nodes:
+            node.stop()
+        shop.stop()
+        services.stop()
+
+
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     marker = work / "pickle-was-loaded"
@@ -223,8 +275,11 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         last_product = max((e["t"] for e in product_fetches), default=0.0)
         rejected = [json.loads(x) for x in r.lrange(f"{FRONTIER}:rejected", 0, -1)]
         stats: Counter[str] = Counter()
+        stalls = []
         for node in nodes:
-            stats.update(stats_of(node.log()))
+            node_stats = stats_of(node.log())
+            stalls.append(node_stats.pop("node/loop_stall_max_ms", 0))
+            stats.update(node_stats)
         guard = {
             k.removeprefix("safety/refused/"): v
             for k, v in stats.items()
@@ -268,7 +323,25 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 "trap_pages_fetched": sum(e["path"].startswith("/trap/") for e in shop_log),
                 "calendar_pages_fetched": sum(e["path"].startswith("/calendar/") for e in shop_log),
                 "private_fetched": any(e["path"] == "/private/secret" for e in shop_log),
+                "dense_fetched": any(e["path"] == "/dense" for e in shop_log),
+                "dense_links_fetched": sum(
+                    e["path"].startswith("/c/") and e["status"] == 404 for e in shop_log
+                ),
+                "pages_cut": {
+                    k.removeprefix("safety/page_cut/"): v
+                    for k, v in stats.items()
+                    if k.startswith("safety/page_cut/")
+                },
+                "links_unread": stats["safety/links_unread"],
+                "links_dropped": {
+                    k.removeprefix("safety/links_dropped/"): v
+                    for k, v in stats.items()
+                    if k.startswith("safety/links_dropped/")
+                },
+                "pages_parsed_off_loop": stats["catalog/pages/off_loop"],
             },
+            "max_loop_stall_s": max(stalls, default=0) / 1000,
+            "loop_stalls_over_1s": stats["node/loop_stalls"],
             "errors_logged": stats["log_count/ERROR"],
             "exit_codes": [node.proc.returncode for node in nodes],
             "finished": finished,
@@ -281,6 +354,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             and result["refused"] == result["injected"]
             and not result["redis_saw_http"]
             and result["exit_codes"] == [0] * args.nodes
+            and result["hostile_pages"]["too_large"] == OVERSIZED
+            and result["max_loop_stall_s"] < MAX_LOOP_STALL
         )
         return result
     finally:
@@ -305,10 +380,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for the crawl")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--no-plain", action="store_true", help="skip the crawl without hostile pages"
+    )
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="distcrawl-hostile-"))
     try:
+        plain = None if args.no_plain else run_plain(args, work)
         result = run(args, work)
+        if plain is not None:
+            result["plain_elapsed_s"] = plain["elapsed_s"]
+            result["plain_max_loop_stall_s"] = plain["max_loop_stall_s"]
+            result["hostile_to_plain_ratio"] = round(
+                result["elapsed_s"] / max(plain["elapsed_s"], 0.001), 2
+            )
+            result["ok"] = bool(
+                result["ok"]
+                and plain["finished"]
+                and result["hostile_to_plain_ratio"] < MAX_RATIO
+            )
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -26,7 +26,11 @@ ADDONS = {
 ITEM_PIPELINES = {"distcrawl.node.pipeline.MongoPipeline": 300}
 # a revisit's 304 and a product page's 404/410 become updates of last_seen / gone_at, before
 # Scrapy's HttpErrorMiddleware (50) would drop them
-SPIDER_MIDDLEWARES = {"distcrawl.node.revisit.freshness.FreshnessMiddleware": 45}
+SPIDER_MIDDLEWARES = {
+    "distcrawl.node.revisit.freshness.FreshnessMiddleware": 45,
+    # no link of a site whose page budget is used up (first: a dropped link costs nothing more)
+    "distcrawl.node.middlewares.links.LinkBudgetMiddleware": 950,
+}
 # Scrapy's RetryMiddleware, extended: retries back off and are parked in Redis (any node
 # takes them when due); the last failure goes to the dead letters.
 DOWNLOADER_MIDDLEWARES = {
@@ -53,4 +57,6 @@ EXTENSIONS = {
     "distcrawl.ops.progress.ClusterProgress": 500,
     # gc.freeze() once the spider is open: full collections skip the start-up objects
     "distcrawl.node.heap.FreezeStartupObjects": 0,
+    # the event loop's longest stall (node/loop_stall_max_ms), and a line for a long one
+    "distcrawl.node.loopwatch.LoopStallWatch": 0,
 }

@@ -4,7 +4,9 @@ its exit status says what kept it from its work:
 - 2 (``EXIT_SETTINGS``): a setting cannot be used (one error line each, nothing started),
   or the node's crawl-wide settings differ from the crawl's (it refused to start);
 - 3 (``EXIT_JOURNAL_HELD``): its journal still holds products MongoDB did not take in
-  ``MONGO_JOURNAL_CLOSE_TIMEOUT``.
+  ``MONGO_JOURNAL_CLOSE_TIMEOUT``;
+- 4 (``EXIT_LEASES_HELD``): it stopped holding leases it could not return to the frontier (a
+  forced stop, Redis away): they return only once its heartbeat times out.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
 
+from distcrawl.node.scheduler import unreturned_leases
 from distcrawl.node.scheduler.crawlwide import REFUSED_REASON
 from distcrawl.node.settings_check import problems
 from distcrawl.storage.store import stranded_journals
@@ -22,7 +25,7 @@ from distcrawl.storage.store import stranded_journals
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["EXIT_JOURNAL_HELD", "EXIT_SETTINGS", "Command"]
+__all__ = ["EXIT_JOURNAL_HELD", "EXIT_LEASES_HELD", "EXIT_SETTINGS", "Command"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,11 +33,13 @@ logger = logging.getLogger(__name__)
 EXIT_SETTINGS = 2
 #: exit status of a node that closed with products only in its local journal
 EXIT_JOURNAL_HELD = 3
+#: exit status of a node that stopped holding leases it could not return
+EXIT_LEASES_HELD = 4
 
 
 class Command(ScrapyCrawlCommand):
     """``scrapy crawl <spider>``; exits 2 on bad or differing settings, 3 when products were
-    left in the journal."""
+    left in the journal, 4 when leases were left in the frontier."""
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args:
@@ -63,3 +68,15 @@ class Command(ScrapyCrawlCommand):
             self.exitcode = EXIT_JOURNAL_HELD
             for path, products in held.items():
                 logger.error("Exiting with status 3: %d products wait in %s", products, path)
+        leases = unreturned_leases()
+        if leases and not self.exitcode:
+            self.exitcode = EXIT_LEASES_HELD
+            for node, n in leases.items():
+                logger.error(
+                    "Exiting with status 4: node %s stopped holding %d leases it could not "
+                    "return; they go back to the queue once its heartbeat times out "
+                    "(DISTCRAWL_HEARTBEAT_TIMEOUT), or at once when it starts again with the "
+                    "same DISTCRAWL_NODE_ID",
+                    node,
+                    n,
+                )

@@ -110,6 +110,14 @@ def _num(value: float | None, unit: str = "") -> str:
     return text + unit
 
 
+def _memory(memory: dict[str, Any]) -> str:
+    used = f"{memory['used_bytes'] / 1024 / 1024:,.0f} MB"
+    if not memory["maxmemory_bytes"]:
+        return f"{used} (no maxmemory)"
+    limit = memory["maxmemory_bytes"] / 1024 / 1024
+    return f"{used} of {limit:,.0f} MB ({memory['used_share']:.0%})"
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown"
@@ -189,6 +197,9 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
         queue.add_row("refused entries", _num(frontier["rejected"]), "seeds / queue entries")
     if "store" in status:
         queue.add_row("stored products", _num(status["store"]["products"]), "MongoDB")
+    memory = status.get("redis_memory")
+    if memory:
+        queue.add_row("Redis memory", _memory(memory), memory["warning"] or memory["policy"])
     trend = status["backlog_per_min"]
     trend_text = f"backlog {'+' if (trend or 0) > 0 else ''}{_num(trend)}/min" if trend else ""
     if status["paused"] and not status["drained"]:

@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     from distcrawl.demo.catalog import Catalog, Leaf, Listings, Product, TopCategory
 
 __all__ = [
+    "DENSE_LINKS",
     "HOSTILE_LINKS",
     "ROBOTS_TXT",
     "render_broken_product",
     "render_calendar",
     "render_category",
+    "render_dense",
     "render_error",
     "render_home",
     "render_listing",
@@ -44,7 +46,11 @@ HOSTILE_LINKS: tuple[tuple[str, str], ...] = (
     ("/trap/", "All products, sorted"),
     ("/calendar/2026/11/", "Events calendar"),
     ("/private/secret", "Staff only"),
+    ("/dense", "Every category (one page)"),
+    ("/big-chunked", "Live stock feed"),
 )
+#: links on the hostile ``/dense`` page (~9 MiB of short category links, none of them real)
+DENSE_LINKS = 400_000
 
 #: the number of page links around the current one before pagination collapses to "…"
 _PAGINATION_WINDOW = 2
@@ -271,6 +277,23 @@ def render_trap(page: int) -> str:
         "</nav>"
     )
     return _page(f"All products (page {page})", body)
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, d = divmod(n, 36)
+        out = digits[d] + out
+        if not n:
+            return out
+
+
+def render_dense(links: int = DENSE_LINKS) -> str:
+    """A page of *links* short category links in its navigation (each one a 404): what a
+    node must parse without stalling, and must not queue whole."""
+    nav = "".join(f'<a href="/c/{_base36(i)}/">.</a>' for i in range(links))
+    return _page("Every category", f"<h1>Every category</h1><nav>{nav}</nav>")
 
 
 def render_calendar(year: int, month: int) -> str:

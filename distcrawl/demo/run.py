@@ -332,6 +332,7 @@ def crawl_in_home(redis_url: str, mongo_uri: str, shards: int | None = None) -> 
 def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, say: Any) -> Any:
     """``--web``: this crawl's dashboard on a thread (``DISTCRAWL_WEB_TOKEN`` allows actions)."""
     from distcrawl.web.command import web_config
+    from distcrawl.web.security import UnsafeBind
     from distcrawl.web.server import DashboardServer
 
     settings = Settings(
@@ -344,7 +345,10 @@ def start_dashboard(args: argparse.Namespace, redis_url: str, mongo_uri: str, sa
             "DISTCRAWL_SHARDS": args.shards,
         }
     )
-    dashboard = DashboardServer(web_config(settings, "catalog"), port=args.web_port).start()
+    try:
+        dashboard = DashboardServer(web_config(settings, "catalog"), port=args.web_port).start()
+    except UnsafeBind as exc:
+        raise SystemExit(f"error: {exc}") from None
     say(f"dashboard {dashboard.url}  metrics {dashboard.url}metrics")
     return dashboard
 

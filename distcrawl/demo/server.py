@@ -16,6 +16,7 @@ import argparse
 import bisect
 import contextlib
 import enum
+import functools
 import hashlib
 import ipaddress
 import json
@@ -237,6 +238,7 @@ class _Response:
     content_type: str = _CONTENT_HTML
     headers: tuple[tuple[str, str], ...] = ()
     repeat: int = 1  # the body is sent this many times back to back (the oversized page)
+    chunked: bool = False  # sent with Transfer-Encoding: chunked, its size not announced
     modified: float | None = None  # when the page last changed: it may answer 304
 
 
@@ -656,6 +658,10 @@ class DemoShop:
     def _route_hostile(self, path: str, query: str) -> _Response:
         if path == "/big":
             return _Response(200, _BIG_CHUNK, repeat=_BIG_REPEAT)
+        if path == "/big-chunked":
+            return _Response(200, _BIG_CHUNK, repeat=_BIG_REPEAT, chunked=True)
+        if path == "/dense":
+            return _Response(200, _dense_page())
         if path == "/file.bin":
             return _Response(200, _BINARY_BODY, "application/octet-stream")
         if path == "/p/broken-json.html":
@@ -698,6 +704,12 @@ class DemoShop:
         if path in ("/_shop/truth", "/_shop/log", "/_shop/faults", "/_shop/changes"):
             return _json({"error": "method not allowed"}, 405)
         return _json({"error": "not found"}, 404)
+
+
+@functools.lru_cache(maxsize=1)
+def _dense_page() -> bytes:
+    """The hostile ``/dense`` page, rendered once (~9 MiB)."""
+    return pages.render_dense().encode()
 
 
 def _time_of(entry: tuple[float, str, str, int, int]) -> float:
@@ -834,7 +846,10 @@ class _ShopHandler(BaseHTTPRequestHandler):
         lines = [f"HTTP/1.1 {response.status} {_phrase(response.status)}"]
         if response.status != 304:  # a 304 has no body, so neither type nor length
             lines.append(f"Content-Type: {response.content_type}")
-            lines.append(f"Content-Length: {len(response.body) * response.repeat}")
+            if response.chunked:
+                lines.append("Transfer-Encoding: chunked")
+            else:
+                lines.append(f"Content-Length: {len(response.body) * response.repeat}")
         lines.extend(f"{name}: {value}" for name, value in response.headers)
         if self.close_connection:
             lines.append("Connection: close")
@@ -843,7 +858,14 @@ class _ShopHandler(BaseHTTPRequestHandler):
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         try:
             if method == "HEAD" or not response.body:
-                self.wfile.write(head)
+                self.wfile.write(head + (b"0\r\n\r\n" if response.chunked else b""))
+                return
+            if response.chunked:
+                chunk = b"%x\r\n%s\r\n" % (len(response.body), response.body)
+                self.wfile.write(head + chunk)
+                for _ in range(response.repeat - 1):
+                    self.wfile.write(chunk)
+                self.wfile.write(b"0\r\n\r\n")
                 return
             self.wfile.write(head + response.body)
             for _ in range(response.repeat - 1):

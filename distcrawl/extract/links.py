@@ -17,11 +17,14 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from distcrawl.base.names import reasons
 
 from ._xpath import xpath as _xpath
 from .canonical import join_url
@@ -112,6 +115,10 @@ class LinkScan:
     main_product_links: int = 0
     #: the page has pagination
     paginated: bool = False
+    #: why the scan stopped before the page's last link ("too_many_links", "parse_time"),
+    #: and how many ``<a>`` it left unread
+    cut: str = ""
+    unread: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,8 +189,23 @@ def _repeated(card: HtmlElement, root: HtmlElement, memo: dict[str, bool]) -> bo
     return memo[classes]
 
 
-def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]) -> LinkScan:
-    """Sort the page's links into :data:`LINK_KINDS`, absolute and canonical, in page order."""
+#: anchors read between two looks at the clock
+_CLOCK_EVERY = 256
+
+
+def scan_links(
+    root: HtmlElement,
+    page_url: str,
+    canonical: Callable[[str], str],
+    *,
+    max_links: int = 0,
+    deadline: float | None = None,
+) -> LinkScan:
+    """Sort the page's links into :data:`LINK_KINDS`, absolute and canonical, in page order.
+
+    A hostile page must not cost a node more than a bounded amount of work: the scan stops
+    after ``max_links`` ``<a>`` elements (0: no limit) or at ``deadline`` (``time.monotonic()``),
+    saying so in :attr:`LinkScan.cut`."""
     scan = LinkScan()
     base = page_url
     for base_href in _xpath("//head/base/@href")(root)[:1]:
@@ -214,7 +236,18 @@ def scan_links(root: HtmlElement, page_url: str, canonical: Callable[[str], str]
         url = _absolute(base, link.get("href"), canonical)
         if url:
             add("next", url, first_next)
-    for a in root.iter("a"):
+    anchors = root.iter("a")
+    for read, a in enumerate(anchors):
+        if (max_links and read >= max_links) or (
+            deadline is not None
+            and read
+            and not read % _CLOCK_EVERY
+            and time.monotonic() > deadline
+        ):
+            too_many = max_links and read >= max_links
+            scan.cut = reasons.TOO_MANY_LINKS if too_many else reasons.PARSE_TIME
+            scan.unread = int(_xpath("count(//a)")(root)) - read  # in C: no element proxies
+            break
         url = _absolute(base, a.get("href"), canonical)
         if url is None or url == page_canonical:
             continue

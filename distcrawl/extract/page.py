@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import partial
@@ -29,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from lxml import etree, html
 from parsel import Selector
 from w3lib.encoding import html_to_unicode
+
+from distcrawl.base.names import reasons
 
 from .availability import normalize_availability
 from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, join_url, same_site
@@ -108,6 +111,10 @@ class PageAnalysis:
     sources: dict[str, str] = field(default_factory=dict)
     #: per heuristic field, where on the page it was read (see :meth:`explain`)
     where: dict[str, str] = field(default_factory=dict)
+    #: the limits that cut the analysis short ("too_many_bytes", "too_many_links",
+    #: "parse_time"; see :func:`analyze`), and the ``<a>`` left unread
+    cut: list[str] = field(default_factory=list)
+    links_unread: int = 0
 
     def explain(self, profile: SiteProfile | None = None) -> dict[str, dict[str, str]]:
         """Per field: ``{"source": "structured data" | "profile" | "label" | "heuristic",
@@ -120,11 +127,20 @@ def analyze(
     body: bytes | str,
     encoding: str | None = None,
     profile: SiteProfile | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_links: int = 0,
+    max_seconds: float = 0.0,
 ) -> PageAnalysis:
-    """Analyse one page; never raises, whatever *body* holds (then kind is ``"other"``)."""
+    """Analyse one page; never raises, whatever *body* holds (then kind is ``"other"``).
+
+    The work one page costs is bounded: the first ``max_bytes`` of the body are read, the
+    first ``max_links`` ``<a>`` (0: all), and links only while the analysis has run less than
+    ``max_seconds`` (0: no limit); :attr:`PageAnalysis.cut` names the limits that applied."""
     errors: list[str] = []
+    limits = _Limits(max_bytes, max_links, time.monotonic() + max_seconds if max_seconds else None)
     try:
-        return _analyze(url, body, encoding, profile, errors)
+        return _analyze(url, body, encoding, profile, errors, limits)
     except Exception as exc:  # hostile input must cost one page, never the crawl
         errors.append(f"page analysis failed: {type(exc).__name__}: {str(exc)[:200]}")
         try:
@@ -141,13 +157,29 @@ def analyze(
         )
 
 
-def _decode(body: bytes | str, encoding: str | None, errors: list[str]) -> str:
+@dataclass
+class _Limits:
+    """What one page may cost (see :func:`analyze`), and which limits applied."""
+
+    max_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_links: int = 0
+    deadline: float | None = None
+    cut: list[str] = field(default_factory=list)
+    unread: int = 0
+
+
+def _decode(
+    body: bytes | str, encoding: str | None, errors: list[str], limits: _Limits | None = None
+) -> str:
+    max_bytes = limits.max_bytes if limits is not None else DEFAULT_MAX_BODY_BYTES
     if isinstance(body, str):
         text = body
     else:
-        if len(body) > DEFAULT_MAX_BODY_BYTES:
-            errors.append(f"body of {len(body)} bytes cut to {DEFAULT_MAX_BODY_BYTES}")
-            body = body[:DEFAULT_MAX_BODY_BYTES]
+        if len(body) > max_bytes:
+            errors.append(f"body of {len(body)} bytes cut to {max_bytes}")
+            if limits is not None:
+                limits.cut.append(reasons.TOO_MANY_BYTES)
+            body = body[:max_bytes]
         text = ""
         if encoding:
             try:
@@ -181,8 +213,23 @@ def _analyze(
     encoding: str | None,
     profile: SiteProfile | None,
     errors: list[str],
+    limits: _Limits,
 ) -> PageAnalysis:
-    text = _decode(body, encoding, errors)
+    page = _analyze_page(url, body, encoding, profile, errors, limits)
+    page.cut = limits.cut
+    page.links_unread = limits.unread
+    return page
+
+
+def _analyze_page(
+    url: str,
+    body: bytes | str,
+    encoding: str | None,
+    profile: SiteProfile | None,
+    errors: list[str],
+    limits: _Limits,
+) -> PageAnalysis:
+    text = _decode(body, encoding, errors, limits)
     tracking = (
         DEFAULT_TRACKING_PARAMS | frozenset(profile.strip_params)
         if profile
@@ -206,7 +253,11 @@ def _analyze(
         else:
             errors.append(f"rel=canonical to another site ignored: {target[:200]}")
 
-    scan = scan_links(root, url, canonical)
+    scan = scan_links(root, url, canonical, max_links=limits.max_links, deadline=limits.deadline)
+    if scan.cut:
+        limits.cut.append(scan.cut)
+        limits.unread = scan.unread
+        errors.append(f"links cut ({scan.cut}): {scan.unread} left unread")
     links = scan.links
     structured = extract_structured(root, text, url, canonical_url, errors, links["product"])
     profile_fields: dict[str, Any] = {}
@@ -230,6 +281,10 @@ def _analyze(
         known.add("category_path")
     wanted = HEURISTIC_FIELDS - known
     heuristic = HeuristicProduct()
+    if scan.cut and kind is None and not has_product_data:
+        # more links than a page may cost: not a product page, and the heuristics would read
+        # the whole (huge) tree again
+        kind = "listing" if scan.main_product_links else "category" if links["category"] else None
     if kind is None and not has_product_data:
         # the kind is open: read the product-page signals first, the rest only for a product
         few_links = scan.main_product_links < DEFAULT_LISTING_MIN_PRODUCT_LINKS

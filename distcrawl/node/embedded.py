@@ -1,14 +1,17 @@
 """The embedded-services add-on: a node without ``REDIS_URL`` / ``MONGO_URI`` starts (or reuses)
-the machine's embedded Redis and MongoDB (:mod:`distcrawl.servers.embedded`)."""
+the machine's embedded Redis and MongoDB (:mod:`distcrawl.servers.embedded`), says so among
+its first log lines, and stops the servers a node started when it exits, unless other local
+nodes still use them."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 from typing import TYPE_CHECKING, Self
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
-from distcrawl.servers.embedded import ensure_mongo, ensure_redis, resolve_home
+from distcrawl.servers.embedded import join_service, leave_services, resolve_home
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -18,6 +21,25 @@ __all__ = ["EmbeddedServices"]
 
 logger = logging.getLogger(__name__)
 
+#: homes whose servers this process uses: it leaves them when it exits
+_JOINED: set[str] = set()
+
+
+def _leave_all() -> None:
+    for home in sorted(_JOINED):
+        try:
+            stopped = leave_services(resolve_home(home))
+        except Exception as exc:  # the process is exiting: say so, never raise
+            logger.warning("Could not leave the embedded servers under %s: %s", home, exc)
+            continue
+        if stopped:
+            logger.info(
+                "Stopped the embedded %s under %s: no other local node uses them",
+                " and ".join(stopped),
+                home,
+            )
+    _JOINED.clear()
+
 
 class EmbeddedServices:
     """Scrapy add-on (``ADDONS``) that points a node at the embedded servers when no external
@@ -25,8 +47,8 @@ class EmbeddedServices:
 
     Settings read (in ``update_settings``, before any component is built):
 
-    - ``REDIS_URL``: when empty, set to the embedded Redis (:func:`ensure_redis`).
-    - ``MONGO_URI``: when empty, set to the embedded MongoDB (:func:`ensure_mongo`).
+    - ``REDIS_URL``: when empty, set to the embedded Redis (:func:`join_service`).
+    - ``MONGO_URI``: when empty, set to the embedded MongoDB (:func:`join_service`).
     - ``DISTCRAWL_HOME``: home of the embedded servers (else ``$DISTCRAWL_HOME``, else
       ``./.distcrawl``).
     - ``DISTCRAWL_EMBEDDED`` (default ``True``): ``False`` never starts a server; an empty URL
@@ -48,27 +70,39 @@ class EmbeddedServices:
         allowed = SETTINGS.value(settings, "DISTCRAWL_EMBEDDED")
         home = resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None)
         described = []
-        for setting, label, ensure in (
-            ("REDIS_URL", "Redis", ensure_redis),
-            ("MONGO_URI", "MongoDB", ensure_mongo),
+        missing = []
+        for setting, name, label in (
+            ("REDIS_URL", "redis", "Redis"),
+            ("MONGO_URI", "mongo", "MongoDB"),
         ):
             url = settings.get(setting) or ""
             origin = "external"
             if not url and allowed:
-                url = ensure(home)
+                url, started = join_service(name, home)
+                if not _JOINED:
+                    atexit.register(_leave_all)
+                _JOINED.add(str(home))
                 # The project's settings.py may hold an empty value at "project" priority,
                 # which an "addon"-priority set() would silently leave in place.
                 priority = max(settings.getpriority(setting) or 0, 15)
                 settings.set(setting, url, priority=priority)
-                origin = f"embedded, home {home}"
+                missing.append(setting)
+                how = "started by this node" if started else "already running"
+                origin = f"embedded, {how}, home {home}"
             elif not url:
                 origin = "not configured"
             described.append(f"{label} {mask_url(url) or '-'} ({origin})")
-        logger.info(
-            "Node uses %s and %s",
+        text = "Node uses %s and %s"
+        if missing:
+            # a node whose REDIS_URL was lost in deployment would crawl alone: loud, early
+            text += (
+                f"; no {' or '.join(missing)} given, and embedded servers serve the nodes of "
+                "this machine only: set REDIS_URL and MONGO_URI to crawl as a cluster. "
+                "Servers a node started stop when the last local node using them exits"
+            )
+        logger.log(
+            logging.WARNING if missing else logging.INFO,
+            text,
             *described,
             extra={"crawler": self.crawler} if self.crawler else None,
         )
-
-
-# --------------------------------------------------------------------------- CLI

@@ -14,7 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ResponseError
+
 from distcrawl.frontier.keys import STATUS_LEASES_FIELD
+from distcrawl.frontier.memory import read_memory, read_memory_async
 from distcrawl.ops import deadletters
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES, Band, priority_bands, score_range
 from distcrawl.ops.deadletters import Tally
@@ -131,6 +134,9 @@ class Snapshot:
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
     dead_letters: Tally = field(default_factory=Tally)
     revisit: Revisits = field(default_factory=Revisits)
+    #: Redis' memory (``INFO memory``; of a cluster, the fullest master's); None where an ACL
+    #: refuses ``INFO``
+    redis_memory: dict[str, Any] | None = None
 
 
 def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band]) -> Batch:
@@ -284,7 +290,13 @@ def read_snapshot(
     dead_sample: int = DEFAULT_DEAD_SAMPLE,
 ) -> Snapshot:
     """One snapshot of the crawl's keys, with a blocking redis-py client."""
-    return run(client, _plan(keys, priority_bands(page_priorities), dead_sample))
+    snap = run(client, _plan(keys, priority_bands(page_priorities), dead_sample))
+    try:
+        memory = read_memory(client)
+    except ResponseError:  # INFO refused (an ACL): no memory shown
+        memory = None
+    snap.redis_memory = memory.as_dict() if memory is not None else None
+    return snap
 
 
 async def aread_snapshot(
@@ -295,4 +307,10 @@ async def aread_snapshot(
     dead_sample: int = 0,
 ) -> Snapshot:
     """:func:`read_snapshot` with a ``redis.asyncio`` client (never blocks the event loop)."""
-    return await arun(client, _plan(keys, priority_bands(page_priorities), dead_sample))
+    snap = await arun(client, _plan(keys, priority_bands(page_priorities), dead_sample))
+    try:
+        memory = await read_memory_async(client)
+    except ResponseError:  # INFO refused (an ACL): no memory shown
+        memory = None
+    snap.redis_memory = memory.as_dict() if memory is not None else None
+    return snap

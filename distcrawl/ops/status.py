@@ -17,6 +17,7 @@ from distcrawl.base.names import status as words
 from distcrawl.base.names.reasons import exception_reason
 from distcrawl.base.rates import PAGES_PREFIX, is_number, published_rates
 from distcrawl.base.rates import counters as node_counters
+from distcrawl.frontier.memory import DEFAULT_MEMORY_WARN, EVICTION_COST, evicts_frontier
 from distcrawl.ops.rates import RateTracker, backlog
 from distcrawl.ops.sites import TOP_SITES, site_rows
 from distcrawl.ops.snapshot import NodeRecord, Snapshot, read_snapshot
@@ -24,7 +25,14 @@ from distcrawl.ops.snapshot import NodeRecord, Snapshot, read_snapshot
 if TYPE_CHECKING:
     from distcrawl.frontier.keys import FrontierKeys
 
-__all__ = ["DEFAULT_REVISIT_GRACE", "build_status", "error_kinds", "node_state", "read_status"]
+__all__ = [
+    "DEFAULT_REVISIT_GRACE",
+    "build_status",
+    "error_kinds",
+    "memory_status",
+    "node_state",
+    "read_status",
+]
 
 #: seconds within which a revisit falling due keeps a revisit crawl from counting as drained:
 #: the default of the setting ``DISTCRAWL_REVISIT_GRACE``
@@ -49,6 +57,22 @@ _POLL = 0.25
 #: the error kinds a node's own ``errors`` figure sums: its failures, not the crawl's pages
 _NODE_FAILURES = (words.LOG_ERRORS, words.REDIS_ERRORS)
 _NODE_FAILURE_FAMILIES = (words.EXCEPTIONS, words.SPIDER_EXCEPTIONS)
+
+
+def memory_status(memory: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Redis' memory with a warning when it nears ``maxmemory`` or may evict the crawl."""
+    if memory is None:
+        return None
+    share = memory.get("used_share")
+    warning = None
+    if evicts_frontier(str(memory.get("policy", ""))):
+        warning = f"maxmemory-policy {memory['policy']} may evict the crawl: {EVICTION_COST}"
+    elif share is not None and share >= DEFAULT_MEMORY_WARN:
+        warning = (
+            f"Redis uses {share:.0%} of its maxmemory: at the limit it refuses writes and the "
+            "nodes wait"
+        )
+    return {**memory, "warning": warning}
 
 
 def error_kinds(stats: Mapping[str, Any]) -> dict[str, float]:
@@ -244,6 +268,7 @@ def build_status(
         "backlog_per_min": _round(trend) if trend is not None else None,
         "drained": drained,
         "revisit": revisit,
+        "redis_memory": memory_status(snapshot.redis_memory),
     }
 
 

@@ -11,8 +11,13 @@ current working directory, so a project checkout keeps its own crawl state)::
     <home>/mongo/ ...    the same for MongoDB (SecantusDB's WiredTiger storage path)
 
 A server is reused when its state file names a port that answers (``PING`` / ``ping``).
-Servers are started detached (a session of their own) so they outlive the node that started
-them; ``distcrawl services stop`` stops them. They bind 127.0.0.1 only, on a free port.
+Servers are started detached (a session of their own), so a server started by one node serves
+the other nodes of the machine after that one exits. They bind 127.0.0.1 only, on a free port.
+
+Nodes register as users of the servers (``<home>/users/<pid>.json``) and leave when they exit;
+the last node to leave stops the servers a node started (:func:`leave_services`). Servers
+started by hand (``distcrawl services start``), by the demo or by a command keep running until
+``distcrawl services stop``.
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.config import SETTINGS
-from distcrawl.base.processes import pid_runs, terminate_pid
+from distcrawl.base.processes import pid_alive, pid_runs, terminate_pid
 from distcrawl.servers.process import (
-    DEFAULT_START_TIMEOUT,
+    SERVER_START_TIMEOUT,
     MongoServer,
     RedisServer,
     ServerProcess,
@@ -46,6 +51,9 @@ __all__ = [
     "HOME_ENV",
     "ensure_mongo",
     "ensure_redis",
+    "join_service",
+    "join_services",
+    "leave_services",
     "resolve_home",
     "services_status",
     "stop_services",
@@ -109,11 +117,23 @@ def _server(kind: type[ServerProcess], home: Path, port: int | None = None) -> S
     return kind(data_dir=home / kind.name, port=port, log_path=home / f"{kind.name}.log")
 
 
-def _ensure(kind: type[ServerProcess], home: Path) -> tuple[ServerProcess, bool]:
-    """The running server of *kind* under *home*, started if needed; and whether we started it."""
+#: who started a server, as its state file says: a node (the last node out stops it) or
+#: anything else (``distcrawl services start``, the demo, a command: it runs until stopped)
+BY_NODE = "node"
+BY_HAND = "services"
+
+
+def _ensure(
+    kind: type[ServerProcess], home: Path, *, by: str = BY_HAND, user: bool = False
+) -> tuple[ServerProcess, bool]:
+    """The running server of *kind* under *home*, started if needed (its state file saying
+    *by* whom); and whether we started it. *user*: this process registers as a user of the
+    servers, under the same lock (a node leaving at that moment cannot stop it meanwhile)."""
     home = resolve_home(home)
     state_path = home / f"{kind.name}.json"
-    with _locked(home / f"{kind.name}.lock", timeout=DEFAULT_START_TIMEOUT + 30):
+    with _locked(home / f"{kind.name}.lock", timeout=SERVER_START_TIMEOUT + 30):
+        if user:
+            _register(home)
         state = _read_state(state_path)
         if state is not None:
             server = _server(kind, home, int(state["port"]))
@@ -147,10 +167,83 @@ def _ensure(kind: type[ServerProcess], home: Path) -> tuple[ServerProcess, bool]
                 "port": server.port,
                 "url": _url_of(server),
                 "started_at": time.time(),
+                "started_by": by,
             }
             _write_state(state_path, state)
             return server, True
         raise ServiceError(f"could not start the embedded {kind.name}: {last_error}")
+
+
+def _started_at(pid: int) -> str | None:
+    """When *pid* started (clock ticks since boot, from /proc): a PID reused by another
+    process has another. None without /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _register(home: Path) -> None:
+    users = home / "users"
+    users.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    record = {"pid": pid, "started_at": _started_at(pid)}
+    path = users / f"{pid}.json"
+    if _read_state(path) != record:
+        _write_state(path, record)
+
+
+def _other_users(home: Path) -> list[int]:
+    """The live processes other than this one registered as users (stale records go)."""
+    live = []
+    for path in (home / "users").glob("*.json"):
+        record = _read_state(path) or {}
+        pid = int(record.get("pid") or 0)
+        if pid == os.getpid():
+            continue
+        if pid and pid_alive(pid) and record.get("started_at") == _started_at(pid):
+            live.append(pid)
+        else:
+            path.unlink(missing_ok=True)
+    return live
+
+
+def join_services(home: Path) -> dict[str, tuple[str, bool]]:
+    """A node's embedded servers under *home*: ``{"redis": (url, started), "mongo": ...}``,
+    each reused or started (``started``: by this call), with this process registered as a
+    user until :func:`leave_services`."""
+    redis_server, redis_started = _ensure(RedisServer, home, by=BY_NODE, user=True)
+    mongo_server, mongo_started = _ensure(MongoServer, home, by=BY_NODE, user=True)
+    return {
+        "redis": (_url_of(redis_server), redis_started),
+        "mongo": (_url_of(mongo_server), mongo_started),
+    }
+
+
+def join_service(name: str, home: Path) -> tuple[str, bool]:
+    """:func:`join_services` for one server (``"redis"`` or ``"mongo"``)."""
+    kind: type[ServerProcess] = RedisServer if name == "redis" else MongoServer
+    server, started = _ensure(kind, home, by=BY_NODE, user=True)
+    return _url_of(server), started
+
+
+def leave_services(home: Path) -> list[str]:
+    """This process stops using the servers under *home*. Servers a node started stop when no
+    other live process uses them; returns the names of those stopped."""
+    home = resolve_home(home)
+    stopped = []
+    for kind in (RedisServer, MongoServer):
+        state_path = home / f"{kind.name}.json"
+        with _locked(home / f"{kind.name}.lock", timeout=SERVER_START_TIMEOUT + 30):
+            state = _read_state(state_path)
+            if state is None or state.get("started_by") != BY_NODE or _other_users(home):
+                continue
+            if pid_runs(int(state["pid"]), kind.marker):
+                terminate_pid(int(state["pid"]))
+                stopped.append(kind.name)
+            state_path.unlink(missing_ok=True)
+    (home / "users" / f"{os.getpid()}.json").unlink(missing_ok=True)
+    return stopped
 
 
 def _url_of(server: ServerProcess) -> str:
@@ -179,7 +272,7 @@ def stop_services(home: Path) -> list[str]:
         state_path = home / f"{kind.name}.json"
         if not state_path.exists():
             continue
-        with _locked(home / f"{kind.name}.lock", timeout=DEFAULT_START_TIMEOUT + 30):
+        with _locked(home / f"{kind.name}.lock", timeout=SERVER_START_TIMEOUT + 30):
             state = _read_state(state_path)
             if state is not None and pid_runs(int(state["pid"]), kind.marker):
                 terminate_pid(int(state["pid"]))

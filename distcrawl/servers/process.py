@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: seconds to wait for a freshly started server to answer (SecantusDB needs ~1-2 s)
-DEFAULT_START_TIMEOUT = 60.0
+SERVER_START_TIMEOUT = 60.0
 
 
 class ServiceError(RuntimeError):
@@ -134,7 +134,7 @@ class ServerProcess:
     def running(self) -> bool:
         return self.pid is not None and pid_alive(self.pid)
 
-    def start(self, *, detached: bool = False, timeout: float = DEFAULT_START_TIMEOUT) -> Self:
+    def start(self, *, detached: bool = False, timeout: float = SERVER_START_TIMEOUT) -> Self:
         """Start the server and return once it answers. *detached* puts it in a session of its
         own, so it outlives this process and ignores the terminal's Ctrl-C."""
         if self.running:

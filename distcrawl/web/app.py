@@ -20,8 +20,15 @@ from typing import Any
 
 import redis
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,7 +41,7 @@ from distcrawl.ops.products import ProductStore
 from distcrawl.ops.reads import arun
 from distcrawl.web.metrics import CONTENT_TYPE, render_metrics
 from distcrawl.web.sampler import DEFAULT_INTERVAL, Sampler
-from distcrawl.web.security import Guard
+from distcrawl.web.security import Guard, HostCheck
 
 __all__ = ["WebConfig", "create_app"]
 
@@ -72,6 +79,27 @@ class WebConfig:
     allow_private: bool | frozenset[str] = False
     interval: float = DEFAULT_INTERVAL
     store: ProductStore | None = None
+    #: host names the dashboard answers to besides loopback names or IP addresses
+    #: (``DISTCRAWL_WEB_HOSTS``; see :class:`~distcrawl.web.security.HostCheck`)
+    hosts: tuple[str, ...] = ()
+
+
+class _Hosts:
+    """Answers 421 (400) to a request whose ``Host`` the dashboard does not serve, before
+    anything else sees it: no page, no data, no CSRF value for a rebound name."""
+
+    def __init__(self, app: ASGIApp, check: HostCheck) -> None:
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            refused = self.check.refusal(Headers(scope=scope).get("host"))
+            if refused is not None:
+                status, why = refused
+                await PlainTextResponse(why, status_code=status)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _SecurityHeaders:
@@ -109,7 +137,9 @@ def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> 
     return max(low, min(high, value))
 
 
-def create_app(config: WebConfig) -> Starlette:
+def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
+    """The dashboard's app; ``bind``: the address it listens on, whose ``Host`` names it
+    answers to (None: any, for an app mounted behind a server that checks them)."""
     guard = Guard(token=config.token or None)
     keys = config.keys
     aclient, sclient = _clients(config.redis_url)
@@ -315,7 +345,9 @@ def create_app(config: WebConfig) -> Starlette:
         ],
         lifespan=lifespan,
     )
-    app.add_middleware(_SecurityHeaders)
+    if bind is not None:
+        app.add_middleware(_Hosts, check=HostCheck.of(bind, config.hosts))
+    app.add_middleware(_SecurityHeaders)  # outermost: refusals carry its headers too
     app.state.sampler = sampler
     app.state.guard = guard
     return app

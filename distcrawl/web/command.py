@@ -3,7 +3,8 @@
 ``scrapy web catalog [--host H] [--port P]`` (or ``distcrawl web catalog``). It reads Redis the
 way ``status`` does, once a second, whoever looks. Actions (pause, resume, re-queue dead
 letters, seed) need ``DISTCRAWL_WEB_TOKEN``; without it the page is read-only, and it then
-serves loopback only.
+serves loopback only. It answers only requests that name it in ``Host``: loopback names and
+the names of ``DISTCRAWL_WEB_HOSTS`` (comma-separated), and IP addresses beyond loopback.
 
 Registered for Scrapy through the ``scrapy.commands`` entry point group (pyproject.toml) and for
 ``distcrawl`` in :data:`distcrawl.cli.SUBCOMMANDS`: the dashboard's own command lives with the
@@ -27,7 +28,7 @@ from distcrawl.ops.entry import add_spider_argument, entry_points
 from distcrawl.ops.products import ProductStore
 from distcrawl.web.app import WebConfig
 from distcrawl.web.sampler import DEFAULT_INTERVAL
-from distcrawl.web.security import TOKEN_ENV, UnsafeBind
+from distcrawl.web.security import HOSTS_ENV, TOKEN_ENV, UnsafeBind
 from distcrawl.web.server import DEFAULT_HOST, DEFAULT_PORT, DashboardServer
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def web_config(
     """The dashboard's view of *spider*'s crawl, from the project's settings."""
     token = SETTINGS.value(settings, TOKEN_ENV) or None
     ctx = Context(settings, spider)
+    hosts: list[str] = SETTINGS.value(settings, HOSTS_ENV)
     return WebConfig(
         keys=ctx.keys,
         redis_url=ctx.redis_url,
@@ -73,6 +75,7 @@ def web_config(
         allow_private=ctx.allow_private,
         interval=max(0.2, interval),
         store=ProductStore.from_settings(settings) if store else None,
+        hosts=tuple(str(n).strip() for n in hosts if str(n).strip()),
     )
 
 

@@ -72,6 +72,11 @@ class _StatusCollector(Collector):
         if status is None:
             return
         frontier, totals = status["frontier"], status["totals"]
+        memory = status.get("redis_memory")
+        if memory:
+            yield _family(m.REDIS_MEMORY_USED, memory["used_bytes"])
+            yield _family(m.REDIS_MAXMEMORY, memory["maxmemory_bytes"])
+            yield _family(m.REDIS_EVICTING, int(str(memory["policy"]).startswith("allkeys")))
         yield _family(m.PAUSED, int(status["paused"]))
         yield _family(m.DRAINED, int(status["drained"]))
         kinds = _family(m.FRONTIER_REQUESTS)

@@ -1,7 +1,14 @@
-"""Who may change the crawl from the dashboard: the token, CSRF, and where it may listen.
+"""Who may read and change the crawl from the dashboard: where it may listen, the names it
+answers to, the token and CSRF.
 
-Reads are open to whoever reaches the port; every action is a POST that must carry
-``Authorization: Bearer <DISTCRAWL_WEB_TOKEN>`` (compared in constant time) and the page's
+The dashboard answers only requests whose ``Host`` names it: loopback names and the names
+of ``DISTCRAWL_WEB_HOSTS``, and IP addresses when it listens beyond loopback. Any other name
+gets 421 (400 without a ``Host``), so a web page the operator visits cannot read the crawl by
+pointing a name of its own at the dashboard's address (DNS rebinding), and the page, which
+carries the CSRF value, never reaches such a name.
+
+Reads are open to whoever reaches the port under those names; every action is a POST that must
+carry ``Authorization: Bearer <DISTCRAWL_WEB_TOKEN>`` (compared in constant time) and the page's
 CSRF value in ``X-CSRF-Token``, as JSON, from the dashboard's own origin. A browser cannot send
 a custom header or a JSON body to another origin without a CORS preflight, which this server
 never grants, so a page elsewhere cannot make a logged-in operator's browser act.
@@ -19,10 +26,15 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-__all__ = ["Guard", "UnsafeBind", "check_bind", "is_loopback"]
+__all__ = ["MIN_TOKEN_LENGTH", "Guard", "HostCheck", "UnsafeBind", "check_bind", "is_loopback"]
 
 #: the environment variable that holds the token
 TOKEN_ENV = "DISTCRAWL_WEB_TOKEN"
+#: the environment variable (and setting) listing the host names the dashboard answers to
+#: beyond loopback, comma-separated
+HOSTS_ENV = "DISTCRAWL_WEB_HOSTS"
+#: the shortest token accepted: a short one is guessed by trying
+MIN_TOKEN_LENGTH = 16
 
 
 class UnsafeBind(ValueError):
@@ -39,12 +51,84 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(host: str, token: str | None) -> None:
-    """Refuse to listen beyond loopback without a token (raises :class:`UnsafeBind`)."""
+    """Refuse a blank token or one shorter than :data:`MIN_TOKEN_LENGTH` (anywhere: it could
+    never be matched, or it would be guessed), and listening beyond loopback without a token
+    (raises :class:`UnsafeBind`)."""
+    if token is not None and not token.strip():
+        raise UnsafeBind(
+            f"refusing a blank {TOKEN_ENV}: no request could ever match it; set a token of "
+            f"at least {MIN_TOKEN_LENGTH} characters, or unset it for a read-only dashboard"
+        )
+    if token is not None and len(token.strip()) < MIN_TOKEN_LENGTH:
+        raise UnsafeBind(
+            f"refusing a {TOKEN_ENV} of {len(token.strip())} characters: it takes at least "
+            f"{MIN_TOKEN_LENGTH} (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
+        )
     if not is_loopback(host) and not token:
         raise UnsafeBind(
             f"refusing to serve the dashboard on {host!r} without a token: set "
             f"{TOKEN_ENV} (its actions need it) or bind 127.0.0.1 (the default)"
         )
+
+
+def _host_name(header: str) -> str | None:
+    """The name of a ``Host`` header (port and brackets off, lower case), None if malformed."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        name, sep, rest = value[1:].partition("]")
+        if not sep or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return name or None
+    name, sep, port = value.partition(":")
+    if sep and not port.isdigit():
+        return None
+    name = name.rstrip(".")
+    return name or None
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _loopback_name(name: str) -> bool:
+    # *.localhost never leaves the machine (RFC 6761): no one else's DNS answers it
+    return (
+        name == "localhost" or name.endswith(".localhost") or (_is_ip(name) and is_loopback(name))
+    )
+
+
+@dataclass(frozen=True)
+class HostCheck:
+    """Which ``Host`` names the dashboard answers to, listening on ``bind``: loopback names
+    (no one else's DNS answers them), the names in ``allowed`` (``DISTCRAWL_WEB_HOSTS``: a
+    reverse proxy's, the machine's) and, beyond a loopback bind, IP addresses (a page of
+    another site cannot be one)."""
+
+    bind: str
+    allowed: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, bind: str, allowed: str | list[str] | tuple[str, ...] | None) -> HostCheck:
+        items = allowed.split(",") if isinstance(allowed, str) else list(allowed or ())
+        names = {n for n in (_host_name(str(i)) for i in items if str(i).strip()) if n}
+        return cls(bind=bind, allowed=frozenset(names))
+
+    def refusal(self, header: str | None) -> tuple[int, str] | None:
+        """None when the dashboard answers this ``Host``, else (status, why)."""
+        if not header:
+            return 400, "a request names its Host"
+        name = _host_name(header)
+        if name is None:
+            return 400, "malformed Host header"
+        if name in self.allowed or _loopback_name(name):
+            return None
+        if not is_loopback(self.bind) and _is_ip(name):
+            return None
+        return 421, f"this dashboard does not answer to {name!r} (see {HOSTS_ENV})"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,9 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 class DashboardServer:
-    """The dashboard on *host*:*port*; refuses a non-loopback *host* without a token."""
+    """The dashboard on *host*:*port*, answering to the ``Host`` names of *host* (see
+    :class:`~distcrawl.web.security.HostCheck`); refuses a weak token, and a non-loopback
+    *host* without one."""
 
     def __init__(self, config: WebConfig, *, host: str = DEFAULT_HOST, port: int = 0) -> None:
         check_bind(host, config.token)
@@ -45,7 +47,7 @@ class DashboardServer:
         self.host = host
         self.sock = bind(host, port)
         self.port: int = self.sock.getsockname()[1]
-        self.app = create_app(config)
+        self.app = create_app(config, bind=host)
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,

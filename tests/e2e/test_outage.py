@@ -73,7 +73,12 @@ def test_redis_outage_longer_than_the_heartbeat_timeout_recovers_no_live_node(
     r.flushall()
     shop = shop_factory(products=200, latency_ms=100)
     timeout = 8.0
-    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": str(timeout), "CONCURRENT_REQUESTS": "4"}
+    settings = {
+        "DISTCRAWL_HEARTBEAT_TIMEOUT": str(timeout),
+        "CONCURRENT_REQUESTS": "4",
+        # the bounded wait is the start's only: an outage later is waited out, however long
+        "DISTCRAWL_REDIS_START_TIMEOUT": "1",
+    }
     nodes = start_nodes(
         ("o1", "o2"),
         redis_url=redis_server.url,

@@ -30,7 +30,7 @@ from distcrawl.servers.embedded import stop_services
 from distcrawl.web.metrics import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "web-test-token"
+TOKEN = "web-test-token-of-the-browser"
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_SEED = "javascript:alert(2)//<script>alert(3)</script>"
 HOSTILE_URL = "http://127.0.0.1/<script>alert(4)</script>"

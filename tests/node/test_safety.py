@@ -19,6 +19,7 @@ from scrapy.utils.test import get_crawler
 
 from distcrawl.base.urls import check_url, is_private_address, parse_allow_private, private_allowed
 from distcrawl.node.middlewares import safety
+from distcrawl.node.middlewares.links import LinkBudgetMiddleware
 from distcrawl.node.middlewares.safety import AddressGuardMiddleware, PageLimitsMiddleware, Refused
 
 
@@ -349,6 +350,35 @@ def test_pages_are_reserved_a_chunk_at_a_time_and_never_beyond_the_budget(
     assert PageLimitsMiddleware(stats=stats(), max_pages_per_site=150, redis_url="").chunk == 1
 
 
+def test_links_of_a_site_whose_budget_is_used_up_are_dropped_before_they_are_queued(
+    redis_url: str,
+) -> None:
+    async def run() -> tuple[list[str], list[str], int]:
+        a, b = page_limits(redis_url, 4, chunk=2), page_limits(redis_url, 4, chunk=2)
+        crawler = get_crawler()
+        crawler.stats.open_spider()
+        links = LinkBudgetMiddleware(crawler, budget=a)
+        page = [Request(f"http://shop.test/p/{i}") for i in range(3)]
+        page += [Request("http://other.test/"), {"name": "an item passes"}]
+        before = [o.url for o in links.process_spider_output(None, page) if isinstance(o, Request)]
+        await outcome(b, Request("http://shop.test/1"))  # b reserves 2 of 4
+        await outcome(a, Request("http://shop.test/2"))  # a reserves the last 2 and uses 1
+        assert not a.used_up("shop.test")  # a still holds a page of the budget
+        await outcome(a, Request("http://shop.test/3"))
+        assert a.used_up("shop.test") and not a.used_up("other.test")
+        out = list(links.process_spider_output(None, page))
+        after = [o.url for o in out if isinstance(o, Request)]
+        assert {"name": "an item passes"} in out
+        for mw in (a, b):
+            await mw.spider_closed(None)  # type: ignore[arg-type]
+        return before, after, crawler.stats.get_value("safety/links_dropped/page_budget")
+
+    before, after, dropped = asyncio.run(run())
+    assert len(before) == 4
+    assert after == ["http://other.test/"]
+    assert dropped == 3
+
+
 def test_concurrent_requests_of_a_site_share_one_reservation(redis_url: str) -> None:
     async def run() -> list[str | None]:
         mw = page_limits(redis_url, 1000, chunk=8)
@@ -395,6 +425,26 @@ def test_oversized_bodies_end_as_refusals_not_errors() -> None:
         mw.process_exception(request, big)
     assert mw.process_exception(request, DownloadCancelledError("")) is None
     assert mw.stats.get_value("safety/refused/too_large") == 1
+
+
+def test_a_chunked_body_over_the_limit_is_too_large_though_scrapy_cancels_it_silently() -> None:
+    # without Content-Length Scrapy counts the bytes as they come and cancels the download
+    # with an empty message: the middleware counted them too (bytes_received)
+    mw = PageLimitsMiddleware(stats=stats(), max_pages_per_site=0, redis_url="", maxsize=1000)
+    chunked, small, own = (Request(f"http://shop.test/{p}") for p in ("chunked", "small", "own"))
+    for _ in range(3):
+        mw.bytes_received(b"x" * 400, chunked, None)  # type: ignore[arg-type]
+    mw.bytes_received(b"x" * 400, small, None)  # type: ignore[arg-type]
+    with pytest.raises(Refused, match="too_large"):
+        mw.process_exception(chunked, DownloadCancelledError(""))
+    # a download cancelled for another reason, under the limit, is not too large
+    assert mw.process_exception(small, DownloadCancelledError("")) is None
+    # the request's own download_maxsize counts, as Scrapy's
+    own.meta["download_maxsize"] = 100
+    mw.bytes_received(b"x" * 400, own, None)  # type: ignore[arg-type]
+    with pytest.raises(Refused, match="too_large"):
+        mw.process_exception(own, DownloadCancelledError(""))
+    assert mw.stats.get_value("safety/refused/too_large") == 2
 
 
 def test_refused_is_an_ignore_request() -> None:

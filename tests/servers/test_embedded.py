@@ -285,3 +285,115 @@ def test_mongo_uri_fixture_names_a_fresh_database(mongo_uri: str) -> None:
         assert client.get_default_database().list_collection_names() == []
     finally:
         client.close()
+
+
+# --------------------------------------------------------------------------- nodes as users
+
+JOIN_SCRIPT = """
+import json, sys
+from pathlib import Path
+from distcrawl.servers.embedded import join_services, leave_services
+home = Path(sys.argv[1])
+print(json.dumps(join_services(home)), flush=True)
+sys.stdin.readline()  # until the test says leave
+print(json.dumps(leave_services(home)), flush=True)
+"""
+
+
+class LocalNode:
+    """A process that uses the embedded servers as a node does, and leaves when told."""
+
+    def __init__(self, home: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", JOIN_SCRIPT, str(home)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.joined = json.loads(self.proc.stdout.readline())
+
+    def leave(self) -> list[str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        stopped = json.loads(self.proc.stdout.readline())
+        assert self.proc.wait(timeout=120) == 0
+        return list(stopped)
+
+
+def test_the_last_local_node_out_stops_the_servers_a_node_started(tmp_path: Path) -> None:
+    first = LocalNode(tmp_path)
+    try:
+        assert first.joined["redis"][1] is True and first.joined["mongo"][1] is True
+        second = LocalNode(tmp_path)
+        try:
+            assert second.joined["redis"] == [first.joined["redis"][0], False]
+            assert first.leave() == []  # the other node still uses them
+            assert services_status(tmp_path)["redis"]["running"]
+        finally:
+            stopped = second.leave()
+        assert sorted(stopped) == ["mongo", "redis"]
+        status = services_status(tmp_path)
+        assert not status["redis"]["running"] and not status["mongo"]["running"]
+    finally:
+        for node in (first,):
+            if node.proc.poll() is None:
+                node.proc.kill()
+        stop_services(tmp_path)
+
+
+def test_a_node_that_died_does_not_keep_the_servers_in_use(tmp_path: Path) -> None:
+    dead = LocalNode(tmp_path)
+    try:
+        dead.proc.kill()  # kill -9: it never leaves
+        dead.proc.wait()
+        survivor = LocalNode(tmp_path)
+        assert survivor.joined["redis"][1] is False  # reused
+        assert sorted(survivor.leave()) == ["mongo", "redis"]
+    finally:
+        stop_services(tmp_path)
+
+
+def test_a_node_never_stops_servers_started_by_hand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["services", "start", "--home", str(tmp_path), "--json"]) == 0
+    capsys.readouterr()
+    try:
+        node = LocalNode(tmp_path)
+        assert node.joined["redis"][1] is False
+        assert node.leave() == []
+        assert services_status(tmp_path)["redis"]["running"]
+    finally:
+        assert cli.main(["services", "stop", "--home", str(tmp_path), "--json"]) == 0
+
+
+@pytest.mark.slow
+def test_a_node_without_redis_url_says_so_first_and_stops_what_it_started(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MONGO_URI")}
+    env.update(SCRAPY_SETTINGS_MODULE="distcrawl.settings", DISTCRAWL_HOME=str(tmp_path / "home"))
+    log = tmp_path / "node.log"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "scrapy", "crawl", "catalog", "-s", "CLOSESPIDER_TIMEOUT=1",
+             "-s", f"LOG_FILE={log}"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        lines = log.read_text().splitlines()
+        (where,) = [i for i, line in enumerate(lines) if "Node uses Redis" in line]
+        first = [line for line in lines[:where] if line[:4].isdigit()]
+        assert len(first) <= 3  # only Scrapy's own start and versions lines come before it
+        assert "WARNING: Node uses Redis redis://127.0.0.1:" in lines[where]
+        assert "embedded, started by this node" in lines[where]
+        assert "no REDIS_URL or MONGO_URI given" in lines[where]
+        assert "Stopped the embedded redis and mongo" in lines[-1]
+        status = services_status(tmp_path / "home")
+        assert not status["redis"]["running"] and not status["mongo"]["running"]
+    finally:
+        stop_services(tmp_path / "home")

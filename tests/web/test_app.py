@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -27,7 +28,7 @@ from distcrawl.ops.products import ProductStore
 from distcrawl.web.app import WebConfig
 from distcrawl.web.metrics import METRICS, render_metrics
 from distcrawl.web.sampler import Sampler
-from distcrawl.web.security import UnsafeBind, check_bind
+from distcrawl.web.security import HostCheck, UnsafeBind, check_bind
 from distcrawl.web.server import DashboardServer
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
@@ -133,7 +134,7 @@ def test_binding_beyond_loopback_without_a_token_is_refused(redis_url: str) -> N
     check_bind("127.0.0.1", None)
     check_bind("::1", None)
     check_bind("localhost", None)
-    check_bind("0.0.0.0", "a token")
+    check_bind("0.0.0.0", TOKEN)
     with pytest.raises(UnsafeBind, match="DISTCRAWL_WEB_TOKEN"):
         check_bind("0.0.0.0", None)
     env = {k: v for k, v in os.environ.items() if k != "DISTCRAWL_WEB_TOKEN"}
@@ -149,6 +150,92 @@ def test_binding_beyond_loopback_without_a_token_is_refused(redis_url: str) -> N
         )
         assert done.returncode == 2, done.stderr
         assert "refusing to serve the dashboard on '0.0.0.0' without a token" in done.stderr
+
+
+def test_a_blank_or_short_token_is_refused_wherever_the_dashboard_listens(redis_url: str) -> None:
+    for host in ("127.0.0.1", "0.0.0.0"):
+        for weak in (" ", "\t\n", "", "x" * 15):
+            if weak == "" and host == "127.0.0.1":
+                continue  # an empty value is no token: a read-only dashboard on loopback
+            with pytest.raises(UnsafeBind):
+                check_bind(host, weak)
+        check_bind(host, "x" * 16)
+    env = {k: v for k, v in os.environ.items() if k != "DISTCRAWL_WEB_TOKEN"}
+    env["REDIS_URL"] = redis_url
+    for token, host, message in (
+        (" ", "0.0.0.0", "refusing a blank DISTCRAWL_WEB_TOKEN"),
+        (" ", "127.0.0.1", "refusing a blank DISTCRAWL_WEB_TOKEN"),
+        ("short-token", "127.0.0.1", "refusing a DISTCRAWL_WEB_TOKEN of 11 characters"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "distcrawl.cli", "web", "catalog", "--host", host],
+            cwd=Path(__file__).resolve().parents[2],
+            env={**env, "DISTCRAWL_WEB_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert message in done.stderr
+
+
+def raw_get(server: DashboardServer, path: str, host: str | None) -> tuple[int, bytes]:
+    """GET *path* with exactly the ``Host`` header given (None: none at all), HTTP/1.0."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        head = f"GET {path} HTTP/1.0\r\n" + (f"Host: {host}\r\n" if host is not None else "")
+        sock.sendall((head + "\r\n").encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    status = int(data.split(b" ", 2)[1])
+    return status, data.partition(b"\r\n\r\n")[2]
+
+
+def test_a_rebound_name_gets_no_page_no_data_and_no_csrf_value(web: DashboardServer) -> None:
+    # DNS rebinding: a page at evil.example points its name at 127.0.0.1, and the operator's
+    # browser then asks the dashboard with Host: evil.example:<port>
+    csrf = web.app.state.guard.csrf.encode()
+    port = web.port
+    paths = ("/", "/api/status", "/api/deadletters", "/metrics", "/events", "/static/dashboard.css")
+    for path in paths:
+        status, body = raw_get(web, path, f"evil.example:{port}")
+        assert status == 421, (path, status)
+        assert csrf not in body and b"catalog" not in body
+    status, body = raw_get(web, "/", None)
+    assert status == 400 and csrf not in body
+    assert raw_get(web, "/", "evil.example:not-a-port")[0] == 400
+    # the names of this machine's loopback are served
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}"):
+        status, body = raw_get(web, "/", host)
+        assert status == 200 and csrf in body, host
+    assert raw_get(web, "/api/status", f"127.0.0.2:{port}")[0] == 200
+    # a rebound name cannot act either
+    req = urllib.request.Request(
+        web.url + "api/pause",
+        b"{}",
+        {"Host": f"evil.example:{port}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=30)
+    assert refused.value.code == 421
+
+
+def test_beyond_loopback_the_dashboard_answers_ip_addresses_and_the_names_it_is_given() -> None:
+    check = HostCheck.of("0.0.0.0", "crawl.example.com, Dash.Example.com.")
+    assert check.refusal("crawl.example.com:8470") is None
+    assert check.refusal("dash.example.com") is None
+    assert check.refusal("10.0.0.5:8470") is None
+    assert check.refusal("[2001:db8::1]:8470") is None
+    assert check.refusal("localhost:8470") is None
+    assert check.refusal("evil.example:8470") == (
+        421,
+        "this dashboard does not answer to 'evil.example' (see DISTCRAWL_WEB_HOSTS)",
+    )
+    assert check.refusal("") == (400, "a request names its Host")
+    # on loopback, an address of the network is no name of this dashboard
+    assert HostCheck.of("127.0.0.1", None).refusal("10.0.0.5:8470") is not None
+    assert HostCheck.of("127.0.0.1", ["proxy.example"]).refusal("proxy.example") is None
 
 
 # --------------------------------------------------------------------------- reads

@@ -101,7 +101,21 @@ _DISTCRAWL = [
     ),
     Setting(
         "DISTCRAWL_EMBEDDED", BOOL, True,
-        "start (or reuse) the embedded servers when REDIS_URL / MONGO_URI are unset",
+        "start (or reuse) the embedded servers when REDIS_URL / MONGO_URI are unset (the node "
+        "says so loudly; the last local node out stops the servers a node started)",
+    ),
+    Setting(
+        "DISTCRAWL_REDIS_START_TIMEOUT", FLOAT, 60.0,
+        "seconds a starting node waits for Redis before it exits with an error (0: forever); "
+        "an outage after the start is waited out however long it lasts", public=False,
+        check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_ALLOW_EVICTION", BOOL, False,
+        "accept a Redis whose maxmemory-policy evicts any key (allkeys-*): evicted queues, "
+        "leases and dead letters lose requests, an evicted dupefilter refetches pages; off: a "
+        "node refuses to start on it",
+        public=False,
     ),
     # -- the node ---------------------------------------------------------------------------
     Setting(
@@ -280,6 +294,27 @@ _DISTCRAWL = [
         "link URLs the spider remembers having handed to the scheduler", public=False,
         check=_at_least(1),
     ),
+    # -- the work one page may cost (a hostile page must not stall a node) ----------------------
+    Setting(
+        "DISTCRAWL_MAX_PARSE_BYTES", INT, 8 * 1024 * 1024,
+        "bytes of a page's body the spider reads; the rest is ignored "
+        "(safety/page_cut/too_many_bytes)", public=False, check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_MAX_LINKS_PER_PAGE", INT, 10_000,
+        "links (<a>) of one page the spider reads, 0: all (safety/page_cut/too_many_links)",
+        public=False, check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_MAX_PARSE_SECONDS", FLOAT, 5.0,
+        "seconds the spider reads one page's links, 0: no limit (safety/page_cut/parse_time); "
+        "a large page is read off the event loop", public=False, check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_MAX_FOLLOW_PER_PAGE", INT, 1_000,
+        "new links one page hands to the frontier, pagination and products first, 0: no limit "
+        "(safety/links_dropped/too_many_links)", public=False, check=_at_least(0),
+    ),
     # -- revisit mode -----------------------------------------------------------------------------
     Setting(
         "DISTCRAWL_REVISIT", INTERVALS, {},
@@ -328,7 +363,14 @@ _DISTCRAWL = [
     # -- the dashboard ----------------------------------------------------------------------------
     Setting(
         "DISTCRAWL_WEB_TOKEN", STR, "",
-        "the token the dashboard's actions need; unset: read-only, loopback only",
+        "the token the dashboard's actions need, at least 16 characters; unset: read-only, "
+        "loopback only",
+    ),
+    Setting(
+        "DISTCRAWL_WEB_HOSTS", LIST, [],
+        "host names the dashboard answers to besides loopback names (on a loopback bind) or "
+        "IP addresses (elsewhere), comma-separated, e.g. a reverse proxy's; any other Host "
+        "gets 421",
     ),
     # -- retries ----------------------------------------------------------------------------------
     Setting(

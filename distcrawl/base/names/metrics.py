@@ -21,6 +21,16 @@ def _counter(name: str, meaning: str, *labels: str) -> str:
 
 
 UP = _gauge("distcrawl_up", "1 when the dashboard's last read of Redis succeeded")
+REDIS_MEMORY_USED = _gauge(
+    "distcrawl_redis_memory_used_bytes", "Redis' used memory (of a cluster: the fullest master)"
+)
+REDIS_MAXMEMORY = _gauge(
+    "distcrawl_redis_maxmemory_bytes",
+    "Redis' maxmemory (0: no limit); at it Redis refuses writes and the nodes wait",
+)
+REDIS_EVICTING = _gauge(
+    "distcrawl_redis_evicting", "1 when Redis' maxmemory-policy may evict the crawl's keys"
+)
 PAUSED = _gauge("distcrawl_paused", "1 while the cluster is paused (control pause)")
 DRAINED = _gauge(
     "distcrawl_drained", "1 when nothing is left: queue, retries, in flight and seeds all empty"

@@ -137,7 +137,19 @@ UNQUEUEABLE = term(
     "entry (migrate), request (kept in the node's memory): a request the codec cannot write",
 )
 REDIRECT_LOOP = term(REFUSAL, "redirect_loop", "request: a redirect back to a URL already taken")
-PAGE_BUDGET = term(REFUSAL, "page_budget", "request: its site has used its page budget")
+PAGE_BUDGET = term(REFUSAL, "page_budget", "request, link: its site has used its page budget")
+TOO_MANY_LINKS = term(
+    REFUSAL,
+    "too_many_links",
+    "page: more links than DISTCRAWL_MAX_LINKS_PER_PAGE (the rest left unread); link: beyond "
+    "the page's DISTCRAWL_MAX_FOLLOW_PER_PAGE new links",
+)
+TOO_MANY_BYTES = term(
+    REFUSAL, "too_many_bytes", "page: a body over DISTCRAWL_MAX_PARSE_BYTES (the rest ignored)"
+)
+PARSE_TIME = term(
+    REFUSAL, "parse_time", "page: links still unread after DISTCRAWL_MAX_PARSE_SECONDS"
+)
 MISSING_ITEM_FIELD = Family(
     REFUSAL, "missing_", "field", "item: a product without this field (missing_url, missing_name)"
 )

@@ -86,6 +86,22 @@ REDIS_REWINDS = _stat(
 )
 LEASES_LOST = _stat("frontier/leases/lost", "leases Redis no longer knew (after a rewind), dropped")
 REDIS_ERRORS = _stat("frontier/redis_errors", "failed round trips to Redis (outages included)")
+OUTAGES = _stat(
+    "frontier/outages",
+    "Redis outages this node waited out (out of reach, out of memory, busy, loading, read-only, "
+    "master or cluster down)",
+)
+LOOP_ERRORS = _stat(
+    "frontier/loop_errors",
+    "failed round trips of the I/O loop that were no outage (each kind logged once)",
+)
+REDIS_MEMORY_USED = _stat(
+    "frontier/redis_memory_used",
+    "Redis' used memory in bytes, as the node last read it (of a cluster: the fullest master)",
+)
+REDIS_MAXMEMORY = _stat(
+    "frontier/redis_maxmemory", "Redis' maxmemory in bytes (0: no limit), as the node last read it"
+)
 SITE_CUTS = Family(
     STATS,
     "frontier/site_cuts/",
@@ -228,6 +244,30 @@ SAFETY_UNRESOLVED = _stat("safety/unresolved", "host names that did not resolve"
 PAGE_BUDGET_UNAVAILABLE = _stat(
     "safety/page_budget_unavailable",
     "pages let through while the page budget in Redis could not be read",
+)
+PAGE_CUT = Family(
+    STATS,
+    "safety/page_cut/",
+    "limit",
+    "pages whose analysis a limit cut short (too_many_bytes, too_many_links, parse_time)",
+)
+LINKS_UNREAD = _stat("safety/links_unread", "links (<a>) of cut pages left unread")
+LINKS_DROPPED = Family(
+    STATS,
+    "safety/links_dropped/",
+    "reason",
+    "links not queued: beyond DISTCRAWL_MAX_FOLLOW_PER_PAGE (too_many_links), or of a site whose "
+    "page budget is used up (page_budget)",
+)
+PAGES_OFF_LOOP = _stat(
+    "catalog/pages/off_loop", "large pages analysed on the worker thread, off the event loop"
+)
+LOOP_STALL_MAX_MS = _stat(
+    "node/loop_stall_max_ms", "the longest the node's event loop went without running (ms)"
+)
+LOOP_STALLS = _stat(
+    "node/loop_stalls",
+    "stalls of the event loop of a second or more (each logged, at most once a minute)",
 )
 ROBOTSTXT_SHARED = _stat(
     "robotstxt/shared", "robots.txt answers taken from Redis instead of fetched"

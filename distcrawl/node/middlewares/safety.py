@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+from weakref import WeakKeyDictionary
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.robotstxt import (
@@ -298,10 +299,13 @@ class PageLimitsMiddleware:
       robots.txt do not count. If Redis cannot be reached the page is fetched (the frontier
       pauses on its own when Redis is gone; dropping pages here would lose them).
     - ``redirect_loop``: a redirect chain that comes back to the same URL a second time.
-    - ``too_large``: a body over ``DOWNLOAD_MAXSIZE`` (Scrapy cancels the download and logs
-      the size; the request then ends here, not as a download error with a traceback).
+    - ``too_large``: a body over ``DOWNLOAD_MAXSIZE`` (or the request's ``download_maxsize``):
+      Scrapy cancels the download and logs the size; the request then ends here, not as a
+      download error with a traceback. Scrapy says why only when the size was announced
+      (``Content-Length``); a body without one (chunked) is cancelled without a word, so the
+      bytes each download received are counted here (``bytes_received``) to tell.
 
-    Settings: ``DISTCRAWL_MAX_PAGES_PER_SITE``, ``REDIS_URL``.
+    Settings: ``DISTCRAWL_MAX_PAGES_PER_SITE``, ``DOWNLOAD_MAXSIZE``, ``REDIS_URL``.
     """
 
     def __init__(
@@ -311,8 +315,12 @@ class PageLimitsMiddleware:
         max_pages_per_site: int,
         redis_url: str,
         budget_chunk: int | None = None,
+        maxsize: int = 0,
     ) -> None:
         self.stats = stats
+        self.maxsize = maxsize
+        #: bytes received per download under way (a request gone is forgotten with it)
+        self._received: WeakKeyDictionary[Request, int] = WeakKeyDictionary()
         self.max_pages = max(0, max_pages_per_site)
         self.redis_url = redis_url
         # small budgets are reserved page by page, so that they are spent exactly
@@ -322,6 +330,9 @@ class PageLimitsMiddleware:
         self._allowance: dict[str, int] = {}  # site -> pages reserved and not used yet
         self._reserving: dict[str, asyncio.Lock] = {}
         self._spent: dict[str, float] = {}  # site -> monotonic time to ask Redis again
+        # site -> until when the cluster's budget is known to be all reserved (this node's
+        # allowance aside): the site's new links are dropped before they are queued
+        self._exhausted: dict[str, float] = {}
         self._announced: set[str] = set()  # sites whose used-up budget was logged
         self._redis_failing = False
 
@@ -333,7 +344,9 @@ class PageLimitsMiddleware:
             stats=crawler.stats,
             max_pages_per_site=SETTINGS.value(s, "DISTCRAWL_MAX_PAGES_PER_SITE"),
             redis_url=connection.settings_url(s),
+            maxsize=SETTINGS.value(s, "DOWNLOAD_MAXSIZE"),
         )
+        crawler.signals.connect(mw.bytes_received, signal=signals.bytes_received)
         crawler.signals.connect(mw.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
@@ -364,8 +377,16 @@ class PageLimitsMiddleware:
         if not await self._spend(site):
             raise _refuse(self.stats, reasons.PAGE_BUDGET, site)
 
+    def bytes_received(self, data: bytes, request: Request, spider: Spider) -> None:
+        self._received[request] = self._received.get(request, 0) + len(data)
+
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if isinstance(exception, DownloadCancelledError) and "max size" in str(exception):
+        received = self._received.pop(request, 0)
+        if not isinstance(exception, DownloadCancelledError):
+            return
+        maxsize = request.meta.get("download_maxsize", self.maxsize)
+        # announced (Content-Length): Scrapy's message says so; chunked: the bytes counted
+        if "max size" in str(exception) or (maxsize and received > maxsize):
             raise _refuse(self.stats, reasons.TOO_LARGE, request.url) from None
 
     async def _spend(self, site: str) -> bool:
@@ -410,9 +431,23 @@ class PageLimitsMiddleware:
         until = self._spent.get(site)
         return until is not None and time.monotonic() < until
 
+    def used_up(self, site: str) -> bool:
+        """Whether no page of ``site``'s budget is left for this node, as far as it knows
+        (the cluster reserved it all, and this node holds none of it): a new link to the site
+        would be leased only to be dropped here. Learnt at each reservation, trusted for
+        :data:`BUDGET_RECHECK` seconds."""
+        if not self.max_pages or self._allowance.get(site, 0) > 0:
+            return False
+        if self._used_up(site):
+            return True
+        until = self._exhausted.get(site)
+        return until is not None and time.monotonic() < until
+
     async def _reserve(self, site: str) -> int:
         """Reserve up to a chunk of ``site``'s pages in Redis; how many were granted."""
         after = int(await self._client.incrby(self.budget_key(site), self.chunk))
+        if after >= self.max_pages:
+            self._exhausted[site] = time.monotonic() + BUDGET_RECHECK
         before = after - self.chunk
         return max(0, min(self.chunk, self.max_pages - before))
 

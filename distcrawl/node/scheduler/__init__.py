@@ -16,14 +16,15 @@ The parts, one job each: ``adapter`` (Scrapy's scheduler API, signals and engine
 written), ``leases`` (leased payloads into requests), ``identity`` (node id claim and
 refusal), ``membership`` (heartbeats, recovery of dead nodes), ``drain`` (drain detection),
 ``seeds`` (seed intake), ``reconcile`` (leases after a failed round trip or a rewind),
-``outage`` (Redis out of reach), ``revisits`` (revisit mode's hooks), ``sites`` (per-site
-budgets), ``tracking`` (the engine's in-progress set, site feedback), ``crawlwide`` (the
-crawl-wide settings, recorded by the crawl's first node and checked by every later one).
+``outage`` (Redis out of reach or refusing writes), ``memory`` (Redis' memory and eviction
+policy), ``revisits`` (revisit mode's hooks), ``sites`` (per-site budgets), ``tracking`` (the
+engine's in-progress set, site feedback), ``crawlwide`` (the crawl-wide settings, recorded by
+the crawl's first node and checked by every later one).
 """
 
 from __future__ import annotations
 
-from distcrawl.node.scheduler.adapter import FrontierScheduler
+from distcrawl.node.scheduler.adapter import FrontierScheduler, unreturned_leases
 from distcrawl.node.scheduler.identity import NodeIdInUse
 from distcrawl.node.scheduler.loop import DEFAULT_IDLE_MAX_WAIT, LEASE_WINDOW
 
@@ -32,4 +33,5 @@ __all__ = [
     "LEASE_WINDOW",
     "FrontierScheduler",
     "NodeIdInUse",
+    "unreturned_leases",
 ]

@@ -11,7 +11,6 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
@@ -46,7 +45,8 @@ from distcrawl.node.scheduler.leases import LeaseIntake
 from distcrawl.node.scheduler.local import LocalQueue
 from distcrawl.node.scheduler.loop import DEFAULT_IDLE_MAX_WAIT, FrontierLoop
 from distcrawl.node.scheduler.membership import Membership
-from distcrawl.node.scheduler.outage import retry_at_start
+from distcrawl.node.scheduler.memory import EvictingRedis, MemoryWatch, check_memory_at_open
+from distcrawl.node.scheduler.outage import RedisUnreachableAtStart, StartWait
 from distcrawl.node.scheduler.reconcile import report_rewind
 from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
 from distcrawl.node.scheduler.seeds import SeedFeed
@@ -65,9 +65,20 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.batch import Lease
 
-__all__ = ["FrontierScheduler"]
+__all__ = ["FrontierScheduler", "unreturned_leases"]
 
 logger = logging.getLogger(__name__)
+
+#: node id -> its scheduler, from its open until it returned its leases at a clean close
+_HOLDING: dict[str, FrontierScheduler] = {}
+
+
+def unreturned_leases() -> dict[str, int]:
+    """Node id -> leases a scheduler of this process held when the process stopped without
+    returning them (a forced stop, Redis away at close): they return to the queue only once
+    the node's heartbeat times out, and ``scrapy crawl`` says so with its exit status."""
+    held = {node: scheduler.leases_held() for node, scheduler in _HOLDING.items()}
+    return {node: n for node, n in held.items() if n}
 
 
 class FrontierScheduler(BaseScheduler):
@@ -79,8 +90,10 @@ class FrontierScheduler(BaseScheduler):
     ``DISTCRAWL_CLOSE_WHEN_DRAINED`` (and the drain grace), ``DISTCRAWL_ALLOW_PRIVATE``,
     ``CONCURRENT_REQUESTS`` (and the prefetch and seed batch derived from it),
     ``DISTCRAWL_FLUSH_DELAY``, the per-site budget (``DISTCRAWL_SITE_*``), the dupefilter
-    (``DISTCRAWL_DUPEFILTER``, ``DISTCRAWL_BLOOM_*``), ``DISTCRAWL_RECORD_DONT_FILTER``
-    and revisit mode (``DISTCRAWL_REVISIT*``, ``DISTCRAWL_UNLISTED*``).
+    (``DISTCRAWL_DUPEFILTER``, ``DISTCRAWL_BLOOM_*``), ``DISTCRAWL_RECORD_DONT_FILTER``,
+    Redis at start (``DISTCRAWL_REDIS_START_TIMEOUT``, ``DISTCRAWL_ALLOW_EVICTION``: a Redis
+    whose ``maxmemory-policy`` may evict the frontier's keys is refused) and revisit mode
+    (``DISTCRAWL_REVISIT*``, ``DISTCRAWL_UNLISTED*``).
 
     At open, the node's crawl-wide settings are recorded in the crawl (by its first node) or
     compared with the record (``crawlwide``): a node that differs closes at once
@@ -109,6 +122,8 @@ class FrontierScheduler(BaseScheduler):
         record_dont_filter: bool,
         unlisted: bool,
         unlisted_grace: float | None,
+        start_timeout: float,
+        allow_eviction: bool,
     ) -> None:
         self.crawler = crawler
         self.stats: StatsCollector = crawler.stats
@@ -132,6 +147,8 @@ class FrontierScheduler(BaseScheduler):
         self.latency_target = latency_target
         self.unlisted = unlisted
         self.unlisted_grace = unlisted_grace
+        self.start_timeout = start_timeout
+        self.allow_eviction = allow_eviction
 
         self.spider: Spider | None = None
         self.store: FrontierStore | None = None
@@ -152,6 +169,7 @@ class FrontierScheduler(BaseScheduler):
         self._known_until = 0.0  # [revisit] monotonic time the known fingerprints are wiped
         self._loop: FrontierLoop | None = None
         self._refused = False  # another live process has this node id: this one never ran
+        self._unreturned: int | None = None  # leases a close could not return (None: no close)
         self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
         #: revisit mode (set at open, from the settings and the spider's profiles)
         self.revisit: RevisitPolicy | None = None
@@ -188,6 +206,8 @@ class FrontierScheduler(BaseScheduler):
             record_dont_filter=get("DISTCRAWL_RECORD_DONT_FILTER"),
             unlisted=get("DISTCRAWL_UNLISTED"),
             unlisted_grace=get("DISTCRAWL_UNLISTED_GRACE") or None,
+            start_timeout=get("DISTCRAWL_REDIS_START_TIMEOUT"),
+            allow_eviction=get("DISTCRAWL_ALLOW_EVICTION"),
         )
 
     # -- Scrapy's scheduler interface ----------------------------------------------------------
@@ -290,8 +310,22 @@ class FrontierScheduler(BaseScheduler):
         self.store = store = FrontierStore(
             client, keys, dupefilter=self.dupefilter, forget_ms=policy.forget_ms if policy else None
         )
-        await retry_at_start(self._check_format)
-        if not await admit(client, keys, settings, self.dupefilter, policy, node_id=self.node_id):
+        # a node that cannot reach Redis at its start gives up after start_timeout (a wrong
+        # REDIS_URL must not look like a node waiting); an outage later is waited out
+        start = StartWait(timeout=self.start_timeout, where=mask_url(self.redis_url))
+        try:
+            await start.run(self._check_format)
+            # an evicting Redis is refused before the node writes anything, the record included
+            await start.run(
+                lambda: check_memory_at_open(client, allow_eviction=self.allow_eviction)
+            )
+            admitted = await admit(
+                client, keys, settings, self.dupefilter, policy, node_id=self.node_id, start=start
+            )
+        except (RedisUnreachableAtStart, EvictingRedis) as exc:
+            self._refused_at_start(exc)
+            raise
+        if not admitted:
             # Scrapy closes a spider cleanly on a CloseSpider from spider_opened; raised from
             # the scheduler's open it would skip opening the scraper, whose close then fails
             self._refused = True  # no claim, no lease, no heartbeat: close touches nothing
@@ -372,6 +406,7 @@ class FrontierScheduler(BaseScheduler):
             on_rewind=self._forget_pushed,
             holds_work=self._holds_work,
             on_drained=self._wake_engine,
+            memory=MemoryWatch(client, self.stats),
         )
         self._wrote = loop.wrote
         logger.info(
@@ -382,10 +417,15 @@ class FrontierScheduler(BaseScheduler):
             keys.prefix,
             source.key,
         )
-        await retry_at_start(self._claim_node_id)
-        await retry_at_start(lambda: rejoin(store, node_id=self.node_id, stats=self.stats))
-        limits = site_limits(profiles, self.site_limits)
-        await retry_at_start(lambda: publish_site_limits(store, limits))
+        try:
+            await start.run(self._claim_node_id)
+            await start.run(lambda: rejoin(store, node_id=self.node_id, stats=self.stats))
+            limits = site_limits(profiles, self.site_limits)
+            await start.run(lambda: publish_site_limits(store, limits))
+        except RedisUnreachableAtStart as exc:
+            self._refused_at_start(exc)
+            raise
+        _HOLDING[self.node_id] = self
         loop.start(wake_channel=keys.wake)
 
     def _revisit_hooks(
@@ -404,6 +444,11 @@ class FrontierScheduler(BaseScheduler):
             stats=self.stats,
             unlisted=unlisted,
         )
+
+    def _refused_at_start(self, exc: Exception) -> None:
+        if isinstance(exc, RedisUnreachableAtStart):
+            logger.error("Node refuses to start: %s", exc)
+        self._refused = True  # nothing was leased: close touches nothing
 
     def _refuse(self, spider: Spider) -> None:
         raise CloseSpider(REFUSED_REASON)
@@ -452,18 +497,22 @@ class FrontierScheduler(BaseScheduler):
                 self.node_id,
                 kept,
             )
+        holding = self.leases_held()
         # never started: they return with the node's leases below
         unstarted = len(self._ready)
         for request in self._ready:
             self._leased.pop(request, None)
         self._ready.clear()
+        self._unreturned = holding
         try:
             # what the engine finished is acked here; the rest (never started, or cut short
             # by an unclean stop) goes back to the queue at once
             await loop.write_out()
             info = {"started": loop.started(), "prefetched": 0}
             await loop.membership.leave(info, reason=reason, unstarted=unstarted)
-        except RedisError as exc:
+            self._unreturned = 0
+            _HOLDING.pop(self.node_id, None)
+        except connection.REDIS_FAILURES as exc:
             logger.error(
                 "Node %s could not return its leases (%s); they return when its heartbeat "
                 "times out after %.0fs",
@@ -472,6 +521,14 @@ class FrontierScheduler(BaseScheduler):
                 self.heartbeat_timeout,
             )
         await self._client.aclose()
+
+    def leases_held(self) -> int:
+        """Leases this node holds in Redis as far as it knows: leased and not acked (those
+        prefetched too), and acks waiting to be written; after a close, those it could not
+        return."""
+        if self._unreturned is not None:
+            return self._unreturned
+        return len(self._leased) + len(self._writes.held_leases())
 
     # -- engine hooks and signals ----------------------------------------------------------------
 

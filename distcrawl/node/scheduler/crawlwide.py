@@ -11,12 +11,12 @@ from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.kinds import show_duration
 from distcrawl.frontier import crawlconf
 from distcrawl.frontier.crawlconf import NOT_IN_EFFECT
-from distcrawl.node.scheduler.outage import retry_at_start
 
 if TYPE_CHECKING:
     from distcrawl.frontier.keys import FrontierKeys
     from distcrawl.frontier.store import Dupefilter
     from distcrawl.node.revisit.schedule import RevisitPolicy
+    from distcrawl.node.scheduler.outage import StartWait
 
 __all__ = [
     "REFUSED_REASON",
@@ -93,13 +93,14 @@ async def admit(
     revisit: RevisitPolicy | None,
     *,
     node_id: str,
+    start: StartWait,
 ) -> bool:
     """Whether the node may join the crawl: its crawl-wide settings recorded (the crawl's
     first node) or equal to the record; False, with the ERROR lines logged, when they differ.
-    Redis out of reach is waited out, as every call at start is."""
+    Redis out of reach is waited out within the node's *start*, as every call at start is."""
     values = crawl_wide_values(settings, keys, dupefilter, revisit)
     try:
-        await retry_at_start(lambda: check_crawl_settings(client, keys, values, node_id=node_id))
+        await start.run(lambda: check_crawl_settings(client, keys, values, node_id=node_id))
     except CrawlSettingsDiffer:
         return False
     return True

@@ -4,6 +4,7 @@ round trip, held while the engine has work and backing off while Redis is away."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -11,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from distcrawl.base.config.entries import PREFETCH_PER_SLOT
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier.batch import new_rid_tag
+from distcrawl.frontier.connection import outage_reason
 from distcrawl.frontier.wake import WakeListener
-from distcrawl.node.scheduler.outage import UNREACHABLE, RedisOutage
+from distcrawl.node.scheduler.outage import RedisOutage
 from distcrawl.node.scheduler.reconcile import reconcile_leases
 from distcrawl.node.scheduler.sites import log_site_events
 from distcrawl.node.scheduler.tracking import PUBLISHED_SITES
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from distcrawl.node.scheduler.drain import DrainWatch
     from distcrawl.node.scheduler.leases import LeaseIntake
     from distcrawl.node.scheduler.membership import Membership
+    from distcrawl.node.scheduler.memory import MemoryWatch
     from distcrawl.node.scheduler.revisits import RevisitHooks
     from distcrawl.node.scheduler.seeds import SeedFeed
 
@@ -54,6 +57,9 @@ DEFAULT_IDLE_MAX_WAIT = 1.0
 
 #: the first idle wait, and the wait after a round trip that did something
 _BUSY_WAIT = 0.02
+#: the waits after failed round trips: from the first up to the longest, doubling
+_RETRY_WAIT = 0.25
+_RETRY_WAIT_MAX = 5.0
 
 
 def write_hold(
@@ -121,6 +127,7 @@ class FrontierLoop:
         on_rewind: Callable[[bytes], None],
         holds_work: Callable[[], bool],
         on_drained: Callable[[], None],
+        memory: MemoryWatch | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -146,6 +153,7 @@ class FrontierLoop:
         self.on_rewind = on_rewind
         self.holds_work = holds_work
         self.on_drained = on_drained
+        self.memory = memory
         #: the node stops: no more leases, and the task ends after its current round trip
         self.closing = False
         #: [CLOSE_WHEN_DRAINED] the loop saw the whole crawl drained for the drain grace, and
@@ -164,6 +172,7 @@ class FrontierLoop:
         self._next_due: float | None = None  # monotonic time the next retry/site falls due
         self._task: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     # -- what the scheduler calls ----------------------------------------------------------------
 
@@ -179,6 +188,7 @@ class FrontierLoop:
         """End the listener, and the task after its current round trip (waiting up to 60 s)."""
         self.closing = True
         self.wake.set()
+        self._stopping.set()
         if self._listener is not None:
             self._listener.cancel()
             await asyncio.wait([self._listener], timeout=5)
@@ -240,7 +250,13 @@ class FrontierLoop:
 
     async def _run(self) -> None:
         wait = _BUSY_WAIT
+        errors = _ErrorStreak(self.node_id, self.stats)
         while not self.closing:
+            failed = False
+            if self.outage.down:
+                # the first round trip that Redis may serve again recovers nobody: every
+                # heartbeat went stale meanwhile, the live nodes' as well as ours
+                self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
             try:
                 if self._needs_reconcile:
                     # a member again before the next lease (the node may have been presumed
@@ -254,18 +270,22 @@ class FrontierLoop:
                     # every heartbeat went stale while Redis was away, ours as well as the
                     # live nodes': silence counts again only from now
                     self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
+                errors.ended()
                 wait = _BUSY_WAIT if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
-            except UNREACHABLE as exc:
+            except Exception as exc:
+                # the outcome of a failed round trip is unknown: reconcile before leasing
                 self._needs_reconcile = True
-                self.outage.failed(exc)
-                wait = min(max(wait * 2, 0.25), 5.0)
-            except Exception:
-                self._needs_reconcile = True
-                logger.exception("Frontier loop error on node %s; retrying", self.node_id)
-                wait = 1.0
+                failed = True
+                if outage_reason(exc) is not None:
+                    self.outage.failed(exc, waiting=self._waiting())
+                else:
+                    errors.failed(exc)
+                # a node retries well within a heartbeat timeout: once Redis is back, the
+                # others' guard against recovering it lasts that long
+                wait = min(max(wait * 2, _RETRY_WAIT), _RETRY_WAIT_MAX, self.heartbeat_timeout / 4)
             if self.closing:
                 break
-            if self.writes.pending() and not self.outage.down:
+            if self.writes.pending() and not failed:
                 hold = self._hold_writes()
                 if hold > 0:
                     # the engine still has work: the acks and links of more pages join this
@@ -280,14 +300,33 @@ class FrontierLoop:
                         self._holding = False
                 continue
             self.wake.clear()
-            if self._next_due is not None and self._free_slots() > 0:
+            if self._next_due is not None and self._free_slots() > 0 and not failed:
                 # wake up when a parked retry or a waiting site falls due, not a poll later
                 wait = min(wait, max(0.002, self._next_due - time.monotonic()))
+            if failed:
+                # a failed round trip is retried after its wait, whatever else wakes the
+                # loop (only a stop does): writes and leases keep until Redis serves again
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), timeout=wait)
+                continue
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=wait)
-                wait = _BUSY_WAIT if not self.outage.down else wait
+                wait = _BUSY_WAIT
             except TimeoutError:
                 pass
+        self.outage.finish()
+
+    def _waiting(self) -> str:
+        """What the node holds for Redis, for the outage's log line."""
+        writes = self.writes
+        parts = (
+            (len(writes.held_leases()), "acks"),
+            (len(writes.children), "links"),
+            (len(writes.dead), "dead letters"),
+            (len(self.ready), "prefetched requests"),
+            (self.started(), "requests in progress"),
+        )
+        return ", ".join(f"{n} {what}" for n, what in parts if n)
 
     def _hold_writes(self) -> float:
         """How much longer the buffered writes may wait (0: flush now).
@@ -321,6 +360,7 @@ class FrontierLoop:
 
     async def _cycle(self) -> bool:
         """One round of I/O; returns whether anything happened (to pace the idle wait)."""
+        began = time.monotonic()
         free = self._free_slots()
         lease = min(self.prefetch, free) if free > 0 and not self.closing else 0
         if self.revisits is not None:
@@ -330,8 +370,15 @@ class FrontierLoop:
         if leased == 0 and lease > 0 and await self.seeds.take():
             await self.flush(lease=0)
             progressed = True
+        if time.monotonic() - began > self.heartbeat_timeout / 2:
+            # Redis (or this node) stood still long enough for heartbeats to go stale, the
+            # live nodes' as well as ours, without a failed call to say so (a frozen server
+            # answers late, not never): silence counts again only from now
+            self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
         if await self.membership.tick(self.heartbeat_info()):
             self.wake.set()
+        if self.memory is not None:
+            await self.memory.tick()
         if self.close_when_drained and not progressed and not self.drained:
             busy = bool(self.ready or self.started() or self.writes.pending() or self.holds_work())
             if await self.drain.check(busy=busy):
@@ -405,3 +452,39 @@ class FrontierLoop:
                 self.node_id,
                 result.stale_acks,
             )
+
+
+class _ErrorStreak:
+    """Failed round trips that are no outage (a bug, a reply the node cannot read): the first
+    of a kind is logged with its traceback, repeats only counted (``frontier/loop_errors``),
+    and the end of the streak is one line with the count."""
+
+    def __init__(self, node_id: str, stats: StatsCollector) -> None:
+        self.node_id = node_id
+        self.stats = stats
+        self.count = 0
+        self._seen: set[tuple[str, str]] = set()
+
+    def failed(self, exc: Exception) -> None:
+        self.count += 1
+        self.stats.inc_value(stat_keys.LOOP_ERRORS)
+        kind = (type(exc).__name__, str(exc)[:200])
+        if kind in self._seen:
+            return
+        self._seen.add(kind)
+        logger.error(
+            "Frontier loop error on node %s; retrying (repeats of this error are counted, "
+            "not logged)",
+            self.node_id,
+            exc_info=exc,
+        )
+
+    def ended(self) -> None:
+        if self.count:
+            logger.warning(
+                "Frontier loop of node %s works again after %d failed round trips",
+                self.node_id,
+                self.count,
+            )
+            self.count = 0
+            self._seen.clear()

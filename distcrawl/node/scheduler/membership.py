@@ -57,6 +57,10 @@ class Membership:
         now = time.monotonic()
         if now - self._last_heartbeat >= self.heartbeat_interval:
             await self.heartbeat(info)
+            if time.monotonic() - now > self.heartbeat_timeout / 2:
+                # the heartbeat waited on a Redis that stood still: so did everyone's
+                self.recover_after(time.monotonic() + self.heartbeat_timeout)
+        now = time.monotonic()
         due = now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4)
         if due and now >= self._recover_after:
             return await self.recover()

@@ -1,5 +1,10 @@
-"""A node's view of a Redis outage: since when Redis has not answered, the two log lines an
-operator reads when it goes away and when it is back, and the retries of a node's start."""
+"""A node's view of a Redis outage: since when Redis has not served it, the two log lines an
+operator reads when it goes away and when it is back, and the bounded retries of a node's
+start.
+
+An outage is any failure :func:`~distcrawl.frontier.connection.outage_reason` names: a server
+out of reach, and one that answers but takes no writes (out of memory, busy, loading, a
+read-only replica, a master or cluster down)."""
 
 from __future__ import annotations
 
@@ -8,73 +13,159 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from distcrawl.base.names import stats as stat_keys
+from distcrawl.frontier.connection import outage_reason
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["UNREACHABLE", "RedisOutage", "retry_at_start"]
+__all__ = [
+    "OUTAGE_SETTLE",
+    "RedisOutage",
+    "RedisUnreachableAtStart",
+    "StartWait",
+]
 
 logger = logging.getLogger(__name__)
 
-#: the errors of a Redis out of reach (a round trip's outcome is then unknown)
-UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
+#: seconds Redis must have served a node without a failure before its outage counts as over: a
+#: server at its memory limit may take one call and refuse the next, and an outage that comes
+#: and goes is one outage, with one line when it starts and one when it ends
+OUTAGE_SETTLE = 3.0
 
 
 class RedisOutage:
-    """Counts ``frontier/redis_errors``; ``down`` while Redis has not answered since an
-    error."""
+    """Counts ``frontier/redis_errors`` (every failed round trip) and ``frontier/outages``;
+    ``down`` while the last round trip failed."""
 
-    def __init__(self, node_id: str, stats: StatsCollector, *, heartbeat_timeout: float) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        stats: StatsCollector,
+        *,
+        heartbeat_timeout: float,
+        settle: float = OUTAGE_SETTLE,
+    ) -> None:
         self.node_id = node_id
         self.stats = stats
         self.heartbeat_timeout = heartbeat_timeout
-        self.since: float | None = None  # monotonic time of the first error of this outage
+        self.settle = settle
+        self.since: float | None = None  # monotonic time the outage began (None: no outage)
+        self.down = False  # the last round trip failed
+        self._served_since: float | None = None  # first success since the last failure
+        self._reasons: dict[str, int] = {}  # failed round trips of this outage, by reason
+        self._waiting = ""  # what the node held for Redis at the last failure
 
-    @property
-    def down(self) -> bool:
-        return self.since is not None
-
-    def failed(self, exc: BaseException) -> None:
-        """A round trip failed because Redis could not be reached."""
+    def failed(self, exc: BaseException, *, waiting: str = "") -> None:
+        """A round trip failed with an outage (see :func:`outage_reason`); ``waiting`` says
+        what the node keeps for Redis meanwhile."""
+        reason = outage_reason(exc) or "unreachable"
         self.stats.inc_value(stat_keys.REDIS_ERRORS)
-        if self.since is None:
-            self.since = time.monotonic()
-            logger.error(
-                "Redis unavailable (%s); node %s pauses and keeps every request and "
-                "ack in memory until it is back",
-                exc,
-                self.node_id,
-            )
+        self._reasons[reason] = self._reasons.get(reason, 0) + 1
+        self._waiting = waiting
+        self.down = True
+        self._served_since = None
+        if self.since is not None:
+            return  # the same outage goes on: counted, not logged again
+        self.since = time.monotonic()
+        self.stats.inc_value(stat_keys.OUTAGES)
+        logger.error(
+            "Redis unavailable (%s: %s); node %s pauses, keeps every request and ack in "
+            "memory and retries with a growing wait until it is back",
+            reason,
+            _short(exc),
+            self.node_id,
+        )
 
     def answered(self) -> bool:
-        """A round trip succeeded; returns whether that ended an outage."""
+        """A round trip succeeded; returns whether it is the first since a failure (the caller
+        then recovers no other node for a heartbeat timeout: every heartbeat went stale while
+        Redis was away, ours as well as the live nodes'). The outage is over, and logged as
+        such, once Redis has served the node for ``settle`` seconds."""
         if self.since is None:
             return False
+        now = time.monotonic()
+        first = self.down
+        if first:
+            self.down = False
+            self._served_since = now
+        served = self._served_since if self._served_since is not None else now
+        if now - served >= self.settle:
+            self._over(served)
+        return first
+
+    def finish(self) -> None:
+        """The node stops: an outage Redis came back from is logged as over at once."""
+        if self.since is not None and not self.down:
+            self._over(self._served_since or time.monotonic())
+
+    def _over(self, served: float) -> None:
+        assert self.since is not None
+        reasons = ", ".join(f"{r} x{n}" for r, n in sorted(self._reasons.items()))
         logger.warning(
-            "Redis is back after %.1fs; node %s carries on (and recovers no other "
+            "Redis is back after %.1fs (%s); node %s carries on%s (and recovers no other "
             "node for %.0fs: they need time to heart-beat again)",
-            time.monotonic() - self.since,
+            served - self.since,
+            reasons,
             self.node_id,
+            f" with what waited: {self._waiting}" if self._waiting else "",
             self.heartbeat_timeout,
         )
         self.since = None
-        return True
+        self._served_since = None
+        self._reasons = {}
+        self._waiting = ""
 
 
-async def retry_at_start(func: Callable[[], Awaitable[None]]) -> None:
-    """Run ``func`` until Redis answers it, waiting longer between tries (0.5 s up to 10 s)."""
-    delay = 0.5
-    while True:
-        try:
-            await func()
-            return
-        except UNREACHABLE as exc:
-            logger.error("Redis unavailable at start (%s); retrying in %.1fs", exc, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class RedisUnreachableAtStart(RuntimeError):
+    """Redis did not serve a starting node within ``DISTCRAWL_REDIS_START_TIMEOUT``."""
+
+
+class StartWait:
+    """A node's start: each of its steps runs until Redis serves it, waiting longer between
+    tries (0.5 s up to 10 s), all of them within ``timeout`` seconds of the first (0: no
+    limit); then :class:`RedisUnreachableAtStart` (``where``: the masked URL, for the
+    message)."""
+
+    def __init__(self, *, timeout: float, where: str = "") -> None:
+        self.timeout = timeout
+        self.where = where
+        self.deadline = time.monotonic() + timeout if timeout > 0 else None
+
+    async def run(self, func: Callable[[], Awaitable[None]]) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await func()
+                return
+            except Exception as exc:
+                reason = outage_reason(exc)
+                if reason is None:
+                    raise
+                left = None if self.deadline is None else self.deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise RedisUnreachableAtStart(self._message(reason, exc)) from None
+                wait = delay if left is None else min(delay, left)
+                logger.error(
+                    "Redis unavailable at start (%s: %s); retrying in %.1fs",
+                    reason,
+                    _short(exc),
+                    wait,
+                )
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, 10.0)
+
+    def _message(self, reason: str, exc: BaseException) -> str:
+        target = f"Redis at {self.where}" if self.where else "Redis"
+        return (
+            f"{target} did not serve this node within {self.timeout:g}s of its start "
+            f"({reason}: {_short(exc)}); check REDIS_URL, or wait longer with "
+            "DISTCRAWL_REDIS_START_TIMEOUT (0: wait forever)"
+        )

@@ -3,13 +3,21 @@
 Seeds come from the Redis list ``catalog:start_urls`` through the frontier (plain URLs or
 JSON ``{"url", "priority", "meta"}``); the spider only turns a checked seed into a request.
 Each seed's site (its host) bounds the crawl that starts from it.
+
+A hostile page costs a bounded amount of work: its first ``DISTCRAWL_MAX_PARSE_BYTES`` are
+read, its first ``DISTCRAWL_MAX_LINKS_PER_PAGE`` links, for at most
+``DISTCRAWL_MAX_PARSE_SECONDS``; and a large page is analysed on a worker thread, so the node's
+event loop (its heartbeats, its Redis I/O, its downloads) goes on meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -18,15 +26,18 @@ from scrapy import signals
 from scrapy.http import TextResponse
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names import reasons
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.recent import RecentKeys
 from distcrawl.extract import SiteProfile, analyze, load_profiles
+from distcrawl.extract.page import PageAnalysis
 from distcrawl.extract.profile import ProfileError
 from distcrawl.node import signals as dc_signals
 from distcrawl.node.items import Product
 from distcrawl.node.revisit.unlisted import LISTED_META
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
     from typing import Self
 
     from scrapy.crawler import Crawler
@@ -36,10 +47,23 @@ if TYPE_CHECKING:
 
 __all__ = ["CatalogSpider"]
 
-#: the link kinds the spider follows, and the page kind each one leads to
-LINK_KINDS = {"category": "category", "listing": "listing", "next": "listing", "product": "product"}
+#: the link kinds the spider follows, and the page kind each one leads to, most valuable first
+#: (a page whose links are cut keeps its pagination and products before its categories)
+LINK_KINDS = {"next": "listing", "product": "product", "listing": "listing", "category": "category"}
+#: a body of this many bytes or more is analysed on the worker thread, off the event loop
+PARSE_THREAD_BYTES = 256 * 1024
 
 logger = logging.getLogger(__name__)
+
+#: the worker thread of large pages (one: their analyses queue, and so does their memory)
+_worker: ThreadPoolExecutor | None = None
+
+
+def _parse_worker() -> ThreadPoolExecutor:
+    global _worker
+    if _worker is None:
+        _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="distcrawl-parse")
+    return _worker
 
 
 def profile_paths(value: Any) -> list[str]:
@@ -54,7 +78,14 @@ class CatalogSpider(scrapy.Spider):
 
     Settings: ``DISTCRAWL_SITE_PROFILES`` (TOML files or folders), ``PAGE_PRIORITIES``
     (queue priority per page kind: pages that unlock many children go first),
-    ``CATALOG_KNOWN_LINKS``.
+    ``CATALOG_KNOWN_LINKS``, ``DISTCRAWL_MAX_PARSE_BYTES``, ``DISTCRAWL_MAX_LINKS_PER_PAGE``,
+    ``DISTCRAWL_MAX_PARSE_SECONDS``, ``DISTCRAWL_MAX_FOLLOW_PER_PAGE`` (new links one page hands
+    to the frontier, its most valuable first: pagination, products, listings, categories;
+    navigation repeated on every page gets in page by page). Stats:
+    ``safety/page_cut/<limit>`` (pages whose analysis a limit cut short: ``too_many_bytes``,
+    ``too_many_links``, ``parse_time``), ``safety/links_unread``,
+    ``safety/links_dropped/too_many_links`` (new links beyond the page's share),
+    ``catalog/pages/off_loop`` (pages analysed on the worker thread).
     """
 
     name = "catalog"
@@ -70,6 +101,10 @@ class CatalogSpider(scrapy.Spider):
         self.profiles: list[SiteProfile] = []
         self.priorities: dict[str, int] = SETTINGS.default("PAGE_PRIORITIES")
         self.known_links = RecentKeys(SETTINGS.default("CATALOG_KNOWN_LINKS"))
+        self.max_parse_bytes: int = SETTINGS.default("DISTCRAWL_MAX_PARSE_BYTES")
+        self.max_links: int = SETTINGS.default("DISTCRAWL_MAX_LINKS_PER_PAGE")
+        self.max_parse_seconds: float = SETTINGS.default("DISTCRAWL_MAX_PARSE_SECONDS")
+        self.max_follow: int = SETTINGS.default("DISTCRAWL_MAX_FOLLOW_PER_PAGE")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
@@ -93,6 +128,10 @@ class CatalogSpider(scrapy.Spider):
             )
         spider.priorities = SETTINGS.value(settings, "PAGE_PRIORITIES")
         spider.known_links = RecentKeys(SETTINGS.value(settings, "CATALOG_KNOWN_LINKS"))
+        spider.max_parse_bytes = SETTINGS.value(settings, "DISTCRAWL_MAX_PARSE_BYTES")
+        spider.max_links = SETTINGS.value(settings, "DISTCRAWL_MAX_LINKS_PER_PAGE")
+        spider.max_parse_seconds = SETTINGS.value(settings, "DISTCRAWL_MAX_PARSE_SECONDS")
+        spider.max_follow = SETTINGS.value(settings, "DISTCRAWL_MAX_FOLLOW_PER_PAGE")
         crawler.signals.connect(spider._scheduled, signal=signals.request_scheduled)
         # links pushed before Redis lost its last writes may be gone: push them again
         crawler.signals.connect(spider.known_links.clear, signal=dc_signals.frontier_rewound)
@@ -125,20 +164,57 @@ class CatalogSpider(scrapy.Spider):
             seed.url, callback=self.parse, priority=priority, meta=meta, dont_filter=True
         )
 
-    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+    def parse(
+        self, response: Response, **kwargs: Any
+    ) -> Iterator[Any] | Coroutine[Any, Any, Iterator[Any]]:
+        """The page's product and links: at once for a small page, through the worker thread
+        for a large one (a coroutine, which Scrapy awaits: the event loop runs meanwhile)."""
         stats = self.crawler.stats
         assert stats is not None
         if not isinstance(response, TextResponse):
             stats.inc_value(stat_keys.PAGES_NOT_HTML)
             self.logger.info("Skipped %s: not an HTML page (%s)", response.url, _ctype(response))
-            return
-        profile = SiteProfile.match(self.profiles, response.url)
-        page = analyze(
-            url=response.url, body=response.body, encoding=response.encoding, profile=profile
+            return iter(())
+        analyse = partial(
+            analyze,
+            url=response.url,
+            body=response.body,
+            encoding=response.encoding,
+            profile=SiteProfile.match(self.profiles, response.url),
+            max_bytes=self.max_parse_bytes,
+            max_links=self.max_links,
+            max_seconds=self.max_parse_seconds,
         )
+        if len(response.body) >= PARSE_THREAD_BYTES:
+            return self._parse_off_loop(response, analyse)
+        return self._follow(response, analyse())
+
+    async def _parse_off_loop(
+        self, response: Response, analyse: Callable[[], PageAnalysis]
+    ) -> Iterator[Any]:
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(stat_keys.PAGES_OFF_LOOP)
+        page = await asyncio.get_running_loop().run_in_executor(_parse_worker(), analyse)
+        return self._follow(response, page)
+
+    def _follow(self, response: Response, page: PageAnalysis) -> Iterator[Any]:
+        stats = self.crawler.stats
+        assert stats is not None
         stats.inc_value(stat_keys.PAGES(page.kind))
         for error in page.errors:
             self.logger.debug("Page %s: %s", response.url, error)
+        if page.cut:
+            for limit in page.cut:
+                stats.inc_value(stat_keys.PAGE_CUT(limit))
+            if page.links_unread:
+                stats.inc_value(stat_keys.LINKS_UNREAD, page.links_unread)
+            self.logger.warning(
+                "Page %s cut short (%s): %d links left unread (DISTCRAWL_MAX_PARSE_BYTES, "
+                "DISTCRAWL_MAX_LINKS_PER_PAGE, DISTCRAWL_MAX_PARSE_SECONDS)",
+                response.url,
+                ", ".join(page.cut),
+                page.links_unread,
+            )
         site = response.meta.get("site") or urlsplit(response.url).hostname
         if page.kind == "product" and page.product:
             yield Product(
@@ -154,7 +230,7 @@ class CatalogSpider(scrapy.Spider):
             k: v for k, v in response.meta.items() if k in ("site",) or k.startswith("seed_")
         }
         known = self.known_links
-        repeated = 0
+        repeated = followed = dropped = 0
         for link_kind, page_kind in LINK_KINDS.items():
             for url in page.links.get(link_kind, ()):
                 if url in known:
@@ -163,6 +239,10 @@ class CatalogSpider(scrapy.Spider):
                 if urlsplit(url).hostname != site:
                     stats.inc_value(stat_keys.LINKS_OFFSITE)
                     continue
+                if self.max_follow and followed >= self.max_follow:
+                    dropped += 1  # no request built: a dense page costs its parse, no more
+                    continue
+                followed += 1
                 yield scrapy.Request(
                     url,
                     callback=self.parse,
@@ -171,6 +251,15 @@ class CatalogSpider(scrapy.Spider):
                 )
         if repeated:
             stats.inc_value(stat_keys.LINKS_KNOWN, repeated)
+        if dropped:
+            stats.inc_value(stat_keys.LINKS_DROPPED(reasons.TOO_MANY_LINKS), dropped)
+            self.logger.warning(
+                "Page %s: followed %d of its %d new links, dropped the rest "
+                "(DISTCRAWL_MAX_FOLLOW_PER_PAGE)",
+                response.url,
+                followed,
+                followed + dropped,
+            )
 
 
 def _ctype(response: Response) -> str:

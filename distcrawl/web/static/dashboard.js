@@ -146,6 +146,14 @@
       setText("store-state", st.reachable ? `writing ${num(st.writes_per_s, 1)}/s` :
         "OUTAGE: MongoDB unreachable since " + new Date(st.outage_since * 1000).toLocaleTimeString());
     }
+    const mem = s.redis_memory;
+    if (!mem) { setText("redis-memory", "-"); setText("redis-memory-state", "INFO not readable"); }
+    else {
+      const mb = (n) => num(n / 1048576) + " MB";
+      setText("redis-memory", mem.maxmemory_bytes ? `${Math.round(mem.used_share * 100)}%` : mb(mem.used_bytes));
+      setText("redis-memory-state", mem.warning ||
+        (mem.maxmemory_bytes ? `${mb(mem.used_bytes)} of ${mb(mem.maxmemory_bytes)}, ${mem.policy}` : "no maxmemory"));
+    }
     renderNodes();
     if (state.sitesOrder === "busiest") renderSites(pageOf(s.sites, state.sitesPage, 10), s.sites.length);
     renderDeadCounts(s.dead_letters);
