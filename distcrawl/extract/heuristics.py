@@ -49,6 +49,7 @@ __all__ = [
     "HeuristicProduct",
     "breadcrumb_trail",
     "heuristic_product",
+    "printed_code",
     "sku_from_url",
 ]
 
@@ -708,14 +709,16 @@ def _read_availability(
         result.where["availability"] = "no out-of-stock wording in the product's block"
 
 
-def _read_identifiers(
-    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
-) -> None:
-    fields = result.fields
+def printed_code(
+    root: HtmlElement, cards: set[HtmlElement], page_text: str = ""
+) -> tuple[str, HtmlElement] | None:
+    """The product code an element marked as one shows (``itemprop=sku``, a class with
+    ``sku``/``product-code``/``item-number``/``product-ref``) outside chrome and other
+    products' cards, as printed without its label ("Product code: 141677" -> ``141677``)."""
     # any attribute may say "product-reference" (data-qa-qualifier=…): walking every
     # attribute of the page costs, so only where the source has the words at all
     marked = " | //@*[.='product-reference' or .='product-ref']"
-    if result.page_text and "product-ref" not in result.page_text:
+    if page_text and "product-ref" not in page_text:
         marked = ""
     el = next(
         (
@@ -731,7 +734,27 @@ def _read_identifiers(
         ),
         None,
     )
-    if el is not None and (sku := _code(_SKU_LABEL.sub("", _value(el)))):
+    if el is None or not (code := _code(_unlabelled(_value(el)))):
+        return None
+    return code, el
+
+
+def _unlabelled(value: str) -> str:
+    """*value* without the label before it: a known code label, else any few words without
+    digits before a colon ("Cod produs: DR2401", "Número de artículo: 1234")."""
+    value = _SKU_LABEL.sub("", value)
+    head, colon, tail = value.partition(":")
+    if colon and tail.strip() and len(head.split()) <= 3 and not any(c.isdigit() for c in head):
+        return tail
+    return value
+
+
+def _read_identifiers(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
+) -> None:
+    fields = result.fields
+    if (shown := printed_code(root, cards, result.page_text)) is not None:
+        sku, el = shown
         fields["sku"] = sku
         where = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
         result.where["sku"] = f"<{el.tag} {where}>"
