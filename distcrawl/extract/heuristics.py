@@ -102,6 +102,8 @@ _SKU_LABEL = re.compile(
     r"|code|ref(?:erence)?|model|mpn)\s*[:#.]?\s*",
     re.IGNORECASE,
 )
+#: what is not a letter or digit (a code's separators)
+_ALNUM = re.compile(r"[\W_]+")
 #: "-code" classes that are not the product's: postal, zip, promo, coupon, voucher, country
 _NOT_A_PRODUCT_CODE = re.compile(
     r"postal|post-code|postcode|zip|promo|coupon|voucher|discount|gift|country|area-code|phone"
@@ -734,7 +736,14 @@ def printed_code(
         ),
         None,
     )
-    if el is None or not (code := _code(_unlabelled(_value(el)))):
+    if el is None:
+        return None
+    value = _value(el)
+    shown = _text(el)
+    if shown != value and _ALNUM.sub("", shown) == _ALNUM.sub("", value):
+        # content="4667999" on a code printed "466/7999": the code as printed, not reshaped
+        value = shown
+    if not (code := _code(_unlabelled(value))):
         return None
     return code, el
 

@@ -147,6 +147,24 @@ def test_a_code_in_a_script_is_not_shown_on_the_page() -> None:
     assert product["sku"] == "MKI6"
 
 
+def test_a_code_printed_with_separators_is_kept_as_printed_over_its_content_attribute() -> None:
+    product = _product(
+        "<h1>Kettle</h1><span class='price'>£24.99</span>"
+        "<button class='add-to-cart'>Add to trolley</button>"
+        "<span itemprop='sku' content='4667999'>466/7999</span>"
+    )
+    assert product["sku"] == "466/7999"
+
+
+def test_a_content_attribute_that_is_another_code_than_the_text_is_the_code() -> None:
+    product = _product(
+        "<h1>Kettle</h1><span class='price'>£24.99</span>"
+        "<button class='add-to-cart'>Add to trolley</button>"
+        "<span itemprop='sku' content='4667999'>Cat. no. shown below</span>"
+    )
+    assert product["sku"] == "4667999"
+
+
 def test_the_price_beside_the_heading_and_buy_button_beats_a_price_box_outside_them() -> None:
     product = _product(
         "<ul class='deal'><li><div class='title'>Jerky, any 10 packs</div>"
