@@ -111,7 +111,10 @@ _NOT_A_PRODUCT_CODE = re.compile(
 )
 #: a long number ending the last path segment (``/itm/302474151804``, ``…-p400105394.html``)
 _URL_ID = re.compile(r"(?<!\d)(\d{5,14})(?:\.html?|\.aspx|\.php)?/?$")
-_SKU_IN_TEXT = re.compile(r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})")
+#: the label ends where a word would go on: "SKUGGIS" is a name, not "SKU: GGIS"
+_SKU_IN_TEXT = re.compile(
+    r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)(?![A-Za-z])\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})"
+)
 _GTIN_IN_TEXT = re.compile(r"\b(?:GTIN|EAN|UPC|ISBN)(?:-?1[03])?\s*[:#]?\s*(\d[\d\- ]{6,16}\d)")
 # the labels those two start with: a substring check is far cheaper than a regex that tries
 # its leading \b at every position of the page's text

@@ -165,6 +165,22 @@ def test_a_content_attribute_that_is_another_code_than_the_text_is_the_code() ->
     assert product["sku"] == "4667999"
 
 
+def test_a_name_that_starts_with_sku_is_no_sku_label() -> None:
+    product = _product(
+        "<h1>SKUGGIS hook</h1><span class='price'>€4.99</span>"
+        "<button class='add-to-cart'>Add to cart</button><p>SKUGGIS hooks hold coats.</p>"
+    )
+    assert product["sku"] is None
+
+
+def test_a_sku_printed_in_text_is_read() -> None:
+    product = _product(
+        "<h1>Coat hook</h1><span class='price'>€4.99</span>"
+        "<button class='add-to-cart'>Add to cart</button><p>SKU: HK-2041</p>"
+    )
+    assert product["sku"] == "HK-2041"
+
+
 def test_the_price_beside_the_heading_and_buy_button_beats_a_price_box_outside_them() -> None:
     product = _product(
         "<ul class='deal'><li><div class='title'>Jerky, any 10 packs</div>"
