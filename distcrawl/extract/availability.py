@@ -9,6 +9,7 @@ the stock ("Out of stock", "Only 3 left") from any text that merely contains suc
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = [
     "MAX_STOCK_LINE",
@@ -37,9 +38,11 @@ SCHEMA_AVAILABILITY: dict[str, str] = {
     )
 }
 
-#: free-text patterns in the order they are tried; the first match wins
+#: free-text patterns in the order they are tried; the first match wins. They are lower
+#: case and matched against the lowered text: a case-blind search of these alternations
+#: costs the regex engine several times more
 _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(pattern, re.IGNORECASE))
+    (name, re.compile(pattern))
     for name, pattern in (
         ("Discontinued", r"discontinued|no longer (?:available|sold|produced)|end of life"),
         ("PreOrder", r"pre[\s_-]?order|pre[\s_-]?sale|vorbestell|pr[ée][\s_-]?commande|reserva"),
@@ -159,6 +162,19 @@ def normalize_availability(value: object) -> str | None:
         return normalize_availability(value[0])
     if not isinstance(value, str):
         return None
+    if len(value) > _CACHED_TEXT_LENGTH:
+        return _text_availability(value)
+    return _cached_text_availability(value)
+
+
+#: distinct short texts whose reading is remembered: a shop's pages repeat their template's
+#: texts ("In stock", "Add to basket"), and the phrase search is the costly part
+_CACHED_TEXTS = 8192
+#: texts longer than this are read each time (the cache's memory stays small)
+_CACHED_TEXT_LENGTH = 1000
+
+
+def _text_availability(value: str) -> str | None:
     text = " ".join(value.split())[:300]
     if not text:
         return None
@@ -167,16 +183,29 @@ def normalize_availability(value: object) -> str | None:
     exact = SCHEMA_AVAILABILITY.get(bare.lower())
     if exact is not None:
         return exact
+    lowered = text.lower()
     for name, pattern in _PHRASES:
-        if pattern.search(text):
+        if pattern.search(lowered):
             return name
     return None
+
+
+_cached_text_availability = lru_cache(maxsize=_CACHED_TEXTS)(_text_availability)
 
 
 def stock_line(text: str) -> str | None:
     """The availability a short line or badge says when that is all it says ("Out of stock",
     "Only 3 left!", "In stock (22 available)", "Ausverkauft"), else None ("Available in 3
     colours" is a sentence about something else)."""
+    if len(text) > _CACHED_TEXT_LENGTH:
+        text = text.strip()
+        if len(text) > 4 * MAX_STOCK_LINE:
+            return None  # longer than any line, however indented
+    return _stock_line(text)
+
+
+@lru_cache(maxsize=_CACHED_TEXTS)
+def _stock_line(text: str) -> str | None:
     text = text.strip()
     if len(text) > MAX_STOCK_LINE:
         if len(text) > 4 * MAX_STOCK_LINE:

@@ -49,6 +49,7 @@ __all__ = [
     "HeuristicProduct",
     "breadcrumb_trail",
     "heuristic_product",
+    "printed_code",
     "sku_from_url",
 ]
 
@@ -101,6 +102,8 @@ _SKU_LABEL = re.compile(
     r"|code|ref(?:erence)?|model|mpn)\s*[:#.]?\s*",
     re.IGNORECASE,
 )
+#: what is not a letter or digit (a code's separators)
+_ALNUM = re.compile(r"[\W_]+")
 #: "-code" classes that are not the product's: postal, zip, promo, coupon, voucher, country
 _NOT_A_PRODUCT_CODE = re.compile(
     r"postal|post-code|postcode|zip|promo|coupon|voucher|discount|gift|country|area-code|phone"
@@ -108,7 +111,10 @@ _NOT_A_PRODUCT_CODE = re.compile(
 )
 #: a long number ending the last path segment (``/itm/302474151804``, ``…-p400105394.html``)
 _URL_ID = re.compile(r"(?<!\d)(\d{5,14})(?:\.html?|\.aspx|\.php)?/?$")
-_SKU_IN_TEXT = re.compile(r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})")
+#: the label ends where a word would go on: "SKUGGIS" is a name, not "SKU: GGIS"
+_SKU_IN_TEXT = re.compile(
+    r"\b(?:SKU|Art\.?-?Nr\.?|Item\s?#)(?![A-Za-z])\s*[:#]?\s*([A-Za-z0-9][\w\-./]{2,40})"
+)
 _GTIN_IN_TEXT = re.compile(r"\b(?:GTIN|EAN|UPC|ISBN)(?:-?1[03])?\s*[:#]?\s*(\d[\d\- ]{6,16}\d)")
 # the labels those two start with: a substring check is far cheaper than a regex that tries
 # its leading \b at every position of the page's text
@@ -708,14 +714,16 @@ def _read_availability(
         result.where["availability"] = "no out-of-stock wording in the product's block"
 
 
-def _read_identifiers(
-    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
-) -> None:
-    fields = result.fields
+def printed_code(
+    root: HtmlElement, cards: set[HtmlElement], page_text: str = ""
+) -> tuple[str, HtmlElement] | None:
+    """The product code an element marked as one shows (``itemprop=sku``, a class with
+    ``sku``/``product-code``/``item-number``/``product-ref``) outside chrome and other
+    products' cards, as printed without its label ("Product code: 141677" -> ``141677``)."""
     # any attribute may say "product-reference" (data-qa-qualifier=…): walking every
     # attribute of the page costs, so only where the source has the words at all
     marked = " | //@*[.='product-reference' or .='product-ref']"
-    if result.page_text and "product-ref" not in result.page_text:
+    if page_text and "product-ref" not in page_text:
         marked = ""
     el = next(
         (
@@ -731,7 +739,34 @@ def _read_identifiers(
         ),
         None,
     )
-    if el is not None and (sku := _code(_SKU_LABEL.sub("", _value(el)))):
+    if el is None:
+        return None
+    value = _value(el)
+    shown = _text(el)
+    if shown != value and _ALNUM.sub("", shown) == _ALNUM.sub("", value):
+        # content="4667999" on a code printed "466/7999": the code as printed, not reshaped
+        value = shown
+    if not (code := _code(_unlabelled(value))):
+        return None
+    return code, el
+
+
+def _unlabelled(value: str) -> str:
+    """*value* without the label before it: a known code label, else any few words without
+    digits before a colon ("Cod produs: DR2401", "Número de artículo: 1234")."""
+    value = _SKU_LABEL.sub("", value)
+    head, colon, tail = value.partition(":")
+    if colon and tail.strip() and len(head.split()) <= 3 and not any(c.isdigit() for c in head):
+        return tail
+    return value
+
+
+def _read_identifiers(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct, *, labels: bool = True
+) -> None:
+    fields = result.fields
+    if (shown := printed_code(root, cards, result.page_text)) is not None:
+        sku, el = shown
         fields["sku"] = sku
         where = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
         result.where["sku"] = f"<{el.tag} {where}>"

@@ -35,7 +35,13 @@ from distcrawl.base.names import reasons
 
 from .availability import normalize_availability
 from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, join_url, same_site
-from .heuristics import HEURISTIC_FIELDS, HeuristicProduct, heuristic_product, sku_from_url
+from .heuristics import (
+    HEURISTIC_FIELDS,
+    HeuristicProduct,
+    heuristic_product,
+    printed_code,
+    sku_from_url,
+)
 from .links import LINK_KINDS, LinkScan, scan_links
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .profile import FIELD_NAMES, SiteProfile
@@ -324,6 +330,8 @@ def _analyze_page(
     product, sources = _merge(candidates, profile)
     _merge_category_path(product, sources, structured.breadcrumbs, canonical_url, candidates)
     product["url"] = canonical_url
+    if sources.get("sku") not in (None, "profile", "heuristics"):
+        _prefer_printed_code(root, scan.cards, text, product, sources, heuristic.where)
     if not product.get("sku") and (from_url := sku_from_url(canonical_url)):
         product["sku"], sources["sku"] = from_url, "url"
     if not product.get("availability") and product.get("price") is not None:
@@ -336,6 +344,41 @@ def _analyze_page(
         errors.append("product page without a product name")
     where = heuristic.where
     return PageAnalysis(url, kind, canonical_url, result, links, errors, sources, where)
+
+
+def _prefer_printed_code(
+    root: HtmlElement,
+    cards: set[HtmlElement],
+    text: str,
+    product: dict[str, Any],
+    sources: dict[str, str],
+    where: dict[str, str],
+) -> None:
+    """The code the page shows as its product code over a structured-data ``sku`` that the
+    page never shows: shops put internal ids (a catalogue key, a variant's id) in their
+    markup and print the code their customers quote."""
+    printed = printed_code(root, cards, text)
+    if printed is None or printed[0] == product["sku"]:
+        return
+    code, el = printed
+    structured_sku = str(product["sku"])
+    if _shows(root, structured_sku):
+        return
+    marked = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
+    where["sku"] = (
+        f"<{el.tag} {marked}> (overruled {sources['sku']} sku {structured_sku!r}:"
+        " not shown on the page)"
+    )
+    product["sku"], sources["sku"] = code, "heuristics"
+
+
+def _shows(root: HtmlElement, value: str) -> bool:
+    """Whether a text of the page's body outside scripts and styles contains *value*."""
+    found = root.xpath(
+        "boolean(//body//text()[contains(., $v)][not(ancestor::script or ancestor::style)])",
+        v=value,
+    )
+    return bool(found)
 
 
 #: what each value of ``PageAnalysis.sources`` is, in the words of ``extract --explain``

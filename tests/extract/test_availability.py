@@ -70,3 +70,13 @@ def test_availability_names(value: object, name: str | None) -> None:
 )
 def test_stock_counts(text: str, name: str) -> None:
     assert normalize_availability(text) == name
+
+
+def test_a_long_text_is_read_whole_and_a_stock_line_however_indented_is_one() -> None:
+    from distcrawl.extract.availability import stock_line
+
+    # past the length whose readings are remembered, the same reading: its first 300 chars
+    assert normalize_availability("Sold out. " + "A sentence about it. " * 60) == "OutOfStock"
+    assert normalize_availability("A sentence about it. " * 60 + "Sold out") is None
+    assert stock_line(" " * 1200 + "In stock" + "\n" * 50) == "InStock"
+    assert stock_line("Sold out " * 200) is None

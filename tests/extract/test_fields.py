@@ -105,6 +105,82 @@ def test_a_structured_sku_of_two_words_is_kept() -> None:
     assert _product(f"{ld}<h1>Lamp</h1>")["sku"] == "AB 1234"
 
 
+def _ld(sku: str) -> str:
+    return (
+        '<script type="application/ld+json">{"@context": "https://schema.org",'
+        f' "@type": "Product", "name": "Drum unit", "sku": "{sku}",'
+        ' "offers": {"@type": "Offer", "price": "63.07", "priceCurrency": "RON"}}</script>'
+    )
+
+
+def test_the_printed_product_code_beats_a_structured_sku_the_page_never_shows() -> None:
+    analysis = analyze(
+        url=URL,
+        body=(
+            f"<html><body>{_ld('DMCSZ4BBM')}<h1>Drum unit</h1>"
+            "<span class='product-code-display'>Cod produs: DR2401</span></body></html>"
+        ).encode(),
+    )
+    assert analysis.product is not None and analysis.product["sku"] == "DR2401"
+    assert analysis.sources["sku"] == "heuristics"
+    assert "overruled json-ld sku 'DMCSZ4BBM'" in analysis.where["sku"]
+
+
+def test_a_structured_sku_the_page_shows_is_kept_over_another_printed_code() -> None:
+    product = _product(
+        f"{_ld('DMCSZ4BBM')}<h1>Drum unit</h1><p>Catalogue key DMCSZ4BBM</p>"
+        "<span class='product-code'>Product code: DR2401</span>"
+    )
+    assert product["sku"] == "DMCSZ4BBM"
+
+
+def test_a_structured_sku_is_kept_when_no_element_prints_a_code() -> None:
+    product = _product(f"{_ld('DMCSZ4BBM')}<h1>Drum unit</h1><p>Model: DR2401</p>")
+    assert product["sku"] == "DMCSZ4BBM"
+
+
+def test_a_code_in_a_script_is_not_shown_on_the_page() -> None:
+    product = _product(
+        f"{_ld('MKI6-1')}<script>var id = 'MKI6-1';</script><h1>Drum unit</h1>"
+        "<div class='product-sku'>MKI6</div>"
+    )
+    assert product["sku"] == "MKI6"
+
+
+def test_a_code_printed_with_separators_is_kept_as_printed_over_its_content_attribute() -> None:
+    product = _product(
+        "<h1>Kettle</h1><span class='price'>£24.99</span>"
+        "<button class='add-to-cart'>Add to trolley</button>"
+        "<span itemprop='sku' content='4667999'>466/7999</span>"
+    )
+    assert product["sku"] == "466/7999"
+
+
+def test_a_content_attribute_that_is_another_code_than_the_text_is_the_code() -> None:
+    product = _product(
+        "<h1>Kettle</h1><span class='price'>£24.99</span>"
+        "<button class='add-to-cart'>Add to trolley</button>"
+        "<span itemprop='sku' content='4667999'>Cat. no. shown below</span>"
+    )
+    assert product["sku"] == "4667999"
+
+
+def test_a_name_that_starts_with_sku_is_no_sku_label() -> None:
+    product = _product(
+        "<h1>SKUGGIS hook</h1><span class='price'>€4.99</span>"
+        "<button class='add-to-cart'>Add to cart</button><p>SKUGGIS hooks hold coats.</p>"
+    )
+    assert product["sku"] is None
+
+
+def test_a_sku_printed_in_text_is_read() -> None:
+    product = _product(
+        "<h1>Coat hook</h1><span class='price'>€4.99</span>"
+        "<button class='add-to-cart'>Add to cart</button><p>SKU: HK-2041</p>"
+    )
+    assert product["sku"] == "HK-2041"
+
+
 def test_the_price_beside_the_heading_and_buy_button_beats_a_price_box_outside_them() -> None:
     product = _product(
         "<ul class='deal'><li><div class='title'>Jerky, any 10 packs</div>"
