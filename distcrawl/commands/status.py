@@ -1,8 +1,9 @@
 """``status``: the whole cluster at a glance: queue by page kind, parked retries, nodes and their
 heartbeats, pages/min and products/min, dead letters, errors and the time left to drain.
 
-``scrapy status [SPIDER]`` on any node, or ``distcrawl status [SPIDER]``; ``--watch`` redraws
-it live, ``--json`` prints one JSON object for scripts. Rates need two heartbeats of a node:
+``scrapy status [SPIDER]`` on any node, or ``distcrawl status [SPIDER]`` (by default the
+project's only spider); ``--watch`` redraws it live, ``--json`` prints one JSON object for
+scripts. Rates need two heartbeats of a node:
 a one-shot status waits for them (``--sample``), ``--watch`` averages over the last minute.
 """
 
@@ -43,7 +44,7 @@ DEFAULT_WATCH_INTERVAL = 2.0
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
-    add_spider_argument(parser)
+    add_spider_argument(parser, optional=True)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--watch",
