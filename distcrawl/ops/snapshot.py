@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DEAD_SAMPLE",
+    "JOURNAL_AT_FIELD",
+    "JOURNAL_LEFT_FIELD",
     "NodeRecord",
     "Revisits",
     "Snapshot",
@@ -46,6 +48,10 @@ __all__ = [
 DEFAULT_DEAD_SAMPLE = 10_000
 #: stopped and recovered nodes read from the registry of gone nodes (newest first)
 _MAX_GONE = 100
+#: fields of a node's hash written by ``journal replay`` of its journal once it stopped: the
+#: products its journal's folder still held, and when (ms, server clock)
+JOURNAL_LEFT_FIELD = "journal_left"
+JOURNAL_AT_FIELD = "journal_at"
 
 
 def _text(value: Any) -> str:
@@ -88,6 +94,9 @@ class NodeRecord:
     leases: int = 0
     #: seeds it took from the start list and has not pushed into the frontier yet
     seeding: int = 0
+    #: what a replay of its journal by hand left in it, and when (None: no replay since)
+    journal_left: int | None = None
+    journal_at_ms: int | None = None
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -235,6 +244,8 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
             info=_json_object(fields.get("info")),
             leases=held.get(name, 0),
             seeding=int(got[("seeding", name)]),
+            journal_left=_int_or_none(fields.get(JOURNAL_LEFT_FIELD)),
+            journal_at_ms=_int_or_none(fields.get(JOURNAL_AT_FIELD)),
         )
     rooms = [(int(got[("room", sh.index, site)]), sh, site) for sh, site in first_due]
     top = sorted([room for room in rooms if room[0]], key=lambda t: -t[0])[:TOP_SITES]

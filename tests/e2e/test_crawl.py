@@ -256,6 +256,15 @@ def test_a_node_that_cannot_store_its_journal_exits_3_and_status_shows_the_produ
     assert status["totals"]["journal_held"] == 30
 
     mongo_server.start()
-    assert main(["journal", "replay", str(journal), "--mongo-uri", mongo_uri]) == 0
+    replay = ["journal", "replay", str(journal), "--mongo-uri", mongo_uri, "--json"]
+    assert main([*replay, "-s", f"REDIS_URL={redis_url}"]) == 0
+    out, _ = capsys.readouterr()
+    assert json_.loads(out)["told"] == ["stranded"]  # the crawl learnt what the replay left
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
     assert_each_product_once(mongo_uri, shop)
+    # status (and with it the dashboard and /metrics) now shows the journal empty
+    code = main(["status", "catalog", "--json", "--sample", "0", "-s", f"REDIS_URL={redis_url}"])
+    out, err = capsys.readouterr()
+    status = json_.loads(out)
+    (entry,) = [n for n in status["nodes"] if n["node"] == "stranded"]
+    assert (entry["journal_held"], status["totals"]["journal_held"]) == (0, 0)

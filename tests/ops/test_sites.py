@@ -28,6 +28,11 @@ def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> No
     # a 429: the shared rate is halved (worn off so slowly that it reads 0.5 here)
     store.sync("n1", feedback=[("slow.test", 0, 1, 0)], budget=SiteBudget(recovery=3600))
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    cut = status["sites"][0].pop("cut")
+    # why it runs below its rate: the cut's cause, when, the factor and when it wears off
+    assert (cut["factor"], cut["wears_off_in_s"]) == (0.5, 1800.0)
+    assert 0 <= cut["since_s"] < 60 and cut["at_ms"] <= status["server_time_ms"]
+    assert cut["why"].endswith(": rate at 50%, full again within 30m00s")
     assert status["sites"] == [
         {
             "site": "slow.test",

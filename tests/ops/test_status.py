@@ -157,8 +157,8 @@ def test_nodes_publish_their_own_rates_so_every_reader_sums_the_same(r) -> None:
     store = FrontierStore(r, KEYS)
     for name, pages in (("n1", 600), ("n2", 300)):
         own = OwnRates()
-        own.update(0, {"catalog/pages/product": 0, "item_scraped_count": 0})
-        rates = own.update(60_000, {"catalog/pages/product": pages, "item_scraped_count": 10})
+        own.update(0, {"response_received_count": 0, "item_scraped_count": 0})
+        rates = own.update(60_000, {"response_received_count": pages, "item_scraped_count": 10})
         assert rates == {"pages": pages, "products": 10.0, "acked": 0.0}
         store.heartbeat(name, json.dumps({"stats": {}, "rates": rates}))
     # two readers with their own (empty) trackers, as two nodes' progress lines are
@@ -168,18 +168,19 @@ def test_nodes_publish_their_own_rates_so_every_reader_sums_the_same(r) -> None:
     assert [n["pages_per_min"] for n in first["nodes"]] == [600, 300]
 
 
-def test_a_node_shows_its_failures_and_its_journal_backlog(r) -> None:
+def test_a_node_shows_its_failures_and_its_journal(r) -> None:
     stats = {
         "log_count/ERROR": 1,
         "downloader/exception_type_count/twisted.internet.error.TimeoutError": 2,
         "downloader/response_status_count/503": 5,  # the site's answer, not the node's failure
         "pipeline/journaled": 9,
         "pipeline/replayed": 4,
+        "pipeline/journal_held": 5,
     }
     beat(r, KEYS, "n1", stats)
     beat(r, KEYS, "n2", {})
     nodes = {
         n["node"]: n for n in build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)["nodes"]
     }
-    assert (nodes["n1"]["errors"], nodes["n1"]["journal_backlog"]) == (3, 5)
-    assert (nodes["n2"]["errors"], nodes["n2"]["journal_backlog"]) == (0, None)
+    assert (nodes["n1"]["errors"], nodes["n1"]["journal_held"]) == (3, 5)
+    assert (nodes["n2"]["errors"], nodes["n2"]["journal_held"]) == (0, 0)

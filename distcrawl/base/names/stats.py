@@ -233,6 +233,11 @@ JOURNAL_DAMAGED = _stat("pipeline/journal_damaged", "damaged journal records ski
 JOURNAL_HELD = _stat(
     "pipeline/journal_held", "products left in the local journal (not in MongoDB yet)"
 )
+JOURNAL_PATH = _stat(
+    "pipeline/journal_path",
+    "the node's journal directory (text; published with its heartbeat, so that a replay by "
+    "hand can tell the crawl what it finished)",
+)
 ITEMS_DROPPED = Family(STATS, "pipeline/dropped/", "reason", "items dropped, by refusal reason")
 
 # -- safety --------------------------------------------------------------------------------

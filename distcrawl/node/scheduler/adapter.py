@@ -51,7 +51,7 @@ from distcrawl.node.scheduler.reconcile import report_rewind
 from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
 from distcrawl.node.scheduler.seeds import SeedFeed
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
-from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress
+from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteActivity
 from distcrawl.node.seeds.sources import SeedSource
 
 if TYPE_CHECKING:
@@ -162,6 +162,7 @@ class FrontierScheduler(BaseScheduler):
         self._local = LocalQueue(self.stats)
         self._writes = WriteBuffers(latency_target=latency_target)
         self._feedback = self._writes.feedback
+        self._sites = SiteActivity()
         self._wake = asyncio.Event()  # the I/O loop waits on it
         #: a page's ack or a link joined the write buffers: the I/O loop's ``wrote`` once open
         self._wrote: Callable[[], None] = self._wake.set
@@ -337,6 +338,7 @@ class FrontierScheduler(BaseScheduler):
             stats=self.stats,
             heartbeat_interval=self.heartbeat_interval,
             heartbeat_timeout=self.heartbeat_timeout,
+            sites=self._sites,
         )
         drain = DrainWatch(
             store=store,
@@ -356,6 +358,8 @@ class FrontierScheduler(BaseScheduler):
         # response_downloaded fires for every answer, also those the retry middleware turns
         # into a retry (response_received would only see the last one)
         self.crawler.signals.connect(self._response_received, signal=signals.response_downloaded)
+        # pages per site, counted as Scrapy counts the node's pages (response_received_count)
+        self.crawler.signals.connect(self._page_received, signal=signals.response_received)
         if policy is not None:
             self._revisits = self._revisit_hooks(policy, store, keys)
             # the answer that leaves the downloader middlewares (not one turned into a retry)
@@ -570,6 +574,11 @@ class FrontierScheduler(BaseScheduler):
             b"Retry-After" in response.headers,
             float(request.meta.get("download_latency", 0.0)),
         )
+
+    def _page_received(self, response: Any, request: Request, spider: Spider) -> None:
+        site = urlparse_cached(request).hostname
+        if site:
+            self._sites.record(site)
 
     def _spider_idle(self, spider: Spider) -> None:
         # a spider that ends once the crawl is drained is idle only then (see
