@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -152,6 +153,10 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         assert set(live) == {"s1", "s2", "s3"}
         assert all(n["pages_per_min"] > 0 for n in live.values()), live
         assert status["totals"]["products_per_min"] > 0
+        # one site: its pages/min is the nodes' pages/min, both over the nodes' same window
+        # (each figure rounded to 0.1 by the node that publishes it)
+        (site,) = [s for s in status["sites"] if s["site"] == urlsplit(shop.url).hostname]
+        assert abs(site["pages_per_min"] - status["totals"]["pages_per_min"]) <= 0.1 * len(live)
 
         nodes[2].kill()  # kill -9: no goodbye, its leases wait for the heartbeat timeout
 
