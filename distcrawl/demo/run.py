@@ -206,6 +206,39 @@ def run(args: argparse.Namespace) -> int:
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="distcrawl-demo-"))
     home.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    try:
+        return _run(args, home, say)
+    except KeyboardInterrupt:
+        # every server and node the demo started is stopped by now (the clean-ups ran)
+        print(_what_stays(args, home), file=sys.stderr, flush=True)
+        raise
+
+
+def _what_stays(args: argparse.Namespace, home: Path) -> str:
+    """What an interrupted demo leaves behind, and how to get rid of it."""
+    if not args.home:
+        return (
+            f"the demo leaves its node logs and server data in {home} ({_size(home)}): "
+            f"`rm -r {home}` deletes them"
+        )
+    return "; ".join(_services_left(home)) or f"the crawl's data stays in {home}"
+
+
+def _size(folder: Path) -> str:
+    total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    return f"{total / 1e6:.1f} MB"
+
+
+def _services_left(home: Path) -> list[str]:
+    """The embedded servers of *home* still running, and the command that stops them."""
+    running = {n: i for n, i in services_status(home).items() if i["running"]}
+    if not running:
+        return []
+    names = " and ".join(f"{n} ({mask_url(str(i['url']))})" for n, i in running.items())
+    return [f"{names} of {home} keep running: `distcrawl services stop --home {home}` stops them"]
+
+
+def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
     was_running = {name for name, info in services_status(home).items() if info["running"]}
     started_services = not args.home
     cluster: LocalRedisCluster | None = None
@@ -278,6 +311,13 @@ def run(args: argparse.Namespace) -> int:
     summary["home_kept"] = str(home) if args.home or not ok else None
     if not args.home and ok:
         shutil.rmtree(home, ignore_errors=True)
+    # the summary names only what is still there
+    summary["node_logs"] = [log for log in summary["node_logs"] if Path(log).exists()]
+    summary["services_running"] = {
+        name: mask_url(str(info["url"]))
+        for name, info in (services_status(home).items() if home.exists() else ())
+        if info["running"]
+    }
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
@@ -296,6 +336,8 @@ def run(args: argparse.Namespace) -> int:
             )
     if not args.home and not ok:
         say(f"node logs and server data kept in {home}")
+    for line in _services_left(home) if args.home else ():
+        say(line)
     return 0 if ok else 1
 
 

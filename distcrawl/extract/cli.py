@@ -16,8 +16,8 @@ import gzip
 import io
 import json
 import sys
-import zlib
 import urllib.request
+import zlib
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
