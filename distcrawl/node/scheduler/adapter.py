@@ -37,8 +37,10 @@ from distcrawl.node.scheduler.deadletter import dead_letter
 from distcrawl.node.scheduler.drain import DrainWatch, waits_for_seeds
 from distcrawl.node.scheduler.identity import (
     NodeIdInUse,
+    NodeRefused,
     claim_node_id,
     default_node_id,
+    refuse,
     rejoin,
 )
 from distcrawl.node.scheduler.leases import LeaseIntake
@@ -316,6 +318,8 @@ class FrontierScheduler(BaseScheduler):
         start = StartWait(timeout=self.start_timeout, where=mask_url(self.redis_url))
         try:
             await start.run(self._check_format)
+            if self._refused:
+                return
             # an evicting Redis is refused before the node writes anything, the record included
             await start.run(
                 lambda: check_memory_at_open(client, allow_eviction=self.allow_eviction)
@@ -423,6 +427,8 @@ class FrontierScheduler(BaseScheduler):
         )
         try:
             await start.run(self._claim_node_id)
+            if self._refused:
+                return
             await start.run(lambda: rejoin(store, node_id=self.node_id, stats=self.stats))
             limits = site_limits(profiles, self.site_limits)
             await start.run(lambda: publish_site_limits(store, limits))
@@ -465,8 +471,7 @@ class FrontierScheduler(BaseScheduler):
             await self.store.check_format()
         except CrawlFormatError as refused:
             logger.error("Node refuses to start: %s", refused)
-            self._refused = True  # close touches nothing
-            raise
+            self._refuse_start(reasons.OTHER_FORMAT, str(refused))
 
     async def _claim_node_id(self) -> None:
         assert self.store is not None
@@ -479,10 +484,23 @@ class FrontierScheduler(BaseScheduler):
                 # a few of the other owner's beats: it beats at least once per idle wait
                 watch=max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5,
             )
-        except (NodeIdInUse, CrawlFormatError):
+        except (NodeIdInUse, CrawlFormatError) as refusal:
             # the leases are another process's, or the crawl another format's: close touches none
-            self._refused = True
-            raise
+            reason = refusal.reason if isinstance(refusal, NodeRefused) else reasons.OTHER_FORMAT
+            self._refuse_start(reason, str(refusal))
+
+    def _refuse_start(self, reason: str, message: str) -> None:
+        """The node refuses to start: one log line, and the spider closes once it is open with
+        *reason* as its finish reason (an exception while it opens would end the crawl under
+        Scrapy's own tracebacks); close touches nothing of the crawl."""
+        self._refused = True
+        refuse(self.node_id, message)
+
+        def close_at_once(spider: Spider) -> None:
+            raise CloseSpider(reason)
+
+        self._close_at_once = close_at_once  # signals hold their receivers weakly
+        self.crawler.signals.connect(close_at_once, signal=signals.spider_opened)
 
     async def _close(self, reason: str) -> None:
         loop = self._loop
