@@ -31,8 +31,8 @@ from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.servers.cluster import LocalRedisCluster
 from distcrawl.servers.embedded import ensure_mongo, ensure_redis, services_status, stop_services
 
-#: the seed list on a Redis Cluster: inside the crawl's hash tag
-CLUSTER_START_KEY = "{catalog}:start_urls"
+#: the seed list, on one server and on a Redis Cluster alike
+START_KEY = "catalog:start_urls"
 #: seconds a demo crawl may take before the nodes are stopped and the run reported as failed
 DEFAULT_TIMEOUT = 600.0
 #: most demo shops a run may start (one per loopback address 127.0.0.1 ...)
@@ -246,8 +246,6 @@ def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
         if args.redis_cluster:
             cluster = LocalRedisCluster(home / "redis-cluster", masters=args.redis_cluster)
             redis_url = cluster.start().url
-            # the seed list shares the crawl's hash tag, so seed scripts stay in one slot
-            args.set = [f"DISTCRAWL_START_URLS_KEY={CLUSTER_START_KEY}", *args.set]
         else:
             redis_url = ensure_redis(home)
         mongo_uri = ensure_mongo(home)
@@ -345,9 +343,7 @@ def crawl_in_home(redis_url: str, mongo_uri: str, shards: int | None = None) -> 
     """What of a crawl the embedded servers of a home hold (empty: nothing a demo would delete),
     read in ``shards`` shards (default: ``DISTCRAWL_SHARDS``)."""
     r = connection.client(redis_url)
-    keys = FrontierKeys(
-        spider="catalog", start_urls="catalog:start_urls", shards=shards or default_shards()
-    )
+    keys = FrontierKeys(spider="catalog", start_urls=START_KEY, shards=shards or default_shards())
     held = []
     try:
         in_shards = keys.all_shards()
@@ -404,12 +400,7 @@ def crawl(
     say: Any,
 ) -> dict[str, Any]:
     r = connection.client(redis_url)
-    cluster = connection.is_cluster_url(redis_url)
-    keys = FrontierKeys(
-        spider="catalog",
-        start_urls=CLUSTER_START_KEY if cluster else "catalog:start_urls",
-        shards=args.shards,
-    )
+    keys = FrontierKeys(spider="catalog", start_urls=START_KEY, shards=args.shards)
     for pattern in keys.patterns():
         for key in r.scan_iter(match=pattern, count=1000):
             r.delete(key)
@@ -468,12 +459,13 @@ def crawl(
     )
     stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
     letters = [v for shard in keys.all_shards() for v in r.hvals(shard.dead)]
-    summary.update(shard_use(r, keys, cluster))
+    summary.update(shard_use(r, keys, connection.is_cluster_url(redis_url)))
     summary.update(account_dead_letters(expected - stored, letters, expected))
     summary.update(
         pages=pages,
         seconds=round(seconds, 2),
         pages_per_s=round(pages / seconds, 1) if seconds else 0.0,
+        seed_list=keys.start_urls,
         nodes=args.nodes,
         sites=args.sites,
         shards=args.shards,

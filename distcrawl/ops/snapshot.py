@@ -92,7 +92,7 @@ class NodeRecord:
     info: dict[str, Any] = field(default_factory=dict)
     #: leases it holds, over all shards
     leases: int = 0
-    #: seeds it took from the start list and has not pushed into the frontier yet
+    #: seeds it took from the seed list and has not put into the crawl yet
     seeding: int = 0
     #: what a replay of its journal by hand left in it, and when (None: no replay since)
     journal_left: int | None = None
@@ -138,6 +138,8 @@ class Snapshot:
     seen: int = 0
     bloom_bytes: int = 0
     start_list: int = 0
+    #: seeds given back by nodes that stopped or died holding them, to be taken again
+    seeds_returned: int = 0
     rejected: int = 0
     paused: bool = False
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
@@ -155,6 +157,7 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
     batch.add("nodes", "zrange", keys.nodes, 0, -1)
     batch.add("gone", "zrevrange", keys.gone, 0, _MAX_GONE - 1)
     batch.add("start_list", "llen", keys.start_urls)
+    batch.add("seeds_returned", "llen", keys.seeds.returned)
     batch.add("rejected", "llen", keys.rejected)
     batch.add("paused", "get", keys.paused)
     for shard in shards:
@@ -190,6 +193,7 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     got = yield _first_reads(keys, shards, bands)
     snap = Snapshot(spider=keys.spider, at_ms=0, shards=len(shards))
     snap.start_list, snap.rejected = int(got["start_list"]), int(got["rejected"])
+    snap.seeds_returned = int(got["seeds_returned"])
     snap.paused = got["paused"] is not None
     snap.queued_by_kind = {kind: 0 for kind, _, _ in bands}
     first_due: list[tuple[ShardKeys, str]] = []
@@ -229,7 +233,7 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     for name in names:
         batch.add(("heartbeat", name), "zscore", keys.nodes, name)
         batch.add(("info", name), "hgetall", keys.node(name))
-        batch.add(("seeding", name), "llen", keys.seeding(name))
+        batch.add(("seeding", name), "llen", keys.seeds.taken(name))
     for shard, site in first_due:
         batch.add(("room", shard.index, site), "zcard", shard.wait(site))
     got = yield batch

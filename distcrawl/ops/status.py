@@ -242,7 +242,9 @@ def build_status(
             ),
             "parked": snapshot.parked,
             "in_flight": sum(n["in_flight"] for n in nodes),
-            "seeding": sum(n["seeding"] for n in nodes),
+            # seeds taken by nodes, or given back by those that stopped or died: not in the
+            # crawl yet
+            "seeding": sum(n["seeding"] for n in nodes) + snapshot.seeds_returned,
             "start_list": snapshot.start_list,
             "backlog": left,
             "seen": snapshot.seen,

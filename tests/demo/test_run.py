@@ -152,6 +152,8 @@ def test_demo_on_a_3_master_cluster_stores_every_product_once(tmp_path) -> None:
     try:
         summary = _demo(home, "--redis-cluster", "3", "--sites", "4", "--products", "100")
         _every_product_once(summary, 4 * 100)
+        # seeded through the documented list, as `redis-cli -c lpush` reaches it on a cluster
+        assert summary["seed_list"] == "catalog:start_urls"
         assert summary["shards"] == 16
         # four sites in four shards here, on more than one master (the tags spread the
         # shards over the masters)

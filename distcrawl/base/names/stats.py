@@ -69,6 +69,11 @@ REFUSED = Family(
     STATS, "frontier/refused/", "reason", "queue entries refused when leased, by refusal reason"
 )
 SEEDS_ACCEPTED = _stat("frontier/seeds/accepted", "seeds taken into the frontier")
+SEEDS_TAKEN_AGAIN = _stat(
+    "frontier/seeds/taken_again",
+    "seeds given back by a node that stopped or died holding them, taken again (their "
+    "requests go through the dupefilter)",
+)
 SEEDS_REFUSED = Family(
     STATS, "frontier/seeds/refused/", "reason", "seeds refused, by refusal reason"
 )

@@ -77,10 +77,15 @@ def reset(
         # the live nodes go on with the crawl-wide settings they started with: a node that
         # joins them must still match those (the record goes with the last live node)
         always.add(keys.config)
+    # the seeds live nodes took stay theirs; with keep_seeds, so do the seeds given back
+    seeds = keys.seeds
+    seeds_kept = {seeds.taken(n) for n in live}
+    if keep_seeds:
+        seeds_kept |= {seeds.returned, seeds.staged}
     for shard in keys.all_shards():
         mine = [k for k in found if k.startswith(shard.prefix + ":")]
-        kept = {shard.seq, shard.paused, *always}
-        kept |= {shard.held(n) for n in live} | {keys.seeding(n) for n in live}
+        kept = {shard.seq, shard.paused, *always, *seeds_kept}
+        kept |= {shard.held(n) for n in live}
         kept_here, deleted_here = _reset_slot(
             client,
             shard,
@@ -93,7 +98,7 @@ def reset(
         kept_leases += kept_here
         deleted += deleted_here
     if keys.shards > 1:
-        kept = always | {keys.seeding(n) for n in live}
+        kept = always | seeds_kept
         doomed = [k for k in found if k.startswith(control_prefix) and k not in kept]
         pipe: Any = client.pipeline(transaction=True)
         if doomed:
@@ -102,6 +107,12 @@ def reset(
         if force:
             pipe.unlink(keys.nodes)
         pipe.execute()
+        deleted += len(doomed)
+    if seeds.prefix != keys.prefix and all(seeds.prefix != s.prefix for s in keys.all_shards()):
+        # the seed list's slot of its own (its name hashes elsewhere): the crawl's keys there
+        doomed = [k for k in found if k.startswith(seeds.prefix + ":") and k not in seeds_kept]
+        if doomed:
+            client.unlink(*doomed)
         deleted += len(doomed)
     if not keep_seeds:
         client.unlink(keys.start_urls)
