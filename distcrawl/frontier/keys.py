@@ -40,6 +40,7 @@ __all__ = [
     "layout",
     "lua_keys",
     "seed_slot_prefix",
+    "seen_counted",
     "shard_tags",
 ]
 
@@ -178,7 +179,8 @@ class ShardKeys:
     seen_info = Key(
         "seen:info",
         "HASH",
-        "L, split (the buckets' linear-hashing state) and n (fingerprints seen)",
+        "L, split (the buckets' linear-hashing state) and n (fingerprints seen, the Bloom "
+        "filter's too)",
     )
     bloom = Key(
         "bloom",
@@ -364,6 +366,18 @@ class ControlKeys:
         in effect; `_by`: that node); later nodes and operator commands compare theirs
         (frontier/crawlconf.py; written once, from Python)""",
     )
+
+
+def seen_counted(shard: ShardKeys, generation: int | str | bytes | None) -> list[str]:
+    """The HASHes whose field ``n`` counts the URLs a shard's dupefilter holds, exact or Bloom,
+    given the shard's ``seen:gen`` (None: no revisit mode): its one dupefilter's info and, in
+    revisit mode, the current generation's and the previous one's (a URL is remembered while
+    either holds it; one revisited since the last turn is in both: an upper bound)."""
+    names = [shard.seen_info]
+    if generation is not None:
+        gen = int(generation)
+        names += [shard.seen_gen_info(gen), shard.seen_gen_info(gen - 1)]
+    return names
 
 
 def seed_slot_prefix(start_key: str) -> str:

@@ -237,8 +237,9 @@ class FrontierStore:
         return self._drive(step)
 
     def seen(self) -> Any:
-        """URLs the exact dupefilter holds, over every shard (O(shards) reads)."""
-        return self._drive(dupefilter.seen(self.keys, self.forget_ms))
+        """URLs the dupefilter holds, over every shard, exact or Bloom, in revisit mode too
+        (O(shards) reads)."""
+        return self._drive(dupefilter.seen(self.keys))
 
     def dupefilter_bytes(self) -> Any:
         """Bytes the dupefilter takes (MEMORY USAGE of every bucket, or of the Bloom filters)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
 
-from distcrawl.frontier.keys import STATUS_LEASES_FIELD
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD, seen_counted
 from distcrawl.frontier.memory import read_memory, read_memory_async
 from distcrawl.ops import deadletters
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES, Band, priority_bands, score_range
@@ -164,7 +164,7 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
         k = shard.index
         batch.add((k, "queued"), "zcard", shard.queue)
         batch.add((k, "parked"), "zcard", shard.delayed)
-        batch.add((k, "seen"), "hget", shard.seen_info, "n")
+        batch.add((k, "generation"), "get", shard.seen_generation)
         batch.add((k, "bloom_bytes"), "strlen", shard.bloom)
         batch.add((k, "dead"), "hlen", shard.dead)
         batch.add((k, "requests"), "hlen", shard.requests)
@@ -200,13 +200,13 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     cuts: list[tuple[float, ShardKeys, str]] = []
     held: dict[str, int] = {}
     dead_by_shard: list[int] = []
+    generations = [(shard, got[(shard.index, "generation")]) for shard in shards]
     revisit_heads: list[float] = []
     late_heads: list[float] = []
     for shard in shards:
         k = shard.index
         snap.queued += int(got[(k, "queued")])
         snap.parked += int(got[(k, "parked")])
-        snap.seen += int(got[(k, "seen")] or 0)
         snap.bloom_bytes += int(got[(k, "bloom_bytes")])
         dead_by_shard.append(int(got[(k, "dead")]))
         snap.requests += int(got[(k, "requests")])
@@ -236,7 +236,12 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
         batch.add(("seeding", name), "llen", keys.seeds.taken(name))
     for shard, site in first_due:
         batch.add(("room", shard.index, site), "zcard", shard.wait(site))
+    # the URLs each dupefilter holds, in any of its modes (revisit: its live generations)
+    for shard, generation in generations:
+        for name in seen_counted(shard, generation):
+            batch.add(("seen", name), "hget", name, "n")
     got = yield batch
+    snap.seen = sum(int(got[("seen", n)] or 0) for s, g in generations for n in seen_counted(s, g))
     for name in names:
         score = got[("heartbeat", name)]
         fields = {_text(k): v for k, v in (got[("info", name)] or {}).items()}

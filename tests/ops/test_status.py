@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from crawl_writes import beat, kids, lease, queue
 
 from distcrawl.base.rates import OwnRates
-from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.frontier.store import Dupefilter, FrontierKeys, FrontierStore
+from distcrawl.ops import control
 from distcrawl.ops.progress import progress_line
 from distcrawl.ops.rates import RateTracker
 from distcrawl.ops.snapshot import read_snapshot
@@ -41,6 +43,27 @@ def test_requests_waiting_for_their_site_count_as_queued_work(r) -> None:
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
     assert status["frontier"]["waiting_for_site"] == 0
     assert status["frontier"]["in_flight"] == 2
+
+
+@pytest.mark.parametrize("kind", ["exact", "bloom"])
+@pytest.mark.parametrize("forget_ms", [None, 3_600_000], ids=["once", "revisit"])
+def test_seen_urls_are_what_the_dupefilter_holds_in_every_mode(
+    r, kind: str, forget_ms: int | None
+) -> None:
+    # a known crawl: 900 distinct URLs of three sites (past 200 in a shard, the exact
+    # dupefilter's buckets split), half of them pushed a second time
+    dupefilter = Dupefilter(kind=kind, capacity=100_000)
+    store = FrontierStore(r, KEYS, dupefilter=dupefilter, forget_ms=forget_ms)
+    children = kids("a.test", 300) + kids("b.test", 300, "b") + kids("c.test", 300, "c")
+    assert store.sync("n1", children=children).added == 900
+    assert store.sync("n1", children=children[::2]).added == 0
+    # status (so the dashboard and /metrics), the reset's preview and the store agree
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    plan = control.reset_plan(r, KEYS, heartbeat_timeout=30, force=False, keep_seeds=True)
+    assert status["frontier"]["seen"] == plan["would_delete"]["seen"] == store.seen() == 900
+    # in revisit mode, what the dupefilter holds is its generations' (none is written else)
+    generations = [r.get(shard.seen_generation) for shard in KEYS.all_shards()]
+    assert any(generations) == bool(forget_ms)
 
 
 def test_nodes_live_dead_recovered_and_orphaned(r) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import redis
 
 from distcrawl.frontier.batch import text
-from distcrawl.frontier.keys import STATUS_LEASES_FIELD, FrontierKeys, ShardKeys
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD, FrontierKeys, ShardKeys, seen_counted
 from distcrawl.frontier.protocol.membership import CrawlFormatError
 from distcrawl.frontier.protocol.runner import Call, Step, redis_command
 from distcrawl.frontier.protocol.spec import FORMAT
@@ -167,18 +167,24 @@ def _reset_slot(
 
 def _counts(reader: Any, keys: FrontierKeys) -> dict[str, int]:
     """What a reset is about to drop, for the operator's record."""
+    shards = keys.all_shards()
     pipe = reader.pipeline(transaction=False)
-    for shard in keys.all_shards():
+    for shard in shards:
         pipe.zcard(shard.queue)
-        pipe.scard(shard.dupefilter)
+        pipe.get(shard.seen_generation)
         pipe.zcard(shard.delayed)
         pipe.hlen(shard.dead)
-    values = [int(v) for v in pipe.execute()]
+    values = pipe.execute()
+    # the URLs each dupefilter holds, in any of its modes (revisit: its live generations)
+    pipe = reader.pipeline(transaction=False)
+    for shard, generation in zip(shards, values[1::4], strict=True):
+        for name in seen_counted(shard, generation):
+            pipe.hget(name, "n")
     return {
-        "queued": sum(values[0::4]),
-        "seen": sum(values[1::4]),
-        "parked": sum(values[2::4]),
-        "dead_letters": sum(values[3::4]),
+        "queued": sum(int(v) for v in values[0::4]),
+        "seen": sum(int(n or 0) for n in pipe.execute()),
+        "parked": sum(int(v) for v in values[2::4]),
+        "dead_letters": sum(int(v) for v in values[3::4]),
         "seeds": int(reader.llen(keys.start_urls)),
     }
 
