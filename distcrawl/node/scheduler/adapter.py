@@ -350,6 +350,7 @@ class FrontierScheduler(BaseScheduler):
             drain_grace=self.drain_grace,
             revisit_grace=policy.grace if policy else None,
             waits_for_seeds=waits_for_seeds(spider, settings),
+            stats=self.stats,
         )
         engine = self.crawler.engine
         # the private hooks below, or a clear error instead of silence

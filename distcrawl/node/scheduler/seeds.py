@@ -73,7 +73,7 @@ class SeedFeed:
         taken = await self.store.take_seeds(self.node_id, self.batch)
         if not taken:
             return False
-        self.drain.crawl_begun()
+        await self.drain.seeds_taken()
         intake = SeedIntake(
             self.spider, node_id=self.node_id, allow_private=self.allow_private, stats=self.stats
         )
