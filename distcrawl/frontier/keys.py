@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_SHARDS",
     "MAX_SHARDS",
     "SCHEMA",
+    "SITE_CUT_CAUSE_FIELD",
     "STATUS_LEASES_FIELD",
     "STATUS_WAITING_FIELD",
     "ControlKeys",
@@ -129,6 +130,8 @@ def _checked(n: int) -> int:
 STATUS_LEASES_FIELD = "leases:"
 #: the field of a shard's ``status`` hash that counts the requests in its waiting rooms
 STATUS_WAITING_FIELD = "waiting"
+#: the field of a site's budget hash naming the cause of its latest cut (a cut cause word)
+SITE_CUT_CAUSE_FIELD = "cut_why"
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,8 @@ class ShardKeys:
         """the site's shared budget: tokens, ts (last refill, ms), factor (adaptive slow-down,
         0-1], cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits); while a
         cut lasts also fts (ms the factor was set), recover_ms (a cut wears off linearly, from
-        0 to 1 in recover_ms) and base_rate (the requests/s the factor applies to)""",
+        0 to 1 in recover_ms), base_rate (the requests/s the factor applies to) and cut_why
+        (SITE_CUT_CAUSE_FIELD: throttled or slow, the cause of the last cut)""",
     )
     active = Key(
         "active",

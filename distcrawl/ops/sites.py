@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
 from distcrawl.base.rates import is_number
+from distcrawl.frontier.keys import SITE_CUT_CAUSE_FIELD
 from distcrawl.frontier.store import DEFAULT_SITE_RECOVERY, effective_factor
 from distcrawl.ops.reads import Batch, Plan
 
@@ -79,10 +80,6 @@ def published_site_rates(infos: Iterable[Mapping[str, Any]]) -> dict[str, float]
     return rates
 
 
-#: the field of a site's budget hash naming the cause of its latest cut (a cut cause word)
-CUT_CAUSE_FIELD = "cut_why"
-
-
 def cut_of(fields: Mapping[str, str], factor: float, now_ms: float) -> dict[str, Any] | None:
     """Why a site runs below its rate, None when it does not: the cause of its latest cut
     (:data:`~distcrawl.base.names.status.CUT_CAUSES`), when it was cut, the factor now and the
@@ -90,7 +87,7 @@ def cut_of(fields: Mapping[str, str], factor: float, now_ms: float) -> dict[str,
     push-back later), and one line saying all of it."""
     if factor >= 1.0:
         return None
-    cause = fields.get(CUT_CAUSE_FIELD) or words.UNKNOWN_CAUSE
+    cause = fields.get(SITE_CUT_CAUSE_FIELD) or words.UNKNOWN_CAUSE
     if cause not in words.CUT_CAUSES:
         cause = words.UNKNOWN_CAUSE
     at = float(fields.get("cut_at") or fields.get("fts") or 0) or None

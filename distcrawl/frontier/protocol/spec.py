@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distcrawl.frontier.batch import SiteBudget
-from distcrawl.frontier.keys import STATUS_LEASES_FIELD, STATUS_WAITING_FIELD
+from distcrawl.frontier.keys import SITE_CUT_CAUSE_FIELD, STATUS_LEASES_FIELD, STATUS_WAITING_FIELD
 from distcrawl.frontier.schema import CONTROL, SEEDS, SHARD
 
 __all__ = [
@@ -199,6 +199,7 @@ def lua_protocol() -> str:
         f"local TOMBSTONE = {_lua(TOMBSTONE)}",
         f"local STATUS_LEASES = {_lua(STATUS_LEASES_FIELD)}",
         f"local STATUS_WAITING = {_lua(STATUS_WAITING_FIELD)}",
+        f"local CUT_CAUSE = {_lua(SITE_CUT_CAUSE_FIELD)}",
         "local ARGS, HEADERS, SECTIONS = {}, {}, {}",
     ]
     for spec in COMMANDS.values():
