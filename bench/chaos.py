@@ -394,8 +394,8 @@ class Chaos:
                 for sh in shards
                 for key in r.scan_iter(match=sh.wait("*"), count=1000)
             )
-            seeding = sum(
-                int(r.llen(key)) for key in r.scan_iter(match=KEYS.seeding("*"), count=1000)
+            seeding = int(r.llen(KEYS.seeds.returned)) + sum(
+                int(r.llen(key)) for key in r.scan_iter(match=KEYS.seeds.taken("*"), count=1000)
             )
             queued = sum(int(r.zcard(sh.queue)) for sh in shards)
             delayed = sum(int(r.zcard(sh.delayed)) for sh in shards)

@@ -6,10 +6,27 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["parse_duration", "parse_intervals"]
+__all__ = ["parse_duration", "parse_intervals", "short_duration"]
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*", re.IGNORECASE)
+
+
+def short_duration(seconds: float | None) -> str:
+    """``4.2s``, ``42s``, ``6m40s``, ``2h05m``, ``3d`` (``unknown`` for None), as the status
+    and the dashboard write durations."""
+    if seconds is None:
+        return "unknown"
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d"
 
 
 def parse_duration(value: Any, what: str = "duration") -> float:

@@ -21,6 +21,7 @@ __all__ = [
     "parse_allow_private",
     "printable",
     "private_allowed",
+    "shorten_middle",
 ]
 
 #: URLs longer than this are refused (browsers and servers cap around 2-8 KB)
@@ -47,6 +48,18 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _BAD_URL_CHARACTERS = re.compile(r"[\x00-\x20\x7f]")
 _NUMERIC_HOST = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}\.?", re.IGNORECASE)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def shorten_middle(text: str, width: int) -> str:
+    """*text* in at most *width* characters: cut in the middle with ``…``, so a URL keeps its
+    site and the end of its path (``http://shop.test/c…/p/1234``)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    head = width // 2
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
 def printable(text: str, limit: int = 200) -> str:

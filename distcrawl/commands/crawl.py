@@ -6,7 +6,9 @@ its exit status says what kept it from its work:
 - 3 (``EXIT_JOURNAL_HELD``): its journal still holds products MongoDB did not take in
   ``MONGO_JOURNAL_CLOSE_TIMEOUT``;
 - 4 (``EXIT_LEASES_HELD``): it stopped holding leases it could not return to the frontier (a
-  forced stop, Redis away): they return only once its heartbeat times out.
+  forced stop, Redis away): they return only once its heartbeat times out;
+- 5 (``EXIT_REFUSED``): it refused to start for another reason its one log line names (its
+  node id is in use, the crawl has another format).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from scrapy.exceptions import UsageError
 
 from distcrawl.node.scheduler import unreturned_leases
 from distcrawl.node.scheduler.crawlwide import REFUSED_REASON
+from distcrawl.node.scheduler.identity import refused_starts
 from distcrawl.node.settings_check import problems
 from distcrawl.storage.store import stranded_journals
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["EXIT_JOURNAL_HELD", "EXIT_LEASES_HELD", "EXIT_SETTINGS", "Command"]
+__all__ = ["EXIT_JOURNAL_HELD", "EXIT_LEASES_HELD", "EXIT_REFUSED", "EXIT_SETTINGS", "Command"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +38,14 @@ EXIT_SETTINGS = 2
 EXIT_JOURNAL_HELD = 3
 #: exit status of a node that stopped holding leases it could not return
 EXIT_LEASES_HELD = 4
+#: exit status of a node that refused to start (e.g. its node id is in use)
+EXIT_REFUSED = 5
 
 
 class Command(ScrapyCrawlCommand):
     """``scrapy crawl <spider>``; exits 2 on bad or differing settings, 3 when products were
-    left in the journal, 4 when leases were left in the frontier."""
+    left in the journal, 4 when leases were left in the frontier, 5 when it refused to start
+    for another reason."""
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args:
@@ -62,6 +68,9 @@ class Command(ScrapyCrawlCommand):
         stats = getattr(crawler, "stats", None)  # none when the crawl never began
         if stats is not None and stats.get_value("finish_reason") == REFUSED_REASON:
             self.exitcode = EXIT_SETTINGS
+            return
+        if refused_starts():
+            self.exitcode = EXIT_REFUSED
             return
         held = stranded_journals()
         if held and not self.exitcode:

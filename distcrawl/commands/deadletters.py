@@ -18,11 +18,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import redis
-from rich.console import Console
-from rich.table import Table
 
 from distcrawl.base.names import commands as words
+from distcrawl.base.urls import printable
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
+from distcrawl.commands._tables import Column, console, fit_table
 from distcrawl.ops import deadletters
 from distcrawl.ops.context import Context
 from distcrawl.ops.entry import add_spider_argument, entry_points
@@ -66,58 +66,76 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _when(value: Any) -> str:
+    """A time as month, day and time of day (UTC): what tells dead letters apart."""
     if not isinstance(value, (int, float)) or not value:
         return "-"
-    return dt.datetime.fromtimestamp(value, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(value, tz=dt.UTC).strftime("%m-%d %H:%M:%S")
+
+
+#: the columns of ``list``: a narrow screen leaves out node, then attempts; URLs are cut in
+#: the middle, reasons at their end
+_LIST_COLUMNS = (
+    Column("id", cap=12),
+    Column("reason", shrink="end", cap=32, least=16),
+    Column("attempts", justify="right", drop=2),
+    Column("last try (UTC)"),
+    Column("node", drop=1, shrink="end", cap=24),
+    Column("url", shrink="middle", least=30, give=1),
+)
 
 
 def _show_list(letters: list[DeadLetter], total: int) -> None:
-    table = Table(box=None, header_style="bold")
-    for column in ("id", "reason", "attempts", "last attempt (UTC)", "node", "url"):
-        table.add_column(column, overflow="fold" if column == "url" else "ellipsis")
-    for letter in letters:
-        record = letter.record
-        table.add_row(
-            letter.id[:12],
+    rows = [
+        [
+            letter.id,
             letter.reason,
-            str(record.get("attempts", "-")),
+            str(letter.record.get("attempts", "-")),
             _when(letter.when),
-            str(record.get("node", "-")),
-            str(record.get("url", "-")),
-        )
-    console = Console()
-    console.print(table)
-    console.print(f"{len(letters)} of {total} matching dead letters shown")
+            str(letter.record.get("node", "-")),
+            str(letter.record.get("url", "-")),
+        ]
+        for letter in letters
+    ]
+    out = console()
+    out.print(fit_table(_LIST_COLUMNS, rows, out.width))
+    out.print(f"{len(letters)} of {total} matching dead letters shown (full records: --json)")
 
 
 def _show_counts(counts: Tally) -> None:
-    console = Console()
-    console.print(f"{counts.total} dead letters")
+    out = console()
+    out.print(f"{counts.total} dead letters")
     for title, pairs in (("by reason", counts.by_reason), ("by site", counts.by_site)):
-        table = Table(title=title, title_justify="left", box=None, show_header=False)
-        table.add_column(style="cyan")
-        table.add_column(justify="right")
-        for name, n in pairs.items():
-            table.add_row(name, str(n))
-        console.print(table)
+        columns = (Column(title, shrink="middle", style="cyan"), Column("", justify="right"))
+        rows = [[name, str(n)] for name, n in pairs.items()]
+        out.print(fit_table(columns, rows, out.width))
+
+
+_REFUSED_COLUMNS = (
+    Column("when (UTC)"),
+    Column("kind", drop=2),
+    Column("reason", shrink="end", cap=32, least=16),
+    Column("node", drop=1, shrink="end", cap=24),
+    Column("entry", shrink="middle", least=30, give=1),
+)
 
 
 def _show_refused(found: Refused, where: str) -> None:
-    table = Table(box=None, header_style="bold")
-    for column in ("when (UTC)", "kind", "reason", "node", "entry"):
-        table.add_column(column, overflow="fold")
-    for entry in found.entries:
-        raw = entry["raw"]
-        table.add_row(
+    rows = [
+        [
             _when(entry["at"]),
             str(entry["kind"] or "-"),
             entry["reason"],
             str(entry["node"] or "-"),
-            raw if len(raw) <= 120 else raw[:117] + "...",
-        )
-    console = Console()
-    console.print(table)
-    console.print(f"{len(found.entries)} of {found.total} refused entries shown (kept in {where})")
+            printable(entry["raw"], 10_000),
+        ]
+        for entry in found.entries
+    ]
+    out = console()
+    out.print(fit_table(_REFUSED_COLUMNS, rows, out.width))
+    out.print(
+        f"{len(found.entries)} of {found.total} refused entries shown (kept in {where}; "
+        "whole entries: --json)"
+    )
 
 
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:

@@ -19,8 +19,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from distcrawl.base.names import commands as words
 from distcrawl.ops import journal
+from distcrawl.ops.context import Context, NoRedis, NoSpider, project_spider
 from distcrawl.ops.entry import entry_points
 
 if TYPE_CHECKING:
@@ -43,6 +46,12 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database", default=None, help="database (default: the segment's)")
     parser.add_argument("--collection", default=None, help="collection (default: the segment's)")
     parser.add_argument("--batch-size", type=int, default=None, help="products per bulk write")
+    parser.add_argument(
+        "--spider",
+        default=None,
+        help="replay: the crawl to tell what was replayed, so that status shows it (default: "
+        "the project's only spider)",
+    )
     parser.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
 
 
@@ -97,8 +106,28 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             print(f"error: MongoDB at {outcome['mongo_uri']}: {target['error']}", file=sys.stderr)
         if target["left"] or target["rejected"] or target.get("error"):
             status = 1
+    outcome["told"] = _tell_the_crawl(settings, opts.spider, directory)
     _report(opts.json, outcome)
     return status
+
+
+def _tell_the_crawl(settings: BaseSettings, spider: str | None, directory: Path) -> list[str]:
+    """The stopped nodes of this host whose journal *directory* is learn what the replay left
+    there, in the crawl's Redis (when there is one to tell): ``status`` shows it."""
+    try:
+        ctx = Context(settings, spider or project_spider(settings))
+        client = ctx.client(timeout=10)
+    except (NoRedis, NoSpider):
+        return []  # no crawl here to tell: status, wherever it runs, reads the nodes' figures
+    try:
+        return journal.record_replay(
+            client, ctx.keys, directory, heartbeat_timeout=ctx.heartbeat_timeout
+        )
+    except (redis.RedisError, OSError) as exc:
+        print(f"warning: could not tell {ctx.masked_url} what was replayed: {exc}", file=sys.stderr)
+        return []
+    finally:
+        client.close()
 
 
 def _show(directory: Path, rows: list[dict[str, Any]], as_json: bool) -> int:
@@ -145,6 +174,8 @@ def _report(as_json: bool, outcome: dict[str, Any]) -> None:
         + (f" onto {outcome['mongo_uri']}" if outcome.get("mongo_uri") else "")
         + (f"; {outcome['left']} products left" if outcome.get("left") else "")
     )
+    if outcome.get("told"):
+        print(f"status now shows what is left for node(s) {', '.join(outcome['told'])}")
 
 
 Command, add_arguments, run = entry_points(

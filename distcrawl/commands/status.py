@@ -1,8 +1,9 @@
 """``status``: the whole cluster at a glance: queue by page kind, parked retries, nodes and their
 heartbeats, pages/min and products/min, dead letters, errors and the time left to drain.
 
-``scrapy status [SPIDER]`` on any node, or ``distcrawl status [SPIDER]``; ``--watch`` redraws
-it live, ``--json`` prints one JSON object for scripts. Rates need two heartbeats of a node:
+``scrapy status [SPIDER]`` on any node, or ``distcrawl status [SPIDER]`` (by default the
+project's only spider); ``--watch`` redraws it live, ``--json`` prints one JSON object for
+scripts. Rates need two heartbeats of a node:
 a one-shot status waits for them (``--sample``), ``--watch`` averages over the last minute.
 """
 
@@ -21,8 +22,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
+from distcrawl.base.urls import shorten_middle
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
+from distcrawl.commands._tables import Column, fit_table
 from distcrawl.ops.context import Context
 from distcrawl.ops.entry import add_spider_argument, entry_points
 from distcrawl.ops.products import ProductStore
@@ -43,7 +47,7 @@ DEFAULT_WATCH_INTERVAL = 2.0
 
 
 def add_command_arguments(parser: argparse.ArgumentParser) -> None:
-    add_spider_argument(parser)
+    add_spider_argument(parser, optional=True)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--watch",
@@ -118,19 +122,7 @@ def _memory(memory: dict[str, Any]) -> str:
     return f"{used} of {limit:,.0f} MB ({memory['used_share']:.0%})"
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d"
+_duration = short_duration
 
 
 def _pairs(title: str, counts: dict[str, Any], empty: str = "none") -> Table:
@@ -210,7 +202,7 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
     nodes = _nodes_table(status, width)
     parts: list[RenderableType] = [header, Text(""), queue, Text(""), nodes, Text("")]
     if status.get("sites"):
-        parts += [_sites(status["sites"]), Text("")]
+        parts += [_sites(status["sites"], width), Text("")]
 
     dead = status["dead_letters"]
     side = Table.grid(padding=(0, 6))
@@ -290,14 +282,23 @@ def _nodes_table(status: dict[str, Any], width: int | None) -> Table:
     return table
 
 
-def _sites(sites: list[dict[str, Any]]) -> Table:
+_SITE_COLUMNS = (
+    Column("site", shrink="middle", least=16),
+    Column("pages/min", justify="right"),
+    Column("limit/s", justify="right", drop=2),
+    Column("allowed/s", justify="right"),
+    Column("factor", justify="right"),
+    Column("in flight", justify="right", drop=1),
+    Column("waiting", justify="right"),
+)
+
+
+def _sites(sites: list[dict[str, Any]], width: int | None) -> RenderableType:
     """Busy sites and their shared budget: the rate allowed now is the limit times the
-    adaptive factor (below 1 after the site answered 429 or slowly)."""
-    table = Table(title="Sites (shared budget)", title_justify="left", box=None)
-    for column in ("site", "pages/min", "limit/s", "allowed/s", "factor", "in flight", "waiting"):
-        table.add_column(column, justify="left" if column == "site" else "right")
-    for site in sites:
-        table.add_row(
+    adaptive factor (below 1 after the site answered 429 or slowly); under it, why each site
+    under a cut runs slower, and until when."""
+    rows = [
+        [
             site["site"],
             _num(site.get("pages_per_min", 0)),
             "none" if site["limit_rate"] is None else _num(site["limit_rate"]),
@@ -305,8 +306,22 @@ def _sites(sites: list[dict[str, Any]]) -> Table:
             f"{site['factor']:.2f}",
             _num(site["in_flight"]),
             _num(site["waiting"]),
+        ]
+        for site in sites
+    ]
+    table = fit_table(_SITE_COLUMNS, rows, width or 10**6, title="Sites (shared budget)")
+    cut = [site for site in sites if site.get("cut")]
+    if not cut:
+        return table
+    lines = Table(title="Slower than they could be", title_justify="left", box=None,
+                  show_header=False, pad_edge=False)  # fmt: skip
+    lines.add_column(style="yellow", no_wrap=True, max_width=max(16, (width or 200) // 3))
+    lines.add_column()
+    for site in cut:
+        lines.add_row(
+            shorten_middle(site["site"], max(16, (width or 200) // 3)), site["cut"]["why"]
         )
-    return table
+    return Group(table, Text(""), lines)
 
 
 # --------------------------------------------------------------------------- the command

@@ -31,8 +31,8 @@ from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.servers.cluster import LocalRedisCluster
 from distcrawl.servers.embedded import ensure_mongo, ensure_redis, services_status, stop_services
 
-#: the seed list on a Redis Cluster: inside the crawl's hash tag
-CLUSTER_START_KEY = "{catalog}:start_urls"
+#: the seed list, on one server and on a Redis Cluster alike
+START_KEY = "catalog:start_urls"
 #: seconds a demo crawl may take before the nodes are stopped and the run reported as failed
 DEFAULT_TIMEOUT = 600.0
 #: most demo shops a run may start (one per loopback address 127.0.0.1 ...)
@@ -206,6 +206,39 @@ def run(args: argparse.Namespace) -> int:
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="distcrawl-demo-"))
     home.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    try:
+        return _run(args, home, say)
+    except KeyboardInterrupt:
+        # every server and node the demo started is stopped by now (the clean-ups ran)
+        print(_what_stays(args, home), file=sys.stderr, flush=True)
+        raise
+
+
+def _what_stays(args: argparse.Namespace, home: Path) -> str:
+    """What an interrupted demo leaves behind, and how to get rid of it."""
+    if not args.home:
+        return (
+            f"the demo leaves its node logs and server data in {home} ({_size(home)}): "
+            f"`rm -r {home}` deletes them"
+        )
+    return "; ".join(_services_left(home)) or f"the crawl's data stays in {home}"
+
+
+def _size(folder: Path) -> str:
+    total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    return f"{total / 1e6:.1f} MB"
+
+
+def _services_left(home: Path) -> list[str]:
+    """The embedded servers of *home* still running, and the command that stops them."""
+    running = {n: i for n, i in services_status(home).items() if i["running"]}
+    if not running:
+        return []
+    names = " and ".join(f"{n} ({mask_url(str(i['url']))})" for n, i in running.items())
+    return [f"{names} of {home} keep running: `distcrawl services stop --home {home}` stops them"]
+
+
+def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
     was_running = {name for name, info in services_status(home).items() if info["running"]}
     started_services = not args.home
     cluster: LocalRedisCluster | None = None
@@ -213,8 +246,6 @@ def run(args: argparse.Namespace) -> int:
         if args.redis_cluster:
             cluster = LocalRedisCluster(home / "redis-cluster", masters=args.redis_cluster)
             redis_url = cluster.start().url
-            # the seed list shares the crawl's hash tag, so seed scripts stay in one slot
-            args.set = [f"DISTCRAWL_START_URLS_KEY={CLUSTER_START_KEY}", *args.set]
         else:
             redis_url = ensure_redis(home)
         mongo_uri = ensure_mongo(home)
@@ -278,6 +309,13 @@ def run(args: argparse.Namespace) -> int:
     summary["home_kept"] = str(home) if args.home or not ok else None
     if not args.home and ok:
         shutil.rmtree(home, ignore_errors=True)
+    # the summary names only what is still there
+    summary["node_logs"] = [log for log in summary["node_logs"] if Path(log).exists()]
+    summary["services_running"] = {
+        name: mask_url(str(info["url"]))
+        for name, info in (services_status(home).items() if home.exists() else ())
+        if info["running"]
+    }
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
@@ -296,6 +334,8 @@ def run(args: argparse.Namespace) -> int:
             )
     if not args.home and not ok:
         say(f"node logs and server data kept in {home}")
+    for line in _services_left(home) if args.home else ():
+        say(line)
     return 0 if ok else 1
 
 
@@ -303,9 +343,7 @@ def crawl_in_home(redis_url: str, mongo_uri: str, shards: int | None = None) -> 
     """What of a crawl the embedded servers of a home hold (empty: nothing a demo would delete),
     read in ``shards`` shards (default: ``DISTCRAWL_SHARDS``)."""
     r = connection.client(redis_url)
-    keys = FrontierKeys(
-        spider="catalog", start_urls="catalog:start_urls", shards=shards or default_shards()
-    )
+    keys = FrontierKeys(spider="catalog", start_urls=START_KEY, shards=shards or default_shards())
     held = []
     try:
         in_shards = keys.all_shards()
@@ -362,12 +400,7 @@ def crawl(
     say: Any,
 ) -> dict[str, Any]:
     r = connection.client(redis_url)
-    cluster = connection.is_cluster_url(redis_url)
-    keys = FrontierKeys(
-        spider="catalog",
-        start_urls=CLUSTER_START_KEY if cluster else "catalog:start_urls",
-        shards=args.shards,
-    )
+    keys = FrontierKeys(spider="catalog", start_urls=START_KEY, shards=args.shards)
     for pattern in keys.patterns():
         for key in r.scan_iter(match=pattern, count=1000):
             r.delete(key)
@@ -426,12 +459,13 @@ def crawl(
     )
     stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
     letters = [v for shard in keys.all_shards() for v in r.hvals(shard.dead)]
-    summary.update(shard_use(r, keys, cluster))
+    summary.update(shard_use(r, keys, connection.is_cluster_url(redis_url)))
     summary.update(account_dead_letters(expected - stored, letters, expected))
     summary.update(
         pages=pages,
         seconds=round(seconds, 2),
         pages_per_s=round(pages / seconds, 1) if seconds else 0.0,
+        seed_list=keys.start_urls,
         nodes=args.nodes,
         sites=args.sites,
         shards=args.shards,

@@ -12,9 +12,12 @@ read at all (and 2 for an unusable profile).
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import json
 import sys
 import urllib.request
+import zlib
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,10 +114,39 @@ def read_input(
             body = handle.read(max_bytes + 1)
     except OSError as exc:
         raise InputError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    body = _decompressed(source, body, max_bytes)
     if len(body) > max_bytes:
         errors.append(f"body cut to {max_bytes} bytes")
         body = body[:max_bytes]
     return base_url or _saved_from(body) or path.resolve().as_uri(), body, None, errors, True
+
+
+#: how compressed files start, and what they are: gzip is read, the others refused
+_GZIP = b"\x1f\x8b"
+_ARCHIVES = {
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"PK\x03\x04": "zip",
+}
+
+
+def _decompressed(source: str, body: bytes, max_bytes: int) -> bytes:
+    """A gzip file's page (``page.html.gz``, as a crawl's cache saves it), at most
+    *max_bytes* + 1 of it; another compressed format is an :class:`InputError`, never a page
+    of garbage analysed as ``other``."""
+    if body.startswith(_GZIP):
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(body)) as unzipped:
+                return unzipped.read(max_bytes + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"cannot read {source}: a damaged gzip file ({exc})") from exc
+    for magic, kind in _ARCHIVES.items():
+        if body.startswith(magic):
+            raise InputError(
+                f"cannot read {source}: a {kind} file, not a page (decompress it first)"
+            )
+    return body
 
 
 def _saved_from(body: bytes) -> str | None:

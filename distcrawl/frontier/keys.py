@@ -15,6 +15,7 @@ from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.entries import MAX_SHARDS
 from distcrawl.frontier.schema import (
     CONTROL,
+    SEEDS,
     SHARD,
     Key,
     KeyOf,
@@ -29,14 +30,18 @@ __all__ = [
     "DEFAULT_SHARDS",
     "MAX_SHARDS",
     "SCHEMA",
+    "SITE_CUT_CAUSE_FIELD",
     "STATUS_LEASES_FIELD",
     "STATUS_WAITING_FIELD",
     "ControlKeys",
     "FrontierKeys",
+    "SeedKeys",
     "ShardKeys",
     "default_shards",
     "layout",
     "lua_keys",
+    "seed_slot_prefix",
+    "seen_counted",
     "shard_tags",
 ]
 
@@ -125,6 +130,8 @@ def _checked(n: int) -> int:
 STATUS_LEASES_FIELD = "leases:"
 #: the field of a shard's ``status`` hash that counts the requests in its waiting rooms
 STATUS_WAITING_FIELD = "waiting"
+#: the field of a site's budget hash naming the cause of its latest cut (a cut cause word)
+SITE_CUT_CAUSE_FIELD = "cut_why"
 
 
 @dataclass(frozen=True)
@@ -175,7 +182,8 @@ class ShardKeys:
     seen_info = Key(
         "seen:info",
         "HASH",
-        "L, split (the buckets' linear-hashing state) and n (fingerprints seen)",
+        "L, split (the buckets' linear-hashing state) and n (fingerprints seen, the Bloom "
+        "filter's too)",
     )
     bloom = Key(
         "bloom",
@@ -212,7 +220,8 @@ class ShardKeys:
         """the site's shared budget: tokens, ts (last refill, ms), factor (adaptive slow-down,
         0-1], cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits); while a
         cut lasts also fts (ms the factor was set), recover_ms (a cut wears off linearly, from
-        0 to 1 in recover_ms) and base_rate (the requests/s the factor applies to)""",
+        0 to 1 in recover_ms), base_rate (the requests/s the factor applies to) and cut_why
+        (SITE_CUT_CAUSE_FIELD: throttled or slow, the cause of the last cut)""",
     )
     active = Key(
         "active",
@@ -312,11 +321,6 @@ class ControlKeys:
         """node -> ms: dead nodes claimed by a live node that is returning their leases shard
         by shard; claimed again by anyone after a timeout""",
     )
-    seeding = KeyOf(
-        "seeding:<node>",
-        "LIST",
-        "raw seeds taken from the start list by the node, not yet in the frontier",
-    )
     rejected = Key(
         "rejected",
         "LIST",
@@ -354,12 +358,6 @@ class ControlKeys:
     robots_lock = KeyOf(
         "robots:<netloc>:lock", "STRING", "held by the one node fetching the site's robots.txt"
     )
-    start_staged = Key(
-        "start_staged",
-        "LIST",
-        """seeds of a scrapy-redis set or sorted set (REDIS_START_URLS_AS_SET / _AS_ZSET) moved
-        here first, so that a node killed while taking them loses none""",
-    )
     unlisted = Key(
         "unlisted",
         "HASH",
@@ -371,6 +369,72 @@ class ControlKeys:
         """the crawl-wide settings the first node recorded: setting -> value as text (`-`: not
         in effect; `_by`: that node); later nodes and operator commands compare theirs
         (frontier/crawlconf.py; written once, from Python)""",
+    )
+
+
+def seen_counted(shard: ShardKeys, generation: int | str | bytes | None) -> list[str]:
+    """The HASHes whose field ``n`` counts the URLs a shard's dupefilter holds, exact or Bloom,
+    given the shard's ``seen:gen`` (None: no revisit mode): its one dupefilter's info and, in
+    revisit mode, the current generation's and the previous one's (a URL is remembered while
+    either holds it; one revisited since the last turn is in both: an upper bound)."""
+    names = [shard.seen_info]
+    if generation is not None:
+        gen = int(generation)
+        names += [shard.seen_gen_info(gen), shard.seen_gen_info(gen - 1)]
+    return names
+
+
+def seed_slot_prefix(start_key: str) -> str:
+    """The hash tag that puts a key in the same slot as the seed list *start_key*, wherever
+    that name hashes: its own hash tag if it has one (``{catalog}:start_urls``: ``{catalog}``),
+    else the whole name (``catalog:start_urls``: ``{catalog:start_urls}``), as Redis Cluster
+    hashes a key without one."""
+    opening = start_key.find("{")
+    if opening != -1:
+        closing = start_key.find("}", opening + 1)
+        if closing > opening + 1:
+            return start_key[opening : closing + 1]
+    if "}" in start_key:
+        raise ValueError(
+            f"seed list {start_key!r}: a '}}' outside a hash tag makes its slot one no other key "
+            "can share; name it without one"
+        )
+    return "{" + start_key + "}"
+
+
+@dataclass(frozen=True)
+class SeedKeys:
+    """The keys beside the seed list, in its slot (``prefix``: see :func:`seed_slot_prefix`),
+    so that a seed moves between them and the list atomically wherever the list hashes, the
+    documented ``<spider>:start_urls`` on a Redis Cluster too. A seed leaves the list for a
+    node's ``taken`` list; it leaves that list once its requests are in the crawl's shards."""
+
+    SLOT = SEEDS
+
+    prefix: str
+
+    @classmethod
+    def of(cls, start_key: str) -> SeedKeys:
+        return cls(seed_slot_prefix(start_key))
+
+    taken = KeyOf(
+        "taken:<node>",
+        "LIST",
+        """raw seeds the node took from the seed list and has not put into the crawl yet (first
+        taken first); dropped once the requests they make are in the shards""",
+    )
+    returned = Key(
+        "returned",
+        "LIST",
+        """raw seeds given back by a node that stopped or died holding them: they may be in the
+        crawl already, so they are taken first and their requests go through the dupefilter (a
+        repeat is harmless)""",
+    )
+    staged = Key(
+        "staged",
+        "LIST",
+        """seeds of a scrapy-redis set or sorted set (REDIS_START_URLS_AS_SET / _AS_ZSET) moved
+        here first, so that a node killed while taking them loses none: the seed list then""",
     )
 
 
@@ -420,11 +484,21 @@ class FrontierKeys(ControlKeys):
     def site_keys(self, site: str) -> ShardKeys:
         return self.shard(self.shard_of(site))
 
+    @property
+    def seeds(self) -> SeedKeys:
+        """The keys in the seed list's slot: what nodes took from it, and what they gave back."""
+        return SeedKeys.of(self.start_urls)
+
     def patterns(self) -> list[str]:
-        """SCAN patterns matching every key of the crawl (operator tools only: reset, demo)."""
-        if self.shards == 1:
-            return [f"{self.prefix}:*"]
-        return [f"{self.prefix}:*", "{" + self.spider + ":[0-9]*}:*"]
+        """SCAN patterns matching every key of the crawl (operator tools only: reset, demo),
+        the seed list's neighbours included (not the seed list itself)."""
+        out = [f"{self.prefix}:*"]
+        if self.shards > 1:
+            out.append("{" + self.spider + ":[0-9]*}:*")
+        seeds = self.seeds
+        if seeds.prefix != self.prefix:
+            out += [f"{_glob_escaped(seeds.prefix)}:{name}*" for name in _SEED_KEY_NAMES]
+        return out
 
     # -- the one-slot layout's names (one shard only: with several, name the shard) ----------
 
@@ -471,8 +545,17 @@ class FrontierKeys(ControlKeys):
         return self.site_keys(site).wait(site)
 
 
+def _glob_escaped(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
+#: the names of the seed slot's keys, as SCAN patterns find them (a crawl's own only: the
+#: seed list's slot may hold another crawl's keys)
+_SEED_KEY_NAMES = ("taken:", "returned", "staged")
+
+
 #: every key of the schema, control slot first
-SCHEMA: list[KeySpec] = declared(ControlKeys, ShardKeys)
+SCHEMA: list[KeySpec] = declared(ControlKeys, ShardKeys, SeedKeys)
 
 
 def layout() -> list[KeyRecord]:
@@ -484,9 +567,8 @@ def layout() -> list[KeyRecord]:
             "LIST",
             "user",
             """the seed list (DISTCRAWL_START_URLS_KEY, by default <spider>:start_urls; LPUSH
-            to add). On Redis Cluster name it inside the control slot ({S}:start_urls)""".replace(
-                "\n            ", " "
-            ),
+            to add, redis-cli -c on a Redis Cluster). It may hash anywhere: {L} is its slot
+            (its own hash tag, else its whole name)""".replace("\n            ", " "),
         )
     ]
 

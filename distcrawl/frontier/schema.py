@@ -12,6 +12,7 @@ from typing import NamedTuple, overload
 
 __all__ = [
     "CONTROL",
+    "SEEDS",
     "SHARD",
     "Key",
     "KeyOf",
@@ -25,9 +26,11 @@ __all__ = [
 CONTROL = "control"
 #: a shard's slot ``{S:k.ddddd}`` (with one shard, ``{S}`` too)
 SHARD = "shard"
+#: the seed list's own slot ``{L}``: wherever the list's name hashes
+SEEDS = "seeds"
 
 #: how each slot's prefix is written in the layout document
-_PREFIXES = {CONTROL: "{S}", SHARD: "{S:k.ddddd}"}
+_PREFIXES = {CONTROL: "{S}", SHARD: "{S:k.ddddd}", SEEDS: "{L}"}
 _PARAM = re.compile(r"<(\w+)>")
 
 

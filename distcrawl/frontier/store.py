@@ -39,7 +39,7 @@ from distcrawl.frontier.protocol import sync as sync_protocol
 from distcrawl.frontier.protocol.admin import LeasesKeptChanging
 from distcrawl.frontier.protocol.budgets import effective_factor
 from distcrawl.frontier.protocol.dupefilter import Dupefilter
-from distcrawl.frontier.protocol.membership import Claim, CrawlFormatError
+from distcrawl.frontier.protocol.membership import Claim, CrawlFormatError, Seeds
 from distcrawl.frontier.protocol.runner import Runner
 from distcrawl.frontier.protocol.spec import FORMAT
 from distcrawl.frontier.protocol.sync import Fence, Flush, SyncResult, is_tombstone
@@ -60,6 +60,7 @@ __all__ = [
     "Leased",
     "LeasesKeptChanging",
     "Revisit",
+    "Seeds",
     "ShardKeys",
     "SiteBudget",
     "SiteEvent",
@@ -146,12 +147,12 @@ class FrontierStore:
         tag: str | None = None,
         revisits: Iterable[Revisit] = (),
     ) -> Any:
-        """Push ``children``, ack ``acks``, write ``dead`` letters and ``rejected`` entries,
-        apply site ``feedback``, schedule ``revisits`` (acks whose pages come back when due;
-        revisit mode only) and lease up to ``lease`` requests, in one round trip. With
-        ``seeds_done`` the node's seeding list is cleared after its seeds are pushed. Returns a
-        :class:`SyncResult`; its ``priority_inversions`` counts leased requests of lower
-        priority than the best one still queued in another shard read in the same round trip.
+        """Push ``children``, ack ``acks``, write ``dead`` letters and ``rejected`` entries, apply
+        site ``feedback``, schedule ``revisits`` (acks whose pages come back when due; revisit mode
+        only) and lease up to ``lease`` requests, in one round trip. With ``seeds_done`` the node's
+        taken seeds are dropped once their requests are in the shards. Returns a
+        :class:`SyncResult`; its ``priority_inversions`` counts leased requests of lower priority
+        than the best one still queued in another shard read in the same round trip.
 
         With a ``tag`` the call is fenced: the rids of the children end in ``.<tag>``, and each
         shard called checks the mark this node wrote there last (see ``sync`` in the library);
@@ -196,6 +197,9 @@ class FrontierStore:
         return self._drive(membership.claim(self.keys, node, owner, timeout_ms, force))
 
     def take_seeds(self, node: str, n: int) -> Any:
+        """Up to ``n`` raw seeds into ``node``'s taken list (a :class:`Seeds`: first those
+        given back by nodes that stopped or died holding them, then from the seed list); they
+        leave it with the flush whose ``seeds_done`` says their requests are in the shards."""
         return self._drive(membership.take_seeds(self.keys, node, n))
 
     def release(self, node: str, leases: Sequence[Lease] = ()) -> Any:
@@ -233,8 +237,9 @@ class FrontierStore:
         return self._drive(step)
 
     def seen(self) -> Any:
-        """URLs the exact dupefilter holds, over every shard (O(shards) reads)."""
-        return self._drive(dupefilter.seen(self.keys, self.forget_ms))
+        """URLs the dupefilter holds, over every shard, exact or Bloom, in revisit mode too
+        (O(shards) reads)."""
+        return self._drive(dupefilter.seen(self.keys))
 
     def dupefilter_bytes(self) -> Any:
         """Bytes the dupefilter takes (MEMORY USAGE of every bucket, or of the Bloom filters)."""

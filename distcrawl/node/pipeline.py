@@ -22,6 +22,7 @@ from pymongo.write_concern import WriteConcern
 from scrapy.exceptions import DropItem
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.node.items import Revisit
 from distcrawl.servers.embedded import DEFAULT_MONGO_DATABASE, resolve_home
 from distcrawl.storage.documents import InvalidItem, make_record, revisit_record
@@ -196,6 +197,8 @@ class MongoPipeline:
             changes=self.changes_collection or None,
         )
         journal = Journal(self.journal_path, database=self.database, collection=self.collection)
+        # where this node's journal is: `journal replay` of that folder tells the crawl
+        self.stats.set_value(stat_keys.JOURNAL_PATH, str(Path(self.journal_path).resolve()))
         self._store = ProductStore(
             writer=writer,
             journal=journal,

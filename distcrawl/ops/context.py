@@ -32,8 +32,10 @@ __all__ = [
     "CrawlRefused",
     "NoCrawl",
     "NoRedis",
+    "NoSpider",
     "crawl_keys",
     "load_settings",
+    "project_spider",
     "redis_url",
 ]
 
@@ -54,6 +56,10 @@ class CrawlRefused(RuntimeError):
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         super().__init__("; ".join(lines))
+
+
+class NoSpider(RuntimeError):
+    """No spider named, and the project has none or several to choose from."""
 
 
 def load_settings(overrides: list[str] | None = None) -> Settings:
@@ -100,6 +106,21 @@ def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
     keys = FrontierKeys.for_spider(spider, settings)
     source = SeedSource.named(spider, _spider_class(settings, spider), settings, keys.start_urls)
     return dataclasses.replace(keys, start_urls=source.list_key)
+
+
+def project_spider(settings: BaseSettings) -> str:
+    """The project's only spider (what a command given no spider works on), else
+    :class:`NoSpider` naming the ones there are."""
+    try:
+        loader = load_object(settings["SPIDER_LOADER_CLASS"]).from_settings(settings.frozencopy())
+        names = sorted(loader.list())
+    except Exception as exc:  # a spider module that does not import: say which
+        raise NoSpider(f"name the spider: the project's spiders do not load ({exc})") from None
+    if len(names) == 1:
+        return str(names[0])
+    if not names:
+        raise NoSpider("name the spider: the project has none (SPIDER_MODULES)")
+    raise NoSpider(f"name the spider: the project has {len(names)} ({', '.join(names)})")
 
 
 def _spider_class(settings: BaseSettings, name: str) -> type | None:

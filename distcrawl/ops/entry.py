@@ -18,7 +18,7 @@ from scrapy.exceptions import UsageError
 
 from distcrawl.base.config import SettingError
 from distcrawl.node.settings_check import unknown_names
-from distcrawl.ops.context import CrawlRefused, NoRedis, load_settings
+from distcrawl.ops.context import CrawlRefused, NoRedis, NoSpider, load_settings, project_spider
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,7 +44,17 @@ DEFAULT_SPIDER = "catalog"
 _SET_HELP = "set/override setting (may be repeated)"
 
 
-def add_spider_argument(parser: argparse.ArgumentParser) -> None:
+def add_spider_argument(parser: argparse.ArgumentParser, *, optional: bool = False) -> None:
+    """The crawl's spider name; *optional*: by default the project's only spider."""
+    if optional:
+        parser.add_argument(
+            "spider",
+            nargs="?",
+            default=None,
+            help=f"the crawl: its spider name (e.g. {DEFAULT_SPIDER}; default: the project's "
+            "only spider)",
+        )
+        return
     parser.add_argument("spider", help=f"the crawl: its spider name (e.g. {DEFAULT_SPIDER})")
 
 
@@ -66,11 +76,14 @@ def _guarded(execute: Execute, opts: argparse.Namespace, settings: BaseSettings)
     """*execute*, after the unknown-name warnings. Without a Redis to work on, it says so on
     stderr and exits 1; a setting that cannot be used, or a crawl the tool must not touch
     (:class:`~distcrawl.ops.context.CrawlRefused`), is one error line each and exit status 2,
-    not a traceback."""
+    not a traceback. An optional spider left out is the project's only one (none or several:
+    say so, exit 2)."""
     report_unknown(settings)
     try:
+        if getattr(opts, "spider", "") is None:
+            opts.spider = project_spider(settings)
         return execute(opts, settings)
-    except SettingError as exc:
+    except (SettingError, NoSpider) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except NoRedis as exc:

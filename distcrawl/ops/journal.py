@@ -9,6 +9,7 @@ newer document with older data, so replaying late or twice is harmless.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,8 @@ from pymongo.write_concern import WriteConcern
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
+from distcrawl.ops.reads import Batch, read
+from distcrawl.ops.snapshot import JOURNAL_AT_FIELD, JOURNAL_LEFT_FIELD
 from distcrawl.servers.embedded import ensure_mongo, resolve_home
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.replay import ReplaySummary, replay_journal
@@ -26,7 +29,9 @@ from distcrawl.storage.writer import MongoWriter
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["ReplayOptions", "held", "replay", "replay_uri", "targets"]
+    from distcrawl.frontier.keys import FrontierKeys
+
+__all__ = ["ReplayOptions", "held", "record_replay", "replay", "replay_uri", "targets"]
 
 #: the outcome counts of a replay, summed over its targets
 COUNTS = ("replayed", "rejected", "damaged", "left")
@@ -168,3 +173,48 @@ def replay(
         for key in COUNTS:
             outcome[key] += result[key]
     return outcome
+
+
+#: stopped and recovered nodes looked at by :func:`record_replay` (newest first)
+_MAX_GONE = 100
+
+
+def record_replay(
+    client: Any, keys: FrontierKeys, directory: Path, *, heartbeat_timeout: float
+) -> list[str]:
+    """Tell the crawl what a replay left in *directory*: every node of this host whose journal
+    it is and that no longer heart-beats gets the products left there, so that ``status`` (the
+    ``journal`` column), the dashboard and ``/metrics`` stop showing the ones replayed. A live
+    node reports its own. Returns the nodes told; a bounded number of commands."""
+    left = sum(row["products"] for row in held(directory))
+    path, host = str(directory.resolve()), socket.gethostname()
+    batch = Batch()
+    batch.add("nodes", "zrange", keys.nodes, 0, -1, withscores=True)
+    batch.add("gone", "zrevrange", keys.gone, 0, _MAX_GONE - 1)
+    got = read(client, Batch.clock(keys.prefix))
+    seconds, micros = got["time"]
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    got = read(client, batch)
+    live_since = now_ms - int(heartbeat_timeout * 1000)
+    live = {_text(n) for n, beat in got["nodes"] if float(beat) >= live_since}
+    names = [n for n in dict.fromkeys([*(_text(n) for n, _ in got["nodes"]),
+                                       *map(_text, got["gone"])]) if n not in live]  # fmt: skip
+    batch = Batch()
+    for name in names:
+        batch.add(name, "hget", keys.node(name), "info")
+    infos = read(client, batch) if names else {}
+    told = []
+    for name in names:
+        try:
+            info = json.loads(infos[name] or "{}")
+        except ValueError:
+            continue
+        if isinstance(info, dict) and info.get("journal") == path and info.get("host") == host:
+            told.append(name)
+    for name in told:
+        client.hset(keys.node(name), mapping={JOURNAL_LEFT_FIELD: left, JOURNAL_AT_FIELD: now_ms})
+    return told
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -68,6 +68,10 @@ def progress_line(status: dict[str, Any]) -> str:
     return "Cluster: " + ", ".join(parts)
 
 
+#: seconds a closing node waits for the progress loop to end
+_STOP_WAIT = 10.0
+
+
 class ClusterProgress:
     """Logs :func:`progress_line` every ``DISTCRAWL_PROGRESS_INTERVAL`` seconds.
 
@@ -94,7 +98,7 @@ class ClusterProgress:
         self._task: asyncio.Task[None] | None = None
         self._client: Any = None
         self._failing = False
-        self._closing = False
+        self._stopping = asyncio.Event()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -121,22 +125,22 @@ class ClusterProgress:
         self._task = asyncio.ensure_future(self._run(keys))
 
     async def spider_closed(self, spider: Spider) -> None:
-        # redis-py may swallow a cancellation that lands while it connects: the loop then
-        # ends at its next turn instead of sampling on for ever (a node closing at once, as
-        # one that refuses to start does, would never close)
-        self._closing = True
+        # the loop ends at its next turn; a cancel alone may be swallowed by a Redis call under
+        # way (a connection being made), and the loop would go on with the node waiting on it
+        self._stopping.set()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait([self._task], timeout=_STOP_WAIT)
         if self._client is not None:
             await self._client.aclose()
 
     async def _run(self, keys: FrontierKeys) -> None:
         # a first sample at once, so the first line already has rates
         await self._sample(keys)
-        while not self._closing:
-            await asyncio.sleep(self.interval)
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.interval)
+                return
             status = await self._sample(keys)
             if status is not None:
                 logger.info(progress_line(status))

@@ -24,6 +24,7 @@ def backlog(snapshot: Snapshot) -> int:
         + snapshot.waiting_total
         + snapshot.parked
         + snapshot.start_list
+        + snapshot.seeds_returned
         + sum(n.leases + n.seeding for n in nodes)
     )
 

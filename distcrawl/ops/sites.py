@@ -7,8 +7,11 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.durations import short_duration
+from distcrawl.base.names import status as words
 from distcrawl.base.rates import is_number
-from distcrawl.frontier.store import effective_factor
+from distcrawl.frontier.keys import SITE_CUT_CAUSE_FIELD
+from distcrawl.frontier.store import DEFAULT_SITE_RECOVERY, effective_factor
 from distcrawl.ops.reads import Batch, Plan
 
 if TYPE_CHECKING:
@@ -17,6 +20,8 @@ if TYPE_CHECKING:
 __all__ = [
     "TOP_SITES",
     "SitesPage",
+    "cut_of",
+    "explain_cut",
     "in_flight_reads",
     "published_site_rates",
     "site_budget",
@@ -75,6 +80,38 @@ def published_site_rates(infos: Iterable[Mapping[str, Any]]) -> dict[str, float]
     return rates
 
 
+def cut_of(fields: Mapping[str, str], factor: float, now_ms: float) -> dict[str, Any] | None:
+    """Why a site runs below its rate, None when it does not: the cause of its latest cut
+    (:data:`~distcrawl.base.names.status.CUT_CAUSES`), when it was cut, the factor now and the
+    seconds until the cut has worn off at the latest (fine answers end it sooner, another
+    push-back later), and one line saying all of it."""
+    if factor >= 1.0:
+        return None
+    cause = fields.get(SITE_CUT_CAUSE_FIELD) or words.UNKNOWN_CAUSE
+    if cause not in words.CUT_CAUSES:
+        cause = words.UNKNOWN_CAUSE
+    at = float(fields.get("cut_at") or fields.get("fts") or 0) or None
+    recover_ms = float(fields.get("recover_ms") or DEFAULT_SITE_RECOVERY * 1000)
+    cut: dict[str, Any] = {
+        "cause": cause,
+        "at_ms": int(at) if at is not None else None,
+        "since_s": round(max(0.0, now_ms - at) / 1000, 1) if at is not None else None,
+        "factor": round(factor, 3),
+        "wears_off_in_s": round((1.0 - factor) * recover_ms / 1000, 1),
+    }
+    cut["why"] = explain_cut(cut)
+    return cut
+
+
+def explain_cut(cut: Mapping[str, Any]) -> str:
+    """``throttled 1m20s ago: rate at 47%, full again within 4m10s``."""
+    when = "" if cut["since_s"] is None else f" {short_duration(cut['since_s'])} ago"
+    return (
+        f"{cut['cause']}{when}: rate at {cut['factor']:.0%}, full again within "
+        f"{short_duration(cut['wears_off_in_s'])}"
+    )
+
+
 def site_rows(
     budgets: Mapping[str, Mapping[str, str]],
     waiting: Mapping[str, int],
@@ -107,6 +144,7 @@ def site_rows(
         conc = fields.get("limit_conc")
         out.append(
             {
+                "cut": cut_of(fields, factor, now),
                 "site": site,
                 "limit_rate": limit,
                 "limit_concurrency": int(conc) if conc else None,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
 
-from distcrawl.frontier.keys import STATUS_LEASES_FIELD
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD, seen_counted
 from distcrawl.frontier.memory import read_memory, read_memory_async
 from distcrawl.ops import deadletters
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES, Band, priority_bands, score_range
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DEAD_SAMPLE",
+    "JOURNAL_AT_FIELD",
+    "JOURNAL_LEFT_FIELD",
     "NodeRecord",
     "Revisits",
     "Snapshot",
@@ -46,6 +48,10 @@ __all__ = [
 DEFAULT_DEAD_SAMPLE = 10_000
 #: stopped and recovered nodes read from the registry of gone nodes (newest first)
 _MAX_GONE = 100
+#: fields of a node's hash written by ``journal replay`` of its journal once it stopped: the
+#: products its journal's folder still held, and when (ms, server clock)
+JOURNAL_LEFT_FIELD = "journal_left"
+JOURNAL_AT_FIELD = "journal_at"
 
 
 def _text(value: Any) -> str:
@@ -86,8 +92,11 @@ class NodeRecord:
     info: dict[str, Any] = field(default_factory=dict)
     #: leases it holds, over all shards
     leases: int = 0
-    #: seeds it took from the start list and has not pushed into the frontier yet
+    #: seeds it took from the seed list and has not put into the crawl yet
     seeding: int = 0
+    #: what a replay of its journal by hand left in it, and when (None: no replay since)
+    journal_left: int | None = None
+    journal_at_ms: int | None = None
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -129,6 +138,8 @@ class Snapshot:
     seen: int = 0
     bloom_bytes: int = 0
     start_list: int = 0
+    #: seeds given back by nodes that stopped or died holding them, to be taken again
+    seeds_returned: int = 0
     rejected: int = 0
     paused: bool = False
     nodes: dict[str, NodeRecord] = field(default_factory=dict)
@@ -146,13 +157,14 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
     batch.add("nodes", "zrange", keys.nodes, 0, -1)
     batch.add("gone", "zrevrange", keys.gone, 0, _MAX_GONE - 1)
     batch.add("start_list", "llen", keys.start_urls)
+    batch.add("seeds_returned", "llen", keys.seeds.returned)
     batch.add("rejected", "llen", keys.rejected)
     batch.add("paused", "get", keys.paused)
     for shard in shards:
         k = shard.index
         batch.add((k, "queued"), "zcard", shard.queue)
         batch.add((k, "parked"), "zcard", shard.delayed)
-        batch.add((k, "seen"), "hget", shard.seen_info, "n")
+        batch.add((k, "generation"), "get", shard.seen_generation)
         batch.add((k, "bloom_bytes"), "strlen", shard.bloom)
         batch.add((k, "dead"), "hlen", shard.dead)
         batch.add((k, "requests"), "hlen", shard.requests)
@@ -181,19 +193,20 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     got = yield _first_reads(keys, shards, bands)
     snap = Snapshot(spider=keys.spider, at_ms=0, shards=len(shards))
     snap.start_list, snap.rejected = int(got["start_list"]), int(got["rejected"])
+    snap.seeds_returned = int(got["seeds_returned"])
     snap.paused = got["paused"] is not None
     snap.queued_by_kind = {kind: 0 for kind, _, _ in bands}
     first_due: list[tuple[ShardKeys, str]] = []
     cuts: list[tuple[float, ShardKeys, str]] = []
     held: dict[str, int] = {}
     dead_by_shard: list[int] = []
+    generations = [(shard, got[(shard.index, "generation")]) for shard in shards]
     revisit_heads: list[float] = []
     late_heads: list[float] = []
     for shard in shards:
         k = shard.index
         snap.queued += int(got[(k, "queued")])
         snap.parked += int(got[(k, "parked")])
-        snap.seen += int(got[(k, "seen")] or 0)
         snap.bloom_bytes += int(got[(k, "bloom_bytes")])
         dead_by_shard.append(int(got[(k, "dead")]))
         snap.requests += int(got[(k, "requests")])
@@ -220,10 +233,15 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     for name in names:
         batch.add(("heartbeat", name), "zscore", keys.nodes, name)
         batch.add(("info", name), "hgetall", keys.node(name))
-        batch.add(("seeding", name), "llen", keys.seeding(name))
+        batch.add(("seeding", name), "llen", keys.seeds.taken(name))
     for shard, site in first_due:
         batch.add(("room", shard.index, site), "zcard", shard.wait(site))
+    # the URLs each dupefilter holds, in any of its modes (revisit: its live generations)
+    for shard, generation in generations:
+        for name in seen_counted(shard, generation):
+            batch.add(("seen", name), "hget", name, "n")
     got = yield batch
+    snap.seen = sum(int(got[("seen", n)] or 0) for s, g in generations for n in seen_counted(s, g))
     for name in names:
         score = got[("heartbeat", name)]
         fields = {_text(k): v for k, v in (got[("info", name)] or {}).items()}
@@ -235,6 +253,8 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
             info=_json_object(fields.get("info")),
             leases=held.get(name, 0),
             seeding=int(got[("seeding", name)]),
+            journal_left=_int_or_none(fields.get(JOURNAL_LEFT_FIELD)),
+            journal_at_ms=_int_or_none(fields.get(JOURNAL_AT_FIELD)),
         )
     rooms = [(int(got[("room", sh.index, site)]), sh, site) for sh, site in first_due]
     top = sorted([room for room in rooms if room[0]], key=lambda t: -t[0])[:TOP_SITES]

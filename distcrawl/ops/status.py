@@ -107,12 +107,14 @@ def node_errors(stats: Mapping[str, Any]) -> int:
     return int(total)
 
 
-def journal_backlog(stats: Mapping[str, Any]) -> int | None:
-    """Products a node wrote to its local journal (MongoDB away) and has not replayed yet."""
-    journaled, replayed = stats.get(stat_keys.JOURNALED), stats.get(stat_keys.REPLAYED)
-    if not is_number(journaled):
-        return None
-    return max(0, _count(journaled) - _count(replayed))
+def journal_held(node: NodeRecord) -> int:
+    """Products only in the node's local journal (not in MongoDB yet): what it last published,
+    or less when a replay of its journal by hand (``journal replay``) left fewer since."""
+    held = _count(node.stats.get(stat_keys.JOURNAL_HELD))
+    beat = node.info_heartbeat_ms or node.heartbeat_ms or 0
+    if node.journal_left is not None and (node.journal_at_ms or 0) >= beat:
+        held = min(held, max(0, node.journal_left))
+    return held
 
 
 def node_state(node: NodeRecord, age: float | None, heartbeat_timeout: float) -> str:
@@ -171,8 +173,7 @@ def _node(
         "products_per_min": _round(rates["products"]) if rates else None,
         "acked_per_min": _round(rates["acked"]) if rates else None,
         # products only in the node's local journal (not in MongoDB yet)
-        "journal_held": _count(stats.get(stat_keys.JOURNAL_HELD)),
-        "journal_backlog": journal_backlog(stats),
+        "journal_held": journal_held(node),
         "errors": node_errors(stats),
     }
     return row, rates
@@ -241,7 +242,9 @@ def build_status(
             ),
             "parked": snapshot.parked,
             "in_flight": sum(n["in_flight"] for n in nodes),
-            "seeding": sum(n["seeding"] for n in nodes),
+            # seeds taken by nodes, or given back by those that stopped or died: not in the
+            # crawl yet
+            "seeding": sum(n["seeding"] for n in nodes) + snapshot.seeds_returned,
             "start_list": snapshot.start_list,
             "backlog": left,
             "seen": snapshot.seen,

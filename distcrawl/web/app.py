@@ -39,6 +39,7 @@ from distcrawl.ops import control, deadletters, seeds, sites
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
 from distcrawl.ops.products import ProductStore
 from distcrawl.ops.reads import arun
+from distcrawl.ops.status import DEFAULT_REVISIT_GRACE
 from distcrawl.web.metrics import CONTENT_TYPE, render_metrics
 from distcrawl.web.sampler import DEFAULT_INTERVAL, Sampler
 from distcrawl.web.security import Guard, HostCheck
@@ -76,6 +77,7 @@ class WebConfig:
     heartbeat_timeout: float
     token: str | None = None
     page_priorities: Mapping[str, int] = field(default_factory=lambda: DEFAULT_PAGE_PRIORITIES)
+    revisit_grace: float = DEFAULT_REVISIT_GRACE
     allow_private: bool | frozenset[str] = False
     interval: float = DEFAULT_INTERVAL
     store: ProductStore | None = None
@@ -149,6 +151,7 @@ def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
         keys=keys,
         heartbeat_timeout=config.heartbeat_timeout,
         page_priorities=config.page_priorities,
+        revisit_grace=config.revisit_grace,
         interval=config.interval,
         count_products=store.count if store is not None else None,
     )

@@ -72,6 +72,7 @@ def web_config(
         heartbeat_timeout=ctx.heartbeat_timeout,
         token=token,
         page_priorities=ctx.page_priorities,
+        revisit_grace=ctx.revisit_grace,
         allow_private=ctx.allow_private,
         interval=max(0.2, interval),
         store=ProductStore.from_settings(settings) if store else None,

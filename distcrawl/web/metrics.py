@@ -102,6 +102,7 @@ class _StatusCollector(Collector):
         items = _family(m.NODE_ITEMS)
         leased = _family(m.NODE_IN_FLIGHT)
         age = _family(m.NODE_HEARTBEAT_AGE)
+        journal = _family(m.NODE_JOURNAL)
         for node in status["nodes"]:
             states[node["state"]] = states.get(node["state"], 0) + 1
             name = node["node"]
@@ -110,10 +111,11 @@ class _StatusCollector(Collector):
             leased.add_metric([name], node["in_flight"])
             if node["heartbeat_age_s"] is not None:
                 age.add_metric([name], node["heartbeat_age_s"])
+            journal.add_metric([name], node["journal_held"])
         by_state = _family(m.NODES)
         for state, n in states.items():
             by_state.add_metric([state], n)
-        yield from (by_state, pages, items, leased, age)
+        yield from (by_state, pages, items, leased, age, journal)
 
         dead = status["dead_letters"]
         reasons = _top(dead["by_reason"])
@@ -132,11 +134,14 @@ class _StatusCollector(Collector):
         in_flight = _family(m.SITE_IN_FLIGHT)
         waiting = _family(m.SITE_WAITING)
         factor = _family(m.SITE_FACTOR)
+        cut = _family(m.SITE_CUT_REMAINING)
         for site in status["sites"]:
             in_flight.add_metric([site["site"]], site["in_flight"])
             waiting.add_metric([site["site"]], site["waiting"])
             factor.add_metric([site["site"]], site["factor"])
-        yield from (in_flight, waiting, factor)
+            if site.get("cut"):
+                cut.add_metric([site["site"], site["cut"]["cause"]], site["cut"]["wears_off_in_s"])
+        yield from (in_flight, waiting, factor, cut)
 
 
 def render_metrics(sampler: Sampler) -> bytes:

@@ -23,7 +23,7 @@ from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
 from distcrawl.ops.rates import RateTracker
 from distcrawl.ops.snapshot import DEFAULT_DEAD_SAMPLE, aread_snapshot
-from distcrawl.ops.status import build_status
+from distcrawl.ops.status import DEFAULT_REVISIT_GRACE, build_status
 
 __all__ = ["DEFAULT_HISTORY", "DEFAULT_INTERVAL", "DEFAULT_STORE_INTERVAL", "Sampler"]
 
@@ -53,6 +53,7 @@ class Sampler:
     keys: FrontierKeys
     heartbeat_timeout: float
     page_priorities: Mapping[str, int] = field(default_factory=lambda: DEFAULT_PAGE_PRIORITIES)
+    revisit_grace: float = DEFAULT_REVISIT_GRACE
     interval: float = DEFAULT_INTERVAL
     store_interval: float = DEFAULT_STORE_INTERVAL
     history: int = DEFAULT_HISTORY
@@ -85,7 +86,12 @@ class Sampler:
         )
         self._tracker.update(snapshot)
         self._chart_tracker.update(snapshot)
-        status = build_status(snapshot, self._tracker, heartbeat_timeout=self.heartbeat_timeout)
+        status = build_status(
+            snapshot,
+            self._tracker,
+            heartbeat_timeout=self.heartbeat_timeout,
+            revisit_grace=self.revisit_grace,
+        )
         self._record(status)
         self.status = status
         self.error = None

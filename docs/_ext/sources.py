@@ -366,8 +366,8 @@ def metrics_from_vocabulary() -> list[Metric]:
 def keys_from_schema() -> list[Key]:
     """The key layout, from the key schema (``distcrawl.frontier.keys.layout()``), written for
     a crawl named ``catalog``: ``{catalog}:...`` in the control slot, ``{catalog:k}:...`` in a
-    shard, the seed list as ``catalog:start_urls``; a ``[tag]`` in front of a meaning is the
-    record's tag."""
+    shard, the seed list as ``catalog:start_urls`` and its neighbours as
+    ``{catalog:start_urls}:...``; a ``[tag]`` in front of a meaning is the record's tag."""
     from distcrawl.frontier.keys import layout
 
     records = []
@@ -375,6 +375,7 @@ def keys_from_schema() -> list[Key]:
         tags = tuple(re.findall(r"^\[([a-z ]+)\]\s*", record.meaning))
         help_text = re.sub(r"^\[([a-z ]+)\]\s*", "", record.meaning)
         pattern = record.pattern.replace("{S:k.ddddd}", "{catalog:k}").replace("{S}", "{catalog}")
+        pattern = pattern.replace("{L}", "{catalog:start_urls}")
         slot = record.slot
         if pattern == "<start list>":
             pattern, slot = "catalog:start_urls", "seeds"
@@ -390,8 +391,9 @@ def keys_in_code() -> set[str]:
     crawl = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=2)
     shard = crawl.shard(1)
     found = {"catalog:start_urls"}
+    slots = {"control": (crawl, "{catalog}"), "seeds": (crawl.seeds, crawl.seeds.prefix)}
     for key in SCHEMA:
-        obj, tag = (crawl, "{catalog}") if key.slot == "control" else (shard, "{catalog:k}")
+        obj, tag = slots.get(key.slot, (shard, "{catalog:k}"))
         value = getattr(obj, key.name)
         if key.params:
             value = value(*(f"<{p}>" for p in key.params))

@@ -56,7 +56,9 @@ def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None
 
 def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
     r.zadd(KEYS.shard(0).queue, {"9": -1.0})
-    r.sadd(KEYS.shard(0).dupefilter, "a", "b")
+    # two URLs seen, as the dupefilter records them (its bucket, and its count)
+    r.sadd(KEYS.shard(0).dupefilter, "1", "2")
+    r.hset(KEYS.shard(0).seen_info, mapping={"L": 0, "split": 0, "n": 2})
     r.lpush(KEYS.start_urls, "https://s.test/")
     code, _, err = cli("control", "catalog", "reset")
     assert code == 2

@@ -183,3 +183,21 @@ def test_a_real_crawls_dead_letters_are_requeued_and_purged_by_the_reasons_statu
         assert (code, out.strip()) == (0, f"purged {n} of {n} matching dead letters")
     code, out, _ = cli("status", "catalog", "--json", "--sample", "0", "--no-store")
     assert json.loads(out)["dead_letters"]["total"] == 0
+
+
+def test_lists_fit_80_columns_with_urls_cut_in_the_middle(cli, r, monkeypatch) -> None:
+    long_url = "http://shop-with-a-long-name.test/category/sub/" + "x" * 80 + "/p/123456"
+    dead_letter(r, "d" * 40, long_url, "twisted.internet.error.ConnectionRefusedError")
+    refusal = {"kind": "seed", "raw": "y" * 300, "reason": "not_a_url", "at": time.time()}
+    r.lpush(KEYS.rejected, json.dumps({**refusal, "node": "node-with-a-long-name-1"}))
+    monkeypatch.setenv("COLUMNS", "80")
+    for action in ("list", "refused", "count"):
+        code, out, _ = cli("deadletters", "catalog", action)
+        assert code == 0
+        lines = out.splitlines()
+        assert max(len(line) for line in lines) <= 80, out
+    code, out, _ = cli("deadletters", "catalog", "list")
+    row = next(line for line in out.splitlines() if "…" in line and "http://" in line)
+    assert "http://shop-with" in row and row.rstrip().endswith("/p/123456")
+    code, out, _ = cli("deadletters", "catalog", "list", "--json")
+    assert json.loads(out)["dead_letters"][0]["url"] == long_url  # whole in --json

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -30,6 +32,7 @@ from distcrawl.ops.snapshot import read_snapshot
 from distcrawl.ops.status import build_status
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_status_screen_and_json_mask_the_password(cli, r, redis_url) -> None:
@@ -49,6 +52,34 @@ def test_status_error_never_shows_the_password(capsys) -> None:
     assert main(["status", "catalog", "--sample", "0", "--no-store", "-s", f"REDIS_URL={url}"]) == 1
     _, err = capsys.readouterr()
     assert "s3cret" not in err and "user:***@127.0.0.1:1" in err
+
+
+def test_status_without_a_spider_is_the_projects_only_spider(cli, r) -> None:
+    FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"stats": {}}))
+    code, out, err = cli("status", "--json", "--sample", "0", "--no-store")
+    assert code == 0, err
+    assert json.loads(out)["crawl"] == "catalog" and "warning" not in err
+
+
+def test_status_without_a_spider_in_a_project_of_several_names_them(redis_url) -> None:
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_url,
+        SCRAPY_SETTINGS_MODULE="redis_example_settings",
+        PYTHONPATH=os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "distcrawl.cli", "status", "--json", "--no-store"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout
+    named = re.fullmatch(r"error: name the spider: the project has (\d+) \((.+)\)\n", done.stderr)
+    assert named, done.stderr
+    spiders = named[2].split(", ")
+    assert int(named[1]) == len(spiders) > 1 and "myspider_redis" in spiders
 
 
 # --------------------------------------------------------------------------- a real crawl
@@ -122,6 +153,10 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         assert set(live) == {"s1", "s2", "s3"}
         assert all(n["pages_per_min"] > 0 for n in live.values()), live
         assert status["totals"]["products_per_min"] > 0
+        # one site: its pages/min is the nodes' pages/min, both over the nodes' same window
+        # (each figure rounded to 0.1 by the node that publishes it)
+        (site,) = [s for s in status["sites"] if s["site"] == urlsplit(shop.url).hostname]
+        assert abs(site["pages_per_min"] - status["totals"]["pages_per_min"]) <= 0.1 * len(live)
 
         nodes[2].kill()  # kill -9: no goodbye, its leases wait for the heartbeat timeout
 

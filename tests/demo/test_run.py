@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -13,11 +14,17 @@ from typing import Any
 import pymongo
 import pytest
 import redis
+from crawl_nodes import wait_for
 
 from distcrawl.cli import main
 from distcrawl.demo.checks import account_dead_letters
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
-from distcrawl.servers.embedded import ensure_mongo, ensure_redis, stop_services
+from distcrawl.servers.embedded import (
+    ensure_mongo,
+    ensure_redis,
+    services_status,
+    stop_services,
+)
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
 
@@ -145,10 +152,14 @@ def test_demo_on_a_3_master_cluster_stores_every_product_once(tmp_path) -> None:
     try:
         summary = _demo(home, "--redis-cluster", "3", "--sites", "4", "--products", "100")
         _every_product_once(summary, 4 * 100)
+        # seeded through the documented list, as `redis-cli -c lpush` reaches it on a cluster
+        assert summary["seed_list"] == "catalog:start_urls"
         assert summary["shards"] == 16
         # four sites in four shards here, on more than one master (the tags spread the
         # shards over the masters)
         assert summary["shards_used"] >= 2 and summary["masters_used"] >= 2, summary
+        # the cluster is stopped with the demo; the home's MongoDB keeps running, and says so
+        assert list(summary["services_running"]) == ["mongo"]
     finally:
         stop_services(home)
 
@@ -169,6 +180,62 @@ def test_demo_without_a_home_leaves_no_folder_behind(tmp_path) -> None:
     summary = json.loads(done.stdout)
     assert done.returncode == 0, (summary, done.stderr[-2000:])
     _every_product_once(summary, 40)
-    # its embedded servers stopped, its temporary home (their data, the node logs) deleted
-    assert summary["home_kept"] is None
+    # its embedded servers stopped, its temporary home (their data, the node logs) deleted:
+    # the summary names none of it
+    assert summary["home_kept"] is None and summary["node_logs"] == []
+    assert summary["services_running"] == {}
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_demo_with_a_home_says_which_servers_keep_running_and_how_to_stop_them(tmp_path) -> None:
+    home = tmp_path / "home"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "distcrawl.cli", "demo", "--products", "20", "--home",
+             str(home)],
+            capture_output=True, text=True, timeout=600,
+            env={k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MONGO_URI")},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        line = done.stdout.strip().splitlines()[-1]
+        assert line.startswith("redis (redis://127.0.0.1:") and "and mongo (mongodb://" in line
+        assert line.endswith(f"of {home} keep running: `distcrawl services stop --home {home}` "
+                             "stops them")  # fmt: skip
+        stopped = subprocess.run(
+            [sys.executable, "-m", "distcrawl.cli", "services", "stop", "--home", str(home)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert stopped.returncode == 0 and "redis, mongo" in stopped.stdout, stopped
+    finally:
+        stop_services(home)
+
+
+@pytest.mark.slow
+def test_demo_interrupted_names_the_folder_it_leaves(tmp_path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MONGO_URI")}
+    err = tmp_path / "demo.err"
+    with err.open("w") as sink:
+        demo = subprocess.Popen(
+            [sys.executable, "-m", "distcrawl.cli", "demo", "--products", "2000",
+             "--latency", "50"],
+            stdout=subprocess.DEVNULL, stderr=sink, env={**env, "TMPDIR": str(scratch)},
+        )  # fmt: skip
+        try:
+            # the nodes are crawling: their logs are in the demo's temporary folder
+            assert wait_for(lambda: list(scratch.glob("distcrawl-demo-*/node-1.log")), 180)
+            demo.send_signal(signal.SIGINT)  # Ctrl-C
+            assert demo.wait(timeout=180) == 130
+        finally:
+            if demo.poll() is None:
+                demo.kill()
+                demo.wait()
+    (folder,) = scratch.iterdir()
+    text = err.read_text()
+    assert f"the demo leaves its node logs and server data in {folder} (" in text, text
+    assert f"`rm -r {folder}` deletes them" in text
+    assert (folder / "node-1.log").exists()
+    # its servers were stopped all the same
+    assert not any(info["running"] for info in services_status(folder).values())

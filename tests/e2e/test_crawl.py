@@ -22,6 +22,8 @@ from crawl_nodes import (
 )
 from frontier_state import KEYS, leases_left, queued
 
+from distcrawl.frontier.store import FrontierStore
+
 pytestmark = pytest.mark.slow
 
 PROFILES = Path(__file__).resolve().parents[2] / "distcrawl" / "demo" / "profiles"
@@ -34,6 +36,37 @@ def lpush(redis_cli: Path, redis_url: str, *values: str) -> None:
         check=True,
         capture_output=True,
     )
+
+
+def test_a_second_crawl_of_a_shop_says_once_that_every_link_was_seen_before(
+    redis_url, mongo_uri, redis_cli, shop_factory, tmp_path
+) -> None:
+    shop = shop_factory(products=30)
+    lpush(redis_cli, redis_url, shop.url)
+    first = Node(redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="first")
+    try:
+        assert first.wait() == 0
+    finally:
+        stop_all([first])
+    pages = sum(1 for e in shop.request_log() if e["path"] != "/robots.txt")
+    seen = FrontierStore(redis.Redis.from_url(redis_url), KEYS).seen()
+    assert seen >= pages > 30
+    # the same shop again: its seed is fetched, every link on it was seen before
+    lpush(redis_cli, redis_url, shop.url)
+    again = Node(redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="again")
+    try:
+        assert again.wait() == 0
+    finally:
+        stop_all([again])
+    said = [line for line in again.log().splitlines() if "drained with nothing new" in line]
+    assert len(said) == 1, again.log()[-3000:]
+    filtered = stats_of(again.log())["frontier/filtered"]
+    assert filtered > 0
+    assert f"({filtered} filtered on node again;" in said[0]
+    assert f"holds {seen} URLs" in said[0]
+    assert "distcrawl control catalog reset --yes-really" in said[0]
+    assert "revisit mode" in said[0]
+    assert "nothing new" not in first.log()  # a first crawl found everything new
 
 
 def test_two_nodes_store_every_product_exactly_once(
@@ -128,9 +161,7 @@ def test_json_seeds_carry_priority_and_meta_and_bad_seeds_are_skipped(
     assert f"Seed accepted: {shop.url} (priority 5000)" in log
     assert log.count("Refused seed") == 3
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
-    rejected = [
-        json.loads(x) for x in redis.Redis.from_url(redis_url).lrange(KEYS.rejected, 0, -1)
-    ]
+    rejected = [json.loads(x) for x in redis.Redis.from_url(redis_url).lrange(KEYS.rejected, 0, -1)]
     assert sorted(r["reason"] for r in rejected) == ["bad_characters", "bad_scheme", "missing_url"]
 
 
@@ -256,6 +287,15 @@ def test_a_node_that_cannot_store_its_journal_exits_3_and_status_shows_the_produ
     assert status["totals"]["journal_held"] == 30
 
     mongo_server.start()
-    assert main(["journal", "replay", str(journal), "--mongo-uri", mongo_uri]) == 0
+    replay = ["journal", "replay", str(journal), "--mongo-uri", mongo_uri, "--json"]
+    assert main([*replay, "-s", f"REDIS_URL={redis_url}"]) == 0
+    out, _ = capsys.readouterr()
+    assert json_.loads(out)["told"] == ["stranded"]  # the crawl learnt what the replay left
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
     assert_each_product_once(mongo_uri, shop)
+    # status (and with it the dashboard and /metrics) now shows the journal empty
+    code = main(["status", "catalog", "--json", "--sample", "0", "-s", f"REDIS_URL={redis_url}"])
+    out, err = capsys.readouterr()
+    status = json_.loads(out)
+    (entry,) = [n for n in status["nodes"] if n["node"] == "stranded"]
+    assert (entry["journal_held"], status["totals"]["journal_held"]) == (0, 0)

@@ -32,7 +32,8 @@ def frontier_left(r: redis.Redis, spider: str = "catalog") -> dict[str, int]:
         "delayed": delayed(r, keys),
         "leased": sum(r.zcard(k) for k in leases_left(r, keys)),
         "payloads": payloads(r, keys),  # every accepted request's payload lives until its ack
-        "seeding": sum(r.llen(k) for k in r.keys(keys.seeding("*"))),
+        "seeding": sum(r.llen(k) for k in r.keys(keys.seeds.taken("*")))
+        + r.llen(keys.seeds.returned),
     }
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
@@ -22,8 +25,9 @@ from distcrawl.ops.snapshot import Snapshot, aread_snapshot, read_snapshot
 from distcrawl.ops.status import build_status
 from distcrawl.servers.cluster import SLOTS
 
-#: the seed list inside the crawl's hash tag, so seed scripts stay in one slot on a cluster
-START_KEY = "{catalog}:start_urls"
+#: the documented seed list: on a cluster it hashes where its name puts it, not in the crawl's
+#: own slots
+START_KEY = "catalog:start_urls"
 #: distinct loopback addresses: distinct sites, whose shards (of 16) sit on three masters
 SHOP_HOSTS = ("127.0.0.2", "127.0.0.4", "127.0.0.6")
 ALLOW = ",".join(("127.0.0.1", *SHOP_HOSTS))
@@ -192,11 +196,11 @@ def test_frontier_shards_spread_over_the_masters_and_run_their_script_there(
         leased = _lease_all(store, "n1", 61)
         assert len(leased) == 61
         client.lpush(START_KEY, "http://s.test/")
-        assert store.take_seeds("n1", 10) == [b"http://s.test/"]
+        assert store.take_seeds("n1", 10).fresh == [b"http://s.test/"]
         store.heartbeat("n1", "{}")
         assert [int(x) for x in store.drained()] == [0, 0, 61, 1, 0]
         assert store.release("n1") == 61 + 1
-        assert [int(x) for x in store.drained()] == [61, 0, 0, 0, 1]
+        assert [int(x) for x in store.drained()] == [61, 0, 0, 1, 0]  # the seed given back
         # each shard's keys sit on the master of its slot, and each master ran scripts
         for shard in keys.all_shards():
             queued = client.zcard(shard.queue)
@@ -300,6 +304,41 @@ def test_pause_resume_and_reset_on_the_cluster(redis_cluster_url) -> None:
         client.close()
 
 
+def test_seeds_given_back_after_a_death_between_push_and_drop_are_filtered_not_queued_twice(
+    redis_cluster_url,
+) -> None:
+    keys = FrontierKeys("catalog", START_KEY, shards=16)
+    client = connection.client(redis_cluster_url)
+    try:
+        # the seed list hashes apart from the crawl's slots; its neighbours hash with it
+        seeds = keys.seeds
+        assert seeds.prefix == "{catalog:start_urls}"
+        assert client.keyslot(START_KEY) == client.keyslot(seeds.returned)
+        assert client.keyslot(START_KEY) not in {
+            client.keyslot(s.prefix) for s in [keys, *keys.all_shards()]
+        }
+        store = FrontierStore(client, keys)
+        client.lpush(START_KEY, "http://s.test/", "http://t.test/")
+        assert store.take_seeds("n1", 5).fresh == [b"http://s.test/", b"http://t.test/"]
+        # n1 pushed the first seed's request into its shard (a seed's request is dont_filter,
+        # its fingerprint recorded), and died before it said so
+        as_seed = (*_child("s-seed")[:2], True, *_child("s-seed")[3:])
+        assert store.sync("n1", children=[as_seed]).added == 1
+        assert store.release("n1") == 2  # its seeds given back (no lease was taken)
+        assert client.llen(seeds.returned) == 2 and not client.exists(seeds.taken("n1"))
+        # taken again first, by another node; their requests go through the dupefilter: the
+        # one in the crawl already is not queued twice
+        taken = store.take_seeds("n2", 5)
+        assert taken.again == [b"http://s.test/", b"http://t.test/"] and taken.fresh == []
+        again = [_child("s-seed"), _child("t-seed", "t.test")]
+        result = store.sync("n2", children=again, seeds_done=True)
+        assert result.added == 1
+        assert not client.exists(seeds.taken("n2"), seeds.returned, START_KEY)
+        assert [int(x) for x in store.drained()] == [2, 0, 0, 0, 0]
+    finally:
+        client.close()
+
+
 # --------------------------------------------------------------------------- crawls
 
 
@@ -313,11 +352,7 @@ def _node(url: str, mongo_uri: str, tmp_path: Any, name: str, **settings: Any) -
         mongo_uri=mongo_uri,
         log_dir=tmp_path,
         node_id=name,
-        settings={
-            "DISTCRAWL_START_URLS_KEY": START_KEY,
-            "DISTCRAWL_ALLOW_PRIVATE": ALLOW,
-            **settings,
-        },
+        settings={"DISTCRAWL_ALLOW_PRIVATE": ALLOW, **settings},
     )
 
 
@@ -408,6 +443,87 @@ def test_kill_9_of_a_node_on_the_cluster_loses_nothing(
     assert _frontier_left(redis_cluster_url, nodes) == NOTHING_LEFT
     assert "Recovered" in survivor.log()
     assert_clean_log(survivor.log())
+
+
+#: a node's seed taking, as a node does it, in a process killed before it puts the seeds'
+#: requests into the crawl
+_STAGER = """
+import sys
+from distcrawl.frontier import connection
+from distcrawl.frontier.store import FrontierKeys, FrontierStore
+store = FrontierStore(connection.client(sys.argv[1]), FrontierKeys("catalog", sys.argv[2]))
+taken = store.take_seeds("stager", 10)
+print(len(taken.again) + len(taken.fresh), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.slow
+def test_seeds_from_redis_cli_and_distcrawl_seed_are_crawled_once_after_a_node_died_taking_them(
+    redis_cluster, redis_cluster_url, redis_cli, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shops = _shops(shop_factory, 40)
+    # the documented ways: redis-cli -c (following the cluster to the list's master, from
+    # whichever master it asks first) and `distcrawl seed`, both to catalog:start_urls
+    client = connection.client(redis_cluster_url)
+    try:
+        holder = client.get_node_from_key(START_KEY).port
+    finally:
+        client.close()
+    elsewhere = next(m.port for m in redis_cluster.masters if m.port != holder)
+    pushed = subprocess.run(
+        [str(redis_cli), "-c", "-p", str(elsewhere), "lpush", START_KEY, shops[0].url],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert pushed.stdout.strip() == "1", pushed
+    env = {**os.environ, "REDIS_URL": redis_cluster_url, "DISTCRAWL_ALLOW_PRIVATE": ALLOW}
+    seeded = subprocess.run(
+        [sys.executable, "-m", "distcrawl.cli", "seed", "catalog", shops[1].url, shops[2].url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert seeded.returncode == 0, seeded.stderr
+    assert f"2 seed(s) to {START_KEY}" in seeded.stdout
+    keys = FrontierKeys("catalog", START_KEY)
+    client = connection.client(redis_cluster_url)
+    try:
+        assert client.llen(START_KEY) == 3
+        # a node takes the three seeds and is killed -9 before it puts them into the crawl
+        stager = subprocess.Popen(
+            [sys.executable, "-c", _STAGER, redis_cluster_url, START_KEY],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert stager.stdout is not None
+            assert stager.stdout.readline().strip() == "3"
+        finally:
+            stager.kill()
+            stager.wait()
+        assert client.llen(keys.seeds.taken("stager")) == 3 and client.llen(START_KEY) == 0
+        settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "3"}
+        nodes = [_node(redis_cluster_url, mongo_uri, tmp_path, f"s{i}", **settings) for i in (1, 2)]
+        try:
+            assert [n.wait() for n in nodes] == [0, 0]
+        finally:
+            stop_all(nodes)
+        _assert_stored_once(mongo_uri, shops)
+        assert _frontier_left(redis_cluster_url, nodes) == NOTHING_LEFT
+        # the dead node's seeds were given back and taken again, none left anywhere
+        logs = "".join(n.log() for n in nodes)
+        assert "Recovered" in logs
+        assert logs.count("Seed taken again") == 3
+        seeds = keys.seeds
+        assert not client.exists(START_KEY, seeds.returned, seeds.taken("stager"))
+        for node in nodes:
+            assert_clean_log(node.log())
+    finally:
+        client.close()
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import redis
 from crawl_nodes import Node, stop_all, stored_urls, wait_for
 from frontier_state import leased
 
-from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.keys import FrontierKeys, SeedKeys
 
 pytestmark = pytest.mark.slow
 
@@ -141,9 +141,10 @@ def test_frontier_stores_what_scrapy_redis_stores(
             # scrapy-redis' own spider code took no seed: every one went through the frontier
             if SHAPES[spider][0]:
                 assert f"seeds from {SHAPES[spider][0]}" in log
-                # every seed taken, none left half-way (staged or in a node's seeding list)
-                assert not r.exists(SHAPES[spider][0], f"{{{spider}}}:start_staged")
-                assert not r.keys(f"{{{spider}}}:seeding:*")
+                # every seed taken, none left half-way (staged or in a node's taken list)
+                seeds = SeedKeys.of(SHAPES[spider][0])
+                assert not r.exists(SHAPES[spider][0], seeds.staged, seeds.returned)
+                assert not r.keys(seeds.taken("*"))
                 n_seeds = len(SPIDER_SEEDS) if spider == "myspider_redis" else 1
                 assert f"'frontier/seeds/accepted': {n_seeds}," in log
                 assert "start req url" not in log  # what RedisMixin logs for a seed it pops

@@ -25,7 +25,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from distcrawl.frontier.store import FrontierKeys
+from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.servers.embedded import stop_services
 from distcrawl.web.metrics import METRICS
 
@@ -251,6 +251,33 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
 
             # while paused, the nodes finish what they hold; then /metrics and status agree
             wait_for(lambda: page.inner_text("#in-flight") == "0", "in flight to drop to 0")
+
+            # the shop answers a 503 (fed back as the nodes feed it back): its shared rate is
+            # cut, and the site's row says why, by how much and until when, as status does
+            store = FrontierStore(r, KEYS)
+            budget = SiteBudget(recovery=3600)  # worn off so slowly that it reads 50% here
+            store.sync("browser-test", feedback=[("127.0.0.1", 0, 1, 0)], budget=budget)
+            (site,) = [s for s in status_json(demo.redis_url)["sites"] if s["cut"]]
+            assert site["site"] == "127.0.0.1" and site["cut"]["cause"] == "throttled"
+            # (it wears off a little while status starts: at most 0.5 + 0.5 * seconds / 3600)
+            assert 0.5 <= site["cut"]["factor"] < 0.6 and site["cut"]["wears_off_in_s"] > 0
+            row = wait_for(
+                lambda: next(
+                    (
+                        text
+                        for text in page.locator("#sites-body tr").all_inner_texts()
+                        if "throttled" in text
+                    ),
+                    None,
+                ),
+                "the cut in the site's row",
+            )
+            assert "127.0.0.1" in row and re.search(r"rate at 5\d%, full again within", row)
+            cut_metric = (
+                "distcrawl_site_cut_remaining_seconds",
+                (("cause", "throttled"), ("site", "127.0.0.1")),
+            )
+            assert metrics(demo.url).get(cut_metric, 0) > 0
             wait_for(lambda: metrics_match_status(demo.url, demo.redis_url) is None, "agreement")
             with urllib.request.urlopen(demo.url + "metrics", timeout=30) as resp:
                 families = {f.name for f in text_string_to_metric_families(resp.read().decode())}

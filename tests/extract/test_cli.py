@@ -124,3 +124,28 @@ def test_explain_names_the_source_and_the_selector_or_text_of_each_field(
     # the readable output shows the same, one column more
     assert main(["extract", "--explain", inputs[0]]) == 0
     assert "Product code" in capsys.readouterr().out
+
+
+def test_gzip_files_are_read_and_other_archives_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bz2
+    import gzip
+
+    page = (CORPUS / "jsonld_plain.html").read_bytes()
+    zipped = tmp_path / "page.html.gz"
+    zipped.write_bytes(gzip.compress(page))
+    (tmp_path / "page.html.bz2").write_bytes(bz2.compress(page))
+    (tmp_path / "broken.html.gz").write_bytes(gzip.compress(page)[:40])
+    inputs = [str(zipped), str(tmp_path / "page.html.bz2"), str(tmp_path / "broken.html.gz")]
+    assert main(["extract", "--json", str(CORPUS / "jsonld_plain.html"), *inputs]) == 1
+    plain, unzipped, bzipped, broken = (
+        json.loads(line) for line in capsys.readouterr().out.splitlines()
+    )
+    # the gzip file's page is the page
+    assert unzipped["kind"] == plain["kind"] == "product"
+    assert (unzipped["name"], unzipped["price"]) == (plain["name"], plain["price"])
+    assert bzipped["kind"] is None
+    assert bzipped["errors"] == [f"cannot read {inputs[1]}: a bzip2 file, not a page "
+                                 "(decompress it first)"]  # fmt: skip
+    assert broken["kind"] is None and "a damaged gzip file" in broken["errors"][0]

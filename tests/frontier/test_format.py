@@ -89,11 +89,14 @@ def test_a_node_refuses_to_open_a_crawl_of_another_format(
     r.lpush(keys.start_urls, "http://127.0.0.1:9/")
     node = Node(redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="late")
     try:
-        assert node.wait(120) != 0
+        assert node.wait(120) == 5  # EXIT_REFUSED
     finally:
         stop_all([node])
     log = node.log()
     assert "Node refuses to start" in log, log[-3000:]
+    # one clear line, no traceback: the spider closes with the refusal as its reason
+    assert len([line for line in log.splitlines() if " ERROR: " in line]) == 1, log[-3000:]
+    assert "Traceback" not in log and "Spider closed (other_frontier_format)" in log
     assert f"frontier format {OTHER}; this distcrawl reads and writes format {FORMAT}" in log
     # it took nothing and wrote nothing: the seed waits, the crawl is as it was
     assert r.lrange(keys.start_urls, 0, -1) == [b"http://127.0.0.1:9/"]

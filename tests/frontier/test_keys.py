@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from distcrawl.frontier.keys import SCHEMA, ControlKeys, FrontierKeys, ShardKeys, layout, lua_keys
+from distcrawl.frontier.keys import (
+    SCHEMA,
+    ControlKeys,
+    FrontierKeys,
+    SeedKeys,
+    ShardKeys,
+    layout,
+    lua_keys,
+)
 from distcrawl.frontier.protocol.loader import library
 from distcrawl.frontier.schema import KeyOf, KeySpec
 from distcrawl.frontier.store import Child, DeadLetter, Dupefilter, FrontierStore, SiteBudget
@@ -41,6 +49,7 @@ def _regex(record_pattern: str, keys: FrontierKeys) -> re.Pattern[str]:
     text = re.escape(record_pattern)
     text = text.replace(re.escape("{S:k.ddddd}"), f"(?:{prefixes})")
     text = text.replace(re.escape("{S}"), re.escape(keys.prefix))
+    text = text.replace(re.escape("{L}"), re.escape(keys.seeds.prefix))
     return re.compile(re.sub(r"<\w+>", ".+", text) + r"\Z")
 
 
@@ -51,14 +60,16 @@ def test_the_layout_is_the_schema_and_each_record_names_what_the_builders_make()
     assert all(r.type and r.meaning and r.slot for r in records)
     keys = FrontierKeys("c", "c:start_urls", shards=4)
     for key, record in zip(SCHEMA, records, strict=False):
-        slot = keys if key.slot == "control" else keys.shard(2)
+        slot = {"control": keys, "seeds": keys.seeds}.get(key.slot, keys.shard(2))
         assert _regex(record.pattern, keys).match(_sample(key, slot)), record
         assert isinstance(key, KeyOf) == bool(key.params)
     # the classes declare nothing else, and every declaration is a builder of its class
     declared = {(k.slot, k.name) for k in SCHEMA}
     assert declared == {
         ("control", k.name) for k in vars(ControlKeys).values() if isinstance(k, KeySpec)
-    } | {("shard", k.name) for k in vars(ShardKeys).values() if isinstance(k, KeySpec)}
+    } | {("shard", k.name) for k in vars(ShardKeys).values() if isinstance(k, KeySpec)} | {
+        ("seeds", k.name) for k in vars(SeedKeys).values() if isinstance(k, KeySpec)
+    }
 
 
 def test_the_library_names_keys_only_through_the_schema() -> None:
@@ -136,7 +147,8 @@ def _crawl_everything(store: FrontierStore, revisit: bool = False) -> None:
 def test_a_crawl_writes_no_key_the_schema_does_not_declare(
     client: redis.Redis, shards: int, dupefilter: str, forget_ms: int | None
 ) -> None:
-    keys = FrontierKeys("k", "{k}:start_urls", shards=shards)
+    # the documented seed list: its name hashes where it will, its neighbours with it
+    keys = FrontierKeys("k", "k:start_urls", shards=shards)
     store = FrontierStore(
         client, keys, dupefilter=Dupefilter(kind=dupefilter, capacity=1000), forget_ms=forget_ms
     )
@@ -147,14 +159,15 @@ def test_a_crawl_writes_no_key_the_schema_does_not_declare(
     stray = [k for k in written if k != keys.start_urls and not any(p.match(k) for p in patterns)]
     assert not stray
     # and the library took every one of them from the schema: none outside the crawl's slots
-    assert all(k.startswith("{k") for k in written)
+    assert all(k.startswith(("{k}", "{k:")) for k in written if k != keys.start_urls)
 
 
 def test_every_slot_class_and_the_library_agree_on_each_name() -> None:
     text = library().text
     for key in SCHEMA:
         assert f"function K.{key.name}(" in text
-    control, shard = ControlKeys("s"), FrontierKeys("s", "s:l", shards=2).shard(1)
+    keys = FrontierKeys("s", "s:l", shards=2)
+    control, shard, seeds = ControlKeys("s"), keys.shard(1), keys.seeds
     for key in SCHEMA:
-        name = _sample(key, control if key.slot == "control" else shard)
-        assert name.startswith(("{s}:", "{s:1.")) and "<" not in name
+        name = _sample(key, {"control": control, "seeds": seeds}.get(key.slot, shard))
+        assert name.startswith(("{s}:", "{s:1.", "{s:l}:")) and "<" not in name

@@ -203,13 +203,17 @@ def test_delayed_retry_is_parked_until_due(store: FrontierStore) -> None:
     assert leased_urls(store.sync("n1", lease=5)) == ["r"]
 
 
-def test_seeds_move_through_a_per_node_list_and_return_on_release(store: FrontierStore) -> None:
+def test_seeds_move_through_a_per_node_list_and_are_given_back_on_release(
+    store: FrontierStore,
+) -> None:
     store.client.lpush(store.keys.start_urls, "s1", "s2", "s3")
-    assert store.take_seeds("n1", 2) == [b"s1", b"s2"]
+    assert store.take_seeds("n1", 2) == ([], [b"s1", b"s2"])
     assert store.drained()[3] == 2  # held by n1, not lost
-    store.release("n1")
-    assert store.client.lrange(store.keys.start_urls, 0, -1) == [b"s3", b"s2", b"s1"]
-    assert store.take_seeds("n2", 3) == [b"s1", b"s2", b"s3"]
+    assert store.release("n1") == 2
+    assert store.client.lrange(store.keys.seeds.returned, 0, -1) == [b"s2", b"s1"]
+    assert store.drained()[3:] == [2, 1]  # given back (taken again first), and one waiting
+    # given back first, oldest first, then the seed list
+    assert store.take_seeds("n2", 3) == ([b"s1", b"s2"], [b"s3"])
     store.sync("n2", children=[child("s1")], seeds_done=True)  # the seeds' requests are in
     assert store.drained() == [1, 0, 0, 0, 0]
 
@@ -310,7 +314,7 @@ def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
 
     keys = store.keys
     control = every_key(keys, "control")
-    assert len(control) >= 15
+    assert len(control) >= 13
     assert len({key_slot(k.encode()) for k in control}) == 1
     slots = set()
     for shard in keys.all_shards():
@@ -319,6 +323,9 @@ def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
         assert len({key_slot(k.encode()) for k in names}) == 1
         slots.add(key_slot(shard.queue.encode()))
     assert len(slots) == keys.shards  # each shard a slot of its own
+    # the seed list's neighbours share its slot, wherever its name hashes
+    beside = [keys.start_urls, *every_key(keys.seeds, "seeds")]
+    assert len({key_slot(k.encode()) for k in beside}) == 1
 
 
 def test_site_budget_rate_limits_one_site_without_blocking_another(store: FrontierStore) -> None:

@@ -167,7 +167,8 @@ def test_commands_name_the_seed_list_as_the_nodes_do() -> None:
     assert crawl_keys(settings, "example_crawl").start_urls == "example_crawl:start_urls"
     assert crawl_keys(settings, "no_such_spider").start_urls == "no_such_spider:start_urls"
     settings.set("REDIS_START_URLS_AS_SET", True)
-    assert crawl_keys(settings, "myspider_redis").start_urls == "{myspider_redis}:start_staged"
+    # staged beside the set, in its slot
+    assert crawl_keys(settings, "myspider_redis").start_urls == "{myspider:start_urls}:staged"
 
 
 def test_operator_commands_keep_a_foreign_projects_own_settings(tmp_path, monkeypatch) -> None:

@@ -19,6 +19,7 @@ import redis
 from crawl_nodes import Node, stop_all, stored_urls, wait_for
 from frontier_state import KEYS
 
+from distcrawl.commands.crawl import EXIT_REFUSED
 from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.node.scheduler.identity import NodeIdInUse, claim_node_id
@@ -58,9 +59,13 @@ def test_a_second_live_process_with_the_same_node_id_refuses_to_start(
         (tmp_path / "second").mkdir()
         second = node(redis_url, mongo_uri, tmp_path / "second", "twin")
         nodes.append(second)
-        assert second.wait(120) != 0
+        assert second.wait(120) == EXIT_REFUSED
         log = second.log()
         assert f"pid {first.proc.pid} on host {socket.gethostname()}" in log, log[-3000:]
+        # one clear line, and no traceback: the spider closes with the refusal as its reason
+        errors = [line for line in log.splitlines() if " ERROR: " in line]
+        assert len(errors) == 1 and "Node refuses to start: node id 'twin' is in use" in errors[0]
+        assert "Traceback" not in log and "Spider closed (node_id_in_use)" in log, log[-3000:]
         assert "leased by an earlier run" not in log  # it took nothing
         assert first.proc.poll() is None
         r.delete("{catalog}:paused")

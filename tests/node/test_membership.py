@@ -49,13 +49,14 @@ def test_a_node_is_a_member_from_its_open_so_its_death_after_a_first_lease_is_re
     # an earlier run of n1 died holding a lease and a seed
     store.sync("n1", children=[child("a"), child("b")])
     store.client.lpush(store.keys.start_urls, "http://m.test/seed")
-    assert store.take_seeds("n1", 5) == [b"http://m.test/seed"]
+    assert store.take_seeds("n1", 5).fresh == [b"http://m.test/seed"]
     assert len(store.sync("n1", lease=1).leased) == 1
-    # the next run's open: its claim, then what the earlier run held goes back
+    # the next run's open: its claim, then what the earlier run held goes back (the seed to
+    # be taken again first, through the dupefilter: its request may be in the crawl)
     assert store.claim("n1", json.dumps({"run": "2"}), 60_000, force=True)[0] == 1
     assert store.rejoin("n1") == 2
     assert leased(store) == 0 and store.drained()[0] == 2
-    assert store.client.lrange(store.keys.start_urls, 0, -1) == [b"http://m.test/seed"]
+    assert store.client.lrange(store.keys.seeds.returned, 0, -1) == [b"http://m.test/seed"]
     assert store.client.zscore(store.keys.nodes, "n1") is not None  # still a member
     # its first lease, and it dies before its first heartbeat
     assert len(store.sync("n1", lease=1).leased) == 1
@@ -94,12 +95,12 @@ def test_leases_of_a_node_whose_recovery_did_not_finish_keep_the_crawl_from_drai
     assert store.client.zcard(store.keys.recovering) == 0
 
 
-def test_seeds_stay_in_the_seeding_list_while_a_shard_refused_their_push(
+def test_seeds_stay_in_the_taken_list_while_a_shard_refused_their_push(
     store: FrontierStore,
 ) -> None:
     store.client.lpush(store.keys.start_urls, "http://m.test/")
-    assert store.take_seeds("n1", 5) == [b"http://m.test/"]
-    seeding = store.keys.seeding("n1")
+    assert store.take_seeds("n1", 5).fresh == [b"http://m.test/"]
+    seeding = store.keys.seeds.taken("n1")
     # the node wrote its mark in the seeds' shard once; Redis then lost it (a restart from
     # older data, a reset): the shard does nothing with the next fenced call
     assert store.sync("n1", children=[child("x")], tag="t1").rewound is None
@@ -107,8 +108,8 @@ def test_seeds_stay_in_the_seeding_list_while_a_shard_refused_their_push(
     assert store.client.hdel(shard.marks, "n1") == 1
     result = store.sync("n1", children=[child("seed")], seeds_done=True, tag="t1")
     assert result.rewound is not None and result.seeds_pending
-    assert store.client.llen(seeding) == 1  # a death now returns the seed to the start list
-    # the node goes on with a new tag: the push lands, then the seeding list is cleared
+    assert store.client.llen(seeding) == 1  # a death now gives the seed back
+    # the node goes on with a new tag: the push lands, then the taken list is cleared
     store.forget_marks("n1")
     (batch,) = result.unsent
     again = store.sync("n1", children=batch.children, seeds_done=True, tag="t2")

@@ -47,19 +47,23 @@ def test_recent_map_is_bounded_and_hands_each_value_back_once() -> None:
     assert kept.pop("e") == 4 and kept.pop("e") is None
 
 
-def test_site_activity_counts_recent_pages_per_minute_and_forgets_old_ones() -> None:
+def test_a_nodes_site_rates_are_over_the_window_of_its_own_rates() -> None:
+    from distcrawl.base.rates import OwnRates
     from distcrawl.node.scheduler.tracking import SiteActivity
 
-    now = [0.0]
-    activity = SiteActivity(window=30.0, clock=lambda: now[0])
+    activity, own = SiteActivity(), OwnRates(window=60.0)
+    assert own.update(0, {"response_received_count": 0}, activity.take()) is None
+    assert own.sites(5) == []  # no rates before two heartbeats, no site rates either
     for _ in range(30):
         activity.record("a.test")
     activity.record("b.test")
-    now[0] = 15.0
-    assert activity.top(1) == [["a.test", 120.0]]  # 30 pages in 15 s
-    now[0] = 45.0
+    rates = own.update(15_000, {"response_received_count": 31}, activity.take())
+    assert rates is not None and rates["pages"] == 124.0  # 31 pages in 15 s
+    assert own.sites(5) == [["a.test", 120.0], ["b.test", 4.0]]  # the same 15 s: they add up
     activity.record("b.test")
-    # the previous window (30 s) and 15 s of the current one: 31 and 2 pages in 45 s
-    assert activity.top(5) == [["a.test", 40.0], ["b.test", 2.67]]
-    now[0] = 200.0
-    assert activity.top(5) == []
+    own.update(45_000, {"response_received_count": 32}, activity.take())
+    assert own.sites(1) == [["a.test", 40.0]]  # 30 pages in 45 s
+    # a minute on, the window holds only the last sample's 15 s before it: nothing happened
+    rates = own.update(120_000, {"response_received_count": 32}, activity.take())
+    assert rates == {"pages": 0.0, "products": 0.0, "acked": 0.0}
+    assert own.sites(5) == []

@@ -52,3 +52,30 @@ def test_held_then_replayed_onto_another_database(tmp_path: Path, mongo_uri: str
     finally:
         client.close()
     assert journal.held(tmp_path) == []  # every segment done and deleted
+
+
+def test_a_replay_tells_the_stopped_nodes_of_its_folder_what_it_left(tmp_path: Path, r) -> None:
+    import json
+    import socket
+
+    from distcrawl.frontier.store import FrontierKeys, FrontierStore
+    from distcrawl.ops.snapshot import read_snapshot
+    from distcrawl.ops.status import build_status
+
+    keys = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=2)
+    store = FrontierStore(r, keys)
+    here, path = socket.gethostname(), str(tmp_path.resolve())
+    nodes = {"stopped": (here, path), "elsewhere": ("other-host", path), "live": (here, path)}
+    for name, (host, folder) in nodes.items():
+        info = {"host": host, "journal": folder, "stats": {"pipeline/journal_held": 7}}
+        store.heartbeat(name, json.dumps(info))
+    store.release("stopped")  # a clean stop
+    store.release("elsewhere")
+    written = Journal(tmp_path, database="db", collection="products")
+    written.append([make_record(_product(i), ("url",), history=3, now=NOW) for i in range(2)])
+    written.close()
+    told = journal.record_replay(r, keys, tmp_path, heartbeat_timeout=30)
+    assert told == ["stopped"]  # a live node says it itself; another host's folder is not this
+    held = {n["node"]: n["journal_held"] for n in build_status(read_snapshot(r, keys),
+            heartbeat_timeout=30)["nodes"]}  # fmt: skip
+    assert held == {"stopped": 2, "elsewhere": 7, "live": 7}  # 2 left in the folder

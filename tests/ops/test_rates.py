@@ -20,6 +20,7 @@ def snapshot(at: int, beats: dict[str, tuple[int, int, int]], queued: int = 0) -
                 info_heartbeat_ms=hb,
                 info={
                     "stats": {
+                        "response_received_count": pages,
                         "catalog/pages/product": pages,
                         "item_scraped_count": pages,
                         "frontier/acked": acked,

@@ -28,6 +28,12 @@ def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> No
     # a 429: the shared rate is halved (worn off so slowly that it reads 0.5 here)
     store.sync("n1", feedback=[("slow.test", 0, 1, 0)], budget=SiteBudget(recovery=3600))
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    cut = status["sites"][0].pop("cut")
+    # why it runs below its rate: the cut's cause, when, the factor and when it wears off
+    assert (cut["factor"], cut["wears_off_in_s"]) == (0.5, 1800.0)
+    assert 0 <= cut["since_s"] < 60 and cut["at_ms"] <= status["server_time_ms"]
+    assert cut["why"].endswith(": rate at 50%, full again within 30m00s")
+    assert cut["cause"] == "throttled" and cut["why"].startswith("throttled ")
     assert status["sites"] == [
         {
             "site": "slow.test",
@@ -88,3 +94,18 @@ def test_the_slowest_sites_come_longest_waiting_first_a_page_at_a_time(r, redis_
     assert asyncio.run(page(0)) == (25, [f"s{i:02d}.test" for i in range(24, 14, -1)])
     assert asyncio.run(page(2)) == (25, [f"s{i:02d}.test" for i in range(4, -1, -1)])
     assert asyncio.run(page(3)) == (25, [])
+
+
+def test_a_cut_names_its_cause_until_it_is_over(r) -> None:
+    store = FrontierStore(r, KEYS)
+    budget = SiteBudget(recovery=3600)
+    store.sync("n1", feedback=[("lag.test", 0, 0, 1)], budget=budget)  # a slow answer
+    (site,) = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)["sites"]
+    assert (site["site"], site["cut"]["cause"]) == ("lag.test", "slow")
+    assert site["cut"]["factor"] == 0.8
+    # fine answers raise the factor back to 1: the cut, its cause with it, is over
+    store.sync("n1", feedback=[("lag.test", 20, 0, 0)], budget=budget)
+    fields = r.hgetall(KEYS.site_keys("lag.test").site("lag.test"))
+    assert not {b"factor", b"cut_why"} & set(fields)
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    assert all(s["cut"] is None for s in status["sites"])

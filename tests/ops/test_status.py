@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from crawl_writes import beat, kids, lease, queue
 
 from distcrawl.base.rates import OwnRates
-from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.frontier.store import Dupefilter, FrontierKeys, FrontierStore
+from distcrawl.ops import control
 from distcrawl.ops.progress import progress_line
 from distcrawl.ops.rates import RateTracker
 from distcrawl.ops.snapshot import read_snapshot
@@ -41,6 +43,27 @@ def test_requests_waiting_for_their_site_count_as_queued_work(r) -> None:
     status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
     assert status["frontier"]["waiting_for_site"] == 0
     assert status["frontier"]["in_flight"] == 2
+
+
+@pytest.mark.parametrize("kind", ["exact", "bloom"])
+@pytest.mark.parametrize("forget_ms", [None, 3_600_000], ids=["once", "revisit"])
+def test_seen_urls_are_what_the_dupefilter_holds_in_every_mode(
+    r, kind: str, forget_ms: int | None
+) -> None:
+    # a known crawl: 900 distinct URLs of three sites (past 200 in a shard, the exact
+    # dupefilter's buckets split), half of them pushed a second time
+    dupefilter = Dupefilter(kind=kind, capacity=100_000)
+    store = FrontierStore(r, KEYS, dupefilter=dupefilter, forget_ms=forget_ms)
+    children = kids("a.test", 300) + kids("b.test", 300, "b") + kids("c.test", 300, "c")
+    assert store.sync("n1", children=children).added == 900
+    assert store.sync("n1", children=children[::2]).added == 0
+    # status (so the dashboard and /metrics), the reset's preview and the store agree
+    status = build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)
+    plan = control.reset_plan(r, KEYS, heartbeat_timeout=30, force=False, keep_seeds=True)
+    assert status["frontier"]["seen"] == plan["would_delete"]["seen"] == store.seen() == 900
+    # in revisit mode, what the dupefilter holds is its generations' (none is written else)
+    generations = [r.get(shard.seen_generation) for shard in KEYS.all_shards()]
+    assert any(generations) == bool(forget_ms)
 
 
 def test_nodes_live_dead_recovered_and_orphaned(r) -> None:
@@ -157,8 +180,8 @@ def test_nodes_publish_their_own_rates_so_every_reader_sums_the_same(r) -> None:
     store = FrontierStore(r, KEYS)
     for name, pages in (("n1", 600), ("n2", 300)):
         own = OwnRates()
-        own.update(0, {"catalog/pages/product": 0, "item_scraped_count": 0})
-        rates = own.update(60_000, {"catalog/pages/product": pages, "item_scraped_count": 10})
+        own.update(0, {"response_received_count": 0, "item_scraped_count": 0})
+        rates = own.update(60_000, {"response_received_count": pages, "item_scraped_count": 10})
         assert rates == {"pages": pages, "products": 10.0, "acked": 0.0}
         store.heartbeat(name, json.dumps({"stats": {}, "rates": rates}))
     # two readers with their own (empty) trackers, as two nodes' progress lines are
@@ -168,18 +191,19 @@ def test_nodes_publish_their_own_rates_so_every_reader_sums_the_same(r) -> None:
     assert [n["pages_per_min"] for n in first["nodes"]] == [600, 300]
 
 
-def test_a_node_shows_its_failures_and_its_journal_backlog(r) -> None:
+def test_a_node_shows_its_failures_and_its_journal(r) -> None:
     stats = {
         "log_count/ERROR": 1,
         "downloader/exception_type_count/twisted.internet.error.TimeoutError": 2,
         "downloader/response_status_count/503": 5,  # the site's answer, not the node's failure
         "pipeline/journaled": 9,
         "pipeline/replayed": 4,
+        "pipeline/journal_held": 5,
     }
     beat(r, KEYS, "n1", stats)
     beat(r, KEYS, "n2", {})
     nodes = {
         n["node"]: n for n in build_status(read_snapshot(r, KEYS), heartbeat_timeout=30)["nodes"]
     }
-    assert (nodes["n1"]["errors"], nodes["n1"]["journal_backlog"]) == (3, 5)
-    assert (nodes["n2"]["errors"], nodes["n2"]["journal_backlog"]) == (0, None)
+    assert (nodes["n1"]["errors"], nodes["n1"]["journal_held"]) == (3, 5)
+    assert (nodes["n2"]["errors"], nodes["n2"]["journal_held"]) == (0, 0)

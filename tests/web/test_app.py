@@ -243,7 +243,7 @@ def test_beyond_loopback_the_dashboard_answers_ip_addresses_and_the_names_it_is_
 
 def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.Redis) -> None:
     r.zadd(KEYS.shard(0).queue, {"1": -100 * SCORE_SPAN + 1, "2": -300 * SCORE_SPAN + 2})
-    stats = {"catalog/pages/product": 12, "item_scraped_count": 9}
+    stats = {"response_received_count": 12, "catalog/pages/product": 12, "item_scraped_count": 9}
     FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"pid": 1, "host": "h", "stats": stats}))
     dead = {"url": "http://127.0.0.1/x", "reason": "http_503"}
     r.hset(KEYS.shard(0).dead, "d1", json.dumps(dead))
@@ -330,7 +330,7 @@ def test_a_hundred_nodes_and_ten_thousand_sites_come_in_pages(
 ) -> None:
     store = FrontierStore(r, KEYS)
     for i in range(100):
-        stats = {"catalog/pages/product": i, "item_scraped_count": i}
+        stats = {"response_received_count": i, "catalog/pages/product": i, "item_scraped_count": i}
         store.heartbeat(f"node-{i:03d}", json.dumps({"pid": i, "host": "h", "stats": stats}))
     pipe = r.pipeline(transaction=False)
     seconds, _ = r.time()

@@ -18,6 +18,7 @@ GROUPS = (
     stats.STATS,
     status.NODE_STATE,
     status.ERROR_KIND,
+    status.CUT_CAUSE,
     metrics.METRIC,
     commands.COMMAND,
     commands.ACTION,

@@ -70,6 +70,12 @@ NODE_IN_FLIGHT = _gauge("distcrawl_node_requests_in_flight", "requests leased to
 NODE_HEARTBEAT_AGE = _gauge(
     "distcrawl_node_heartbeat_age_seconds", "seconds since a node's last heartbeat", "node"
 )
+NODE_JOURNAL = _gauge(
+    "distcrawl_node_journal_products",
+    "products only in a node's local journal, not in MongoDB yet (after a journal replay by "
+    "hand: what it left)",
+    "node",
+)
 DEAD_LETTERS = _gauge(
     "distcrawl_dead_letters",
     "dead letters by dead-letter reason (reasons beyond the top ones: other; past the counted "
@@ -89,6 +95,13 @@ SITE_WAITING = _gauge(
 )
 SITE_FACTOR = _gauge(
     "distcrawl_site_adaptive_factor", "a site's adaptive rate factor, 0-1 (top sites only)", "site"
+)
+SITE_CUT_REMAINING = _gauge(
+    "distcrawl_site_cut_remaining_seconds",
+    "seconds until a site's rate cut has worn off at the latest, by its cause (throttled, slow, "
+    "unknown); only sites under a cut (top sites only)",
+    "site",
+    "cause",
 )
 STORE_UP = _gauge("distcrawl_store_up", "1 when MongoDB answered the dashboard's last count")
 STORE_PRODUCTS = _gauge("distcrawl_store_products", "products stored in MongoDB")

@@ -78,6 +78,18 @@ RESERVED_META = term(
     REFUSAL, "reserved_meta", "seed: meta keys that steer the crawl's limits (depth, retries, ...)"
 )
 SPIDER_REFUSED = term(REFUSAL, "spider_refused", "seed: the spider made no request of it")
+NODE_ID_IN_USE = term(
+    REFUSAL,
+    "node_id_in_use",
+    "node: another live process runs under its DISTCRAWL_NODE_ID; it does not start (its "
+    "finish reason; scrapy crawl exits with status 5)",
+)
+OTHER_FORMAT = term(
+    REFUSAL,
+    "other_frontier_format",
+    "node: the crawl's keys are in another frontier format than this distcrawl's; it does not "
+    "start (its finish reason; scrapy crawl exits with status 5)",
+)
 TOO_LARGE = term(
     REFUSAL,
     "too_large",

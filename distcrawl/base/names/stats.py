@@ -69,6 +69,11 @@ REFUSED = Family(
     STATS, "frontier/refused/", "reason", "queue entries refused when leased, by refusal reason"
 )
 SEEDS_ACCEPTED = _stat("frontier/seeds/accepted", "seeds taken into the frontier")
+SEEDS_TAKEN_AGAIN = _stat(
+    "frontier/seeds/taken_again",
+    "seeds given back by a node that stopped or died holding them, taken again (their "
+    "requests go through the dupefilter)",
+)
 SEEDS_REFUSED = Family(
     STATS, "frontier/seeds/refused/", "reason", "seeds refused, by refusal reason"
 )
@@ -232,6 +237,11 @@ REPLAYED = _stat("pipeline/replayed", "products replayed from a journal into Mon
 JOURNAL_DAMAGED = _stat("pipeline/journal_damaged", "damaged journal records skipped at replay")
 JOURNAL_HELD = _stat(
     "pipeline/journal_held", "products left in the local journal (not in MongoDB yet)"
+)
+JOURNAL_PATH = _stat(
+    "pipeline/journal_path",
+    "the node's journal directory (text; published with its heartbeat, so that a replay by "
+    "hand can tell the crawl what it finished)",
 )
 ITEMS_DROPPED = Family(STATS, "pipeline/dropped/", "reason", "items dropped, by refusal reason")
 

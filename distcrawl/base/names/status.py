@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from distcrawl.base.names.terms import Family, term
 
-__all__ = ["ERROR_KIND", "NODE_STATE"]
+__all__ = ["CUT_CAUSE", "CUT_CAUSES", "ERROR_KIND", "NODE_STATE"]
 
 NODE_STATE = "node state"
 ERROR_KIND = "error kind"
+CUT_CAUSE = "cut cause"
 
 LIVE = term(NODE_STATE, "live", "heart-beating within DISTCRAWL_HEARTBEAT_TIMEOUT")
 DEAD = term(
@@ -40,3 +41,18 @@ REFUSED_SEEDS = Family(ERROR_KIND, "seed_refused/", "reason", "seeds refused, by
 LOG_ERRORS = term(ERROR_KIND, "log_errors", "lines the nodes logged at level ERROR")
 REDIS_ERRORS = term(ERROR_KIND, "redis_errors", "failed round trips to Redis")
 DEAD_LETTERED = term(ERROR_KIND, "dead_lettered", "requests the nodes sent to the dead letters")
+
+THROTTLED = term(
+    CUT_CAUSE,
+    "throttled",
+    "the site answered 429, or 503 with Retry-After: its shared rate was halved",
+)
+SLOW = term(
+    CUT_CAUSE,
+    "slow",
+    "the site answered slower than DISTCRAWL_SITE_LATENCY_TARGET: its shared rate was cut by a "
+    "fifth",
+)
+UNKNOWN_CAUSE = term(CUT_CAUSE, "unknown", "a cut whose cause the frontier did not record")
+#: every cause of a site's rate cut (the label values of the cut metric)
+CUT_CAUSES = (THROTTLED, SLOW, UNKNOWN_CAUSE)

@@ -8,7 +8,7 @@ from typing import Any
 import redis
 
 from distcrawl.frontier.batch import text
-from distcrawl.frontier.keys import STATUS_LEASES_FIELD, FrontierKeys, ShardKeys
+from distcrawl.frontier.keys import STATUS_LEASES_FIELD, FrontierKeys, ShardKeys, seen_counted
 from distcrawl.frontier.protocol.membership import CrawlFormatError
 from distcrawl.frontier.protocol.runner import Call, Step, redis_command
 from distcrawl.frontier.protocol.spec import FORMAT
@@ -77,10 +77,15 @@ def reset(
         # the live nodes go on with the crawl-wide settings they started with: a node that
         # joins them must still match those (the record goes with the last live node)
         always.add(keys.config)
+    # the seeds live nodes took stay theirs; with keep_seeds, so do the seeds given back
+    seeds = keys.seeds
+    seeds_kept = {seeds.taken(n) for n in live}
+    if keep_seeds:
+        seeds_kept |= {seeds.returned, seeds.staged}
     for shard in keys.all_shards():
         mine = [k for k in found if k.startswith(shard.prefix + ":")]
-        kept = {shard.seq, shard.paused, *always}
-        kept |= {shard.held(n) for n in live} | {keys.seeding(n) for n in live}
+        kept = {shard.seq, shard.paused, *always, *seeds_kept}
+        kept |= {shard.held(n) for n in live}
         kept_here, deleted_here = _reset_slot(
             client,
             shard,
@@ -93,7 +98,7 @@ def reset(
         kept_leases += kept_here
         deleted += deleted_here
     if keys.shards > 1:
-        kept = always | {keys.seeding(n) for n in live}
+        kept = always | seeds_kept
         doomed = [k for k in found if k.startswith(control_prefix) and k not in kept]
         pipe: Any = client.pipeline(transaction=True)
         if doomed:
@@ -102,6 +107,12 @@ def reset(
         if force:
             pipe.unlink(keys.nodes)
         pipe.execute()
+        deleted += len(doomed)
+    if seeds.prefix != keys.prefix and all(seeds.prefix != s.prefix for s in keys.all_shards()):
+        # the seed list's slot of its own (its name hashes elsewhere): the crawl's keys there
+        doomed = [k for k in found if k.startswith(seeds.prefix + ":") and k not in seeds_kept]
+        if doomed:
+            client.unlink(*doomed)
         deleted += len(doomed)
     if not keep_seeds:
         client.unlink(keys.start_urls)
@@ -156,18 +167,24 @@ def _reset_slot(
 
 def _counts(reader: Any, keys: FrontierKeys) -> dict[str, int]:
     """What a reset is about to drop, for the operator's record."""
+    shards = keys.all_shards()
     pipe = reader.pipeline(transaction=False)
-    for shard in keys.all_shards():
+    for shard in shards:
         pipe.zcard(shard.queue)
-        pipe.scard(shard.dupefilter)
+        pipe.get(shard.seen_generation)
         pipe.zcard(shard.delayed)
         pipe.hlen(shard.dead)
-    values = [int(v) for v in pipe.execute()]
+    values = pipe.execute()
+    # the URLs each dupefilter holds, in any of its modes (revisit: its live generations)
+    pipe = reader.pipeline(transaction=False)
+    for shard, generation in zip(shards, values[1::4], strict=True):
+        for name in seen_counted(shard, generation):
+            pipe.hget(name, "n")
     return {
-        "queued": sum(values[0::4]),
-        "seen": sum(values[1::4]),
-        "parked": sum(values[2::4]),
-        "dead_letters": sum(values[3::4]),
+        "queued": sum(int(v) for v in values[0::4]),
+        "seen": sum(int(n or 0) for n in pipe.execute()),
+        "parked": sum(int(v) for v in values[2::4]),
+        "dead_letters": sum(int(v) for v in values[3::4]),
         "seeds": int(reader.llen(keys.start_urls)),
     }
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.frontier.batch import fingerprint_args
-from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.keys import FrontierKeys, ShardKeys, seen_counted
 from distcrawl.frontier.protocol.runner import Call, Step, redis_command
 from distcrawl.frontier.protocol.spec import COMMANDS
 
@@ -71,20 +71,16 @@ def mark_seen(
     return int(added[0]) if added else 0
 
 
-def seen(keys: FrontierKeys, forget_ms: int | None) -> Step[int]:
-    """URLs the exact dupefilter holds, over every shard (O(shards) reads)."""
+def seen(keys: FrontierKeys) -> Step[int]:
+    """URLs the dupefilter holds, over every shard, in any of its modes (O(shards) reads)."""
     shards = keys.all_shards()
-    if forget_ms is not None:
-        # [revisit] the current generation and the previous one (a URL revisited since the
-        # last turn is in both: an upper bound)
-        gens = yield [redis_command("GET", s.seen_generation) for s in shards]
-        calls: list[Call] = []
-        for s, g in zip(shards, gens, strict=True):
-            if g is not None:
-                calls += [redis_command("HGET", s.seen_gen_info(int(g) - d), "n") for d in (0, 1)]
-        counts = yield calls
-        return sum(int(c or 0) for c in counts)
-    counts = yield [redis_command("HGET", s.seen_info, "n") for s in shards]
+    gens = yield [redis_command("GET", s.seen_generation) for s in shards]
+    calls = [
+        redis_command("HGET", name, "n")
+        for s, g in zip(shards, gens, strict=True)
+        for name in seen_counted(s, g)
+    ]
+    counts = yield calls
     return sum(int(c or 0) for c in counts)
 
 

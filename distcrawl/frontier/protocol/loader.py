@@ -1,8 +1,8 @@
-"""Assembles the frontier's Lua library from its files: one file per command (``lua/shard/`` and
-``lua/control/``, by the slot of KEYS[1]), shared pieces in ``lua/include/`` pulled in where a
-file says ``--- @include "name"`` (each once, before the file that names it), and two includes
-generated from Python: ``keys`` (the key schema's names) and ``protocol`` (the commands'
-arguments and constants).
+"""Assembles the frontier's Lua library from its files: one file per command (``lua/shard/``,
+``lua/control/`` and ``lua/seeds/``, by the slot of KEYS[1]), shared pieces in ``lua/include/``
+pulled in where a file says ``--- @include "name"`` (each once, before the file that names it), and
+two includes generated from Python: ``keys`` (the key schema's names) and ``protocol`` (the
+commands' arguments and constants).
 
 The result is a Redis function library (FUNCTION LOAD; one registered function per command)
 and, for servers without FUNCTION (Redis before 7), one EVAL script per command.
@@ -20,7 +20,7 @@ from importlib.resources.abc import Traversable
 
 from distcrawl.frontier.keys import lua_keys
 from distcrawl.frontier.protocol.spec import COMMANDS, lua_protocol
-from distcrawl.frontier.schema import CONTROL, SHARD
+from distcrawl.frontier.schema import CONTROL, SEEDS, SHARD
 
 __all__ = ["Library", "LuaLibraryError", "assemble", "library", "script"]
 
@@ -28,7 +28,7 @@ _INCLUDE = re.compile(r'^--- @include "([\w-]+)"[ \t]*$')
 #: the includes made from Python when the library is assembled
 GENERATED: dict[str, Callable[[], str]] = {"keys": lua_keys, "protocol": lua_protocol}
 #: the folder of each slot's commands
-_FOLDERS = {SHARD: "shard", CONTROL: "control"}
+_FOLDERS = {SHARD: "shard", CONTROL: "control", SEEDS: "seeds"}
 
 
 class LuaLibraryError(ValueError):

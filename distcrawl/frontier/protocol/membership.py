@@ -1,5 +1,5 @@
-"""The control slot's commands: heart-beats, node-id claims, seeds held by nodes, clean stops,
-recoveries of nodes presumed dead, and the census ``drained`` reads."""
+"""The control slot's commands and the seed list's: heart-beats, node-id claims, seeds taken by
+nodes, clean stops, recoveries of nodes presumed dead, and the census ``drained`` reads."""
 
 from __future__ import annotations
 
@@ -8,14 +8,21 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from distcrawl.frontier.batch import Lease, raw_text, text
-from distcrawl.frontier.protocol.runner import Call, Step, control_call, redis_command, shard_call
+from distcrawl.frontier.protocol.runner import (
+    Call,
+    Step,
+    control_call,
+    redis_command,
+    seeds_call,
+    shard_call,
+)
 from distcrawl.frontier.protocol.spec import FORMAT, TOMBSTONE
 
 if TYPE_CHECKING:
     from distcrawl.frontier.keys import FrontierKeys
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["Beat", "Claim", "CrawlFormatError"]
+__all__ = ["Beat", "Claim", "CrawlFormatError", "Seeds"]
 
 
 class CrawlFormatError(RuntimeError):
@@ -68,9 +75,23 @@ def claim(keys: FrontierKeys, node: str, owner: str, timeout_ms: int, force: boo
     return Claim(bool(int(raw[0])), text(raw[1]), int(raw[2]))
 
 
-def take_seeds(keys: FrontierKeys, node: str, n: int) -> Step[list[Any]]:
-    [taken] = yield [control_call(keys, "take_seeds", node=node, n=n)]
-    return list(taken)
+class Seeds(NamedTuple):
+    """Seeds a node took: those given back by a node that stopped or died holding them (their
+    requests may be in the crawl already), and those from the seed list."""
+
+    again: list[Any]
+    fresh: list[Any]
+
+    def __bool__(self) -> bool:
+        return bool(self.again or self.fresh)
+
+
+def take_seeds(keys: FrontierKeys, node: str, n: int) -> Step[Seeds]:
+    # a member first (seeds taken by a node that is not one would escape recovery), then the
+    # take, in the seed list's slot wherever it hashes
+    yield [control_call(keys, "heartbeat", node=node, info="", idle="-1")]
+    [(again, fresh)] = yield [seeds_call(keys, "take_seeds", node=node, n=n)]
+    return Seeds(list(again), list(fresh))
 
 
 def ever_used(keys: FrontierKeys) -> Step[bool]:
@@ -102,21 +123,22 @@ def _release(keys: FrontierKeys, shard: int, node: str, rids: list[str]) -> Call
 
 
 def return_all(store: FrontierStore, node: str, then: str) -> Step[int]:
-    """Every lease of ``node`` back to the queue, and its seeds to the start list (the
-    control command ``then``: ``stop`` leaves the cluster, ``rejoin`` stays in it)."""
+    """Every lease of ``node`` back to the queue, and its seeds given back (the control
+    command ``then``: ``stop`` leaves the cluster, ``rejoin`` stays in it)."""
     keys = store.keys
     calls = [_release(keys, s, node, []) for s in range(keys.shards)]
+    calls.append(seeds_call(keys, "give_back", nodes=[node]))
     moved = sum(int(n) for n in (yield calls))
-    # only then: a node out of the members with leases still held (on a cluster the control
-    # slot's master could run its part first) would be seen by no recovery
-    [seeds] = yield [control_call(keys, then, node=node)]
+    # only then: a node out of the members with leases or seeds still held (on a cluster the
+    # control slot's master could run its part first) would be seen by no recovery
+    yield [control_call(keys, then, node=node)]
     store.set_idle(node, False)
-    return moved + int(seeds)
+    return moved
 
 
 def recover(store: FrontierStore, node: str, timeout_ms: int) -> Step[list[Any]]:
     keys = store.keys
-    [(claimed, seeds)] = yield [control_call(keys, "recover", node=node, timeout=timeout_ms)]
+    [claimed] = yield [control_call(keys, "recover", node=node, timeout=timeout_ms)]
     names = [text(n) for n in claimed]
     if not names:
         return [[], 0]
@@ -128,12 +150,14 @@ def recover(store: FrontierStore, node: str, timeout_ms: int) -> Step[list[Any]]
         for dead in names
         for s in range(keys.shards)
     ]
-    counts = [int(n) for n in (yield calls)]
+    # and their seeds, given back in the seed list's slot
+    calls.append(seeds_call(keys, "give_back", nodes=names))
+    *counts, seeds = [int(n) for n in (yield calls)]
     for i, n in enumerate(counts):
         if n:
             store.views.poke(i % keys.shards)
     yield [control_call(keys, "recovered", nodes=names)]
-    return [names, sum(counts) + int(seeds)]
+    return [names, sum(counts) + seeds]
 
 
 def held_leases(keys: FrontierKeys, node: str) -> Step[dict[int, list[Any]]]:
@@ -143,10 +167,12 @@ def held_leases(keys: FrontierKeys, node: str) -> Step[dict[int, list[Any]]]:
 
 
 def drained(keys: FrontierKeys) -> Step[list[int]]:
-    [(seeding, start, nodes)] = yield [control_call(keys, "census")]
+    [nodes] = yield [control_call(keys, "census")]
     names = [text(n) for n in nodes]
     totals = [0, 0, 0]
-    replies = yield [shard_call(keys, s, "drained", nodes=names) for s in range(keys.shards)]
+    calls = [shard_call(keys, s, "drained", nodes=names) for s in range(keys.shards)]
+    calls.append(seeds_call(keys, "seed_census", nodes=names))
+    *replies, (seeding, start) = yield calls
     for reply in replies:
         for i in range(3):
             totals[i] += int(reply[i])

@@ -21,7 +21,15 @@ from distcrawl.frontier.keys import ControlKeys, FrontierKeys
 from distcrawl.frontier.protocol.loader import library
 from distcrawl.frontier.protocol.spec import COMMANDS
 
-__all__ = ["Call", "Runner", "Step", "control_call", "redis_command", "shard_call"]
+__all__ = [
+    "Call",
+    "Runner",
+    "Step",
+    "control_call",
+    "redis_command",
+    "seeds_call",
+    "shard_call",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +60,17 @@ def shard_call(keys: FrontierKeys, index: int, command: str, /, **values: Any) -
 
 
 def control_call(keys: ControlKeys, command: str, /, **values: Any) -> Call:
-    """A control-slot command of the library (with the seed list as KEYS[2] where it takes
-    one)."""
+    """A control-slot command of the library."""
+    return Call(command, (keys.prefix,), COMMANDS[command].encode(**values))
+
+
+def seeds_call(keys: FrontierKeys, command: str, /, **values: Any) -> Call:
+    """A command of the library in the seed list's slot (with the seed list as KEYS[2] where
+    it takes one): wherever the list hashes, it and its neighbours share that slot."""
     spec = COMMANDS[command]
+    names: tuple[str, ...] = (keys.seeds.prefix,)
     if spec.start_list:
-        assert isinstance(keys, FrontierKeys)
-        names: tuple[str, ...] = (keys.prefix, keys.start_urls)
-    else:
-        names = (keys.prefix,)
+        names += (keys.start_urls,)
     return Call(command, names, spec.encode(**values))
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distcrawl.frontier.batch import SiteBudget
-from distcrawl.frontier.keys import STATUS_LEASES_FIELD, STATUS_WAITING_FIELD
-from distcrawl.frontier.schema import CONTROL, SHARD
+from distcrawl.frontier.keys import SITE_CUT_CAUSE_FIELD, STATUS_LEASES_FIELD, STATUS_WAITING_FIELD
+from distcrawl.frontier.schema import CONTROL, SEEDS, SHARD
 
 __all__ = [
     "COMMANDS",
@@ -28,7 +28,7 @@ __all__ = [
 #: the version of the frontier's format (the keys, the values and the library's arguments): the
 #: first node of a crawl writes it into the crawl's keys, and a node or operator command of
 #: another version refuses to open the crawl
-FORMAT = 1
+FORMAT = 2
 #: a request's order score is -priority * SCORE_SPAN + seq (seq < SCORE_SPAN): higher priority
 #: first, then first in first out
 SCORE_SPAN = 10_000_000_000
@@ -47,8 +47,9 @@ class Section:
 @dataclass(frozen=True)
 class CommandSpec:
     """A command of the library: its slot (KEYS[1] is that slot's prefix; with ``start_list``,
-    KEYS[2] is the seed list), its arguments in order (a last ``*name`` takes a list, the
-    rest), and for a command that takes a header, the header's defaults and its sections."""
+    KEYS[2] is the seed list, in the seed slot's commands), its arguments in order (a last ``*name``
+    takes a list, the rest), and for a command that takes a header, the header's defaults and its
+    sections."""
 
     name: str
     slot: str
@@ -154,14 +155,17 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("revisit_status", SHARD, ("grace",)),
         CommandSpec("requeue_dead", SHARD, ("max", "tag", "*ids")),
         CommandSpec("heartbeat", CONTROL, ("node", "info", "idle")),
-        CommandSpec("take_seeds", CONTROL, ("node", "n"), start_list=True),
-        CommandSpec("seeded", CONTROL, ("node", "*rejected")),
-        CommandSpec("stop", CONTROL, ("node",), start_list=True),
-        CommandSpec("rejoin", CONTROL, ("node",), start_list=True),
-        CommandSpec("recover", CONTROL, ("node", "timeout"), start_list=True),
+        CommandSpec("reject", CONTROL, ("*records",)),
+        CommandSpec("stop", CONTROL, ("node",)),
+        CommandSpec("rejoin", CONTROL, ("node",)),
+        CommandSpec("recover", CONTROL, ("node", "timeout")),
         CommandSpec("claim", CONTROL, ("node", "owner", "timeout", "force")),
         CommandSpec("recovered", CONTROL, ("*nodes",)),
-        CommandSpec("census", CONTROL, (), start_list=True),
+        CommandSpec("census", CONTROL, ()),
+        CommandSpec("take_seeds", SEEDS, ("node", "n"), start_list=True),
+        CommandSpec("staged", SEEDS, ("node",)),
+        CommandSpec("give_back", SEEDS, ("*nodes",)),
+        CommandSpec("seed_census", SEEDS, ("*nodes",), start_list=True),
     )
 }
 
@@ -195,6 +199,7 @@ def lua_protocol() -> str:
         f"local TOMBSTONE = {_lua(TOMBSTONE)}",
         f"local STATUS_LEASES = {_lua(STATUS_LEASES_FIELD)}",
         f"local STATUS_WAITING = {_lua(STATUS_WAITING_FIELD)}",
+        f"local CUT_CAUSE = {_lua(SITE_CUT_CAUSE_FIELD)}",
         "local ARGS, HEADERS, SECTIONS = {}, {}, {}",
     ]
     for spec in COMMANDS.values():

@@ -26,7 +26,7 @@ from distcrawl.frontier.batch import (
     raw_text,
     text,
 )
-from distcrawl.frontier.protocol.runner import Call, Step, control_call
+from distcrawl.frontier.protocol.runner import Call, Step, control_call, seeds_call
 from distcrawl.frontier.protocol.spec import COMMANDS, SCORE_SPAN, TOMBSTONE
 from distcrawl.frontier.sites import payload_site, record_site, split_value
 
@@ -229,7 +229,7 @@ class SyncResult:
     #: came back with older state); those shards did nothing, and their batches are in unsent
     rewound: bytes | None = None
     unsent: list[ShardBatch] = field(default_factory=list)
-    #: ``seeds_done`` was asked and a shard rewound: the seeding list stays (its seeds go
+    #: ``seeds_done`` was asked and a shard rewound: the taken list stays (its seeds go
     #: again with the unsent batches, and say ``seeds_done`` again then)
     seeds_pending: bool = False
 
@@ -402,16 +402,17 @@ def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
     result.next_due_ms = store.views.next_due_ms()
     after: list[Call] = []
     rejected = flush.rejected
-    if flush.seeds_done or rejected:
-        # Once the shards said OK, never in the same round trip: on a cluster the control
-        # slot's master may run its part before a shard's master runs the push, and seeds
-        # of a node killed in between would be in no list at all. A shard that rewound
-        # wrote none of what it carried: the seeding list stays until its seeds are in.
-        cleared = flush.seeds_done and result.rewound is None
-        result.seeds_pending = flush.seeds_done and not cleared
-        if cleared or rejected:
-            who = node if cleared else ""
-            after.append(control_call(keys, "seeded", node=who, rejected=rejected))
+    if flush.seeds_done:
+        # Once the shards said OK, never in the same round trip: on a cluster the seed list's
+        # master may run its part before a shard's master runs the push, and seeds of a node
+        # killed in between would be in no list at all. A shard that rewound wrote none of
+        # what it carried: the taken list stays until its seeds are in.
+        cleared = result.rewound is None
+        result.seeds_pending = not cleared
+        if cleared:
+            after.append(seeds_call(keys, "staged", node=node))
+    if rejected:
+        after.append(control_call(keys, "reject", records=rejected))
     idle = not result.leased
     flip = flush.lease > 0 and idle != store.is_idle(node)
     if flip:

@@ -37,8 +37,10 @@ from distcrawl.node.scheduler.deadletter import dead_letter
 from distcrawl.node.scheduler.drain import DrainWatch, waits_for_seeds
 from distcrawl.node.scheduler.identity import (
     NodeIdInUse,
+    NodeRefused,
     claim_node_id,
     default_node_id,
+    refuse,
     rejoin,
 )
 from distcrawl.node.scheduler.leases import LeaseIntake
@@ -51,7 +53,7 @@ from distcrawl.node.scheduler.reconcile import report_rewind
 from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
 from distcrawl.node.scheduler.seeds import SeedFeed
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
-from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress
+from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteActivity
 from distcrawl.node.seeds.sources import SeedSource
 
 if TYPE_CHECKING:
@@ -162,6 +164,7 @@ class FrontierScheduler(BaseScheduler):
         self._local = LocalQueue(self.stats)
         self._writes = WriteBuffers(latency_target=latency_target)
         self._feedback = self._writes.feedback
+        self._sites = SiteActivity()
         self._wake = asyncio.Event()  # the I/O loop waits on it
         #: a page's ack or a link joined the write buffers: the I/O loop's ``wrote`` once open
         self._wrote: Callable[[], None] = self._wake.set
@@ -315,6 +318,8 @@ class FrontierScheduler(BaseScheduler):
         start = StartWait(timeout=self.start_timeout, where=mask_url(self.redis_url))
         try:
             await start.run(self._check_format)
+            if self._refused:
+                return
             # an evicting Redis is refused before the node writes anything, the record included
             await start.run(
                 lambda: check_memory_at_open(client, allow_eviction=self.allow_eviction)
@@ -337,6 +342,7 @@ class FrontierScheduler(BaseScheduler):
             stats=self.stats,
             heartbeat_interval=self.heartbeat_interval,
             heartbeat_timeout=self.heartbeat_timeout,
+            sites=self._sites,
         )
         drain = DrainWatch(
             store=store,
@@ -344,6 +350,7 @@ class FrontierScheduler(BaseScheduler):
             drain_grace=self.drain_grace,
             revisit_grace=policy.grace if policy else None,
             waits_for_seeds=waits_for_seeds(spider, settings),
+            stats=self.stats,
         )
         engine = self.crawler.engine
         # the private hooks below, or a clear error instead of silence
@@ -356,6 +363,8 @@ class FrontierScheduler(BaseScheduler):
         # response_downloaded fires for every answer, also those the retry middleware turns
         # into a retry (response_received would only see the last one)
         self.crawler.signals.connect(self._response_received, signal=signals.response_downloaded)
+        # pages per site, counted as Scrapy counts the node's pages (response_received_count)
+        self.crawler.signals.connect(self._page_received, signal=signals.response_received)
         if policy is not None:
             self._revisits = self._revisit_hooks(policy, store, keys)
             # the answer that leaves the downloader middlewares (not one turned into a retry)
@@ -419,6 +428,8 @@ class FrontierScheduler(BaseScheduler):
         )
         try:
             await start.run(self._claim_node_id)
+            if self._refused:
+                return
             await start.run(lambda: rejoin(store, node_id=self.node_id, stats=self.stats))
             limits = site_limits(profiles, self.site_limits)
             await start.run(lambda: publish_site_limits(store, limits))
@@ -461,8 +472,7 @@ class FrontierScheduler(BaseScheduler):
             await self.store.check_format()
         except CrawlFormatError as refused:
             logger.error("Node refuses to start: %s", refused)
-            self._refused = True  # close touches nothing
-            raise
+            self._refuse_start(reasons.OTHER_FORMAT, str(refused))
 
     async def _claim_node_id(self) -> None:
         assert self.store is not None
@@ -475,10 +485,23 @@ class FrontierScheduler(BaseScheduler):
                 # a few of the other owner's beats: it beats at least once per idle wait
                 watch=max(2.0 * self.heartbeat_interval, 2.0 * DEFAULT_IDLE_MAX_WAIT) + 0.5,
             )
-        except (NodeIdInUse, CrawlFormatError):
+        except (NodeIdInUse, CrawlFormatError) as refusal:
             # the leases are another process's, or the crawl another format's: close touches none
-            self._refused = True
-            raise
+            reason = refusal.reason if isinstance(refusal, NodeRefused) else reasons.OTHER_FORMAT
+            self._refuse_start(reason, str(refusal))
+
+    def _refuse_start(self, reason: str, message: str) -> None:
+        """The node refuses to start: one log line, and the spider closes once it is open with
+        *reason* as its finish reason (an exception while it opens would end the crawl under
+        Scrapy's own tracebacks); close touches nothing of the crawl."""
+        self._refused = True
+        refuse(self.node_id, message)
+
+        def close_at_once(spider: Spider) -> None:
+            raise CloseSpider(reason)
+
+        self._close_at_once = close_at_once  # signals hold their receivers weakly
+        self.crawler.signals.connect(close_at_once, signal=signals.spider_opened)
 
     async def _close(self, reason: str) -> None:
         loop = self._loop
@@ -570,6 +593,11 @@ class FrontierScheduler(BaseScheduler):
             b"Retry-After" in response.headers,
             float(request.meta.get("download_latency", 0.0)),
         )
+
+    def _page_received(self, response: Any, request: Request, spider: Spider) -> None:
+        site = urlparse_cached(request).hostname
+        if site:
+            self._sites.record(site)
 
     def _spider_idle(self, spider: Spider) -> None:
         # a spider that ends once the crawl is drained is idle only then (see

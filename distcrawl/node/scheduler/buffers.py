@@ -63,7 +63,7 @@ class WriteBuffers:
         self.rejected: list[str] = []  # rejection records of refused seeds and queue entries
         self.revisits: list[Revisit] = []
         self.revisits_after: list[Revisit] = []
-        #: seeds were queued: they leave this node's seeding list with the next flush
+        #: seeds were queued: they leave this node's taken list after the next flush
         self.seeds_pending = False
         self.feedback = SiteFeedback(latency_target)
 

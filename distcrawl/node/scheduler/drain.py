@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy_redis.spiders import RedisMixin
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names import stats as stat_keys
 from distcrawl.node.seeds.sources import spider_redis_key
 
 if TYPE_CHECKING:
@@ -45,16 +46,21 @@ class DrainWatch:
         drain_grace: float,
         revisit_grace: float | None = None,
         waits_for_seeds: bool = True,
+        stats: Any = None,
     ) -> None:
         self.store = store
         self.node_id = node_id
         self.drain_grace = drain_grace
         self.revisit_grace = revisit_grace
         self.waits_for_seeds = waits_for_seeds
+        self.stats = stats
         self._drained_since: float | None = None
         #: whether the frontier ever held a request (CLOSE_WHEN_DRAINED waits until it did)
         self._crawl_begun = False
         self._waiting_logged = False
+        #: URLs the dupefilter held when this node first took seeds (None: it took none, or
+        #: revisit mode, whose dupefilter forgets)
+        self._seen_at_seeds: int | None = None
 
     def crawl_begun(self) -> None:
         """The node took seeds: the crawl has begun."""
@@ -63,6 +69,13 @@ class DrainWatch:
     def reset(self) -> None:
         """The node has work again: the grace starts over at the next empty look."""
         self._drained_since = None
+
+    async def seeds_taken(self) -> None:
+        """The node took seeds (their requests not pushed yet): the crawl has begun, and the
+        first time, what the dupefilter holds is noted (see :meth:`nothing_new`)."""
+        self.crawl_begun()
+        if self._seen_at_seeds is None and self.revisit_grace is None:
+            self._seen_at_seeds = int(await self.store.seen())
 
     async def check(self, *, busy: bool) -> bool:
         """Whether the crawl is drained; ``busy``: this node still holds work or writes."""
@@ -75,8 +88,34 @@ class DrainWatch:
                 self.drain_grace,
                 self.node_id,
             )
+            await self.nothing_new()
             return True
         return False
+
+    async def nothing_new(self) -> bool:
+        """At the drain: says once, with the numbers and what to do, when the crawl found
+        nothing new since this node took its seeds (the dupefilter persists with the crawl: a
+        second crawl of a site fetches its seeds and finds every link seen before)."""
+        before, self._seen_at_seeds = self._seen_at_seeds, None
+        if before is None or not before:
+            return False
+        held = int(await self.store.seen())
+        filtered = int(self.stats.get_value(stat_keys.FILTERED, 0)) if self.stats else 0
+        if held != before:
+            return False
+        spider = self.store.keys.spider
+        logger.warning(
+            "Crawl %s drained with nothing new: every link found after the seeds was seen "
+            "before (%d filtered on node %s; the dupefilter, which persists with the crawl, "
+            "holds %d URLs). To crawl afresh: distcrawl control %s reset --yes-really; to "
+            "fetch pages again on a schedule: revisit mode (DISTCRAWL_REVISIT)",
+            spider,
+            filtered,
+            self.node_id,
+            held,
+            spider,
+        )
+        return True
 
     async def drained(self) -> bool:
         """Whether every shard, node and seed list has looked empty for ``drain_grace`` s."""

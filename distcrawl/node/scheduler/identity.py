@@ -11,6 +11,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from distcrawl.base.names import reasons
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.processes import pid_alive
 from distcrawl.frontier.store import CrawlFormatError
@@ -20,7 +21,15 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["NodeIdInUse", "claim_node_id", "default_node_id", "owner_record", "rejoin"]
+__all__ = [
+    "NodeIdInUse",
+    "NodeRefused",
+    "claim_node_id",
+    "default_node_id",
+    "owner_record",
+    "refused_starts",
+    "rejoin",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +37,31 @@ logger = logging.getLogger(__name__)
 _WATCH_POLL = 0.2
 
 
-class NodeIdInUse(RuntimeError):
+class NodeRefused(RuntimeError):
+    """A node that does not start: its spider closes at once with :attr:`reason` as its finish
+    reason (no traceback), and ``scrapy crawl`` says so with its exit status."""
+
+    reason = "refused"
+
+
+#: node id -> why it did not start, for ``scrapy crawl``'s exit status (one process, one crawl)
+_REFUSED: dict[str, str] = {}
+
+
+def refused_starts() -> dict[str, str]:
+    """Node id -> the refusal of the nodes of this process that did not start."""
+    return dict(_REFUSED)
+
+
+def refuse(node_id: str, refusal: str) -> None:
+    """Record that *node_id* did not start (its one log line is the refusal's own)."""
+    _REFUSED[node_id] = refusal
+
+
+class NodeIdInUse(NodeRefused):
     """Another live process heart-beats under this node's id."""
+
+    reason = reasons.NODE_ID_IN_USE
 
     def __init__(self, node_id: str, host: Any, pid: Any, age: float) -> None:
         super().__init__(

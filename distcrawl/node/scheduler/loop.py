@@ -17,7 +17,6 @@ from distcrawl.frontier.wake import WakeListener
 from distcrawl.node.scheduler.outage import RedisOutage
 from distcrawl.node.scheduler.reconcile import reconcile_leases
 from distcrawl.node.scheduler.sites import log_site_events
-from distcrawl.node.scheduler.tracking import PUBLISHED_SITES
 
 if TYPE_CHECKING:
     from collections import deque
@@ -228,11 +227,7 @@ class FrontierLoop:
                 break
 
     def heartbeat_info(self) -> dict[str, Any]:
-        return {
-            "started": self.started(),
-            "prefetched": len(self.ready),
-            "sites": self.writes.feedback.activity.top(PUBLISHED_SITES),
-        }
+        return {"started": self.started(), "prefetched": len(self.ready)}
 
     # -- the loop --------------------------------------------------------------------------------
 

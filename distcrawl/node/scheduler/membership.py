@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.rates import OwnRates
+from distcrawl.node.scheduler.tracking import PUBLISHED_SITES, SiteActivity
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -21,6 +22,12 @@ if TYPE_CHECKING:
 __all__ = ["Membership"]
 
 logger = logging.getLogger(__name__)
+
+
+def _journal(stats: StatsCollector) -> dict[str, str]:
+    """The node's journal directory, when its pipeline keeps one."""
+    path = stats.get_value(stat_keys.JOURNAL_PATH)
+    return {"journal": path} if isinstance(path, str) else {}
 
 
 class Membership:
@@ -35,6 +42,7 @@ class Membership:
         stats: StatsCollector,
         heartbeat_interval: float,
         heartbeat_timeout: float,
+        sites: SiteActivity | None = None,
     ) -> None:
         self.store = store
         self.node_id = node_id
@@ -46,6 +54,8 @@ class Membership:
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         #: this node's rates, published with its heartbeat (one set of figures for all readers)
         self._own_rates = OwnRates()
+        #: pages per site since the last heartbeat (its busiest sites are published)
+        self._sites = sites or SiteActivity()
 
     def recover_after(self, when: float) -> None:
         """Recover nobody before ``when``: after an outage every heartbeat went stale, ours as
@@ -72,12 +82,17 @@ class Membership:
             for k, v in self.stats.get_stats().items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)
         }
+        own = self._own_rates
+        rates = own.update(int(time.monotonic() * 1000), stats, self._sites.take())
         payload = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
+            **_journal(self.stats),
             **info,
             "stats": stats,
-            "rates": self._own_rates.update(int(time.monotonic() * 1000), stats),
+            "rates": rates,
+            # the busiest sites over the same window as the rates
+            "sites": own.sites(PUBLISHED_SITES),
         }
         await self.store.heartbeat(self.node_id, json.dumps(payload, default=str))
         self._last_heartbeat = time.monotonic()

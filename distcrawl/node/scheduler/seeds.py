@@ -1,5 +1,11 @@
-"""Seed feed: a node takes a batch of seeds from the crawl's start list when it has nothing
-leased, and queues the requests they make like any other link."""
+"""Seed feed: a node takes a batch of seeds from the crawl's seed list when it has nothing
+leased, and queues the requests they make like any other link.
+
+A seed leaves the list for the node's taken list (one script in the list's own slot, wherever
+its name hashes), its requests go to the shards with the node's next flush, and only then does
+it leave the taken list. A node that stops or dies in between gives its taken seeds back; taken
+again, their requests go through the dupefilter: those already in the crawl are not queued
+twice."""
 
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 
 class SeedFeed:
-    """Takes up to ``batch`` seeds from ``source`` into this node's seeding list; their
+    """Takes up to ``batch`` seeds from ``source`` into this node's taken list; their
     requests go to ``enqueue`` and the seeds leave that list with the flush that queues them
     (a node that dies in between leaves them for recovery)."""
 
@@ -64,19 +70,28 @@ class SeedFeed:
         if self.source.kind != "list":
             # a set or zset of seeds is staged into a list first
             await self.source.stage(self.client, self.batch)
-        raws = await self.store.take_seeds(self.node_id, self.batch)
-        if not raws:
+        taken = await self.store.take_seeds(self.node_id, self.batch)
+        if not taken:
             return False
-        self.drain.crawl_begun()
+        await self.drain.seeds_taken()
         intake = SeedIntake(
             self.spider, node_id=self.node_id, allow_private=self.allow_private, stats=self.stats
         )
-        requests, rejected = intake.read(raws)
+        if taken.again:
+            # given back by a node that stopped or died before it said they were in the crawl:
+            # they may be, so the dupefilter decides (a repeat is harmless)
+            again, rejected = intake.read(taken.again)
+            self.writes.rejected += rejected
+            for request in again:
+                self.stats.inc_value(stat_keys.SEEDS_TAKEN_AGAIN)
+                logger.info("Seed taken again: %s", mask_url(request.url))
+                self.enqueue(request.replace(dont_filter=False))
+        requests, rejected = intake.read(taken.fresh)
         self.writes.rejected += rejected
         for request in requests:
             self.stats.inc_value(stat_keys.SEEDS_ACCEPTED)
             logger.info("Seed accepted: %s (priority %d)", mask_url(request.url), request.priority)
             self.enqueue(request)
-        # the seeds leave this node's seeding list in the same flush that queues them
+        # the seeds leave this node's taken list once the flush that queues them is in
         self.writes.seeds_pending = True
         return True

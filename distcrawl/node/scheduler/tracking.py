@@ -3,7 +3,6 @@ already sent, and how each site answered since the last flush."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,44 +40,20 @@ class InProgress(set[Any]):
 
 
 class SiteActivity:
-    """Pages this node fetched per site lately, for its heartbeat: the cluster's status ranks
-    the busiest sites from what the nodes publish, with no per-site key read to find them.
+    """Pages this node received per site since its last heartbeat (counted as Scrapy counts
+    ``response_received_count``), for the site rates it publishes: the cluster's status ranks
+    the busiest sites from what the nodes publish, with no per-site key read to find them."""
 
-    Two windows of ``window`` seconds: the rate is what the current and the previous window
-    counted over the time they cover, so a site's rate fades within two windows of its
-    last page.
-    """
-
-    def __init__(self, window: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self.window = window
-        self._clock = clock
-        self._started = clock()
-        self._current: dict[str, int] = {}
-        self._previous: dict[str, int] = {}
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
 
     def record(self, site: str) -> None:
-        self._roll()
-        self._current[site] = self._current.get(site, 0) + 1
+        self._counts[site] = self._counts.get(site, 0) + 1
 
-    def top(self, n: int) -> list[list[Any]]:
-        """The ``n`` busiest sites as ``[site, pages per minute]``, the busiest first."""
-        self._roll()
-        covered = self._clock() - self._started + (self.window if self._previous else 0.0)
-        counts = dict(self._previous)
-        for site, count in self._current.items():
-            counts[site] = counts.get(site, 0) + count
-        busiest = sorted(counts.items(), key=lambda kv: -kv[1])[:n]
-        return [[site, round(count * 60.0 / max(covered, 1.0), 2)] for site, count in busiest]
-
-    def _roll(self) -> None:
-        now = self._clock()
-        if now - self._started < self.window:
-            return
-        if now - self._started < 2 * self.window:
-            self._previous, self._started = self._current, self._started + self.window
-        else:  # a whole window passed with nothing in it: the previous one is empty too
-            self._previous, self._started = {}, now
-        self._current = {}
+    def take(self) -> dict[str, int]:
+        """The pages per site since the last call."""
+        taken, self._counts = self._counts, {}
+        return taken
 
 
 class SiteFeedback:
@@ -88,10 +63,8 @@ class SiteFeedback:
     def __init__(self, latency_target: float) -> None:
         self.latency_target = latency_target
         self._counts: dict[str, list[int]] = {}
-        self.activity = SiteActivity()
 
     def record(self, site: str, status: int, has_retry_after: bool, latency: float) -> None:
-        self.activity.record(site)
         counts = self._counts.setdefault(site, [0, 0, 0])
         if status == 429 or (status == 503 and has_retry_after):
             counts[1] += 1

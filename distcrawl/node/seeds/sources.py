@@ -1,11 +1,11 @@
 """Seeds the scrapy-redis way: a spider's own ``redis_key``, sets and sorted sets, JSON seeds.
 
-The frontier takes seeds from a Redis list into a node's seeding list in one script call, so
-a node that dies holding seeds gives them back (``take_seeds`` in ``frontier/lua``). A
-scrapy-redis project may keep its seeds in a set (``REDIS_START_URLS_AS_SET``) or a sorted set
-(``REDIS_START_URLS_AS_ZSET``, highest score first): :class:`SeedSource` moves a batch from
-there into the list ``{<spider>}:start_staged`` atomically (one script, nothing in between),
-and the frontier takes seeds from that list.
+The frontier takes seeds from a Redis list into a node's taken list in one script call (in
+the list's own slot), so a node that dies holding seeds gives them back (``take_seeds`` in
+``frontier/lua``). A scrapy-redis project may keep its seeds in a set
+(``REDIS_START_URLS_AS_SET``) or a sorted set (``REDIS_START_URLS_AS_ZSET``, highest score
+first): :class:`SeedSource` moves a batch from there into the list ``staged`` beside it (the
+same slot, so on a Redis Cluster too) atomically, and the frontier takes seeds from that list.
 
 A spider without ``make_request_from_seed`` gets its requests from a seed the way
 scrapy-redis builds them: a plain URL, or JSON ``{"url", "method", "meta", <form fields>}``,
@@ -26,7 +26,7 @@ from scrapy_redis.spiders import RedisMixin
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import UrlRefused, check_url
-from distcrawl.frontier.keys import ControlKeys
+from distcrawl.frontier.keys import SeedKeys
 from distcrawl.node.requests.codec import ALLOWED_METHODS, json_safe
 from distcrawl.node.seeds.parse import (
     DEFAULT_MAX_SEED_BYTES,
@@ -87,7 +87,7 @@ class SeedSource:
         scrapy-redis sets from ``REDIS_START_URLS_KEY`` if the spider names none), else
         ``REDIS_START_URLS_KEY``, else any other spider's ``redis_key``, else ``default_key``
         (``%(name)s`` is the spider's name); a set or zset with ``REDIS_START_URLS_AS_SET`` /
-        ``REDIS_START_URLS_AS_ZSET``, staged through ``{<spider>}:start_staged``."""
+        ``REDIS_START_URLS_AS_ZSET``, staged through the list ``staged`` in its slot."""
         if redis_key is None and spidercls is not None:
             redis_key = getattr(spidercls, "redis_key", None)
         key = SETTINGS.value(settings, "DISTCRAWL_START_URLS_KEY")
@@ -102,7 +102,7 @@ class SeedSource:
             kind = "zset"
         else:
             return cls(key=key, kind="list", list_key=key)
-        return cls(key=key, kind=kind, list_key=ControlKeys(name).start_staged)
+        return cls(key=key, kind=kind, list_key=SeedKeys.of(key).staged)
 
     def stage(self, client: Any, n: int) -> Any:
         """Move up to ``n`` seeds from a set or zset into :attr:`list_key` (client's result)."""

@@ -130,9 +130,10 @@
     setText("parked", num(f.parked));
     setText("in-flight", num(f.in_flight));
     setText("seen", num(f.seen));
-    const last = history[history.length - 1];
-    setText("pages-rate", last ? num(last.pages_per_s, 1) : "-");
-    setText("products-rate", last ? num(last.products_per_s, 1) : "-");
+    // the rates `status` shows (the nodes' own, over the last minute); the chart follows the
+    // crawl more closely (10 s)
+    setText("pages-rate", t.pages_per_min === null ? "-" : num(t.pages_per_min / 60, 1));
+    setText("products-rate", t.products_per_min === null ? "-" : num(t.products_per_min / 60, 1));
     setText("pages-total", num(t.pages) + " pages");
     setText("products-total", num(t.products) + " products");
     setText("eta", s.drained ? "drained" : duration(s.eta_seconds));
@@ -177,7 +178,7 @@
       td(tr, num(n.products), "num");
       td(tr, num(n.pages_per_min), "num");
       td(tr, num(n.errors), "num");
-      td(tr, n.journal_backlog === null || n.journal_backlog === undefined ? "-" : num(n.journal_backlog), "num");
+      td(tr, num(n.journal_held), "num");
     }, "no nodes yet");
   }
 
@@ -191,6 +192,8 @@
       td(tr, s.factor.toFixed(2), "num");
       td(tr, num(s.in_flight), "num");
       td(tr, num(s.waiting), "num");
+      // the cut's cause, when, its factor and when it wears off, as `status` says it
+      td(tr, s.cut ? s.cut.why : "", s.cut ? "cut " + s.cut.cause : "");
     }, "no busy site");
   }
 

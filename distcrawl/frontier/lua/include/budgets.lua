@@ -116,7 +116,8 @@ end
 
 -- a cut is over: forgotten, and reported as recovered
 local function cut_over(call, site, before, since)
-  redis.call('HDEL', K.site(call.P, site), 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate')
+  redis.call('HDEL', K.site(call.P, site), 'factor', 'fts', 'cut_at', 'recover_ms', 'base_rate',
+    CUT_CAUSE)
   redis.call('ZREM', K.cuts(call.P), site) -- [status registry]
   local events = call.site_events
   events[#events + 1] = {site, 'recovered', before, '1', tostring(since)}
@@ -194,7 +195,7 @@ local function feedback(call, site, ok, throttled, slow, now, d)
       if rate <= 0 then rate = d.adaptive end
       local new = tostring(math.max(0.05, factor * cut))
       redis.call('HSET', k, 'factor', new, 'fts', now, 'cut_at', now, 'recover_ms', d.recover,
-        'base_rate', tostring(rate))
+        'base_rate', tostring(rate), CUT_CAUSE, why)
       redis.call('ZADD', K.cuts(call.P), now, site) -- [status registry]
       events[#events + 1] = {site, 'cut', tostring(factor), new, why}
     end

@@ -205,9 +205,11 @@ local function bloom_key(P, gen)
   return K.bloom(P)
 end
 
--- the Bloom filter's check and record of a batch: a table i -> true for the fresh ones
+-- the Bloom filter's check and record of a batch: a table i -> true for the fresh ones. The
+-- ones recorded are counted in the info's n, as the exact dupefilter counts its own
 local function bloom_add(P, fps, bloom, gen)
   local fresh, in_batch = {}, {}
+  local added = 0
   local m, k = tonumber(bloom[1]), tonumber(bloom[2])
   local key = bloom_key(P, gen)
   local gets, sets, offsets = {}, {}, {}
@@ -238,6 +240,7 @@ local function bloom_add(P, fps, bloom, gen)
       end
       if not all and not in_batch[fp] then
         fresh[idx] = true
+        added = added + 1
         for _, o in ipairs(offsets[idx]) do
           sets[#sets + 1] = 'SET'; sets[#sets + 1] = 'u1'; sets[#sets + 1] = o
           sets[#sets + 1] = 1
@@ -259,6 +262,7 @@ local function bloom_add(P, fps, bloom, gen)
     redis.call('BITFIELD', key, unpack(sets, i, last))
     i = last + 1
   end
+  if added > 0 then redis.call('HINCRBY', seen_info_key(P, gen), 'n', added) end
   return fresh
 end
 
