@@ -152,6 +152,8 @@ def _options(parser: argparse.ArgumentParser, skip: set[str]) -> tuple[Option, .
         shown = (
             ""
             if default in (None, False, [], argparse.SUPPRESS) or action.nargs == 0
+            else f"{default:,}"
+            if isinstance(default, int) and not isinstance(default, bool)
             else str(default)
         )
         help_text = (action.help or "") % {"default": default, "prog": parser.prog}

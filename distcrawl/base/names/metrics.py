@@ -20,7 +20,7 @@ def _counter(name: str, meaning: str, *labels: str) -> str:
     return term(METRIC, name, meaning, kind="counter", labels=labels)
 
 
-UP = _gauge("distcrawl_up", "1 when the dashboard's last read of Redis succeeded")
+UP = _gauge("distcrawl_up", "1 when the dashboard's last read of Redis worked")
 REDIS_MEMORY_USED = _gauge(
     "distcrawl_redis_memory_used_bytes", "Redis' used memory (of a cluster: the fullest master)"
 )

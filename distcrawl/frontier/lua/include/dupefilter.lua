@@ -27,8 +27,12 @@ local function low32(dec)
   local acc = 0
   local first = 1
   if neg then first = 2 end
-  for i = first, #dec do acc = (acc * 10 + string.byte(dec, i) - 48) % 4294967296 end
-  if neg and acc ~= 0 then acc = 4294967296 - acc end
+  for i = first, #dec do
+    acc = (acc * 10 + string.byte(dec, i) - 48) % 4294967296
+  end
+  if neg and acc ~= 0 then
+    acc = -acc + 4294967296
+  end
   return acc
 end
 
@@ -46,12 +50,12 @@ local function low_bits(dec, mod)
     local r
     if mod <= 512 then
       local a, b, c, d, e, f, g, h, i = string.byte(dec, n - 8, n)
-      -- the character codes' share: 48 * 111111111 (5333333328)
+      -- minus the character codes' share, 48 * 111111111
       r = (((((((((a * 10 + b) * 10 + c) * 10 + d) * 10 + e) * 10 + f) * 10 + g) * 10 + h)
         * 10 + i) - 5333333328) % mod
     else
       local a, b, c, d, e, f, g, h, i, j, k, l, m, o, q = string.byte(dec, n - 14, n)
-      -- (below 2^53 all along; 48 * 111111111111111 is 5333333333333328)
+      -- (below 2^53 all along; minus the character codes' share, 48 * 111111111111111)
       r = (((((((((((((((a * 10 + b) * 10 + c) * 10 + d) * 10 + e) * 10 + f) * 10 + g) * 10
         + h) * 10 + i) * 10 + j) * 10 + k) * 10 + l) * 10 + m) * 10 + o) * 10 + q)
         - 5333333333333328) % mod
@@ -59,7 +63,7 @@ local function low_bits(dec, mod)
     if r ~= 0 and string.byte(dec, 1) == 45 then r = mod - r end
     return r
   end
-  if mod > 67108864 then return low32(dec) % mod end
+  if mod > 2^26 then return low32(dec) % mod end
   local neg = string.byte(dec, 1) == 45
   if neg then dec = string.sub(dec, 2) end
   local n = #dec

@@ -8,7 +8,7 @@ what it pushed, takes a new tag and reconciles its leases. A recovery writes a t
 that the first shard it calls, one it never called before included, tells it so. ]]
 --- @include "util"
 
-local TOMBSTONE_KEPT_MS = 86400000 -- a recovery's tombstone is kept a day
+local TOMBSTONE_KEPT_MS = 24 * 3600 * 1000 -- a recovery's tombstone is kept a day
 
 -- (a mark Redis does not have reads as false)
 local function is_tombstone(mark)

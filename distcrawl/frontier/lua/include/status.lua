@@ -9,7 +9,7 @@ local function status_add(P, field, n)
   end
 end
 
-local GONE_KEPT_MS = 86400000 -- a node that stopped or was recovered is listed for a day
+local GONE_KEPT_MS = 24 * 3600 * 1000 -- a node that stopped or was recovered is listed for a day
 
 -- a node stopped cleanly or was claimed as dead (control slot)
 local function mark_gone(P, node, now)
