@@ -10,20 +10,17 @@ asyncio reactor, the ``distcrawl.Frontier`` add-on, a real Redis and a real HTTP
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from frontier_state import dead_records, leases_left, queued
+from scrapy_script import frontier_settings, run_script, serve_paths, write_report
 
 from distcrawl.frontier.keys import FrontierKeys
 
@@ -33,68 +30,14 @@ SPIDER = "as_scrapy"
 KEYS = FrontierKeys(SPIDER, f"{SPIDER}:start_urls")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    hits: Counter[str]
-
-    def do_GET(self) -> None:
-        self.hits[self.path] += 1
-        if self.path.startswith("/to/"):
-            self.send_response(302)
-            self.send_header("Location", "/" + self.path.removeprefix("/to/"))
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = f"<html><body>{self.path}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def site() -> Iterator[tuple[str, Counter[str]]]:
-    hits: Counter[str] = Counter()
-    handler = type("Handler", (_Handler,), {"hits": hits})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_paths() as served:
+        yield served
 
 
 def _crawl(tmp_path: Path, redis_url: str, urls: list[str], **settings: Any) -> dict[str, Any]:
-    spec = tmp_path / "spec.json"
-    out = tmp_path / "out.json"
-    log = tmp_path / "crawl.log"
-    spec.write_text(
-        json.dumps(
-            {"urls": urls, "out": str(out), "log": str(log), "redis_url": redis_url, **settings}
-        )
-    )
-    env = dict(os.environ)
-    env.pop("SCRAPY_SETTINGS_MODULE", None)
-    # the script imports the tests' helpers as this module does
-    tests = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [tests, env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, __file__, str(spec)],
-        env=env,
-        cwd=tmp_path,  # no scrapy.cfg: a plain Scrapy project's spider, not distcrawl's settings
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result: dict[str, Any] = json.loads(out.read_text())
-    result["log"] = log.read_text()
-    return result
+    return run_script(__file__, tmp_path, redis_url, urls=urls, **settings)
 
 
 def _closed_port() -> int:
@@ -145,13 +88,11 @@ def test_a_redirect_is_a_request_of_its_own(
 
 
 def _crawl_main(spec_path: str) -> None:
-    from scrapy.utils.reactor import install_reactor
-
-    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    spec = json.loads(Path(spec_path).read_text())
+    settings = frontier_settings(spec)
     import scrapy
     from scrapy.crawler import CrawlerProcess
 
-    spec = json.loads(Path(spec_path).read_text())
     seen: dict[str, Any] = {"parsed": [], "redirects": {}, "errors": []}
 
     class AsScrapySpider(scrapy.Spider):
@@ -168,24 +109,11 @@ def _crawl_main(spec_path: str) -> None:
         def failed(self, failure: Any) -> None:
             seen["errors"].append([failure.request.url, type(failure.value).__name__])
 
-    settings = {
-        "ADDONS": {"distcrawl.Frontier": 0},
-        "REDIS_URL": spec.pop("redis_url"),
-        "DISTCRAWL_DRAIN_GRACE": 0.5,
-        "LOG_FILE": spec.pop("log"),
-        "LOG_LEVEL": "INFO",
-        "TELNETCONSOLE_ENABLED": False,
-        "REMOTE_CONTROL_ENABLED": False,
-        "ROBOTSTXT_OBEY": False,
-        **{k: v for k, v in spec.items() if k.isupper()},
-    }
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(AsScrapySpider)
     process.crawl(crawler)
     process.start()
-    stats = crawler.stats.get_stats()
-    seen["stats"] = {k: v for k, v in stats.items() if isinstance(v, (int, str))}
-    Path(spec["out"]).write_text(json.dumps(seen))
+    write_report(spec, seen, crawler)
 
 
 if __name__ == "__main__":

@@ -12,18 +12,15 @@ asyncio reactor, the ``distcrawl.Frontier`` add-on, a real Redis and a real HTTP
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from frontier_state import leases_left, queued
+from scrapy_script import frontier_settings, run_script, serve_paths, write_report
 
 from distcrawl.frontier.keys import FrontierKeys
 
@@ -33,56 +30,14 @@ SPIDER = "semantics"
 KEYS = FrontierKeys(SPIDER, f"{SPIDER}:start_urls")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = f"<html><body>{self.path}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_paths() as (base, _hits):
+        yield base
 
 
 def _crawl(tmp_path: Path, redis_url: str, case: str, base: str = "") -> dict[str, Any]:
-    spec = tmp_path / "spec.json"
-    out = tmp_path / "out.json"
-    log = tmp_path / "crawl.log"
-    spec.write_text(
-        json.dumps(
-            {"case": case, "base": base, "out": str(out), "log": str(log), "redis_url": redis_url}
-        )
-    )
-    env = dict(os.environ)
-    env.pop("SCRAPY_SETTINGS_MODULE", None)
-    tests = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [tests, env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, __file__, str(spec)],
-        env=env,
-        cwd=tmp_path,  # no scrapy.cfg: a plain Scrapy project's spider, not distcrawl's settings
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result: dict[str, Any] = json.loads(out.read_text())
-    result["log"] = log.read_text()
-    return result
+    return run_script(__file__, tmp_path, redis_url, case=case, base=base)
 
 
 def test_a_crawl_of_items_only_ends_finished(tmp_path: Path, redis_url: str) -> None:
@@ -141,15 +96,13 @@ def test_a_request_json_cannot_carry_is_crawled_from_memory(
 
 
 def _crawl_main(spec_path: str) -> None:
-    from scrapy.utils.reactor import install_reactor
-
-    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    spec = json.loads(Path(spec_path).read_text())
+    settings = frontier_settings(spec)
     import scrapy
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
     from scrapy.exceptions import CloseSpider, DontCloseSpider
 
-    spec = json.loads(Path(spec_path).read_text())
     case, base = spec.pop("case"), spec.pop("base")
     seen: dict[str, Any] = {"parsed": [], "bodies": [], "errors": [], "idle_calls": 0}
 
@@ -187,24 +140,12 @@ def _crawl_main(spec_path: str) -> None:
             raise DontCloseSpider
         raise CloseSpider("custom_reason")
 
-    settings = {
-        "ADDONS": {"distcrawl.Frontier": 0},
-        "REDIS_URL": spec.pop("redis_url"),
-        "DISTCRAWL_DRAIN_GRACE": 0.5,
-        "LOG_FILE": spec.pop("log"),
-        "LOG_LEVEL": "INFO",
-        "TELNETCONSOLE_ENABLED": False,
-        "REMOTE_CONTROL_ENABLED": False,
-        "ROBOTSTXT_OBEY": False,
-    }
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(SemanticsSpider)
     crawler.signals.connect(idle, signal=signals.spider_idle)
     process.crawl(crawler)
     process.start()
-    stats = crawler.stats.get_stats()
-    seen["stats"] = {k: v for k, v in stats.items() if isinstance(v, (int, str))}
-    Path(spec["out"]).write_text(json.dumps(seen))
+    write_report(spec, seen, crawler)
 
 
 if __name__ == "__main__":
