@@ -109,6 +109,8 @@ _NOT_A_PRODUCT_CODE = re.compile(
     r"postal|post-code|postcode|zip|promo|coupon|voucher|discount|gift|country|area-code|phone"
     r"|currency|lang|qr-?code|captcha|security|verification|color-code|colour-code"
 )
+#: what every attribute marking a product code contains ("-code" covers "product-code")
+_CODE_MARKS = ("sku", "-code", "item-number", "product-ref")
 #: a long number ending the last path segment (``/itm/302474151804``, ``…-p400105394.html``)
 _URL_ID = re.compile(r"(?<!\d)(\d{5,14})(?:\.html?|\.aspx|\.php)?/?$")
 #: the label ends where a word would go on: "SKUGGIS" is a name, not "SKU: GGIS"
@@ -715,11 +717,20 @@ def _read_availability(
 
 
 def printed_code(
-    root: HtmlElement, cards: set[HtmlElement], page_text: str = ""
+    root: HtmlElement,
+    cards: set[HtmlElement],
+    page_text: str = "",
+    quoted: Collection[str] = (),
 ) -> tuple[str, HtmlElement] | None:
     """The product code an element marked as one shows (``itemprop=sku``, a class with
     ``sku``/``product-code``/``item-number``/``product-ref``) outside chrome and other
-    products' cards, as printed without its label ("Product code: 141677" -> ``141677``)."""
+    products' cards, as printed without its label ("Product code: 141677" -> ``141677``).
+
+    With *page_text* (the source) and *quoted* (script bodies of it, which hold no
+    attributes), the page's attributes are walked only when the source has a code mark
+    elsewhere."""
+    if page_text and not _may_mark_code(page_text, quoted):
+        return None
     # any attribute may say "product-reference" (data-qa-qualifier=…): walking every
     # attribute of the page costs, so only where the source has the words at all
     marked = " | //@*[.='product-reference' or .='product-ref']"
@@ -749,6 +760,16 @@ def printed_code(
     if not (code := _code(_unlabelled(value))):
         return None
     return code, el
+
+
+def _may_mark_code(page_text: str, quoted: Collection[str]) -> bool:
+    """Whether an attribute of the page can hold a code mark: one of the words is in the
+    source outside *quoted*, or a character reference ("&#115;") could spell one."""
+    if "&#" in page_text:
+        return True
+    return any(
+        page_text.count(word) > sum(body.count(word) for body in quoted) for word in _CODE_MARKS
+    )
 
 
 def _unlabelled(value: str) -> str:

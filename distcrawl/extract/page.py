@@ -331,7 +331,8 @@ def _analyze_page(
     _merge_category_path(product, sources, structured.breadcrumbs, canonical_url, candidates)
     product["url"] = canonical_url
     if sources.get("sku") not in (None, "profile", "heuristics"):
-        _prefer_printed_code(root, scan.cards, text, product, sources, heuristic.where)
+        quoted = structured.json_ld_bodies
+        _prefer_printed_code(root, scan.cards, text, quoted, product, sources, heuristic.where)
     if not product.get("sku") and (from_url := sku_from_url(canonical_url)):
         product["sku"], sources["sku"] = from_url, "url"
     if not product.get("availability") and product.get("price") is not None:
@@ -350,6 +351,7 @@ def _prefer_printed_code(
     root: HtmlElement,
     cards: set[HtmlElement],
     text: str,
+    quoted: list[str],
     product: dict[str, Any],
     sources: dict[str, str],
     where: dict[str, str],
@@ -357,7 +359,7 @@ def _prefer_printed_code(
     """The code the page shows as its product code over a structured-data ``sku`` that the
     page never shows: shops put internal ids (a catalogue key, a variant's id) in their
     markup and print the code their customers quote."""
-    printed = printed_code(root, cards, text)
+    printed = printed_code(root, cards, text, quoted)
     if printed is None or printed[0] == product["sku"]:
         return
     code, el = printed

@@ -69,6 +69,8 @@ class StructuredData:
     breadcrumbs: list[tuple[str, str | None]] = field(default_factory=list)
     #: top-level product nodes seen across syntaxes (many of them mark a listing)
     product_nodes: int = 0
+    #: the bodies of the page's JSON-LD scripts, as in its source
+    json_ld_bodies: list[str] = field(default_factory=list)
 
 
 def extract_structured(
@@ -90,7 +92,7 @@ def extract_structured(
     linked = frozenset(linked_products) - page_urls
     syntaxes: list[tuple[str, list[dict[str, Any]]]] = []
     if "ld+json" in lowered:
-        syntaxes.append(("json-ld", _json_ld_nodes(root, errors)))
+        syntaxes.append(("json-ld", _json_ld_nodes(root, errors, data.json_ld_bodies)))
     if "itemscope" in lowered:
         syntaxes.append(("microdata", _extruct_nodes(root, url, "microdata", errors)))
     if "typeof=" in lowered or "vocab=" in lowered:
@@ -154,9 +156,10 @@ def _main_product(
     return (with_offers or products)[0]
 
 
-def _json_ld_nodes(root: HtmlElement, errors: list[str]) -> list[dict[str, Any]]:
+def _json_ld_nodes(root: HtmlElement, errors: list[str], bodies: list[str]) -> list[dict[str, Any]]:
     """Nodes of every JSON-LD block, each block parsed on its own so one bad block costs
-    only itself; ``@id`` references between nodes are resolved."""
+    only itself; ``@id`` references between nodes are resolved. The blocks' texts are added
+    to *bodies*."""
     documents: list[Any] = []
     for script in root.iter("script"):
         if "ld+json" not in (script.get("type") or "").lower():
@@ -164,6 +167,7 @@ def _json_ld_nodes(root: HtmlElement, errors: list[str]) -> list[dict[str, Any]]
         body = (script.text or "").strip()
         if not body:
             continue
+        bodies.append(body)
         try:
             documents.append(_LENIENT_JSON.decode(body))
         except (ValueError, RecursionError):

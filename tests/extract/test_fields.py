@@ -147,6 +147,19 @@ def test_a_code_in_a_script_is_not_shown_on_the_page() -> None:
     assert product["sku"] == "MKI6"
 
 
+def test_an_itemprop_sku_beside_the_structured_one_is_read() -> None:
+    # "sku" is in the JSON-LD body too: the element's mark is one more in the source
+    product = _product(f"{_ld('DMCSZ4BBM')}<h1>Drum unit</h1><span itemprop='sku'>DR2401</span>")
+    assert product["sku"] == "DR2401"
+
+
+def test_a_code_class_spelled_with_a_character_reference_is_read() -> None:
+    product = _product(
+        f"{_ld('DMCSZ4BBM')}<h1>Drum unit</h1><b class='product-&#115;ku'>DR2401</b>"
+    )
+    assert product["sku"] == "DR2401"
+
+
 def test_a_code_printed_with_separators_is_kept_as_printed_over_its_content_attribute() -> None:
     product = _product(
         "<h1>Kettle</h1><span class='price'>£24.99</span>"
