@@ -33,6 +33,7 @@ from w3lib.encoding import html_to_unicode
 
 from distcrawl.base.names import reasons
 
+from .auction import prefer_current_bid
 from .availability import normalize_availability
 from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, join_url, same_site
 from .heuristics import (
@@ -333,6 +334,8 @@ def _analyze_page(
     if sources.get("sku") not in (None, "profile", "heuristics"):
         quoted = structured.json_ld_bodies
         _prefer_printed_code(root, scan.cards, text, quoted, product, sources, heuristic.where)
+    if sources.get("price") not in (None, "profile", "heuristics"):
+        prefer_current_bid(root, structured.lowered, product, sources, heuristic.where)
     if not product.get("sku") and (from_url := sku_from_url(canonical_url)):
         product["sku"], sources["sku"] = from_url, "url"
     if not product.get("availability") and product.get("price") is not None:

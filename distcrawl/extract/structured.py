@@ -71,6 +71,8 @@ class StructuredData:
     product_nodes: int = 0
     #: the bodies of the page's JSON-LD scripts, as in its source
     json_ld_bodies: list[str] = field(default_factory=list)
+    #: the page's source in lower case, where markers of a syntax or a kind of page are looked for
+    lowered: str = ""
 
 
 def extract_structured(
@@ -86,8 +88,8 @@ def extract_structured(
     A product node whose URL is one of *linked_products* (the page's links to product
     pages) describes a card for another page, so it is never this page's product.
     """
-    data = StructuredData()
-    lowered = text.lower()
+    data = StructuredData(lowered=text.lower())
+    lowered = data.lowered
     page_urls = {canonicalize_url(url), canonical_url}
     linked = frozenset(linked_products) - page_urls
     syntaxes: list[tuple[str, list[dict[str, Any]]]] = []
