@@ -44,7 +44,8 @@ DEFAULT_SITE_RECOVERY: float = SETTINGS.default("DISTCRAWL_SITE_RECOVERY")
 class Child(NamedTuple):
     """A request for the frontier: fingerprint (binary, b"" = unfiltered), priority,
     dont_filter, delay in ms (0 = queue now, > 0 = park as a delayed retry), site (host,
-    "" = none), payload (see ``codec.encode``)."""
+    "" = none), payload (see ``codec.encode``); ``own``: the node already works on it, and it
+    is written as the node's lease instead of queued (``sync`` answers its lease)."""
 
     fp: bytes | str
     priority: int
@@ -52,6 +53,7 @@ class Child(NamedTuple):
     delay_ms: int
     site: str
     payload: str
+    own: bool = False
 
 
 class Lease(NamedTuple):

@@ -77,6 +77,11 @@ class ShardViews:
             return pushed[0]
         return prio
 
+    def queued_anywhere(self) -> bool:
+        """Whether some shard held queued requests at its last reply (as far as this node
+        knows: a shard it has not read since holds what others pushed there)."""
+        return any(v.queued > 0 for v in self._views)
+
     def next_due_ms(self) -> int:
         dues = [v.due_at for v in self._views if v.due_at is not None]
         if not dues:

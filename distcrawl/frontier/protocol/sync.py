@@ -98,7 +98,7 @@ class ShardBatch:
             fp, h = fingerprint_args(c.fp, bloom=bloom)
             # "=": the payload's URL names the site, so the library stores the payload alone
             site = "=" if c.site and payload_site(c.payload) == c.site else c.site
-            spec = f"{'d' if c.dont_filter else ''}{c.priority}"
+            spec = f"{'d' if c.dont_filter else ''}{'l' if c.own else ''}{c.priority}"
             if c.delay_ms or site != "=":
                 spec += f" {c.delay_ms} {site}"
             children.append((fp, h, spec, c.payload))
@@ -137,6 +137,9 @@ class ShardReply:
     site_events: list[SiteEvent] = field(default_factory=list)
     #: [revisit] acks that scheduled their page's next visit
     revisited: int = 0
+    #: the rid each of the node's own children written got, by its index among the children
+    #: (one missing was filtered)
+    own: dict[int, str] = field(default_factory=dict)
 
     @staticmethod
     def rewound(raw: Any) -> bytes | None:
@@ -163,6 +166,7 @@ class ShardReply:
             at_head,
             events_flat,
             revisited,
+            own,
         ) = raw
         flat = [text(v) for v in events_flat]
         events = [
@@ -194,6 +198,7 @@ class ShardReply:
             at_head=int(at_head),
             site_events=events,
             revisited=int(revisited),
+            own={int(own[i]) - 1: raw_text(own[i + 1]) for i in range(0, len(own), 2)},
         )
 
 
@@ -232,6 +237,9 @@ class SyncResult:
     #: ``seeds_done`` was asked and a shard rewound: the taken list stays (its seeds go
     #: again with the unsent batches, and say ``seeds_done`` again then)
     seeds_pending: bool = False
+    #: the node's own children written by this call, each with its lease (None: the
+    #: dupefilter already held it, and nothing was written)
+    own: list[tuple[Child, Lease | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -398,6 +406,13 @@ def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
         result.leased += r.leased
         result.site_events += r.site_events
         result.revisited += r.revisited
+        children = batches[r.shard].children
+        if any(c.own for c in children):
+            for j, child in enumerate(children):
+                if child.own:
+                    rid = r.own.get(j)
+                    lease = Lease(r.shard, rid, child.site) if rid else None
+                    result.own.append((child, lease))
     result.priority_inversions = _inversions(replies)
     result.next_due_ms = store.views.next_due_ms()
     after: list[Call] = []

@@ -15,8 +15,10 @@ ARGV     node, header, then the sections the header counts, each column by colum
             and tag (into the rids of its children)
   children  fp h spec payload: requests to push. fp "" = none; exact dupefilter: fp the
             fingerprint's first 8 bytes as a signed decimal, h its low 32 bits; bloom: fp the
-            binary fingerprint, h "". spec "[d]prio[ delay_ms site]": "d" = dont_filter; delay
-            0 and site "=" (the payload's URL names it) when left out. A filtered child is
+            binary fingerprint, h "". spec "[d][l]prio[ delay_ms site]": "d" = dont_filter;
+            "l" = the node's own: it already works on it, so it is written as its lease (into
+            K.held of the node, as a lease of the queue's would be), never queued; delay 0
+            and site "=" (the payload's URL names it) when left out. A filtered child is
             never read beyond fp, h and the first byte of its spec
   acks      rid site: leases done
   dead      id record site rid: dead letters (rid: the lease it ends, "" = none)
@@ -29,12 +31,14 @@ done and the reply is {'rewound', mark found}.
 Acks and dead letters count only for leases the node still holds (a late report from a node
 presumed dead changes nothing and counts as stale_acks in the shard's K.counters).
 Returns {added, filtered, parked, acked, stale, leased, next_due_ms, paced, queued, head,
-at_head, site_events, revisited}: leased the lines "<order score>\t<rid>\t<value>", paced the
+at_head, site_events, revisited, own}: leased the lines "<order score>\t<rid>\t<value>", paced the
 leased rids that spent a rate token, next_due_ms how soon a parked retry, waiting site or
 revisit falls due (-1: none), queued, head and at_head the queue's length, best order score
 ('' when empty) and how many queued requests share the best priority, after the call;
 site_events, flat: site, 'cut'|'recovered', factor before, factor after, reason ('throttled'|
-'slow', or the ms since the cut). ]]
+'slow', or the ms since the cut); own, flat: the index among the children and the rid of each
+"l" child written (one missing was filtered: the node drops it, or counts that it fetched a URL
+already seen). ]]
 --- @include "args"
 --- @include "util"
 --- @include "sites"
@@ -47,8 +51,9 @@ site_events, flat: site, 'cut'|'recovered', factor before, factor after, reason 
 --- @include "status"
 
 -- children: one dupefilter check for the batch, one write per key. Returns how many were
--- queued, filtered out and parked, and how many joined the queue (new members)
-local function push_children(call, h, c)
+-- queued, filtered out and parked, how many joined the queue (new members), and the rids of
+-- the node's own children written into its held hash (flat: child index, rid)
+local function push_children(call, h, c, held_key)
   local P = call.P
   local fresh
   if h.rv then
@@ -62,15 +67,22 @@ local function push_children(call, h, c)
     if fresh[j] or string.byte(specs[j], 1) == 100 then kept[#kept + 1] = j end -- 'd'
   end
   local filtered = c.n - #kept
-  if #kept == 0 then return 0, filtered, 0, 0 end
+  local own = {}
+  if #kept == 0 then return 0, filtered, 0, 0, own end
   local seq0 = new_seqs(P, #kept)
-  local reqs, zq, zd, ds = {}, {}, {}, {}
+  local reqs, zq, zd, ds, held = {}, {}, {}, {}, {}
   for n = 1, #kept do
     local j = kept[n]
     local seq = seq0 + n
     local rid = make_rid(seq, h.tag)
     local spec = specs[j]
-    if string.byte(spec, 1) == 100 then spec = string.sub(spec, 2) end
+    local first = string.byte(spec, 1)
+    if first == 100 then -- 'd'
+      spec = string.sub(spec, 2)
+      first = string.byte(spec, 1)
+    end
+    local mine = first == 108 -- 'l'
+    if mine then spec = string.sub(spec, 2) end
     local prio, delay, site = spec, 0, '='
     if string.find(spec, ' ', 1, true) then
       prio, delay, site = string.match(spec, '^(%S*) (%S*) (.*)$')
@@ -79,7 +91,16 @@ local function push_children(call, h, c)
     local score = order_score(prio, seq) -- (prio coerced once: cheaper than tonumber)
     local value = payloads[j] -- site '=': the node checked that its URL names its site
     if site ~= '=' then value = req_value(site, value) end
-    if delay > 0 then
+    if mine then
+      -- leased as it is written: its ack, or the node's recovery, ends it like any lease
+      held[#held + 1] = rid; held[#held + 1] = score .. '\t' .. rid .. '\t' .. value
+      own[#own + 1] = j; own[#own + 1] = rid
+      if call.counting then
+        local name = site
+        if name == '=' then name = site_of_payload(value) or '' end
+        if name ~= '' then active_add(call, name, 1) end
+      end
+    elseif delay > 0 then
       reqs[#reqs + 1] = rid; reqs[#reqs + 1] = value
       zd[#zd + 1] = clock(call) + delay; zd[#zd + 1] = rid
       ds[#ds + 1] = rid; ds[#ds + 1] = score
@@ -94,7 +115,8 @@ local function push_children(call, h, c)
     call_chunked('ZADD', K.delayed(P), zd, 2)
     call_chunked('HSET', K.delayed_score(P), ds, 2)
   end
-  return #zq / 2, filtered, #zd / 2, joined
+  if #held > 0 then call_chunked('HSET', held_key, held, 2) end
+  return #zq / 2, filtered, #zd / 2, joined, own
 end
 
 -- dead letters (the ack of the same request may travel in this very call), fenced like acks:
@@ -175,10 +197,11 @@ local function sync(keys, args)
   call.counting = has.active or h.conc > 0 or h.rate > 0
   local rv = h.rv -- [revisit] the dupefilter's generation length (ms), or nil
 
-  local added, filtered, parked = 0, 0, 0
+  local held_key = K.held(P, node)
+  local added, filtered, parked, own = 0, 0, 0, {}
   if sec.children.n > 0 then
     local joined
-    added, filtered, parked, joined = push_children(call, h, sec.children)
+    added, filtered, parked, joined, own = push_children(call, h, sec.children, held_key)
     qlen = qlen + joined
   end
   -- feedback first: it changes site budgets outside the cache the acks and leases share
@@ -190,7 +213,6 @@ local function sync(keys, args)
       feedback(call, f.site[j], tonumber(f.ok[j]) or 0, throttled, slow, clock(call), h)
     end
   end
-  local held_key = K.held(P, node)
   local stale, acked, revisited = 0, 0, 0
   if sec.dead.n > 0 then stale = write_dead(call, held_key, sec.dead) end
   if sec.acks.n > 0 then
@@ -223,7 +245,7 @@ local function sync(keys, args)
     call_chunked('ZREM', K.revisit_late(P), granted, 1)
   end
   save_budgets(call)
-  status_add(P, STATUS_LEASES .. node, leased - acked) -- [status registry]
+  status_add(P, STATUS_LEASES .. node, leased + #own / 2 - acked) -- [status registry]
   status_add(P, STATUS_WAITING, ls.into_wait) -- [status registry]
   if h.idle == 1 or (sec.children.n > 0 and queued_before == 0) then
     publish_wake(h.wake, h.shard, added + promoted)
@@ -242,5 +264,5 @@ local function sync(keys, args)
     for _, v in ipairs(e) do events[#events + 1] = v end
   end
   return {added, filtered, parked, acked, stale, ls.lines, due, ls.paced, qlen, head[2] or '',
-    at_head, events, revisited}
+    at_head, events, revisited, own}
 end
