@@ -370,6 +370,21 @@ class ControlKeys:
         in effect; `_by`: that node); later nodes and operator commands compare theirs
         (frontier/crawlconf.py; written once, from Python)""",
     )
+    solo = Key(
+        "solo",
+        "STRING",
+        """who may hand what it finds to Scrapy from memory: absent (nobody yet), a node id (that
+        node won it at its open, alone in a crawl that had never held a request: its new
+        requests are its own leases, written by its next round trip) or "shared" (every node
+        goes through the queue, for good). Any other node or tool makes it "shared" before its
+        first push or lease (frontier/protocol/solo.py)""",
+    )
+    solo_end = Key(
+        "solo:end",
+        "STRING",
+        """the node that asks the solo node to share the crawl: the solo node writes what it
+        holds, sets solo to "shared" and deletes this""",
+    )
 
 
 def seen_counted(shard: ShardKeys, generation: int | str | bytes | None) -> list[str]:

@@ -34,13 +34,14 @@ from distcrawl.frontier.batch import (
     SiteEvent,
 )
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
-from distcrawl.frontier.protocol import admin, budgets, dead, dupefilter, membership, revisit
+from distcrawl.frontier.protocol import admin, budgets, dead, dupefilter, membership, revisit, solo
 from distcrawl.frontier.protocol import sync as sync_protocol
 from distcrawl.frontier.protocol.admin import LeasesKeptChanging
 from distcrawl.frontier.protocol.budgets import effective_factor
 from distcrawl.frontier.protocol.dupefilter import Dupefilter
 from distcrawl.frontier.protocol.membership import Claim, CrawlFormatError, Seeds
 from distcrawl.frontier.protocol.runner import Runner
+from distcrawl.frontier.protocol.solo import Share, SoloState
 from distcrawl.frontier.protocol.spec import FORMAT
 from distcrawl.frontier.protocol.sync import Fence, Flush, SyncResult, is_tombstone
 from distcrawl.frontier.views import ShardViews
@@ -62,8 +63,10 @@ __all__ = [
     "Revisit",
     "Seeds",
     "ShardKeys",
+    "Share",
     "SiteBudget",
     "SiteEvent",
+    "SoloState",
     "SyncResult",
     "effective_factor",
     "is_tombstone",
@@ -188,6 +191,27 @@ class FrontierStore:
         """Whether the frontier ever held a request or refused a seed (a shard's rid counter,
         the rejected list): a crawl begun, as opposed to one waiting for its first seed."""
         return self._drive(membership.ever_used(self.keys))
+
+    # -- solo mode (control slot; see protocol/solo.py) -----------------------------------------
+
+    def claim_solo(self, node: str) -> Any:
+        """Make ``node`` the solo node, if nobody claimed or shared the crawl yet (the caller
+        checked that the crawl was never used). Returns whether it did."""
+        return self._drive(solo.claim_solo(self.keys, node))
+
+    def solo_state(self) -> Any:
+        """Who is solo ("" = nobody), and whether another node asked it to share the crawl
+        (a :class:`SoloState`)."""
+        return self._drive(solo.solo_state(self.keys))
+
+    def end_solo(self) -> Any:
+        """The solo node wrote all it handed out from memory: the crawl is shared for good."""
+        return self._drive(solo.end_solo(self.keys))
+
+    def share(self, node: str) -> Any:
+        """Make the crawl shared before ``node`` pushes or leases (a :class:`Share`: shared,
+        or the solo node asked to end, which the caller waits for)."""
+        return self._drive(solo.share(self.keys, node))
 
     def claim(self, node: str, owner: str, timeout_ms: int, *, force: bool = False) -> Any:
         """Make ``owner`` (JSON: host, pid, run) the process of ``node``; unless ``force``,

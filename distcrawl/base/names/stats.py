@@ -49,6 +49,16 @@ PRIORITY_INVERSIONS = _stat(
     "same round trip",
 )
 LEASED = _stat("frontier/leased", "requests leased to this node")
+OWN = _stat(
+    "frontier/own",
+    "requests this node handed to Scrapy as it found them, from its memory (solo mode: alone "
+    "in a crawl it began), each written to the frontier as its own lease",
+)
+OWN_SEEN = _stat(
+    "frontier/own/seen",
+    "own requests the shared dupefilter already held when they were written (solo mode's "
+    "invariant broke: logged; fetched twice unless Scrapy had not started them)",
+)
 STARTED = _stat("frontier/started", "leased requests handed to Scrapy's engine")
 STARVED = _stat(
     "frontier/starved", "times the engine asked for a request while the node had none prefetched"

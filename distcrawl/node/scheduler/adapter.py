@@ -44,8 +44,8 @@ from distcrawl.node.scheduler.identity import (
     rejoin,
 )
 from distcrawl.node.scheduler.leases import LeaseIntake
-from distcrawl.node.scheduler.local import LocalQueue
-from distcrawl.node.scheduler.loop import DEFAULT_IDLE_MAX_WAIT, FrontierLoop
+from distcrawl.node.scheduler.local import LocalQueue, OwnLeases
+from distcrawl.node.scheduler.loop import DEFAULT_IDLE_MAX_WAIT, LEASE_WINDOW, FrontierLoop
 from distcrawl.node.scheduler.membership import Membership
 from distcrawl.node.scheduler.memory import EvictingRedis, MemoryWatch, check_memory_at_open
 from distcrawl.node.scheduler.outage import RedisUnreachableAtStart, StartWait
@@ -53,6 +53,7 @@ from distcrawl.node.scheduler.reconcile import report_rewind
 from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
 from distcrawl.node.scheduler.seeds import SeedFeed
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
+from distcrawl.node.scheduler.solo import SoloMode
 from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, InProgress, SiteActivity
 from distcrawl.node.seeds.sources import SeedSource
 
@@ -96,6 +97,11 @@ class FrontierScheduler(BaseScheduler):
     Redis at start (``DISTCRAWL_REDIS_START_TIMEOUT``, ``DISTCRAWL_ALLOW_EVICTION``: a Redis
     whose ``maxmemory-policy`` may evict the frontier's keys is refused) and revisit mode
     (``DISTCRAWL_REVISIT*``, ``DISTCRAWL_UNLISTED*``).
+
+    Solo mode (``solo.py``): a node that opens a crawl that never held a request, with the
+    exact dupefilter, no revisit mode, no shared site budget or limits and
+    ``DISTCRAWL_RECORD_DONT_FILTER`` off, may win the crawl's ``solo`` key; until another node
+    joins it hands what it finds to Scrapy at once, as Scrapy's own scheduler does.
 
     At open, the node's crawl-wide settings are recorded in the crawl (by its first node) or
     compared with the record (``crawlwide``): a node that differs closes at once
@@ -160,8 +166,11 @@ class FrontierScheduler(BaseScheduler):
         # ready are the ones the engine works on)
         self._ready: deque[Request] = deque()
         self._leased: dict[Request, Lease] = {}
-        #: requests no queue entry can carry (data: URLs, unserializable meta): in memory only
+        #: requests handed out from memory: those no queue entry can carry (data: URLs,
+        #: unserializable meta), and in solo mode the node's own, written as its leases
         self._local = LocalQueue(self.stats)
+        self._own = OwnLeases(self.stats)
+        self._solo: SoloMode | None = None
         self._writes = WriteBuffers(latency_target=latency_target)
         self._feedback = self._writes.feedback
         self._sites = SiteActivity()
@@ -251,6 +260,9 @@ class FrontierScheduler(BaseScheduler):
                 self.stats.inc_value(stat_keys.DUPEFILTER_FILTERED)
                 return False
             self._known.add(known)
+            if self._solo is not None and len(self._known) >= self._known.limit:
+                # the next one would make it forget: then it could not tell a new URL
+                self._solo.leave("its memory of sent fingerprints is full")
         elif not self.record_dont_filter:
             fp = b""  # as Scrapy's own dupefilter: neither checked nor recorded
         loop = self._loop
@@ -271,16 +283,41 @@ class FrontierScheduler(BaseScheduler):
             return True
         delay_ms = int(max(0.0, float(delay or 0)) * 1000)
         site = urlparse_cached(request).hostname or ""
-        self._writes.children.append(
-            Child(fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
-        )
+        child = Child(fp, int(request.priority), request.dont_filter, delay_ms, site, payload)
+        if not delay_ms and self._may_own(site):
+            # Scrapy gets it at once, as from its own scheduler: the next flush writes it as
+            # this node's lease (the ack of the page that found it waits for that flush)
+            child = child._replace(own=True)
+            self._local.add_own(request)
+            self._own.wait(request, child)
+            self.stats.inc_value(stat_keys.OWN)
+        self._writes.children.append(child)
         self._wrote()
         return True
 
+    def _may_own(self, site: str) -> bool:
+        """Whether a request of ``site`` found now is this node's own: the node is solo (no
+        other node or tool can have recorded its URL: see ``solo.py``), the crawl is not
+        paused, no adaptive cut holds the site, nothing the node knows of waits in the shared
+        queue or its write buffers (it would come first), and the node has fewer of its own
+        queued, and fewer not written yet, than it would lease at once (its held hash stays
+        the size of a prefetch, not of the crawl)."""
+        loop, store, solo = self._loop, self.store, self._solo
+        if solo is None or loop is None or store is None or not solo.solo:
+            return False
+        if store.paused or site in loop.cut_sites:
+            return False
+        limit = max(self.prefetch, self.concurrency * LEASE_WINDOW)
+        if self._local.own >= limit or len(self._own) >= limit:
+            return False
+        if store.views.queued_anywhere():
+            return False
+        return all(c.own for c in self._writes.children)
+
     def next_request(self) -> Request | None:
-        if self._local:
-            return self._local.pop()
-        ready = self._ready
+        ready, local = self._ready, self._local
+        if local and (not ready or local.priority() > ready[0].priority):
+            return local.pop()
         if not ready:
             if len(self._leased) < self.concurrency:
                 # the engine had a free slot and nothing was leased for it
@@ -369,6 +406,12 @@ class FrontierScheduler(BaseScheduler):
             self._revisits = self._revisit_hooks(policy, store, keys)
             # the answer that leaves the downloader middlewares (not one turned into a retry)
             self.crawler.signals.connect(self._revisits.answered, signal=signals.response_received)
+        self._solo = solo = SoloMode(
+            store=store,
+            node_id=self.node_id,
+            stats=self.stats,
+            heartbeat_timeout=self.heartbeat_timeout,
+        )
         self._loop = loop = FrontierLoop(
             store=store,
             client=client,
@@ -416,6 +459,8 @@ class FrontierScheduler(BaseScheduler):
             holds_work=self._holds_work,
             on_drained=self._wake_engine,
             memory=MemoryWatch(client, self.stats),
+            on_own=self._own_written,
+            solo=solo,
         )
         self._wrote = loop.wrote
         logger.info(
@@ -433,6 +478,15 @@ class FrontierScheduler(BaseScheduler):
             await start.run(lambda: rejoin(store, node_id=self.node_id, stats=self.stats))
             limits = site_limits(profiles, self.site_limits)
             await start.run(lambda: publish_site_limits(store, limits))
+            shared_budget = self.budget.rate > 0 or self.budget.concurrency > 0 or bool(limits)
+            eligible = (
+                policy is None
+                and not shared_budget
+                and self.dupefilter.kind == "exact"
+                and not self.record_dont_filter
+            )
+            # a member already: a node that finds it holding solo sees it live
+            await start.run(lambda: solo.open(eligible=eligible))
         except RedisUnreachableAtStart as exc:
             self._refused_at_start(exc)
             raise
@@ -511,8 +565,10 @@ class FrontierScheduler(BaseScheduler):
             if self._client is not None:
                 await self._client.aclose()
             return
+        if self._solo is not None:
+            self._solo.leave("the node closes")
         await loop.stop()
-        kept = self._local.clear()
+        kept, own = self._local.clear()
         if kept:
             logger.warning(
                 "Node %s closes with %d requests kept in its memory not crawled (no queue entry "
@@ -521,8 +577,8 @@ class FrontierScheduler(BaseScheduler):
                 kept,
             )
         holding = self.leases_held()
-        # never started: they return with the node's leases below
-        unstarted = len(self._ready)
+        # never started: they return with the node's leases below (own ones once written)
+        unstarted = len(self._ready) + own
         for request in self._ready:
             self._leased.pop(request, None)
         self._ready.clear()
@@ -531,6 +587,13 @@ class FrontierScheduler(BaseScheduler):
             # what the engine finished is acked here; the rest (never started, or cut short
             # by an unclean stop) goes back to the queue at once
             await loop.write_out()
+            if self._solo is not None and self._solo.blocked and self._writes.children:
+                logger.warning(
+                    "Node %s closes with %d requests not written: it was waiting for the "
+                    "crawl's solo node to share the crawl",
+                    self.node_id,
+                    len(self._writes.children),
+                )
             info = {"started": loop.started(), "prefetched": 0}
             await loop.membership.leave(info, reason=reason, unstarted=unstarted)
             self._unreturned = 0
@@ -559,6 +622,8 @@ class FrontierScheduler(BaseScheduler):
         """The engine is done with ``request`` for good (see :class:`InProgress`): ack it."""
         lease = self._leased.pop(request, None)
         if lease is None:
+            # one of the node's own not written yet (acked once it is), or one kept in memory
+            self._own.finished(request)
             return
         revisits = self._revisits
         if revisits is None or not revisits.schedule(request, lease):
@@ -629,7 +694,13 @@ class FrontierScheduler(BaseScheduler):
             stats=self.stats,
         )
         self._known.clear()
+        if self._solo is not None:
+            self._solo.leave("Redis lost writes")
         self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
+
+    def _own_written(self, own: list[tuple[Child, Lease | None]]) -> None:
+        self._own.written(own, queue=self._local, leased=self._leased, acks=self._writes.acks)
+        self._wrote()
 
     def _holds_work(self) -> bool:
         """Work of this node the I/O loop does not see: requests kept in memory, and a

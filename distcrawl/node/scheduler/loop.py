@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from distcrawl.node.scheduler.memory import MemoryWatch
     from distcrawl.node.scheduler.revisits import RevisitHooks
     from distcrawl.node.scheduler.seeds import SeedFeed
+    from distcrawl.node.scheduler.solo import SoloMode
 
 __all__ = [
     "DEFAULT_IDLE_MAX_WAIT",
@@ -127,6 +128,8 @@ class FrontierLoop:
         holds_work: Callable[[], bool],
         on_drained: Callable[[], None],
         memory: MemoryWatch | None = None,
+        on_own: Callable[[list[tuple[Child, Lease | None]]], None] | None = None,
+        solo: SoloMode | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -150,6 +153,11 @@ class FrontierLoop:
         self.heartbeat_timeout = heartbeat_timeout
         self.downloading = downloading
         self.on_rewind = on_rewind
+        self.on_own = on_own
+        #: solo mode (None: the node always shares the crawl, as the benches' loops do)
+        self.solo = solo
+        #: sites an adaptive cut holds (their requests are never the node's own)
+        self.cut_sites: set[str] = set()
         self.holds_work = holds_work
         self.on_drained = on_drained
         self.memory = memory
@@ -271,6 +279,8 @@ class FrontierLoop:
                 # the outcome of a failed round trip is unknown: reconcile before leasing
                 self._needs_reconcile = True
                 failed = True
+                if self.solo is not None:
+                    self.solo.leave("a round trip failed")
                 if outage_reason(exc) is not None:
                     self.outage.failed(exc, waiting=self._waiting())
                 else:
@@ -362,7 +372,9 @@ class FrontierLoop:
             await self.revisits.before_flush(self.client)
         leased = await self.flush(lease=lease)
         progressed = leased > 0
-        if leased == 0 and lease > 0 and await self.seeds.take():
+        # a node waiting for the solo node to share the crawl takes no seed and judges no drain
+        blocked = self.solo is not None and self.solo.blocked
+        if leased == 0 and lease > 0 and not blocked and await self.seeds.take():
             await self.flush(lease=0)
             progressed = True
         if time.monotonic() - began > self.heartbeat_timeout / 2:
@@ -374,7 +386,7 @@ class FrontierLoop:
             self.wake.set()
         if self.memory is not None:
             await self.memory.tick()
-        if self.close_when_drained and not progressed and not self.drained:
+        if self.close_when_drained and not progressed and not self.drained and not blocked:
             busy = bool(self.ready or self.started() or self.writes.pending() or self.holds_work())
             if await self.drain.check(busy=busy):
                 # Scrapy finds the spider idle and closes it (or its idle handlers keep it)
@@ -384,7 +396,18 @@ class FrontierLoop:
 
     async def flush(self, *, lease: int) -> int:
         """Push, ack and lease in one round trip; returns the entries leased. Buffers are
-        cleared only once Redis said OK (see :class:`WriteBuffers` for the order of acks)."""
+        cleared only once Redis said OK (see :class:`WriteBuffers` for the order of acks). In
+        solo mode the round trip first reads the handshake (``SoloMode.gate``); a node that
+        waits for the solo node to share the crawl writes and leases nothing."""
+        solo = self.solo
+        if solo is not None and not await solo.gate():
+            return 0
+        taken = await self._flush(lease=lease)
+        if solo is not None:
+            await solo.after_flush(own_pending=any(c.own for c in self.writes.children))
+        return taken
+
+    async def _flush(self, *, lease: int) -> int:
         self._flushed_at = time.monotonic()
         out = self.writes.take(self.store.keys.shard_of, lease=lease)
         if out is None:
@@ -412,8 +435,15 @@ class FrontierLoop:
             self.on_rewind(result.rewound)
             self.tag = new_rid_tag()
             self._needs_reconcile = True
+        if result.own and self.on_own is not None:
+            self.on_own(result.own)
         if result.site_events:
             log_site_events(result.site_events, recovery=self.budget.recovery, stats=self.stats)
+            for event in result.site_events:
+                if event.kind == "cut":
+                    self.cut_sites.add(event.site)
+                else:
+                    self.cut_sites.discard(event.site)
         due = result.next_due_ms
         self._next_due = time.monotonic() + due / 1000 if due >= 0 else None
         self._count_round_trip(result)
