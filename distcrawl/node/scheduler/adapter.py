@@ -300,15 +300,15 @@ class FrontierScheduler(BaseScheduler):
         other node or tool can have recorded its URL: see ``solo.py``), the crawl is not
         paused, no adaptive cut holds the site, nothing the node knows of waits in the shared
         queue or its write buffers (it would come first), and the node has fewer of its own
-        queued, and fewer not written yet, than it would lease at once (its held hash stays
-        the size of a prefetch, not of the crawl)."""
+        queued than it would lease at once, and fewer not written yet than that plus those in
+        progress (its held hash stays the size of a prefetch, not of the crawl)."""
         loop, store, solo = self._loop, self.store, self._solo
         if solo is None or loop is None or store is None or not solo.solo:
             return False
         if store.paused or site in loop.cut_sites:
             return False
         limit = max(self.prefetch, self.concurrency * LEASE_WINDOW)
-        if self._local.own >= limit or len(self._own) >= limit:
+        if self._local.own >= limit or len(self._own) >= limit + self.concurrency:
             return False
         if store.views.queued_anywhere():
             return False
