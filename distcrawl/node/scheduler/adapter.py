@@ -409,7 +409,6 @@ class FrontierScheduler(BaseScheduler):
         self._solo = solo = SoloMode(
             store=store,
             node_id=self.node_id,
-            stats=self.stats,
             heartbeat_timeout=self.heartbeat_timeout,
         )
         self._loop = loop = FrontierLoop(

@@ -16,8 +16,6 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from scrapy.statscollectors import StatsCollector
-
     from distcrawl.frontier.store import FrontierStore
 
 __all__ = ["SoloMode"]
@@ -44,12 +42,10 @@ class SoloMode:
         *,
         store: FrontierStore,
         node_id: str,
-        stats: StatsCollector,
         heartbeat_timeout: float,
     ) -> None:
         self.store = store
         self.node_id = node_id
-        self.stats = stats
         self.window = heartbeat_timeout / 2
         self.state = _JOINING
         self._valid_until = 0.0
