@@ -94,7 +94,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             refused=_refused,
             progress=_progress,
         )
-    except migrate.NotAQueue as exc:
+    except (migrate.NotAQueue, migrate.CrawlNotShared) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except (redis.RedisError, OSError) as exc:

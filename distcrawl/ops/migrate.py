@@ -21,6 +21,7 @@ import json
 import os
 import pickle
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,18 +42,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BATCH",
+    "SHARE_WAIT",
+    "CrawlNotShared",
     "Migration",
     "MigrationRefused",
     "NotAQueue",
     "entry_request",
     "load_entry",
     "migrate",
+    "share_crawl",
     "source_keys",
     "source_url",
 ]
 
 #: queue entries read and pushed per round trip
 DEFAULT_BATCH = 500
+#: seconds a migration waits for the crawl's solo node to share the crawl
+SHARE_WAIT = 60.0
+#: seconds between two asks while it waits
+_SHARE_POLL = 0.2
 _FINGERPRINT = re.compile(rb"[0-9a-f]{40}")
 #: refused entries reported one by one before only the counts go on
 _REPORTED = 20
@@ -298,6 +306,29 @@ class Migration:
         return {**out, "refused": self.refused, "refused_by_reason": dict(self.refused_by_reason)}
 
 
+class CrawlNotShared(RuntimeError):
+    """The crawl's solo node did not share the crawl in time: the migration wrote nothing."""
+
+
+def share_crawl(store: FrontierStore, node: str, *, wait: float = SHARE_WAIT) -> None:
+    """Make the crawl shared before the migration writes a request or a fingerprint: a solo
+    node (see ``protocol/solo.py``) takes any URL it does not remember for new, so it writes
+    what it holds and shares the crawl first (within a round trip of the request to end solo
+    mode); a solo node that recovery took out of the members is taken over at once."""
+    deadline = time.monotonic() + wait
+    while True:
+        got = store.share(node)
+        if got.shared:
+            return
+        if time.monotonic() >= deadline:
+            raise CrawlNotShared(
+                f"node {got.holder} holds the crawl's solo mode and did not end it within "
+                f"{wait:.0f}s; nothing was migrated (run again once the node ended solo mode "
+                "or its heartbeat timed out and a node recovered it)"
+            )
+        time.sleep(_SHARE_POLL)
+
+
 def migrate(
     client: Any,
     keys: FrontierKeys,
@@ -323,6 +354,8 @@ def migrate(
     store = FrontierStore(client, keys)
     node = f"migrate-{os.getpid()}"
     batch = max(1, batch)
+    if not dry_run:
+        share_crawl(store, node)
     withheld: set[bytes] = set()  # fingerprints of the requests that stay behind
     for raws in _queue_entries(client, queue_key, batch):
         children: list[Child] = []

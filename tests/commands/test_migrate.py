@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from frontier_state import queued as queued_in
 from frontier_state import queued_values
 
 from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.store import FrontierStore
+from distcrawl.ops.migrate import share_crawl
 
 
 @pytest.mark.slow
@@ -121,3 +124,31 @@ def test_a_pickled_queue_moves_only_with_the_trust_flag(redis_url: str) -> None:
         "http://shop.test/p/1.html",
     ]
     assert r.zcard("pickled:requests") == 2 and r.scard("pickled:dupefilter") == 2  # untouched
+
+
+def test_a_migration_shares_the_crawl_first_waiting_for_its_solo_node(redis_url: str) -> None:
+    # a solo node takes any URL it does not remember for new: a migration writes fingerprints,
+    # so the solo node writes what it holds and shares the crawl before the migration writes
+    r = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys("soloed", "soloed:start_urls")
+    r.delete(keys.solo, keys.solo_end)
+    store = FrontierStore(redis.Redis.from_url(redis_url), keys)
+    store.heartbeat("a", "{}")  # a live member
+    assert store.claim_solo("a")
+    waiting = threading.Thread(target=share_crawl, args=(store, "migrate-test"))
+    waiting.start()
+    try:
+        assert wait_for(lambda: r.get(keys.solo_end) == b"migrate-test", 30)
+        assert r.get(keys.solo) == b"a"  # nothing is written while it waits
+    finally:
+        store.end_solo()  # what the solo node does once it wrote what it holds
+        waiting.join(30)
+    assert not waiting.is_alive()
+    assert r.get(keys.solo) == b"shared" and not r.exists(keys.solo_end)
+    entry = pickle.dumps(scrapy.Request("http://shop.test/p/9.html").to_dict(), protocol=-1)
+    r.zadd("fresh:requests", {entry: 0})
+    fresh = FrontierKeys("fresh", "fresh:start_urls")
+    r.delete(fresh.solo)
+    code, summary, _ = run_migrate(redis_url, "fresh", "--trust-pickle")
+    assert (code, summary["migrated"]) == (0, 1)
+    assert r.get(fresh.solo) == b"shared"  # no node opening later may become solo
