@@ -247,6 +247,12 @@ class FrontierStore:
         """Every lease ``node`` holds in Redis, as rids per shard: ``{shard: [rid]}``."""
         return self._drive(membership.held_leases(self.keys, node))
 
+    def held_values(self, node: str, leases: Sequence[Lease]) -> Any:
+        """The lines ``node``'s lease hashes hold for ``leases`` ("<order score>\t<rid>\t
+        <value>", as a lease reply carries them), by ``(shard, rid)``; one not held is left
+        out."""
+        return self._drive(membership.held_values(self.keys, node, list(leases)))
+
     def drained(self) -> Any:
         """``[queued (incl. waiting for their site), delayed, leased, seeding, start]`` over
         every shard: all zero means nothing is left."""

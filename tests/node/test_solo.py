@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -14,9 +15,11 @@ import pytest
 import redis
 import redis.asyncio
 from frontier_state import clear_frontier, wait_for_uptime
+from scrapy.utils.test import get_crawler
 
 from distcrawl.frontier.protocol.solo import SHARED
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
+from distcrawl.node.scheduler.reconcile import reconcile_leases
 from distcrawl.node.scheduler.solo import SoloMode
 
 T = TypeVar("T")
@@ -127,5 +130,30 @@ def test_a_solo_node_that_stood_still_half_a_heartbeat_timeout_hands_out_nothing
         assert r.get(keys.solo) == b"a" and not a.solo
         a.window = TIMEOUT / 2
         assert await a.gate() and a.solo  # a round trip found it still solo
+
+    run(redis_url, keys, test)
+
+
+def test_own_children_a_failed_round_trip_wrote_after_all_are_adopted_not_returned(
+    redis_url: str, keys: FrontierKeys
+) -> None:
+    # the round trip's reply was lost, but Redis ran it: the own children are the node's
+    # leases already; returning them would have them fetched again beside Scrapy's own fetch
+    async def test(mode: Any, store: FrontierStore, r: redis.Redis) -> None:
+        payload = json.dumps({"url": "http://o.test/a"})
+        mine = Child(b"oa", 3, False, 0, "o.test", payload, own=True)
+        other = Child(b"ob", 3, False, 0, "p.test", json.dumps({"url": "http://p.test/b"}))
+        await store.sync("n", children=[mine, other._replace(own=True)])  # the lost reply
+        stats = get_crawler().stats
+        assert stats is not None
+        adopted = await reconcile_leases(
+            store, "n", leased={}, acks=[], ready=deque(), stats=stats, own=[mine]
+        )
+        assert [(child, lease.site) for child, lease in adopted] == [(mine, "o.test")]
+        held = await store.held_leases("n")
+        assert [lease.rid for _, lease in adopted] == held[keys.shard_of("o.test")]
+        # the other one is no child waiting here: it goes back to the queue
+        assert sum(len(rids) for rids in held.values()) == 1
+        assert (await store.drained())[0] == 1
 
     run(redis_url, keys, test)

@@ -166,6 +166,23 @@ def held_leases(keys: FrontierKeys, node: str) -> Step[dict[int, list[Any]]]:
     return {s.index: [raw_text(r) for r in rids] for s, rids in zip(shards, replies, strict=True)}
 
 
+def held_values(
+    keys: FrontierKeys, node: str, leases: list[Lease]
+) -> Step[dict[tuple[int, str], str]]:
+    by_shard: dict[int, list[str]] = {}
+    for lease in leases:
+        by_shard.setdefault(lease.shard, []).append(lease.rid)
+    shards = list(by_shard)
+    calls = [redis_command("HMGET", keys.shard(s).held(node), *by_shard[s]) for s in shards]
+    replies = yield calls
+    return {
+        (shard, rid): text(value)
+        for shard, values in zip(shards, replies, strict=True)
+        for rid, value in zip(by_shard[shard], values, strict=True)
+        if value is not None
+    }
+
+
 def drained(keys: FrontierKeys) -> Step[list[int]]:
     [nodes] = yield [control_call(keys, "census")]
     names = [text(n) for n in nodes]

@@ -352,14 +352,23 @@ class FrontierLoop:
     async def _reconcile(self) -> None:
         """Leases Redis holds for this node and it does not know go back; prefetched requests
         whose lease it lost are dropped (see :func:`reconcile_leases`)."""
-        await reconcile_leases(
+        writes = self.writes
+        adopted = await reconcile_leases(
             self.store,
             self.node_id,
             leased=self.leased,
-            acks=self.writes.held_leases(),
+            acks=writes.held_leases(),
             ready=self.ready,
             stats=self.stats,
+            own=[c for c in writes.children if c.own],
         )
+        if adopted:
+            # a failed round trip wrote these own children after all: sending them again
+            # would find their URLs seen, and returning their leases would fetch them twice
+            ids = {id(child) for child, _ in adopted}
+            writes.children = [c for c in writes.children if id(c) not in ids]
+            if self.on_own is not None:
+                self.on_own([(child, lease) for child, lease in adopted])
         if self.revisits is not None:
             self.revisits.forget_dropped()
 

@@ -12,11 +12,12 @@ from distcrawl.frontier.store import is_tombstone
 
 if TYPE_CHECKING:
     from collections import deque
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
+    from distcrawl.frontier.batch import Child
     from distcrawl.frontier.store import FrontierStore
 
 __all__ = ["reconcile_leases", "report_rewind"]
@@ -32,9 +33,12 @@ async def reconcile_leases(
     acks: Iterable[Lease],
     ready: deque[Request],
     stats: StatsCollector,
-) -> None:
+    own: Sequence[Child] = (),
+) -> list[tuple[Child, Lease]]:
     """Return leases ``node_id`` holds in Redis but does not know about, and drop prefetched
-    requests whose lease it no longer holds from ``ready``.
+    requests whose lease it no longer holds from ``ready``; returns the unknown leases that
+    are ``own`` children waiting to be written (a failed round trip wrote them after all),
+    each with its lease, instead of returning them (Scrapy has them already).
 
     A sync whose reply was lost with the connection (or that failed while its reply was
     handled) may still have leased requests on the server; unknown to the node, they would
@@ -50,6 +54,9 @@ async def reconcile_leases(
         for rid in rids
         if (shard, rid) not in known
     ]
+    adopted: list[tuple[Child, Lease]] = []
+    if unknown and own:
+        unknown, adopted = await _own_among(store, node_id, unknown, own)
     if unknown:
         await store.release(node_id, unknown)
         logger.warning("Returned %d leases whose grant was lost with Redis", len(unknown))
@@ -64,7 +71,7 @@ async def reconcile_leases(
 
     gone = [r for r in ready if lost(r)]
     if not gone:
-        return
+        return adopted
     dropped = set(gone)
     for request in gone:
         leased.pop(request, None)
@@ -77,6 +84,36 @@ async def reconcile_leases(
     kept = [r for r in ready if r not in dropped]
     ready.clear()
     ready.extend(kept)
+    return adopted
+
+
+async def _own_among(
+    store: FrontierStore, node_id: str, unknown: list[Lease], own: Sequence[Child]
+) -> tuple[list[Lease], list[tuple[Child, Lease]]]:
+    """Split ``unknown`` leases into those to return and those that are ``own`` children (the
+    same shard and payload), each with its lease."""
+    lines = await store.held_values(node_id, unknown)
+    waiting = list(own)
+    rest: list[Lease] = []
+    adopted: list[tuple[Child, Lease]] = []
+    for lease in unknown:
+        line = lines.get((lease.shard, lease.rid))
+        # "<score>\t<rid>\t<value>"; the value is the payload, or "<site>\n<payload>"
+        payload = line.split("\t", 2)[-1].rpartition("\n")[2] if line is not None else None
+        match = next(
+            (
+                c
+                for c in waiting
+                if c.payload == payload and store.keys.shard_of(c.site) == lease.shard
+            ),
+            None,
+        )
+        if match is None:
+            rest.append(lease)
+        else:
+            waiting.remove(match)
+            adopted.append((match, Lease(lease.shard, lease.rid, match.site)))
+    return rest, adopted
 
 
 def report_rewind(
