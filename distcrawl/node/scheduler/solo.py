@@ -106,7 +106,7 @@ class SoloMode:
         got = await self.store.share(self.node_id)
         if got.shared:
             self.state = _SHARED
-            if got.took_over:
+            if got.took_over and got.holder != self.node_id:
                 logger.warning(
                     "Node %s shares the crawl: its solo node %s is no live member any more "
                     "(its leases, its own included, are recovered like any)",
