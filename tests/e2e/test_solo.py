@@ -41,6 +41,21 @@ def node(name: str, redis_url: str, mongo_uri: str, tmp_path) -> Node:  # type: 
     )
 
 
+def solo_node(name: str, redis_url: str, mongo_uri: str, shop, tmp_path) -> Node:  # type: ignore[no-untyped-def]
+    """A node seeded with the shop, once it has written leases of its own (it is solo)."""
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    started = node(name, redis_url, mongo_uri, tmp_path)
+    try:
+        assert wait_for(lambda: own_leases_written(r, name, started.log()), 60), started.log()[
+            -2000:
+        ]
+    except BaseException:
+        started.kill()
+        raise
+    return started
+
+
 def frontier_left(r: redis.Redis) -> dict[str, int]:
     return {
         "queued": queued(r, KEYS),
@@ -68,13 +83,8 @@ def test_a_node_joining_a_solo_node_mid_crawl_ends_solo_mode_and_no_url_is_fetch
 ) -> None:
     shop = shop_factory(products=160, latency_ms=200)
     r = redis.Redis.from_url(redis_url)
-    r.lpush("catalog:start_urls", shop.url)
-    first = node("first", redis_url, mongo_uri, tmp_path)
-    nodes = [first]
+    nodes = [solo_node("first", redis_url, mongo_uri, shop, tmp_path)]
     try:
-        assert wait_for(lambda: own_leases_written(r, "first", first.log()), 60), first.log()[
-            -2000:
-        ]
         nodes.append(node("second", redis_url, mongo_uri, tmp_path))
         assert [n.wait() for n in nodes] == [0, 0]
     finally:
@@ -100,13 +110,9 @@ def test_kill_9_of_a_solo_node_loses_nothing(redis_url, mongo_uri, shop_factory,
     # written yet was never acknowledged: it is fetched again
     shop = shop_factory(products=120, latency_ms=250)
     r = redis.Redis.from_url(redis_url)
-    r.lpush("catalog:start_urls", shop.url)
-    alone = node("alone", redis_url, mongo_uri, tmp_path)
+    alone = solo_node("alone", redis_url, mongo_uri, shop, tmp_path)
     nodes = [alone]
     try:
-        assert wait_for(lambda: own_leases_written(r, "alone", alone.log()), 60), alone.log()[
-            -2000:
-        ]
         alone.kill()
         nodes.append(node("after", redis_url, mongo_uri, tmp_path))
         assert nodes[1].wait() == 0
