@@ -21,7 +21,8 @@ import redis
 from _common import Node, Services, print_report, stop_process, wait_all
 
 from distcrawl.demo.checks import attempts_by_path, check_store, retry_gap_violations
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 from distcrawl.frontier.keys import FrontierKeys
 
 

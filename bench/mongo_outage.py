@@ -22,7 +22,8 @@ import redis
 from _common import Node, Services, print_report, stop_process, wait_all
 
 from distcrawl.demo.checks import check_store
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 
 
 def stored_count(uri: str) -> int:

@@ -50,7 +50,8 @@ from _common import Node, Services, print_report
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.demo.change_checks import check_changes
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 
 HEADLINE = (
     "changes_made",
