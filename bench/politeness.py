@@ -38,7 +38,9 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import START_URLS_KEY, Node, Services, wait_all, write_result
+from _processes import Node, Services, wait_all
+from _results import write_result
+from _settings import START_URLS_KEY
 
 from distcrawl.demo.config import ShopConfig
 from distcrawl.demo.shop import DemoShop

@@ -46,7 +46,8 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Node, Services, print_report
+from _processes import Node, Services
+from _results import print_report
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.demo.change_checks import check_changes
