@@ -44,11 +44,13 @@ from redis.crc import key_slot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import frontier as fb
+import _frontier_load as fb
+from _frontier_nodes import preload
 from _results import print_report
 
 from distcrawl.base.recent import RecentKeys
 from distcrawl.frontier import connection
+from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS
 from distcrawl.servers.cluster import SLOTS, ClusterNodeServer, LocalRedisCluster
 from distcrawl.servers.process import redis_server_binary
 
@@ -198,7 +200,7 @@ def drive(
     client = connection.client(url, socket_timeout=600)
     for c in stats:
         c.flushall()
-    fb.preload(url, args.sites, params)
+    preload(url, args.sites, params)
     store = fb.make_store(client, params)
     for i in range(store.keys.shards):
         store.views[i].salt = i / store.keys.shards  # the shards' turns in a fixed order
@@ -321,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"frontier shards (default {fb.DEFAULT_SHARDS}; with --cluster M, the first multiple "
         f"of M from {fb.DEFAULT_SHARDS}, as the docs advise for a cluster, for both runs)",
     )
-    parser.add_argument("--known", type=int, default=fb.DEFAULT_KNOWN_FINGERPRINTS)
+    parser.add_argument("--known", type=int, default=DEFAULT_KNOWN_FINGERPRINTS)
     parser.add_argument("--cache-sim", action="store_true", help="also count cache misses (slower)")
     parser.add_argument(
         "--cluster", type=int, default=0, help="also run the load through a cluster of N masters"
