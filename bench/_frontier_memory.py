@@ -36,6 +36,13 @@ def _usage(client: Any, key: str) -> int:
     return int(client.memory_usage(key, samples=0) or 0)
 
 
+def _queue_bytes(client: Any, shard: Any) -> int:
+    """MEMORY USAGE of a shard's queue: its lists, its levels and the payloads of bare rids."""
+    lists = [shard.queue(level.decode()) for level in client.zrange(shard.levels, 0, -1)]
+    keys = [*lists, shard.levels, shard.requests]
+    return sum(_usage(client, key) for key in keys)
+
+
 def _load(store: FrontierStore, payloads: Payloads, first: int, n: int, sites: int) -> int:
     """Push URLs ``first .. first + n - 1`` through ``sync``; returns how many were filtered."""
     rng = random.Random(first)
@@ -69,9 +76,10 @@ def distcrawl_memory(url: str, n: int, args: dict[str, Any]) -> dict[str, Any]:
     load_s = time.perf_counter() - t0
     total = _memory(client) - base
     shards = store.keys.all_shards()
-    # what a queued request costs: its queue entry and payload (the two keys of each shard
-    # that grow with the queue); the rest of what the load added is the dupefilter
-    queued = sum(_usage(client, s.queue) + _usage(client, s.requests) for s in shards)
+    # what a queued request costs: its queue entry and payload (the keys of each shard that
+    # grow with the queue: a list per priority, the levels, the payloads of bare rids); the
+    # rest of what the load added is the dupefilter
+    queued = sum(_queue_bytes(client, s) for s in shards)
     bloom = sum(_usage(client, s.bloom) for s in shards)
     seen = total - queued - bloom
     out: dict[str, Any] = {

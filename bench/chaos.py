@@ -75,6 +75,7 @@ import pymongo
 import redis
 
 from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.protocol.spec import queued_in
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -392,7 +393,7 @@ class Chaos:
             seeding = int(r.llen(KEYS.seeds.returned)) + sum(
                 int(r.llen(key)) for key in r.scan_iter(match=KEYS.seeds.taken("*"), count=1000)
             )
-            queued = sum(int(r.zcard(sh.queue)) for sh in shards)
+            queued = sum(queued_in(r.zrange(sh.levels, 0, -1, withscores=True)) for sh in shards)
             delayed = sum(int(r.zcard(sh.delayed)) for sh in shards)
             result.update(
                 inflight_left=sum(leases.values()),

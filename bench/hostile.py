@@ -48,6 +48,7 @@ import pymongo
 import redis
 
 from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.protocol.spec import level_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -257,7 +258,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             for j, payload in enumerate(entries[batch::BATCHES]):
                 rid = f"hostile-{batch}-{j}"
                 pipe.hset(SHARD0.requests, rid, payload)
-                pipe.zadd(SHARD0.queue, {rid: -1e12})
+                # a bare rid at the end of priority 100's queue, counted in its level
+                pipe.rpush(SHARD0.queue(100), rid)
+                pipe.zadd(SHARD0.levels, {"100": level_score(100, 0)}, nx=True)
+                pipe.zincrby(SHARD0.levels, 1, "100")
             pipe.execute()
             time.sleep(0.02)
         injection_ended = time.time()

@@ -10,19 +10,29 @@ from typing import Any
 import redis
 from scrapy import Request
 
-from distcrawl.frontier.keys import FrontierKeys
-from distcrawl.frontier.protocol.spec import SCORE_SPAN
+from distcrawl.frontier.keys import FrontierKeys, ShardKeys
+from distcrawl.frontier.protocol.spec import level_score
 from distcrawl.frontier.store import FrontierStore
 from distcrawl.node.requests import codec
 
-__all__ = ["beat", "dead_letter", "kids", "lease", "queue"]
+__all__ = ["beat", "dead_letter", "kids", "lease", "queue", "queue_raw"]
 
 
-def queue(r: redis.Redis, keys: FrontierKeys, *priorities: int, key: str | None = None) -> None:
-    """Queue entries exactly as the frontier scores them: -priority * SCORE_SPAN + seq."""
+def queue_raw(r: redis.Redis, shard: ShardKeys, priority: int, *entries: str | bytes) -> None:
+    """Entries at the end of ``shard``'s queue of ``priority``, counted in its levels, as
+    anyone with access to Redis could write them (one transaction)."""
+    pipe = r.pipeline(transaction=True)
+    pipe.rpush(shard.queue(priority), *entries)
+    pipe.zadd(shard.levels, {str(priority): level_score(priority, 0)}, nx=True)
+    pipe.zincrby(shard.levels, len(entries), str(priority))
+    pipe.execute()
+
+
+def queue(r: redis.Redis, keys: FrontierKeys, *priorities: int) -> None:
+    """Queue entries (bare rids of the first shard) of these priorities, one each."""
     for prio in priorities:
         seq = r.incr(keys.shard(0).seq)
-        r.zadd(key or keys.shard(0).queue, {str(seq): -prio * int(SCORE_SPAN) + seq})
+        queue_raw(r, keys.shard(0), prio, str(seq))
 
 
 def beat(r: redis.Redis, keys: FrontierKeys, node: str, stats: dict, **info: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import redis
 
 from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.protocol.spec import queued_in
 
 __all__ = [
     "KEYS",
@@ -42,15 +43,29 @@ def _sum(r: redis.Redis, verb: str, key: Any, keys: FrontierKeys) -> int:
 
 
 def queued(r: redis.Redis, keys: FrontierKeys = KEYS) -> int:
-    return _sum(r, "zcard", lambda s: s.queue, keys)
+    """The requests the shards' queues hold, as their levels count them."""
+    return sum(queued_in(r.zrange(s.levels, 0, -1, withscores=True)) for s in keys.all_shards())
+
+
+def queue_entries(r: redis.Redis, shard: Any) -> list[bytes]:
+    """The entries of ``shard``'s queue in the order they leave it: its best priority's first."""
+    out: list[bytes] = []
+    for level in r.zrange(shard.levels, 0, -1):
+        out += r.lrange(shard.queue(level.decode()), 0, -1)
+    return out
+
+
+def queued_rids(r: redis.Redis, shard: Any) -> list[str]:
+    """The rids of ``shard``'s queue in the order they leave it."""
+    return [entry.partition(b"\t")[0].decode() for entry in queue_entries(r, shard)]
 
 
 def queued_values(r: redis.Redis, shard: Any) -> dict[str, bytes]:
-    """rid -> Q:req value of every request in ``shard``'s queue: a pushed child's entry holds
-    it inline ("<rid>\t<value>"), a bare rid's is in the ``req`` hash."""
+    """rid -> Q:req value of every request in ``shard``'s queue: an inline entry holds it
+    ("<rid>\t<value>"), a bare rid's is in the ``req`` hash."""
     out: dict[str, bytes] = {}
     bare = []
-    for entry in r.zrange(shard.queue, 0, -1):
+    for entry in queue_entries(r, shard):
         rid, tab, value = entry.partition(b"\t")
         if tab:
             out[rid.decode()] = value

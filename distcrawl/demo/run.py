@@ -28,6 +28,7 @@ from distcrawl.demo.config import VARIANTS, ShopConfig
 from distcrawl.demo.shop import DemoShop
 from distcrawl.frontier import connection
 from distcrawl.frontier.keys import MAX_SHARDS, default_shards
+from distcrawl.frontier.protocol.spec import queued_in
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.servers.cluster import LocalRedisCluster
 from distcrawl.servers.embedded import ensure_mongo, ensure_redis, services_status, stop_services
@@ -350,7 +351,7 @@ def crawl_in_home(redis_url: str, mongo_uri: str, shards: int | None = None) -> 
         in_shards = keys.all_shards()
         counts = {
             "seen URLs": sum(int(r.hget(s.seen_info, "n") or 0) for s in in_shards),
-            "queued": sum(r.zcard(s.queue) for s in in_shards),
+            "queued": sum(queued_in(r.zrange(s.levels, 0, -1, withscores=True)) for s in in_shards),
             "parked retries": sum(r.zcard(s.delayed) for s in in_shards),
             "dead letters": sum(r.hlen(s.dead) for s in in_shards),
             "seeds": r.llen(keys.start_urls),

@@ -145,14 +145,21 @@ class ShardKeys:
     index: int
     prefix: str
 
-    queue = Key(
-        "queue",
+    queue = KeyOf(
+        "queue:<priority>",
+        "LIST",
+        """the requests of one priority waiting for a lease, first in first out (a lease
+        returned to the queue goes back to the front); ``levels`` lists the priorities that
+        have one. An entry is "<rid>\\t<value>" (the value inline: a pushed child, a returned
+        lease, a re-queued dead letter) or a bare rid whose value is in requests (a parked
+        retry or a revisit fallen due). A rid never holds a tab.""",
+    )
+    levels = Key(
+        "levels",
         "ZSET",
-        """entry -> order score; the lowest score leaves first. The score is -priority *
-        SCORE_SPAN + seq: higher priority first and, within one priority and one shard, first
-        in first out. An entry is "<rid>\\t<value>" (a pushed child: its value inline, no
-        requests entry while it is queued) or a bare rid whose value is in requests (a request
-        back from a lease, a retry, a revisit or a dead letter). A rid never holds a tab.""",
+        """priority -> -priority * SCORE_SPAN + n, for every priority whose queue holds n > 0
+        requests (the best priority first; n = score + priority * SCORE_SPAN). A call reads
+        the best LEVELS_READ of them and writes back those it changed, once""",
     )
     requests = Key(
         "req",
@@ -195,13 +202,13 @@ class ShardKeys:
     held = KeyOf(
         "held:<node>",
         "HASH",
-        """rid -> "<order score>\\t<rid>\\t<value>" (the line its lease reply carried): requests
+        """rid -> "<priority>\\t<rid>\\t<value>" (the line its lease reply carried): requests
         handed to the node and not acked yet, each with its value, so an ack is one HDEL. A
-        request lives in exactly one of queue / wait / delayed / revisit / a held hash.""",
+        request lives in exactly one of a queue / wait / delayed / revisit / a held hash.""",
     )
     delayed = Key("delayed", "ZSET", "rid -> due time (ms, server clock): parked retries")
-    delayed_score = Key(
-        "delayed:score", "HASH", "rid -> the order score a parked retry takes when it falls due"
+    delayed_priority = Key(
+        "delayed:priority", "HASH", "rid -> the priority of a parked retry (its queue when due)"
     )
     dead = Key(
         "dead",
@@ -525,9 +532,12 @@ class FrontierKeys(ControlKeys):
             )
         return self.shard(0)
 
+    def queue(self, priority: int | str) -> str:
+        return self._only_shard("queue").queue(priority)
+
     @property
-    def queue(self) -> str:
-        return self._only_shard("queue").queue
+    def levels(self) -> str:
+        return self._only_shard("levels").levels
 
     @property
     def requests(self) -> str:

@@ -248,7 +248,7 @@ class FrontierStore:
         return self._drive(membership.held_leases(self.keys, node))
 
     def held_values(self, node: str, leases: Sequence[Lease]) -> Any:
-        """The lines ``node``'s lease hashes hold for ``leases`` ("<order score>\t<rid>\t
+        """The lines ``node``'s lease hashes hold for ``leases`` ("<priority>\t<rid>\t
         <value>", as a lease reply carries them), by ``(shard, rid)``; one not held is left
         out."""
         return self._drive(membership.held_values(self.keys, node, list(leases)))

@@ -1,12 +1,14 @@
-"""What one node knows of each shard, and which shards its next lease reads.
+"""What one node knows of each shard, and what its next lease asks of each.
 
-Each ``sync`` reply tells the length and best priority of the shard's queue after the call.
-A node leases from the shards whose best priority is the highest it knows, counting the
-children it is about to push there. Among shards that tie it takes at least ``lease_chunk``
-requests from each, from the shards the flush calls anyway first and one other in turn (a
-script call has a fixed cost, so a flush should call a few shards, not every one). It looks
-again at every other shard at least once per ``refresh`` seconds, or at once when the wake
-channel says work arrived there.
+Each ``sync`` reply that read a shard's queue tells its length and its best priorities, each
+with how many requests it holds (``LEVELS_TOLD`` of them). A node's lease follows that view:
+it takes the best requests it knows of, across shards, down to the *cutoff*, the priority at
+which the lease is full, and asks every shard it calls for everything it holds above the
+cutoff besides (what other nodes pushed there since this node looked). Among shards that tie
+at the cutoff it takes at least ``lease_chunk`` requests from each, from the shards the flush
+calls anyway first and one other in turn (a script call has a fixed cost, so a flush should
+call a few shards, not every one). It looks again at every other shard at least once per
+``refresh`` seconds, or at once when the wake channel says work arrived there.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from distcrawl.frontier.protocol.sync import ShardReply
 
-__all__ = ["DEFAULT_LEASE_CHUNK", "ShardView", "ShardViews"]
+__all__ = ["DEFAULT_LEASE_CHUNK", "LeasePlan", "ShardView", "ShardViews"]
 
 #: fewest requests one lease asks a shard for while the shards that tie hold that many
 DEFAULT_LEASE_CHUNK = 16
@@ -29,13 +32,27 @@ DEFAULT_LEASE_CHUNK = 16
 @dataclass
 class ShardView:
     queued: int = 0
-    head_priority: int | None = None
-    at_head: int = 0  # queued requests that share the best priority
+    #: the best priorities queued, each with how many requests it holds (best first)
+    levels: list[tuple[int, int]] = field(default_factory=list)
     due_at: float | None = None  # monotonic time a parked retry or a waiting site falls due
-    seen_at: float | None = None  # monotonic time of the last reply; None = never read
+    seen_at: float | None = None  # monotonic time the queue was last read; None = never
     poked: bool = False  # the wake channel said work arrived
     leased_round: int = 0  # the plan that last leased from this shard (0 = none yet)
     salt: float = 0.0  # orders the shards never leased from differently on every node
+
+    @property
+    def head_priority(self) -> int | None:
+        return self.levels[0][0] if self.levels and self.queued > 0 else None
+
+
+@dataclass
+class LeasePlan:
+    """How many requests to ask each shard for (0: read it only, to refresh the view), and the
+    cutoff: the lowest priority the plan knows it leases (None: it knows of none), above which
+    every shard called hands out what it holds besides."""
+
+    lease: dict[int, int]
+    cutoff: int | None
 
 
 class ShardViews:
@@ -55,10 +72,11 @@ class ShardViews:
     def update(self, reply: ShardReply) -> None:
         view = self._views[reply.shard]
         now = time.monotonic()
-        view.queued = reply.queued
-        view.head_priority = reply.head_priority
-        view.at_head = reply.at_head
         view.due_at = now + reply.next_due_ms / 1000 if reply.next_due_ms >= 0 else None
+        if reply.queued < 0:
+            return  # a call that did not read the queue (acks only): what it holds is unknown
+        view.queued = reply.queued
+        view.levels = list(reply.levels)
         view.seen_at = now
         view.poked = False
 
@@ -67,15 +85,6 @@ class ShardViews:
         for i, view in enumerate(self._views):
             if shard is None or i == shard:
                 view.poked = True
-
-    def head(self, shard: int, pushing: dict[int, tuple[int, int]] | None = None) -> int | None:
-        """The best priority ``shard`` holds as far as this node knows, with what it pushes."""
-        v = self._views[shard]
-        prio = v.head_priority if v.queued > 0 else None
-        pushed = (pushing or {}).get(shard)
-        if pushed is not None and (prio is None or pushed[0] > prio):
-            return pushed[0]
-        return prio
 
     def queued_anywhere(self) -> bool:
         """Whether some shard held queued requests at its last reply (as far as this node
@@ -88,81 +97,115 @@ class ShardViews:
             return -1
         return max(0, math.ceil((min(dues) - time.monotonic()) * 1000))
 
-    def plan(
-        self, lease: int, writing: set[int], pushing: dict[int, tuple[int, int]] | None = None
-    ) -> dict[int, int]:
-        """How many requests to ask each shard for (0 = read it only, to refresh the view).
+    def known(
+        self, shard: int, pushing: Iterable[tuple[int, int]] = ()
+    ) -> tuple[list[tuple[int, int]], int]:
+        """The levels of ``shard`` this node knows of, with ``pushing`` (priority, how many) the
+        children this flush queues there, best first; and how many more it holds below them."""
+        v = self._views[shard]
+        counts: dict[int, int] = {}
+        told = 0
+        if v.queued > 0:
+            for prio, n in v.levels:
+                counts[prio] = counts.get(prio, 0) + n
+                told += n
+        rest = max(0, v.queued - told)
+        for prio, n in pushing:
+            counts[prio] = counts.get(prio, 0) + n
+        return sorted(counts.items(), key=lambda kv: -kv[0]), rest
 
-        The whole ``lease`` goes to the shards of the best known priority, ``pushing`` (shard:
-        best priority of the children this flush pushes there, how many have it) included;
-        shards never read, poked, or not read for ``refresh`` seconds are read too and share
-        what is left.
+    def plan(
+        self,
+        lease: int,
+        writing: set[int],
+        pushing: dict[int, list[tuple[int, int]]] | None = None,
+    ) -> LeasePlan:
+        """What the next lease asks of each shard.
+
+        The best requests this node knows of go first, across shards, down to the cutoff (the
+        priority at which ``lease`` is full), ``pushing`` (shard: the priorities this flush's
+        children bring there, with their counts) included; then what shards hold below the
+        levels their replies told, in the order of their last known level; shards never read,
+        poked, or not read for ``refresh`` seconds are read too and share what is left.
         """
-        if self.shards == 1:
-            return {0: lease}
-        self._round += 1
         pushing = pushing or {}
+        if self.shards == 1:
+            levels, _ = self.known(0, pushing.get(0, ()))
+            return LeasePlan({0: lease}, _cutoff(levels, lease))
+        self._round += 1
         now = time.monotonic()
-        working: list[tuple[int, int]] = []  # (priority, shard)
-        heads: dict[int, tuple[int, int, int]] = {}  # shard: (priority, at head, queued)
-        unknown: list[tuple[bool, float, int]] = []  # (not poked, last seen, shard)
+        by_prio: dict[int, list[tuple[int, int]]] = {}  # priority: [(shard, how many)]
+        rest: list[tuple[int, int, int]] = []  # (last known priority, shard, how many)
+        unknown: list[tuple[bool, bool, float, int]] = []  # (not due, not poked, seen, shard)
         for i, v in enumerate(self._views):
+            levels, below = self.known(i, pushing.get(i, ()))
             due = v.due_at is not None and v.due_at <= now
-            prio, at_head, queued = v.head_priority, v.at_head, v.queued
-            if i in pushing:
-                p, n = pushing[i]
-                if prio is None or queued <= 0 or p > prio:
-                    prio, at_head = p, n
-                elif p == prio:
-                    at_head += n
-                queued += n
-            heads[i] = (prio if prio is not None else -(10**9), at_head, queued)
-            if queued > 0 or due:
-                working.append((heads[i][0], i))
-            elif v.seen_at is None or v.poked or now - v.seen_at >= self.refresh or i in writing:
-                unknown.append((not v.poked, v.seen_at if v.seen_at is not None else -1.0, i))
+            for prio, n in levels:
+                by_prio.setdefault(prio, []).append((i, n))
+            if below > 0:
+                rest.append((levels[-1][0] if levels else -(10**9), i, below))
+            stale = v.seen_at is None or v.poked or now - v.seen_at >= self.refresh
+            if not levels and not below and (due or stale or i in writing):
+                seen = v.seen_at if v.seen_at is not None else -1.0
+                unknown.append((not due, not v.poked, seen, i))
         plan: dict[int, int] = {}
         left = lease
-        # first what each shard holds at its best priority, best first; then the rest of
-        # each shard (of lower priority than its head), in the order of their heads
-        tiers: list[tuple[int, int, int]] = []  # (priority, shard, how many)
-        for prio, shard in working:
-            _, at_head, queued = heads[shard]
-            head = min(at_head, queued) if queued > 0 else 0
-            tiers.append((prio, shard, max(1, head)))
-        rest = [(prio, s, heads[s][2] - max(1, heads[s][1])) for prio, s in working]
-        for group in (tiers, [t for t in rest if t[2] > 0]):
-            group.sort(key=lambda t: -t[0])
+        cutoff: int | None = None
+        for prio in sorted(by_prio, reverse=True):
+            if left <= 0:
+                break
+            left = self._share(by_prio[prio], left, writing, plan)
+            cutoff = prio
+        if left > 0:
+            # what shards hold below the levels they told, in the order of their last one
+            rest.sort(key=lambda t: -t[0])
             j = 0
-            while j < len(group) and left > 0:
-                prio = group[j][0]
-                tied = [t for t in group[j:] if t[0] == prio]
+            while j < len(rest) and left > 0:
+                tied = [(s, n) for p, s, n in rest[j:] if p == rest[j][0]]
                 j += len(tied)
-                # shared among the tied shards, at least lease_chunk each, none given more
-                # than it holds: first the one least recently leased from among those this
-                # flush does not call anyway (so every shard gets its turn), then those it
-                # calls anyway (no extra call), then the others in turn
-                tied.sort(key=lambda t: (self._views[t[1]].leased_round, self._views[t[1]].salt))
-                others = [t for t in tied if t[1] not in writing]
-                tied = others[:1] + [t for t in tied if t[1] in writing] + others[1:]
-                room = {s: n for _, s, n in tied}
-                while left > 0:
-                    # again while some hold more: what one could not give goes to the others
-                    active = [s for _, s, _ in tied if room[s] > 0]
-                    if not active:
-                        break
-                    for k, s in enumerate(active):
-                        each = max(self.lease_chunk, math.ceil(left / (len(active) - k)))
-                        take = min(left, each, room[s])
-                        if take > 0:
-                            plan[s] = plan.get(s, 0) + take
-                            room[s] -= take
-                            left -= take
-                            self._views[s].leased_round = self._round
+                left = self._share(tied, left, writing, plan)
         unknown.sort()
-        for k, (_, _, s) in enumerate(unknown):
+        for k, (_, _, _, s) in enumerate(unknown):
             # what is left is shared among the shards to look at; the rest are read only
             share = math.ceil(left / (len(unknown) - k)) if left > 0 else 0
-            plan[s] = share
+            plan[s] = plan.get(s, 0) + share
             left -= share
-        return plan
+        return LeasePlan(plan, cutoff)
+
+    def _share(
+        self, tied: list[tuple[int, int]], left: int, writing: set[int], plan: dict[int, int]
+    ) -> int:
+        """Share ``left`` among shards that tie (shard, how many it holds there), at least
+        lease_chunk each, none given more than it holds: first the one least recently leased
+        from among those this flush does not call anyway (so every shard gets its turn), then
+        those it calls anyway (no extra call), then the others in turn. Returns what is left."""
+        tied = sorted(tied, key=lambda t: (self._views[t[0]].leased_round, self._views[t[0]].salt))
+        others = [t for t in tied if t[0] not in writing and t[0] not in plan]
+        calling = [t for t in tied if t[0] in writing or t[0] in plan]
+        tied = others[:1] + calling + others[1:]
+        room = dict(tied)
+        while left > 0:
+            # again while some hold more: what one could not give goes to the others
+            active = [s for s, _ in tied if room[s] > 0]
+            if not active:
+                break
+            for k, s in enumerate(active):
+                each = max(self.lease_chunk, math.ceil(left / (len(active) - k)))
+                take = min(left, each, room[s])
+                if take > 0:
+                    plan[s] = plan.get(s, 0) + take
+                    room[s] -= take
+                    left -= take
+                    self._views[s].leased_round = self._round
+        return left
+
+
+def _cutoff(levels: list[tuple[int, int]], lease: int) -> int | None:
+    """The priority at which ``lease`` requests of ``levels`` (best first) are taken."""
+    cutoff = None
+    for prio, n in levels:
+        cutoff = prio
+        lease -= n
+        if lease <= 0:
+            break
+    return cutoff

@@ -1,4 +1,5 @@
-"""Page kinds in the queue: each kind's band of priorities, and the order scores of a band."""
+"""Page kinds in the queue: each kind's band of priorities, the band of a priority (a queue's
+levels), and the order scores of a band (a site's waiting room)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from distcrawl.base.config import SETTINGS
 from distcrawl.frontier.protocol.spec import SCORE_SPAN
 
-__all__ = ["DEFAULT_PAGE_PRIORITIES", "Band", "priority_bands", "score_range"]
+__all__ = ["DEFAULT_PAGE_PRIORITIES", "Band", "band_of", "priority_bands", "score_range"]
 
 #: queue priority per page kind: the default of the setting ``PAGE_PRIORITIES``
 DEFAULT_PAGE_PRIORITIES: Mapping[str, int] = SETTINGS.default("PAGE_PRIORITIES")
@@ -34,6 +35,14 @@ def priority_bands(page_priorities: Mapping[str, int]) -> list[Band]:
         bands.append((kind, lower, upper))
         upper = lower
     return bands
+
+
+def band_of(bands: list[Band], priority: int) -> str:
+    """The page kind whose band holds ``priority``."""
+    for kind, low, high in bands:
+        if (low is None or priority >= low) and (high is None or priority < high):
+            return kind
+    raise ValueError(f"no band holds priority {priority}")  # pragma: no cover - bands cover all
 
 
 def score_range(low: int | None, high: int | None) -> tuple[str, str]:

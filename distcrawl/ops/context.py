@@ -208,7 +208,7 @@ class Context:
         if client.exists(*control) or client.exists(keys.start_urls):
             return
         for shard in keys.all_shards():
-            if client.exists(shard.seq, shard.queue, shard.dead, shard.delayed, shard.seen_info):
+            if client.exists(shard.seq, shard.levels, shard.dead, shard.delayed, shard.seen_info):
                 return
         raise NoCrawl(
             f"{self.masked_url} holds no crawl {keys.spider!r} (no nodes, queue, seen URLs, "

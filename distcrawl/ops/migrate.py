@@ -269,7 +269,7 @@ def source_keys(
 
 
 def in_shards(keys: FrontierKeys, name: str) -> str:
-    """Where the frontier keeps ``name`` (``queue``, ``dupefilter``): its key with one shard,
+    """Where the frontier keeps ``name`` (``levels``, ``dupefilter``): its key with one shard,
     the pattern of the shards' keys with several."""
     key: str = getattr(keys.shard(0), name)
     if keys.shards == 1:
@@ -349,7 +349,7 @@ def migrate(
     done = Migration(
         queue_key=queue_key,
         dupefilter_key=dupefilter_key,
-        frontier_queue=in_shards(keys, "queue"),
+        frontier_queue=in_shards(keys, "levels"),
         frontier_dupefilter=in_shards(keys, "dupefilter"),
         dry_run=dry_run,
     )

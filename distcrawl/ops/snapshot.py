@@ -18,8 +18,15 @@ from redis.exceptions import ResponseError
 
 from distcrawl.frontier.keys import STATUS_LEASES_FIELD, seen_counted
 from distcrawl.frontier.memory import read_memory, read_memory_async
+from distcrawl.frontier.protocol.spec import level_of
 from distcrawl.ops import deadletters
-from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES, Band, priority_bands, score_range
+from distcrawl.ops.bands import (
+    DEFAULT_PAGE_PRIORITIES,
+    Band,
+    band_of,
+    priority_bands,
+    score_range,
+)
 from distcrawl.ops.deadletters import Tally
 from distcrawl.ops.reads import Batch, Plan, arun, run
 from distcrawl.ops.sites import (
@@ -162,7 +169,7 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
     batch.add("paused", "get", keys.paused)
     for shard in shards:
         k = shard.index
-        batch.add((k, "queued"), "zcard", shard.queue)
+        batch.add((k, "levels"), "zrange", shard.levels, 0, -1, withscores=True)
         batch.add((k, "parked"), "zcard", shard.delayed)
         batch.add((k, "generation"), "get", shard.seen_generation)
         batch.add((k, "bloom_bytes"), "strlen", shard.bloom)
@@ -175,8 +182,6 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
         batch.add((k, "revisits"), "zcard", shard.revisit)
         batch.add((k, "revisit_head"), "zrange", shard.revisit, 0, 0, withscores=True)
         batch.add((k, "late_head"), "zrange", shard.revisit_late, 0, 0, withscores=True)
-        for kind, low, high in bands:
-            batch.add((k, "kind", kind), "zcount", shard.queue, *score_range(low, high))
     return batch
 
 
@@ -205,7 +210,10 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     late_heads: list[float] = []
     for shard in shards:
         k = shard.index
-        snap.queued += int(got[(k, "queued")])
+        for _, score in got[(k, "levels")]:
+            priority, count = level_of(float(score))
+            snap.queued += count
+            snap.queued_by_kind[band_of(bands, priority)] += count
         snap.parked += int(got[(k, "parked")])
         snap.bloom_bytes += int(got[(k, "bloom_bytes")])
         dead_by_shard.append(int(got[(k, "dead")]))
@@ -222,8 +230,6 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
         snap.revisit.scheduled += int(got[(k, "revisits")])
         revisit_heads += [float(score) for _, score in got[(k, "revisit_head")]]
         late_heads += [float(score) for _, score in got[(k, "late_head")]]
-        for kind, _, _ in bands:
-            snap.queued_by_kind[kind] += int(got[(k, "kind", kind)])
     snap.revisit.next_due_ms = min(revisit_heads, default=None)
     snap.revisit.oldest_late_ms = min(late_heads, default=None)
 

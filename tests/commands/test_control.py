@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+from crawl_writes import queue_raw
+from frontier_state import queued
+
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls")
@@ -22,8 +25,8 @@ def test_pause_and_resume(cli, r) -> None:
 def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None:
     store = FrontierStore(r, KEYS)
     s0 = KEYS.shard(0)  # requests of no site live in the first shard
-    for key, value in ((s0.queue, {"9": -1.0}), (s0.delayed, {"8": 1.0})):
-        r.zadd(key, value)
+    queue_raw(r, s0, 0, "9")
+    r.zadd(s0.delayed, {"8": 1.0})
     r.hset(s0.requests, mapping={"9": "q", "8": "d"})
     r.sadd(s0.dupefilter, "7")
     r.hset(s0.dead, "x", "{}")
@@ -36,7 +39,7 @@ def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None
     r.set(KEYS.paused, "1")
 
     assert cli("control", "catalog", "reset")[0] == 2
-    assert r.zcard(s0.queue) == 1
+    assert queued(r, KEYS) == 1
 
     code, out, _ = cli("control", "catalog", "reset", "--yes-really")
     assert code == 0, out
@@ -55,7 +58,7 @@ def test_reset_needs_confirmation_and_keeps_what_live_nodes_hold(cli, r) -> None
 
 
 def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
-    r.zadd(KEYS.shard(0).queue, {"9": -1.0})
+    queue_raw(r, KEYS.shard(0), 0, "9")
     # two URLs seen, as the dupefilter records them (its bucket, and its count)
     r.sadd(KEYS.shard(0).dupefilter, "1", "2")
     r.hset(KEYS.shard(0).seen_info, mapping={"L": 0, "split": 0, "n": 2})
@@ -66,4 +69,4 @@ def test_reset_without_its_flag_lists_what_it_would_delete(cli, r) -> None:
     assert "Nothing was deleted" in err and "--yes-really" in err
     code, out, _ = cli("control", "catalog", "reset", "--json")
     assert code == 2 and json.loads(out)["would_delete"]["seen"] == 2
-    assert r.zcard(KEYS.shard(0).queue) == 1 and r.scard(KEYS.shard(0).dupefilter) == 2
+    assert queued(r, KEYS) == 1 and r.scard(KEYS.shard(0).dupefilter) == 2

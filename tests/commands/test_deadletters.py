@@ -11,6 +11,7 @@ import time
 import pytest
 import redis
 from crawl_nodes import Node, stats_of, stop_all
+from frontier_state import queued
 from scrapy import Request
 
 from distcrawl.base.names import find
@@ -66,14 +67,15 @@ def test_deadletters_requeue_filtered_moves_them_back_to_the_queue(cli, letters)
     )
     assert (code, out.strip()) == (0, "re-queued 1 of 1 matching dead letters")
     assert sorted(letters.hkeys(KEYS.shard(0).dead)) == [b"a2", b"b1"]
-    [(rid, score)] = letters.zrange(KEYS.shard(0).queue, 0, -1, withscores=True)
-    assert codec.decode(letters.hget(KEYS.shard(0).requests, rid)).url == "http://a.test/p/1"
-    assert -score // 1e10 + 1 == 100  # its priority came back with it
+    [level] = letters.zrange(KEYS.shard(0).levels, 0, -1)
+    assert level == b"100"  # its priority came back with it
+    [entry] = letters.lrange(KEYS.shard(0).queue(100), 0, -1)
+    assert codec.decode(entry.split(b"\t", 1)[1]).url == "http://a.test/p/1"
     assert (
         cli("deadletters", "catalog", "requeue")[1].strip()
         == "re-queued 2 of 2 matching dead letters"
     )
-    assert letters.hlen(KEYS.shard(0).dead) == 0 and letters.zcard(KEYS.shard(0).queue) == 3
+    assert letters.hlen(KEYS.shard(0).dead) == 0 and queued(letters, KEYS) == 3
 
 
 def test_deadletters_purge_needs_confirmation(cli, letters) -> None:

@@ -27,6 +27,7 @@ from rich.console import Console
 
 from distcrawl.cli import main
 from distcrawl.commands.status import render
+from distcrawl.frontier.protocol.spec import queued_in
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.ops.snapshot import read_snapshot
 from distcrawl.ops.status import build_status
@@ -121,7 +122,7 @@ def frontier_state(r: redis.Redis) -> dict:
     # the held hashes (rid -> its line)
     leases = {k.decode(): sorted(r.hkeys(k)) for k in r.scan_iter(keys.held("*"))}
     waiting = sum(r.zcard(k) for k in r.scan_iter(keys.shard(0).wait("*")))
-    queued = r.zcard(keys.queue) + waiting
+    queued = queued_in(r.zrange(keys.levels, 0, -1, withscores=True)) + waiting
     return {"queue": queued, "leases": leases, "parked": r.zcard(keys.delayed)}
 
 

@@ -25,6 +25,7 @@ import pytest
 import redis
 import scrapy
 from crawl_nodes import Node, assert_clean_log, stats_of, stop_all, stored_urls
+from crawl_writes import queue_raw
 from frontier_state import KEYS, dead_records
 
 from distcrawl import settings as project_settings
@@ -233,11 +234,11 @@ def redirector() -> Iterator[Redirector]:
     r.close()
 
 
-def inject(r: redis.Redis, rid: str, payload: bytes | str, score: float = -1e15) -> None:
+def inject(r: redis.Redis, rid: str, payload: bytes | str, priority: int = 100_000) -> None:
     """Write an entry straight into the queue, as anyone with access to Redis could."""
     shard = KEYS.shard(0)  # an entry of no site: the first shard's
     r.hset(shard.requests, rid, payload)
-    r.zadd(shard.queue, {rid: score})
+    queue_raw(r, shard, priority, rid)
 
 
 def rejected(r: redis.Redis) -> list[dict[str, Any]]:

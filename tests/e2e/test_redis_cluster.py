@@ -20,6 +20,7 @@ from scrapy.settings import Settings
 
 from distcrawl.frontier import connection
 from distcrawl.frontier.keys import shard_tags
+from distcrawl.frontier.protocol.spec import queued_in
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.ops.snapshot import Snapshot, aread_snapshot, read_snapshot
 from distcrawl.ops.status import build_status
@@ -102,7 +103,7 @@ def test_shards_spread_evenly_over_the_fixture_masters(redis_cluster, redis_clus
     client = connection.client(redis_cluster_url)
     try:
         for shard in keys.all_shards():  # the server hashes the tags as the client does
-            slot = master.execute_command("CLUSTER", "KEYSLOT", shard.queue)
+            slot = master.execute_command("CLUSTER", "KEYSLOT", shard.levels)
             assert slot == key_slot(shard.prefix.encode())
         per_master = Counter(client.get_node_from_key(s.prefix).port for s in keys.all_shards())
         assert sorted(per_master.values()) == [5, 5, 6]
@@ -203,10 +204,10 @@ def test_frontier_shards_spread_over_the_masters_and_run_their_script_there(
         assert [int(x) for x in store.drained()] == [61, 0, 0, 1, 0]  # the seed given back
         # each shard's keys sit on the master of its slot, and each master ran scripts
         for shard in keys.all_shards():
-            queued = client.zcard(shard.queue)
-            node = client.get_node_from_key(shard.queue)
+            queued = client.zrange(shard.levels, 0, -1, withscores=True)
+            node = client.get_node_from_key(shard.levels)
             owner = next(m for m in redis_cluster.masters if m.port == node.port)
-            assert owner.client().zcard(shard.queue) == queued
+            assert owner.client().zrange(shard.levels, 0, -1, withscores=True) == queued
         after = _script_calls(redis_cluster)
         assert all(after[port] > before[port] for port in after)
     finally:
@@ -380,7 +381,9 @@ def _frontier_left(url: str, nodes: list[Node]) -> dict[str, int]:
     try:
         shards = CRAWL.all_shards()
         return {
-            "queued": sum(client.zcard(s.queue) for s in shards),
+            "queued": sum(
+                queued_in(client.zrange(s.levels, 0, -1, withscores=True)) for s in shards
+            ),
             "payloads": sum(client.hlen(s.requests) for s in shards),
             "delayed": sum(client.zcard(s.delayed) for s in shards),
             "leased": sum(client.hlen(s.held(n.node_id)) for s in shards for n in nodes),

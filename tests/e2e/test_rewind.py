@@ -17,6 +17,7 @@ import redis
 from crawl_nodes import start_nodes, stop_all, stored_urls, wait_for
 from frontier_state import leases_left, queued_values
 
+from distcrawl.frontier.protocol.spec import queued_in
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 from distcrawl.servers.process import RedisServer
 
@@ -118,7 +119,7 @@ def test_a_node_sees_its_last_write_gone_and_rids_stay_unique(
 def frontier_left(r: redis.Redis) -> dict[str, int]:
     shards = FrontierKeys("catalog", "catalog:start_urls").all_shards()
     return {
-        "queued": sum(r.zcard(s.queue) for s in shards),
+        "queued": sum(queued_in(r.zrange(s.levels, 0, -1, withscores=True)) for s in shards),
         "delayed": sum(r.zcard(s.delayed) for s in shards),
         "leased": len(leases_left(r)),
         "payloads": sum(r.hlen(s.requests) for s in shards),

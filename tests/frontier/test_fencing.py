@@ -7,7 +7,7 @@ import json
 
 import pytest
 import redis
-from frontier_state import clear_frontier, wait_for_uptime
+from frontier_state import clear_frontier, queued_rids, wait_for_uptime
 
 from distcrawl.frontier.store import (
     Child,
@@ -103,7 +103,7 @@ def test_ack_of_a_request_back_in_the_queue_leaves_it_there(store: FrontierStore
     (lease,) = leases(store.sync("old", lease=5, budget=BUDGET))
     presume_dead(store, "old")
     assert store.sync("old", acks=[lease], budget=BUDGET).stale_acks == 1
-    assert store.client.zscore(site_shard(store).queue, lease.rid) is not None
+    assert lease.rid in queued_rids(store.client, site_shard(store))
     assert leases(store.sync("new", lease=5, budget=BUDGET)) == [lease]
     assert active(store) == 1
     store.sync("new", acks=[lease], budget=BUDGET)

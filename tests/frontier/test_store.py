@@ -148,8 +148,8 @@ def test_a_lease_is_one_hash_entry_with_its_value_and_its_ack_removes_it(
     store.sync("n1", children=[Child(b"a", 100, False, 0, "a.test", payload)])
     (got,) = store.sync("n1", lease=1).leased
     shard = store.keys.shard(got.lease.shard)
-    score, rid, value = store.client.hget(shard.held("n1"), got.lease.rid).split(b"\t", 2)
-    assert (float(score), rid.decode(), value) == (-100e10 + 1, got.lease.rid, payload.encode())
+    prio, rid, value = store.client.hget(shard.held("n1"), got.lease.rid).split(b"\t", 2)
+    assert (int(prio), rid.decode(), value) == (100, got.lease.rid, payload.encode())
     assert not store.client.hexists(shard.requests, got.lease.rid)  # one copy of the value
     assert store.sync("n1", acks=[got.lease]).acked == 1
     assert not store.client.exists(shard.held("n1")) and queued(store) == 0
@@ -321,7 +321,7 @@ def test_all_keys_share_one_hash_slot(store: FrontierStore) -> None:
         names = every_key(shard, "shard")
         assert len(names) >= 25
         assert len({key_slot(k.encode()) for k in names}) == 1
-        slots.add(key_slot(shard.queue.encode()))
+        slots.add(key_slot(shard.levels.encode()))
     assert len(slots) == keys.shards  # each shard a slot of its own
     # the seed list's neighbours share its slot, wherever its name hashes
     beside = [keys.start_urls, *every_key(keys.seeds, "seeds")]

@@ -9,9 +9,8 @@ import json
 import pytest
 import redis
 import redis.asyncio as aioredis
-from crawl_writes import beat, queue
+from crawl_writes import beat, queue, queue_raw
 
-from distcrawl.frontier.protocol.spec import SCORE_SPAN
 from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
 from distcrawl.ops.snapshot import Snapshot, aread_snapshot, read_snapshot
 from distcrawl.ops.status import build_status
@@ -54,10 +53,7 @@ def test_the_async_reader_sees_what_the_blocking_one_sees(r, redis_url) -> None:
 
 
 def test_reading_a_large_queue_is_a_few_round_trips(r) -> None:
-    pipe = r.pipeline(transaction=False)
-    for seq in range(1, 20_001):
-        pipe.zadd(KEYS.shard(0).queue, {str(seq): -100 * SCORE_SPAN + seq})
-    pipe.execute()
+    queue_raw(r, KEYS.shard(0), 100, *(str(seq) for seq in range(1, 20_001)))
     before = int(r.info("stats")["total_commands_processed"])
     snap = read_snapshot(r, KEYS)
     after = int(r.info("stats")["total_commands_processed"])

@@ -20,9 +20,10 @@ import pymongo
 import pytest
 import redis
 import redis.asyncio as aioredis
+from crawl_writes import queue_raw
 from prometheus_client.parser import text_string_to_metric_families
 
-from distcrawl.frontier.protocol.spec import SCORE_SPAN
+from distcrawl.frontier.protocol.spec import SCORE_SPAN, level_score
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.ops.products import ProductStore
 from distcrawl.web.app import WebConfig
@@ -242,7 +243,8 @@ def test_beyond_loopback_the_dashboard_answers_ip_addresses_and_the_names_it_is_
 
 
 def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.Redis) -> None:
-    r.zadd(KEYS.shard(0).queue, {"1": -100 * SCORE_SPAN + 1, "2": -300 * SCORE_SPAN + 2})
+    queue_raw(r, KEYS.shard(0), 100, "1")
+    queue_raw(r, KEYS.shard(0), 300, "2")
     stats = {"response_received_count": 12, "catalog/pages/product": 12, "item_scraped_count": 9}
     FrontierStore(r, KEYS).heartbeat("n1", json.dumps({"pid": 1, "host": "h", "stats": stats}))
     dead = {"url": "http://127.0.0.1/x", "reason": "http_503"}
@@ -485,7 +487,9 @@ def _fill(client: redis.Redis, sites: int) -> None:
         pipe.zadd(KEYS.wait(site), {f"w{i}": -100 * SCORE_SPAN + i + 1})
         pipe.zadd(site_shard(site).waiting, {site: 1000 + i})
         pipe.sadd(KEYS.shard(0).dupefilter, f"fp{i}")
-        pipe.zadd(KEYS.shard(0).queue, {f"q{i}": -100 * SCORE_SPAN + i + 1})
+        pipe.rpush(KEYS.shard(0).queue(100), f"q{i}")
+        pipe.zadd(KEYS.shard(0).levels, {"100": level_score(100, 0)}, nx=True)
+        pipe.zincrby(KEYS.shard(0).levels, 1, "100")
         if len(pipe) > 5000:
             pipe.execute()
     for i in range(50):

@@ -11,7 +11,7 @@ from distcrawl.frontier.batch import text
 from distcrawl.frontier.keys import STATUS_LEASES_FIELD, FrontierKeys, ShardKeys, seen_counted
 from distcrawl.frontier.protocol.membership import CrawlFormatError
 from distcrawl.frontier.protocol.runner import Call, Step, redis_command
-from distcrawl.frontier.protocol.spec import FORMAT
+from distcrawl.frontier.protocol.spec import FORMAT, queued_in
 
 __all__ = ["LeasesKeptChanging", "check_format", "reset", "reset_plan", "set_paused"]
 
@@ -170,7 +170,7 @@ def _counts(reader: Any, keys: FrontierKeys) -> dict[str, int]:
     shards = keys.all_shards()
     pipe = reader.pipeline(transaction=False)
     for shard in shards:
-        pipe.zcard(shard.queue)
+        pipe.zrange(shard.levels, 0, -1, withscores=True)
         pipe.get(shard.seen_generation)
         pipe.zcard(shard.delayed)
         pipe.hlen(shard.dead)
@@ -181,7 +181,7 @@ def _counts(reader: Any, keys: FrontierKeys) -> dict[str, int]:
         for name in seen_counted(shard, generation):
             pipe.hget(name, "n")
     return {
-        "queued": sum(int(v) for v in values[0::4]),
+        "queued": sum(queued_in(v) for v in values[0::4]),
         "seen": sum(int(n or 0) for n in pipe.execute()),
         "parked": sum(int(v) for v in values[2::4]),
         "dead_letters": sum(int(v) for v in values[3::4]),

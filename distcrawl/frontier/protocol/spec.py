@@ -18,22 +18,48 @@ from distcrawl.frontier.schema import CONTROL, SEEDS, SHARD
 __all__ = [
     "COMMANDS",
     "FORMAT",
+    "LEVELS_READ",
+    "LEVELS_TOLD",
     "SCORE_SPAN",
     "TOMBSTONE",
     "CommandSpec",
     "Section",
+    "level_of",
+    "level_score",
     "lua_protocol",
+    "queued_in",
 ]
 
 #: the version of the frontier's format (the keys, the values and the library's arguments): the
 #: first node of a crawl writes it into the crawl's keys, and a node or operator command of
 #: another version refuses to open the crawl
-FORMAT = 2
+FORMAT = 3
 #: a request's order score is -priority * SCORE_SPAN + seq (seq < SCORE_SPAN): higher priority
-#: first, then first in first out
+#: first, then first in first out (a site's waiting room); a priority level's score in a shard's
+#: ``levels`` is -priority * SCORE_SPAN + the requests its queue holds
 SCORE_SPAN = 10_000_000_000
+#: the best priority levels of its queue a ``sync`` call reads (more are served by later calls)
+LEVELS_READ = 16
+#: the best priority levels of its queue a ``sync`` reply tells, each with its count
+LEVELS_TOLD = 4
 #: how a recovery's tombstone starts: the mark of a node presumed dead, in every shard
 TOMBSTONE = "!"
+
+
+def level_score(priority: int, count: int) -> int:
+    """The score of a priority level holding ``count`` requests in a shard's ``levels``."""
+    return -priority * SCORE_SPAN + count
+
+
+def level_of(score: float) -> tuple[int, int]:
+    """The priority and count of a level's score in ``levels``."""
+    priority = -int(score // SCORE_SPAN)
+    return priority, int(score) + priority * SCORE_SPAN
+
+
+def queued_in(levels: Iterable[tuple[Any, float]]) -> int:
+    """The requests a shard's queue holds, from its ``levels`` read with their scores."""
+    return sum(level_of(score)[1] for _, score in levels)
 
 
 @dataclass(frozen=True)
@@ -109,6 +135,7 @@ SYNC = CommandSpec(
         "revisits": 0,
         "lease": 0,
         "extra": 0,
+        "read": 0,
         "live": 1,
         "idle": 0,
         "wake": "",
@@ -195,6 +222,8 @@ def lua_protocol() -> str:
         "-- The protocol's constants and each command's arguments, generated from",
         "-- distcrawl/frontier/protocol/spec.py when the library is assembled.",
         f"local SCORE_SPAN = {_lua(SCORE_SPAN)}",
+        f"local LEVELS_READ = {_lua(LEVELS_READ)}",
+        f"local LEVELS_TOLD = {_lua(LEVELS_TOLD)}",
         f"local FORMAT = {_lua(str(FORMAT))}",
         f"local TOMBSTONE = {_lua(TOMBSTONE)}",
         f"local STATUS_LEASES = {_lua(STATUS_LEASES_FIELD)}",

@@ -27,23 +27,15 @@ from distcrawl.frontier.batch import (
     text,
 )
 from distcrawl.frontier.protocol.runner import Call, Step, control_call, seeds_call
-from distcrawl.frontier.protocol.spec import COMMANDS, SCORE_SPAN, TOMBSTONE
+from distcrawl.frontier.protocol.spec import COMMANDS, TOMBSTONE
 from distcrawl.frontier.sites import payload_site, record_site, split_value
 
 if TYPE_CHECKING:
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["ABOVE_LEASE", "Fence", "ShardBatch", "ShardReply", "SyncResult", "is_tombstone"]
-
-#: most requests a shard called for other work leases above the priority leased elsewhere
-ABOVE_LEASE = 4
+__all__ = ["Fence", "ShardBatch", "ShardReply", "SyncResult", "is_tombstone"]
 
 _SYNC = COMMANDS["sync"]
-
-
-def priority_of(score: float) -> int:
-    """The priority an order score was made from."""
-    return -int(score // SCORE_SPAN)
 
 
 def is_tombstone(mark: bytes) -> bool:
@@ -62,8 +54,8 @@ class ShardBatch:
     feedback: list[Feedback] = field(default_factory=list)
     revisits: list[Revisit] = field(default_factory=list)
     lease: int = 0
-    #: then up to ``extra`` more, only of a priority higher than ``above`` (the worst this
-    #: flush leases elsewhere)
+    #: then up to ``extra`` more, only of a priority higher than ``above`` (the flush's cutoff:
+    #: the lowest priority it knows it leases)
     above: int | None = None
     extra: int = 0
     #: call the shard even with nothing to send or lease, to learn its queue
@@ -89,6 +81,7 @@ class ShardBatch:
             "feedback": len(self.feedback),
             "revisits": len(self.revisits),
             "lease": self.lease,
+            "read": 1 if self.read else 0,
             **options,
         }
         if self.above is not None and self.extra > 0:
@@ -131,15 +124,21 @@ class ShardReply:
     stale_acks: int
     leased: list[Leased]
     next_due_ms: int
+    #: the queue's length after the call (-1: unknown, the call neither pushed nor leased)
     queued: int
-    head_priority: int | None
-    at_head: int
+    #: the best priorities queued after the call, each with how many requests it holds
+    levels: list[tuple[int, int]]
     site_events: list[SiteEvent] = field(default_factory=list)
     #: [revisit] acks that scheduled their page's next visit
     revisited: int = 0
     #: the rid each of the node's own children written got, by its index among the children
     #: (one missing was filtered)
     own: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def head_priority(self) -> int | None:
+        """The best priority queued after the call (None: nothing queued, or unknown)."""
+        return self.levels[0][0] if self.levels else None
 
     @staticmethod
     def rewound(raw: Any) -> bytes | None:
@@ -162,8 +161,7 @@ class ShardReply:
             next_due,
             paced,
             queued,
-            head,
-            at_head,
+            levels_flat,
             events_flat,
             revisited,
             own,
@@ -176,14 +174,16 @@ class ShardReply:
         paced_rids = {raw_text(p) for p in paced}
         leased = []
         for entry in out:
-            # "<order score>\t<rid>\t<value>", the value as the shard keeps it
+            # "<priority>\t<rid>\t<value>", the value as the shard keeps it
             entry = entry if isinstance(entry, bytes) else str(entry).encode()
-            score_text, rid_raw, value = entry.split(b"\t", 2)
+            priority, rid_raw, value = entry.split(b"\t", 2)
             rid = raw_text(rid_raw)
             site, payload = split_value(value)
-            priority = priority_of(float(score_text))
-            leased.append(Leased(Lease(shard, rid, site), payload, priority, rid in paced_rids))
-        head_text = text(head)
+            lease = Lease(shard, rid, site)
+            leased.append(Leased(lease, payload, int(priority), rid in paced_rids))
+        levels = [
+            (int(levels_flat[i]), int(levels_flat[i + 1])) for i in range(0, len(levels_flat), 2)
+        ]
         return cls(
             shard=shard,
             added=int(added),
@@ -194,8 +194,7 @@ class ShardReply:
             leased=leased,
             next_due_ms=int(next_due),
             queued=int(queued),
-            head_priority=priority_of(float(head_text)) if head_text else None,
-            at_head=int(at_head),
+            levels=levels,
             site_events=events,
             revisited=int(revisited),
             own={int(own[i]) - 1: raw_text(own[i + 1]) for i in range(0, len(own), 2)},
@@ -312,27 +311,25 @@ def _batches(store: FrontierStore, flush: Flush) -> dict[int, ShardBatch]:
         for rv in flush.revisits:
             batch(rv.lease.shard).revisits.append(rv)
     if flush.lease > 0:
-        # the best priority each shard gets from this flush's children counts as its head
-        pushing: dict[int, tuple[int, int]] = {}
+        # the priorities this flush's children bring to each shard's queue count as queued
+        pushing: dict[int, list[tuple[int, int]]] = {}
         for shard, b in batches.items():
-            if b.children:
-                best = max(c.priority for c in b.children)
-                pushing[shard] = (best, sum(1 for c in b.children if c.priority == best))
+            counts: dict[int, int] = {}
+            for c in b.children:
+                if not c.own and not c.delay_ms:
+                    counts[c.priority] = counts.get(c.priority, 0) + 1
+            if counts:
+                pushing[shard] = list(counts.items())
         plan = store.views.plan(flush.lease, set(batches), pushing)
-        for shard, n in plan.items():
+        for shard, n in plan.lease.items():
             b = batch(shard)
             b.lease, b.read = n, True
-        # every shard called also hands out a few of what it holds of a better priority
-        # than the worst this flush leases (what lies behind a shard's head, or what other
-        # nodes pushed since this node looked, is unknown here): no call is added for it
-        heads = {s: store.views.head(s, pushing) for s in batches}
-        known = [heads[s] for s, n in plan.items() if n > 0]
-        worst = min((p for p in known if p is not None), default=None)
-        if worst is not None:
-            for shard, b in batches.items():
-                head = heads[shard]
-                if not b.lease or (head is not None and head > worst):
-                    b.above, b.extra, b.read = worst, ABOVE_LEASE, True
+        if plan.cutoff is not None:
+            # every shard called also hands out what it holds above the cutoff (what other
+            # nodes pushed there since this node looked is unknown here): no call is added
+            extra = max(1, flush.lease)
+            for b in batches.values():
+                b.above, b.extra, b.read = plan.cutoff, extra, True
     return batches
 
 

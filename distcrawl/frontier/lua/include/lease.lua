@@ -1,23 +1,25 @@
 --[[ lease: hand out the shard's best requests to a node, through their sites' budgets.
 
-First the sites whose wait for budget is over, oldest wait first; then the queue, in order.
-A request whose site is out of budget steps aside into the site's waiting room (K.wait) and
-the site into K.waiting, without blocking the other sites. While the queue is shallow (a crawl
-widening from one seed, or draining) a node takes its fair share only, queued / live (rounded
-up): the node that found the links would otherwise lease them all and hold half in its
-prefetch buffer while the other nodes idle. ]]
+First the sites whose wait for budget is over, oldest wait first; then the queue, its best
+priority first and each priority in order. A request whose site is out of budget steps aside
+into the site's waiting room (K.wait) and the site into K.waiting, without blocking the other
+sites. While the queue is shallow (a crawl widening from one seed, or draining) a node takes
+its fair share only, queued / live (rounded up): the node that found the links would otherwise
+lease them all and hold half in its prefetch buffer while the other nodes idle. ]]
 --- @include "util"
 --- @include "sites"
 --- @include "budgets"
+--- @include "levels"
 
 -- A lease in progress: h is the sync header (lease, above, extra, live and the budget
--- defaults), qlen the queue's length. `lines` are what the reply carries and the node's held
--- hash keeps, "<order score>\t<rid>\t<value>"; `held` the rid, line pairs to write there
-local function new_lease(call, h, qlen)
+-- defaults), lv the queue's levels (levels). `lines` are what the reply carries and the
+-- node's held hash keeps, "<priority>\t<rid>\t<value>"; `held` the rid, line pairs to write
+-- there
+local function new_lease(call, h, lv)
   return {
     call = call,
     h = h,
-    qlen = qlen,
+    lv = lv,
     lines = {},
     held = {},
     paced = {}, -- the leased rids that spent a rate token (the node sends those first)
@@ -60,7 +62,8 @@ local function serve_waiting(ls, want)
       local value = redis.call('HGET', K.requests(P), rid)
       if value then
         redis.call('HDEL', K.requests(P), rid) -- its value moves into the node's held hash
-        grant(ls, rid, head[2] .. '\t' .. rid .. '\t' .. value, spent)
+        local prio = string.format('%d', priority_of(tonumber(head[2])))
+        grant(ls, rid, prio .. '\t' .. rid .. '\t' .. value, spent)
       else
         -- a request without its payload (a reset dropped it): undo exactly what admit took
         if spent then
@@ -73,22 +76,21 @@ local function serve_waiting(ls, want)
   end
 end
 
--- Entries popped off the queue (entry, score, ...), each through its site's budget. An inline
--- entry "<rid>\t<value>" carries its value; a bare rid's is in K.requests. The value is cut out
--- of an inline entry only where its site is read or it waits. Returns how many were looked at
-local function take_all(ls, popped)
+-- Entries popped off level l of the queue, each through its site's budget. An inline entry
+-- "<rid>\t<value>" carries its value; a bare rid's is in K.requests. The value is cut out of an
+-- inline entry only where its site is read or it waits
+local function take_all(ls, popped, l)
   local call = ls.call
   local P = call.P
   local rids, entries, values, bare, to_req, from_req = {}, {}, {}, {}, {}, {}
-  for j = 1, #popped, 2 do
+  for j = 1, #popped do
     local entry = popped[j]
-    local k = #rids + 1
     local tab = string.find(entry, '\t', 1, true)
     if tab then
-      rids[k], entries[k], values[k] = string.sub(entry, 1, tab - 1), entry, false
+      rids[j], entries[j], values[j] = string.sub(entry, 1, tab - 1), entry, false
     else
-      rids[k], entries[k], values[k] = entry, false, false
-      bare[#bare + 1] = k
+      rids[j], entries[j], values[j] = entry, false, false
+      bare[#bare + 1] = j
     end
   end
   if #bare > 0 then
@@ -117,17 +119,18 @@ local function take_all(ls, popped)
     end
   end
   if ls.h.rate <= 0 then mark_special(call, found) end -- one check for the batch's sites
+  local prio = l.name
   for k, rid in ipairs(rids) do
-    local score, entry, value = popped[2 * k], entries[k], values[k]
+    local entry, value = entries[k], values[k]
     if entry or value then
       local site = sites[k]
       local ok, again, spent = true, 0, false
       if site ~= '' then ok, again, spent = admit(call, site, clock(call), ls.h) end
       if ok then
         if entry then
-          grant(ls, rid, score .. '\t' .. entry, spent)
+          grant(ls, rid, prio .. '\t' .. entry, spent)
         else
-          grant(ls, rid, score .. '\t' .. rid .. '\t' .. value, spent)
+          grant(ls, rid, prio .. '\t' .. rid .. '\t' .. value, spent)
           from_req[#from_req + 1] = rid
         end
       else
@@ -135,7 +138,7 @@ local function take_all(ls, popped)
           to_req[#to_req + 1] = rid
           to_req[#to_req + 1] = value or string.sub(entry, #rid + 2)
         end
-        redis.call('ZADD', K.wait(P, site), score, rid)
+        redis.call('ZADD', K.wait(P, site), order_score(l.prio, seq_of(rid)), rid)
         ls.into_wait = ls.into_wait + 1
         redis.call('ZADD', K.waiting(P), 'NX', again, site)
       end
@@ -143,59 +146,52 @@ local function take_all(ls, popped)
   end
   if #to_req > 0 then call_chunked('HSET', K.requests(P), to_req, 2) end
   if #from_req > 0 then call_chunked('HDEL', K.requests(P), from_req, 1) end
-  return #rids
 end
 
 -- the common case first: an inline entry whose payload names its site is granted as it comes,
 -- with no site read and no budget; the rest (bare rids, "<site>\n" values) as take_all does
-local function take(ls, popped)
-  ls.qlen = ls.qlen - #popped / 2
-  if ls.need_site then return take_all(ls, popped) end
+local function take(ls, popped, l)
+  if ls.need_site then return take_all(ls, popped, l) end
   local rest
-  for j = 1, #popped, 2 do
+  local prio = l.name .. '\t'
+  for j = 1, #popped do
     local entry = popped[j]
     local tab = string.find(entry, '\t', 1, true)
     if tab and string.byte(entry, tab + 1) == 123 then
-      grant(ls, string.sub(entry, 1, tab - 1), popped[j + 1] .. '\t' .. entry, false)
+      grant(ls, string.sub(entry, 1, tab - 1), prio .. entry, false)
     else
       rest = rest or {}
-      rest[#rest + 1] = entry; rest[#rest + 1] = popped[j + 1]
+      rest[#rest + 1] = entry
     end
   end
-  if rest then take_all(ls, rest) end
-  return #popped / 2
+  if rest then take_all(ls, rest, l) end
 end
 
--- Lease up to h.lease requests, then up to h.extra more of a priority higher than h.above (the
--- worst the node leases elsewhere in this flush: a shard's second best is unknown to it until
--- now). has_waiting: whether the shard has sites waiting for budget
+-- Lease the best requests in order: h.lease of them, and while they are of a priority higher
+-- than h.above, up to h.extra more (the worst the node leases elsewhere in this flush: what
+-- other nodes pushed here since it looked is unknown to it). has_waiting: whether the shard
+-- has sites waiting for budget
 local function lease_requests(ls, has_waiting)
-  local h, P = ls.h, ls.call.P
+  local h, lv = ls.h, ls.lv
   local lease_n, above, extra = h.lease, h.above, h.extra
-  if not above or ls.qlen == 0 then extra = 0 end
+  if not above or lv.total == 0 then extra = 0 end
   if lease_n <= 0 and extra <= 0 then return end
   if has_waiting and lease_n > 0 then serve_waiting(ls, lease_n) end
-  local share = math.max(1, math.ceil(ls.qlen / math.max(1, h.live)))
+  local share = math.max(1, math.ceil(lv.total / math.max(1, h.live)))
   local want = math.min(lease_n, #ls.lines + share)
-  local looked = 0
-  while #ls.lines < want and looked < 4 * lease_n do
-    local popped = redis.call('ZPOPMIN', K.queue(P), want - #ls.lines)
-    if #popped == 0 then break end
-    looked = looked + take(ls, popped)
-  end
-  if extra > 0 then
-    -- priority > above: an order score below the first score of priority `above`
-    local bound = '(' .. string.format('%.17g', order_score(above, 0))
-    local goal = #ls.lines + math.min(extra, share)
-    looked = 0
-    while #ls.lines < goal and looked < 4 * extra do
-      local popped = redis.call('ZRANGE', K.queue(P), '-inf', bound, 'BYSCORE', 'LIMIT', 0,
-        goal - #ls.lines, 'WITHSCORES')
+  local most = want + math.min(extra, share)
+  local looked, limit = 0, 4 * math.max(lease_n, extra)
+  for _, l in ipairs(lv.list) do
+    if l.beyond then break end
+    local goal = want
+    if extra > 0 and l.prio > above then goal = most end
+    while #ls.lines < goal and l.count > 0 and looked < limit do
+      local popped = pop_level(lv, l, math.min(goal - #ls.lines, l.count))
       if #popped == 0 then break end
-      local gone = {}
-      for j = 1, #popped, 2 do gone[#gone + 1] = popped[j] end
-      redis.call('ZREM', K.queue(P), unpack(gone))
-      looked = looked + take(ls, popped)
+      looked = looked + #popped
+      take(ls, popped, l)
     end
+    if #ls.lines >= most or looked >= limit then break end
+    if #ls.lines >= want and not (extra > 0 and l.prio > above) then break end
   end
 end

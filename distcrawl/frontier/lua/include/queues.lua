@@ -1,16 +1,18 @@
 --[[ queues: a shard's queue, parked retries and held leases.
 
-A request lives in exactly one of: the queue (K.queue), a site's waiting room (K.wait), the
-parked retries (K.delayed), the revisits (K.revisit) or the held hash of the node it is leased
-to (K.held). A held line is "<order score>\t<rid>\t<value>", what its lease reply carried. ]]
+A request lives in exactly one of: the queue (a priority's list, levels), a site's waiting room
+(K.wait), the parked retries (K.delayed), the revisits (K.revisit) or the held hash of the
+node it is leased to (K.held). A held line is "<priority>\t<rid>\t<value>", what its lease reply
+carried. ]]
 --- @include "util"
 --- @include "sites"
 --- @include "budgets"
 --- @include "status"
+--- @include "levels"
 
--- Return leases of `node` (the rids named, or all of them when none are) to the queue, with
--- their order score, as bare rids whose values go back to K.requests. Returns how many left
--- the node (a line this library did not write is dropped: nothing to return).
+-- Return leases of `node` (the rids named, or all of them when none are) to the front of their
+-- priority's queue, oldest first (by seq), their values inline. Returns how many left the
+-- node (a line this library did not write is dropped: nothing to return).
 local function release_leases(call, node, rids)
   local P = call.P
   local held = K.held(P, node)
@@ -25,21 +27,35 @@ local function release_leases(call, node, rids)
     end
   end
   if #mine == 0 then return 0 end
-  local zadd, reqs, per_site, gone = {}, {}, {}, {}
+  local lv = read_levels(P)
+  local back, order, per_site, gone = {}, {}, {}, {}
   for _, e in ipairs(mine) do
     local rid = e[1]
-    local score, value = string.match(e[2], '^([^\t]*)\t[^\t]*\t(.*)$')
-    if score and tonumber(score) then
-      zadd[#zadd + 1] = score; zadd[#zadd + 1] = rid
-      reqs[#reqs + 1] = rid; reqs[#reqs + 1] = value
+    local prio, value = string.match(e[2], '^([^\t]*)\t[^\t]*\t(.*)$')
+    local p = prio and tonumber(prio)
+    if p and p == math.floor(p) then
+      local l = level_of(lv, prio)
+      local entries = back[l]
+      if not entries then
+        entries = {}
+        back[l] = entries
+        order[#order + 1] = l
+      end
+      entries[#entries + 1] = {seq_of(rid), rid .. '\t' .. value}
       local site = split_req(value)
       per_site[site] = (per_site[site] or 0) + 1
     end
     gone[#gone + 1] = rid
   end
   call_chunked('HDEL', held, gone, 1)
-  if #reqs > 0 then call_chunked('HSET', K.requests(P), reqs, 2) end
-  call_chunked('ZADD', K.queue(P), zadd, 2)
+  for _, l in ipairs(order) do
+    local entries = back[l]
+    table.sort(entries, function(x, y) return x[1] < y[1] end)
+    local sorted = {}
+    for j, e in ipairs(entries) do sorted[j] = e[2] end
+    push_level(lv, l, sorted, true)
+  end
+  save_levels(lv)
   for site, count in pairs(per_site) do site_done(call, site, count) end
   save_budgets(call)
   if #rids == 0 then
@@ -50,18 +66,27 @@ local function release_leases(call, node, rids)
   return #gone
 end
 
--- due retries into the queue; returns how many moved and how many joined the queue
-local function promote_due(P, now, limit)
+-- due retries to the end of their priority's queue (bare rids: their values stay in
+-- K.requests); returns how many moved
+local function promote_due(P, lv, now, limit)
   local due = redis.call('ZRANGEBYSCORE', K.delayed(P), '-inf', now, 'LIMIT', 0, limit)
-  if #due == 0 then return 0, 0 end
-  local scores = redis.call('HMGET', K.delayed_score(P), unpack(due))
-  local zadd = {}
+  if #due == 0 then return 0 end
+  local prios = redis.call('HMGET', K.delayed_priority(P), unpack(due))
+  local by, order = {}, {}
   for j, rid in ipairs(due) do
-    zadd[#zadd + 1] = scores[j] or 0; zadd[#zadd + 1] = rid
+    local l = level_of(lv, prios[j] or '0')
+    local entries = by[l]
+    if not entries then
+      entries = {}
+      by[l] = entries
+      order[#order + 1] = l
+    end
+    entries[#entries + 1] = rid
   end
   redis.call('ZREM', K.delayed(P), unpack(due))
-  redis.call('HDEL', K.delayed_score(P), unpack(due))
-  return #due, redis.call('ZADD', K.queue(P), unpack(zadd))
+  redis.call('HDEL', K.delayed_priority(P), unpack(due))
+  for _, l in ipairs(order) do push_level(lv, l, by[l], false) end
+  return #due
 end
 
 -- Which of the shard's waiting rooms, parked retries, pause flag, per-site limits, adaptive

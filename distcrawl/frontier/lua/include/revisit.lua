@@ -11,6 +11,7 @@ is leased (how far behind schedule the crawl is). ]]
 --- @include "sites"
 --- @include "budgets"
 --- @include "dupefilter"
+--- @include "levels"
 
 -- the dupefilter generation of `now`, and the generations before the previous one dropped
 -- (a URL recorded in generation g is known until g + 2 begins: for rv to 2 * rv)
@@ -98,13 +99,13 @@ local function revisit_acks(call, node, rv_records, now, rv, bloom)
   local entries = call_joined('HMGET', held_key, rids)
   local held, reqs, due, fps, hs, per_site = {}, {}, {}, {}, {}, {}
   for j, rid in ipairs(rids) do
-    local score = entries[j] and string.match(entries[j], '^[^\t]*')
-    if score then
+    local prio = entries[j] and string.match(entries[j], '^[^\t]*')
+    if prio then
       local site = sites[j]
       held[#held + 1] = rid
       reqs[#reqs + 1] = rid; reqs[#reqs + 1] = req_value(site, rv_records.payload[j])
       due[#due + 1] = now + (tonumber(rv_records.interval[j]) or 0)
-      due[#due + 1] = string.format('%d', priority_of(tonumber(score))) .. ':' .. rid
+      due[#due + 1] = prio .. ':' .. rid
       fps[#fps + 1] = rv_records.fp[j]; hs[#hs + 1] = rv_records.h[j]
       per_site[site] = (per_site[site] or 0) + 1
     end
@@ -120,28 +121,33 @@ local function revisit_acks(call, node, rv_records, now, rv, bloom)
   return #held, #rids - #held
 end
 
--- Revisits fallen due go to the queue, in priority order (a fresh seq: first due, first out
--- within a priority). Returns how many moved and how many joined the queue.
-local function promote_revisits(P, now, limit)
+-- Revisits fallen due go to the end of their priority's queue (bare rids: their values stay in
+-- K.requests), first due first. Returns how many moved.
+local function promote_revisits(P, lv, now, limit)
   local due = redis.call('ZRANGEBYSCORE', K.revisit(P), '-inf', now, 'WITHSCORES', 'LIMIT', 0,
     limit)
   local n = #due / 2
-  if n == 0 then return 0, 0 end
-  local seq0 = new_seqs(P, n)
-  local zq, zl, members = {}, {}, {}
+  if n == 0 then return 0 end
+  local by, order, zl, members = {}, {}, {}, {}
   for j = 1, n do
     local member = due[2 * j - 1]
     local cut = string.find(member, ':', 1, true)
-    local prio, rid = 0, member
-    if cut then
-      prio, rid = tonumber(string.sub(member, 1, cut - 1)) or 0, string.sub(member, cut + 1)
+    local prio, rid = '0', member
+    if cut then prio, rid = string.sub(member, 1, cut - 1), string.sub(member, cut + 1) end
+    local ok, l = pcall(level_of, lv, prio)
+    if not ok then l = level_of(lv, '0') end
+    local entries = by[l]
+    if not entries then
+      entries = {}
+      by[l] = entries
+      order[#order + 1] = l
     end
+    entries[#entries + 1] = rid
     members[j] = member
-    zq[#zq + 1] = order_score(prio, seq0 + j); zq[#zq + 1] = rid
     zl[#zl + 1] = due[2 * j]; zl[#zl + 1] = rid
   end
   call_chunked('ZREM', K.revisit(P), members, 1)
-  local joined = call_chunked('ZADD', K.queue(P), zq, 2)
+  for _, l in ipairs(order) do push_level(lv, l, by[l], false) end
   call_chunked('ZADD', K.revisit_late(P), zl, 2)
-  return n, joined
+  return n
 end

@@ -11,7 +11,12 @@ local function drained(keys, args)
   local a = named_args(args, ARGS.drained)
   local leased = 0
   for _, node in ipairs(a.nodes) do leased = leased + redis.call('HLEN', K.held(P, node)) end
-  local queued = redis.call('ZCARD', K.queue(P))
+  local queued = 0
+  local levels = redis.call('ZRANGE', K.levels(P), 0, -1, 'WITHSCORES')
+  for j = 2, #levels, 2 do
+    local score = tonumber(levels[j])
+    queued = queued + score + priority_of(score) * SCORE_SPAN
+  end
   for _, site in ipairs(redis.call('ZRANGE', K.waiting(P), 0, -1)) do
     queued = queued + redis.call('ZCARD', K.wait(P, site))
   end

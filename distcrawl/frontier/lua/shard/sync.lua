@@ -6,9 +6,11 @@ ARGV     node, header, then the sections the header counts, each column by colum
          (SECTIONS.sync); a header field left out takes its default (HEADERS.sync)
   header    JSON. children, acks, dead, feedback, revisits: the sections' record counts;
             lease: how many requests to lease (0: none); above, extra: then up to `extra` more
-            only of a priority higher than `above`; live: live nodes (a node takes at most
-            queued / live); idle: 1 while some node sleeps (publish new work); wake, shard: the
-            wake channel and what to publish on it; paused: 1 when the control slot says so;
+            only of a priority higher than `above`; read: 1 to tell the queue's length and
+            levels even if the call neither pushes nor leases; live: live nodes (a node takes
+            at most queued / live); idle: 1 while some node sleeps (publish new work); wake,
+            shard: the wake channel and what to publish on it; paused: 1 when the control slot
+            says so;
             rate, conc, burst, adaptive, recover: the site budget defaults (see budgets);
             bloom: [m, k] with the Bloom dupefilter; [revisit] rv: the dupefilter's generation
             length (ms); for a fenced node mp, mn (the mark it wrote last here, its next one)
@@ -30,30 +32,31 @@ or, with mp '' (the node's first sync of the shard), anything but a tombstone; e
 done and the reply is {'rewound', mark found}.
 Acks and dead letters count only for leases the node still holds (a late report from a node
 presumed dead changes nothing and counts as stale_acks in the shard's K.counters).
-Returns {added, filtered, parked, acked, stale, leased, next_due_ms, paced, queued, head,
-at_head, site_events, revisited, own}: leased the lines "<order score>\t<rid>\t<value>", paced the
-leased rids that spent a rate token, next_due_ms how soon a parked retry, waiting site or
-revisit falls due (-1: none), queued, head and at_head the queue's length, best order score
-('' when empty) and how many queued requests share the best priority, after the call;
-site_events, flat: site, 'cut'|'recovered', factor before, factor after, reason ('throttled'|
-'slow', or the ms since the cut); own, flat: the index among the children and the rid of each
-"l" child written (one missing was filtered: the node drops it, or counts that it fetched a URL
-already seen). ]]
+Returns {added, filtered, parked, acked, stale, leased, next_due_ms, paced, queued, levels,
+site_events, revisited, own}: leased the lines "<priority>\t<rid>\t<value>", paced the leased
+rids that spent a rate token, next_due_ms how soon a parked retry, waiting site or revisit
+falls due (-1: none), queued the queue's length after the call (-1: a call that neither read,
+pushed nor leased, which does not look at it), levels, flat, the best LEVELS_TOLD priorities
+queued and how many requests each holds; site_events, flat: site, 'cut'|'recovered', factor
+before, factor after, reason ('throttled'|'slow', or the ms since the cut); own, flat: the
+index among the children and the rid of each "l" child written (one missing was filtered: the
+node drops it, or counts that it fetched a URL already seen). ]]
 --- @include "args"
 --- @include "util"
 --- @include "sites"
 --- @include "budgets"
 --- @include "dupefilter"
 --- @include "revisit"
+--- @include "levels"
 --- @include "queues"
 --- @include "lease"
 --- @include "fencing"
 --- @include "status"
 
--- children: one dupefilter check for the batch, one write per key. Returns how many were
--- queued, filtered out and parked, how many joined the queue (new members), and the rids of
--- the node's own children written into its held hash (flat: child index, rid)
-local function push_children(call, h, c, held_key)
+-- children: one dupefilter check for the batch, one write per key (one RPUSH per priority).
+-- Returns how many were queued, filtered out and parked, and the rids of the node's own
+-- children written into its held hash (flat: child index, rid)
+local function push_children(call, h, c, held_key, lv)
   local P = call.P
   local fresh
   if h.rv then
@@ -68,13 +71,13 @@ local function push_children(call, h, c, held_key)
   end
   local filtered = c.n - #kept
   local own = {}
-  if #kept == 0 then return 0, filtered, 0, 0, own end
+  if #kept == 0 then return 0, filtered, 0, own end
   local seq0 = new_seqs(P, #kept)
-  local reqs, zq, zd, ds, held = {}, {}, {}, {}, {}
+  local queued, order, reqs, zd, dp, held = {}, {}, {}, {}, {}, {}
+  local n_queued = 0
   for n = 1, #kept do
     local j = kept[n]
-    local seq = seq0 + n
-    local rid = make_rid(seq, h.tag)
+    local rid = make_rid(seq0 + n, h.tag)
     local spec = specs[j]
     local first = string.byte(spec, 1)
     if first == 100 then -- 'd'
@@ -88,12 +91,12 @@ local function push_children(call, h, c, held_key)
       prio, delay, site = string.match(spec, '^(%S*) (%S*) (.*)$')
       delay = tonumber(delay) or 0
     end
-    local score = order_score(prio, seq) -- (prio coerced once: cheaper than tonumber)
+    local l = level_of(lv, prio)
     local value = payloads[j] -- site '=': the node checked that its URL names its site
     if site ~= '=' then value = req_value(site, value) end
     if mine then
       -- leased as it is written: its ack, or the node's recovery, ends it like any lease
-      held[#held + 1] = rid; held[#held + 1] = score .. '\t' .. rid .. '\t' .. value
+      held[#held + 1] = rid; held[#held + 1] = l.name .. '\t' .. rid .. '\t' .. value
       own[#own + 1] = j; own[#own + 1] = rid
       if call.counting then
         local name = site
@@ -103,20 +106,26 @@ local function push_children(call, h, c, held_key)
     elseif delay > 0 then
       reqs[#reqs + 1] = rid; reqs[#reqs + 1] = value
       zd[#zd + 1] = clock(call) + delay; zd[#zd + 1] = rid
-      ds[#ds + 1] = rid; ds[#ds + 1] = score
+      dp[#dp + 1] = rid; dp[#dp + 1] = l.name
     else
-      zq[#zq + 1] = score; zq[#zq + 1] = rid .. '\t' .. value -- inline: no requests entry
+      local entries = queued[l]
+      if not entries then
+        entries = {}
+        queued[l] = entries
+        order[#order + 1] = l
+      end
+      entries[#entries + 1] = rid .. '\t' .. value -- inline: no requests entry
+      n_queued = n_queued + 1
     end
   end
+  for _, l in ipairs(order) do push_level(lv, l, queued[l], false) end
   if #reqs > 0 then call_chunked('HSET', K.requests(P), reqs, 2) end
-  local joined = 0
-  if #zq > 0 then joined = call_chunked('ZADD', K.queue(P), zq, 2) end
   if #zd > 0 then
     call_chunked('ZADD', K.delayed(P), zd, 2)
-    call_chunked('HSET', K.delayed_score(P), ds, 2)
+    call_chunked('HSET', K.delayed_priority(P), dp, 2)
   end
   if #held > 0 then call_chunked('HSET', held_key, held, 2) end
-  return #zq / 2, filtered, #zd / 2, joined, own
+  return n_queued, filtered, #zd / 2, own
 end
 
 -- dead letters (the ack of the same request may travel in this very call), fenced like acks:
@@ -188,21 +197,21 @@ local function sync(keys, args)
   end
   local sec = read_sections(args, at, h, SECTIONS.sync)
   if type(h.bloom) ~= 'table' then h.bloom = nil end
-  local queue = K.queue(P)
-  -- the queue's length, kept up to date below instead of asked again
-  local qlen = redis.call('ZCARD', queue)
-  local queued_before = qlen
   local has = side_keys(P)
   call.any_waiting, call.special = has.waiting or false, has.special or false
   call.counting = has.active or h.conc > 0 or h.rate > 0
   local rv = h.rv -- [revisit] the dupefilter's generation length (ms), or nil
+  -- the queue's levels, read once where the call pushes, promotes or leases
+  local lv
+  if h.read == 1 or sec.children.n > 0 or h.lease > 0 or h.extra > 0 or has.delayed or rv then
+    lv = read_levels(P)
+  end
+  local queued_before = lv and lv.total
 
   local held_key = K.held(P, node)
   local added, filtered, parked, own = 0, 0, 0, {}
   if sec.children.n > 0 then
-    local joined
-    added, filtered, parked, joined, own = push_children(call, h, sec.children, held_key)
-    qlen = qlen + joined
+    added, filtered, parked, own = push_children(call, h, sec.children, held_key, lv)
   end
   -- feedback first: it changes site budgets outside the cache the acks and leases share
   local f = sec.feedback
@@ -226,43 +235,36 @@ local function sync(keys, args)
   if stale > 0 then redis.call('HINCRBY', K.counters(P), 'stale_acks', stale) end
 
   local promoted = 0
-  if has.delayed then
-    local n, moved = promote_due(P, clock(call), 500)
-    promoted, qlen = n, qlen + moved
-  end
-  if rv then -- [revisit]
-    local n, moved = promote_revisits(P, clock(call), 500)
-    promoted, qlen = promoted + n, qlen + moved
-  end
-  local ls = new_lease(call, h, qlen)
-  if h.paused ~= 1 and not has.paused then lease_requests(ls, has.waiting) end
-  qlen = ls.qlen
-  local leased = #ls.held / 2
-  if leased > 0 then call_chunked('HSET', held_key, ls.held, 2) end
-  if rv and leased > 0 then -- [revisit] leased: no longer behind schedule
-    local granted = {}
-    for j = 1, #ls.held, 2 do granted[#granted + 1] = ls.held[j] end
-    call_chunked('ZREM', K.revisit_late(P), granted, 1)
+  if has.delayed then promoted = promote_due(P, lv, clock(call), 500) end
+  if rv then promoted = promoted + promote_revisits(P, lv, clock(call), 500) end -- [revisit]
+  local leased, ls = 0, nil
+  if lv then
+    ls = new_lease(call, h, lv)
+    if h.paused ~= 1 and not has.paused then lease_requests(ls, has.waiting) end
+    leased = #ls.held / 2
+    if leased > 0 then call_chunked('HSET', held_key, ls.held, 2) end
+    if rv and leased > 0 then -- [revisit] leased: no longer behind schedule
+      local granted = {}
+      for j = 1, #ls.held, 2 do granted[#granted + 1] = ls.held[j] end
+      call_chunked('ZREM', K.revisit_late(P), granted, 1)
+    end
+    save_levels(lv)
   end
   save_budgets(call)
   status_add(P, STATUS_LEASES .. node, leased + #own / 2 - acked) -- [status registry]
-  status_add(P, STATUS_WAITING, ls.into_wait) -- [status registry]
+  if ls then status_add(P, STATUS_WAITING, ls.into_wait) end -- [status registry]
   if h.idle == 1 or (sec.children.n > 0 and queued_before == 0) then
     publish_wake(h.wake, h.shard, added + promoted)
   end
-  local due = next_due(call, has.waiting or ls.into_wait > 0, has.delayed or parked > 0, rv)
-  local head = {}
-  if qlen > 0 then head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES') end
-  local at_head = 0
-  if #head == 2 then
-    -- how many share the head's priority: a node's next lease takes those before lower ones
-    local bound = order_score(priority_of(tonumber(head[2])) - 1, 0)
-    at_head = redis.call('ZCOUNT', queue, '-inf', '(' .. string.format('%.17g', bound))
-  end
+  local into_wait = ls and ls.into_wait or 0
+  local due = next_due(call, has.waiting or into_wait > 0, has.delayed or parked > 0, rv)
   local events = {}
   for _, e in ipairs(call.site_events) do
     for _, v in ipairs(e) do events[#events + 1] = v end
   end
-  return {added, filtered, parked, acked, stale, ls.lines, due, ls.paced, qlen, head[2] or '',
-    at_head, events, revisited, own}
+  local lines, paced, queued, levels = EMPTY, EMPTY, -1, EMPTY
+  if ls then lines, paced = ls.lines, ls.paced end
+  if lv then queued, levels = lv.total, told_levels(lv) end
+  return {added, filtered, parked, acked, stale, lines, due, paced, queued, levels, events,
+    revisited, own}
 end
