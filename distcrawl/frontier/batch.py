@@ -171,12 +171,23 @@ def fingerprint_bytes(fp: bytes | str) -> bytes:
     return hashlib.sha1(fp).digest()
 
 
-def fingerprint_args(fp: bytes | str, *, bloom: bool) -> tuple[Any, Any]:
-    """The ``fp h`` fields of a child (see ``sync`` in the script); ``("", "")`` = unfiltered."""
+def fingerprint_args(
+    fp: bytes | str, *, bloom: bool, buckets: tuple[int, int] | None = None
+) -> tuple[Any, Any]:
+    """The ``fp h`` fields of a child (see ``sync`` in the script); ``("", "")`` = unfiltered.
+    With ``buckets``, the state (L, split) of the shard's exact dupefilter, h is the bucket
+    the fingerprint falls in (its low 32 bits modulo 2^L, or 2^(L+1) for a bucket split)."""
     raw = fingerprint_bytes(fp)
     if not raw:
         return "", ""
     if bloom:
         return raw, ""
     member = int.from_bytes(raw[:8], "big", signed=True)
-    return str(member), member & 0xFFFFFFFF
+    low = member & 0xFFFFFFFF
+    if buckets is None:
+        return str(member), low
+    level, split = buckets
+    bucket = low % (1 << level)
+    if bucket < split:
+        bucket = low % (2 << level)
+    return str(member), bucket

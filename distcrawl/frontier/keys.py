@@ -350,6 +350,14 @@ class ControlKeys:
         "present while the cluster is paused (who paused it and when), copied into every shard",
     )
     idle = Key("idle", "SET", "nodes whose last lease request got nothing in any shard they read")
+    heads = Key(
+        "heads",
+        "HASH",
+        """shard -> what a node last saw of the shard's queue: "<ms> <queued> <priority> <n>
+        ..." (the server's time, the queue's length, its best priorities and how many each
+        holds). A node's leasing round trip writes what its calls saw and reads the rest: every
+        node knows every shard's best priorities as one of them last saw them""",
+    )
     wake = Key(
         "wake",
         "channel",

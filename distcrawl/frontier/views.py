@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_LEASE_CHUNK", "LeasePlan", "ShardView", "ShardViews"]
 
 #: fewest requests one lease asks a shard for while the shards that tie hold that many
-DEFAULT_LEASE_CHUNK = 16
+DEFAULT_LEASE_CHUNK = 64
 
 
 @dataclass
@@ -39,6 +39,8 @@ class ShardView:
     poked: bool = False  # the wake channel said work arrived
     leased_round: int = 0  # the plan that last leased from this shard (0 = none yet)
     salt: float = 0.0  # orders the shards never leased from differently on every node
+    #: the state (L, split) of the shard's exact dupefilter as its last reply told it
+    buckets: tuple[int, int] | None = None
 
     @property
     def head_priority(self) -> int | None:
@@ -53,6 +55,10 @@ class LeasePlan:
 
     lease: dict[int, int]
     cutoff: int | None
+    #: the cutoff where the whole lease comes from levels the node knows: a shard asked for
+    #: more than it holds at or above it (others leased them meanwhile) hands out fewer, not
+    #: requests of a lower priority than another shard may still hold (None: no floor)
+    floor: int | None = None
 
 
 class ShardViews:
@@ -65,20 +71,53 @@ class ShardViews:
         rng = random.Random()
         self._views = [ShardView(salt=rng.random()) for _ in range(shards)]
         self._round = 0
+        #: what this node's replies told since it last published them (the crawl-wide heads)
+        self._learned: dict[int, str] = {}
 
     def __getitem__(self, shard: int) -> ShardView:
         return self._views[shard]
 
-    def update(self, reply: ShardReply) -> None:
+    def update(self, reply: ShardReply, server_ms: int = 0) -> None:
+        """What a reply of this node told of its shard (``server_ms``: when, on Redis' clock)."""
         view = self._views[reply.shard]
         now = time.monotonic()
         view.due_at = now + reply.next_due_ms / 1000 if reply.next_due_ms >= 0 else None
+        if reply.buckets is not None:
+            view.buckets = reply.buckets
         if reply.queued < 0:
             return  # a call that did not read the queue (acks only): what it holds is unknown
         view.queued = reply.queued
         view.levels = list(reply.levels)
         view.seen_at = now
         view.poked = False
+        flat = " ".join(f"{p} {n}" for p, n in reply.levels)
+        self._learned[reply.shard] = f"{server_ms} {reply.queued} {flat}".rstrip()
+
+    def learned(self) -> dict[int, str]:
+        """What this node's replies told since the last call (then forgotten): the entries it
+        writes into the crawl-wide heads."""
+        out, self._learned = self._learned, {}
+        return out
+
+    def told(self, heads: dict[bytes, bytes], server_ms: int, skip: set[int]) -> None:
+        """What the crawl-wide heads say of the shards (``skip``: those this node's own calls
+        just read), where it is newer than this node's view."""
+        now = time.monotonic()
+        for field_, value in heads.items():
+            try:
+                shard = int(field_)
+                ms, queued, *flat = (int(x) for x in value.split())
+            except ValueError:
+                continue  # not a line a node wrote: ignored
+            if not 0 <= shard < self.shards or shard in skip:
+                continue
+            view = self._views[shard]
+            seen = now - max(0, server_ms - ms) / 1000
+            if view.seen_at is not None and view.seen_at >= seen:
+                continue
+            view.queued = queued
+            view.levels = list(zip(flat[0::2], flat[1::2], strict=False))
+            view.seen_at = seen
 
     def poke(self, shard: int | None = None) -> None:
         """Work arrived in ``shard`` (None: anywhere): read it at the next lease."""
@@ -156,6 +195,7 @@ class ShardViews:
                 break
             left = self._share(by_prio[prio], left, writing, plan)
             cutoff = prio
+        floor = cutoff if left <= 0 else None
         if left > 0:
             # what shards hold below the levels they told, in the order of their last one
             rest.sort(key=lambda t: -t[0])
@@ -170,7 +210,7 @@ class ShardViews:
             share = math.ceil(left / (len(unknown) - k)) if left > 0 else 0
             plan[s] = plan.get(s, 0) + share
             left -= share
-        return LeasePlan(plan, cutoff)
+        return LeasePlan(plan, cutoff, floor)
 
     def _share(
         self, tied: list[tuple[int, int]], left: int, writing: set[int], plan: dict[int, int]

@@ -136,6 +136,7 @@ SYNC = CommandSpec(
         "lease": 0,
         "extra": 0,
         "read": 0,
+        "flagged": 0,
         "live": 1,
         "idle": 0,
         "wake": "",
@@ -150,7 +151,7 @@ SYNC = CommandSpec(
         "mn": "",
         "tag": "",
     },
-    optional=("above", "bloom", "rv"),
+    optional=("above", "floor", "bloom", "rv", "ls"),
     sections=(
         Section("children", ("fp", "h", "spec", "payload")),
         Section("acks", ("rid", "site")),

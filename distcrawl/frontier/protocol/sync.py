@@ -26,7 +26,13 @@ from distcrawl.frontier.batch import (
     raw_text,
     text,
 )
-from distcrawl.frontier.protocol.runner import Call, Step, control_call, seeds_call
+from distcrawl.frontier.protocol.runner import (
+    Call,
+    Step,
+    control_call,
+    redis_command,
+    seeds_call,
+)
 from distcrawl.frontier.protocol.spec import COMMANDS, TOMBSTONE
 from distcrawl.frontier.sites import payload_site, record_site, split_value
 
@@ -58,6 +64,8 @@ class ShardBatch:
     #: the lowest priority it knows it leases)
     above: int | None = None
     extra: int = 0
+    #: lease nothing of a lower priority than this (None: no floor)
+    floor: int | None = None
     #: call the shard even with nothing to send or lease, to learn its queue
     read: bool = False
 
@@ -72,8 +80,17 @@ class ShardBatch:
             or self.read
         )
 
-    def args(self, node: str, options: dict[str, Any], *, bloom: bool = False) -> list[Any]:
-        """The call's arguments: node, header, then the sections column by column."""
+    def args(
+        self,
+        node: str,
+        options: dict[str, Any],
+        *,
+        bloom: bool = False,
+        buckets: tuple[int, int] | None = None,
+    ) -> list[Any]:
+        """The call's arguments: node, header, then the sections column by column. With
+        ``buckets`` (the state of the shard's exact dupefilter as its last reply told it) each
+        child carries the bucket its fingerprint falls in, which saves the script finding it."""
         header = {
             "children": len(self.children),
             "acks": len(self.acks),
@@ -86,9 +103,17 @@ class ShardBatch:
         }
         if self.above is not None and self.extra > 0:
             header["above"], header["extra"] = self.above, self.extra
+        if self.floor is not None and self.lease > 0:
+            header["floor"] = self.floor
+        if self.children and buckets is not None and not bloom:
+            header["ls"] = f"{buckets[0]}.{buckets[1]}"
+        else:
+            buckets = None
         children = []
         for c in self.children:
-            fp, h = fingerprint_args(c.fp, bloom=bloom)
+            if c.dont_filter or c.own:
+                header["flagged"] = 1
+            fp, h = fingerprint_args(c.fp, bloom=bloom, buckets=buckets)
             # "=": the payload's URL names the site, so the library stores the payload alone
             site = "=" if c.site and payload_site(c.payload) == c.site else c.site
             spec = f"{'d' if c.dont_filter else ''}{'l' if c.own else ''}{c.priority}"
@@ -134,6 +159,8 @@ class ShardReply:
     #: the rid each of the node's own children written got, by its index among the children
     #: (one missing was filtered)
     own: dict[int, str] = field(default_factory=dict)
+    #: the state (L, split) of the shard's exact dupefilter after the call (None: not read)
+    buckets: tuple[int, int] | None = None
 
     @property
     def head_priority(self) -> int | None:
@@ -151,31 +178,20 @@ class ShardReply:
 
     @classmethod
     def parse(cls, shard: int, raw: list[Any]) -> ShardReply:
-        (
-            added,
-            filtered,
-            parked,
-            acked,
-            stale,
-            out,
-            next_due,
-            paced,
-            queued,
-            levels_flat,
-            events_flat,
-            revisited,
-            own,
-        ) = raw
-        flat = [text(v) for v in events_flat]
+        """The script's one flat reply (see ``sync`` in the library): lists come joined with
+        NUL into one string."""
+        (added, filtered, parked, acked, stale, next_due, queued, revisited, state) = raw[:9]
+        out, paced, events_joined, own_joined = raw[9:13]
+        levels_flat = raw[13:]
+        flat = [text(v) for v in _split(events_joined)]
         events = [
             SiteEvent(flat[i], flat[i + 1], float(flat[i + 2]), float(flat[i + 3]), flat[i + 4])
             for i in range(0, len(flat) - 4, 5)
         ]
-        paced_rids = {raw_text(p) for p in paced}
+        paced_rids = {raw_text(p) for p in _split(paced)}
         leased = []
-        for entry in out:
+        for entry in _split(out):
             # "<priority>\t<rid>\t<value>", the value as the shard keeps it
-            entry = entry if isinstance(entry, bytes) else str(entry).encode()
             priority, rid_raw, value = entry.split(b"\t", 2)
             rid = raw_text(rid_raw)
             site, payload = split_value(value)
@@ -184,6 +200,7 @@ class ShardReply:
         levels = [
             (int(levels_flat[i]), int(levels_flat[i + 1])) for i in range(0, len(levels_flat), 2)
         ]
+        own = _split(own_joined)
         return cls(
             shard=shard,
             added=int(added),
@@ -198,7 +215,17 @@ class ShardReply:
             site_events=events,
             revisited=int(revisited),
             own={int(own[i]) - 1: raw_text(own[i + 1]) for i in range(0, len(own), 2)},
+            buckets=_buckets(text(state)),
         )
+
+
+def _split(joined: Any) -> list[bytes]:
+    """A list the script joined with NUL ('' = none), or sent as a list where an item holds a
+    NUL."""
+    if isinstance(joined, list):
+        return [v if isinstance(v, bytes) else str(v).encode() for v in joined]
+    raw = joined if isinstance(joined, bytes) else str(joined).encode()
+    return raw.split(b"\0") if raw else []
 
 
 @dataclass
@@ -323,7 +350,7 @@ def _batches(store: FrontierStore, flush: Flush) -> dict[int, ShardBatch]:
         plan = store.views.plan(flush.lease, set(batches), pushing)
         for shard, n in plan.lease.items():
             b = batch(shard)
-            b.lease, b.read = n, True
+            b.lease, b.read, b.floor = n, True, plan.floor
         if plan.cutoff is not None:
             # every shard called also hands out what it holds above the cutoff (what other
             # nodes pushed there since this node looked is unknown here): no call is added
@@ -364,9 +391,23 @@ def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
                 fence.count += 1
                 mark = fence.pending[s] = f"{tag}:{fence.count}"
             opts |= {"mp": fence.last.get(s, ""), "mn": mark, "tag": tag}
-        args = batches[s].args(node, opts, bloom=bloom)
+        # the children's buckets where the node knows the shard's (revisit mode: one
+        # dupefilter per generation, whose state the node does not know)
+        buckets = None if store.forget_ms else store.views[s].buckets
+        args = batches[s].args(node, opts, bloom=bloom, buckets=buckets)
         calls.append(Call("sync", (keys.shard(s).prefix,), args))
+    # the crawl-wide heads: what this node's last calls saw goes in, what the others saw comes
+    # back (its next lease plans with it), in the same round trip
+    heads = flush.lease > 0 and keys.shards > 1
+    if heads:
+        learned = store.views.learned()
+        if learned:
+            calls.append(redis_command("HSET", keys.heads, *_flat(learned)))
+        calls.append(redis_command("HGETALL", keys.heads))
     results = yield calls
+    server_ms = int(store.server_time() * 1000)
+    if heads:
+        store.views.told(_pairs(results[-1]), server_ms, set(order))
     result = SyncResult(shards_called=len(order))
     replies = []
     tombstone = None
@@ -394,7 +435,7 @@ def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
             if i not in done:
                 fence.last[i] = marked
     for r in replies:
-        store.views.update(r)
+        store.views.update(r, server_ms)
         result.added += r.added
         result.filtered += r.filtered
         result.parked += r.parked
@@ -438,6 +479,26 @@ def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
         if flip:
             store.idle_nodes = int(answers[-1][2])  # the heartbeat's reply: who sleeps now
     return result
+
+
+def _flat(mapping: dict[int, str]) -> list[Any]:
+    out: list[Any] = []
+    for k, v in mapping.items():
+        out += [k, v]
+    return out
+
+
+def _pairs(raw: Any) -> dict[bytes, bytes]:
+    """HGETALL's answer as a dict, whatever the client's reply form (a dict, or a flat list)."""
+    if isinstance(raw, dict):
+        return raw
+    return dict(zip(raw[0::2], raw[1::2], strict=False))
+
+
+def _buckets(state: str) -> tuple[int, int] | None:
+    """The state "L.split" a reply tells, as numbers (None: none told)."""
+    level, dot, split = state.partition(".")
+    return (int(level), int(split)) if dot else None
 
 
 def _inversions(replies: list[ShardReply]) -> int:

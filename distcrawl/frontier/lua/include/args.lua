@@ -18,20 +18,26 @@ end
 
 -- the arguments under the names of `spec` (ARGS.<command>); a last name '*x' takes the rest,
 -- a list. Returns the table of them and the position of the first argument after them
+local PARSED = {} -- spec -> its plain names, and `rest` the name of a last '*x' (made once)
+
 local function named_args(args, spec)
-  local out = {}
-  local i = 1
-  for j = 1, #spec do
-    local name = spec[j]
-    if string.byte(name, 1) == 42 then -- '*'
-      out[string.sub(name, 2)] = slice(args, i, #args - i + 1)
-      i = #args + 1
-    else
-      out[name] = args[i]
-      i = i + 1
+  local p = PARSED[spec]
+  if not p then
+    p = {}
+    for j = 1, #spec do
+      local name = spec[j]
+      if string.byte(name, 1) == 42 then p.rest = string.sub(name, 2) else p[j] = name end
     end
+    PARSED[spec] = p
   end
-  return out, i
+  local out = {}
+  local n = #p
+  for j = 1, n do out[p[j]] = args[j] end
+  if p.rest then
+    out[p.rest] = slice(args, n + 1, #args - n)
+    return out, #args + 1
+  end
+  return out, n + 1
 end
 
 -- the header (JSON) with the command's defaults behind it: a field left out reads as its default
@@ -47,7 +53,7 @@ local function read_sections(args, first, header, layout)
   local i = first
   for s = 1, #layout do
     local section = layout[s]
-    local n = tonumber(header[section.name]) or 0
+    local n = header[section.name] -- a number: JSON's or the default's
     if n > 0 then
       local cols, fields = {n = n}, section.fields
       for f = 1, #fields do

@@ -5,22 +5,12 @@ compact intsets of 8 bytes each) in buckets K.seen_bucket, grown by linear hashi
 holds SEEN_SPLIT fingerprints on average (intsets stay compact up to 512). The bucket of a
 fingerprint comes from its low 32 bits (h): b = h mod 2^L, or h mod 2^(L+1) for buckets
 already split (b < split); K.seen_info holds L, split and n (how many were seen).
-Bloom (DISTCRAWL_DUPEFILTER=bloom, [m, k] in the call's header): k bits per fingerprint.
+Bloom (DISTCRAWL_DUPEFILTER=bloom, [m, k] in the call's header): see the bloom include.
 [revisit] A generation `gen` has buckets and a Bloom filter of its own (revisit include). ]]
 --- @include "util"
+--- @include "bloom"
 
 local SEEN_SPLIT = 200
-
--- the Bloom filter's bit offsets of a fingerprint (first 8 bytes: h1, h2)
-local function bloom_offsets(fp, m, k)
-  local a, b, c, d, e, f, g, h = string.byte(fp, 1, 8)
-  local h1 = ((a * 256 + b) * 256 + c) * 256 + d
-  local h2 = ((e * 256 + f) * 256 + g) * 256 + h
-  if h2 % 2 == 0 then h2 = h2 + 1 end
-  local offs = {}
-  for j = 0, k - 1 do offs[j + 1] = (h1 + j * h2) % m end
-  return offs
-end
 
 local function low32(dec)
   local neg = string.byte(dec, 1) == 45
@@ -109,12 +99,6 @@ local function bucket_key(P, gen, b)
   return key
 end
 
--- the linear-hashing state of a dupefilter (gen: a revisit generation's, nil: the one)
-local function seen_info_key(P, gen)
-  if gen then return K.seen_gen_info(P, gen) end
-  return K.seen_info(P)
-end
-
 -- a fingerprint's low 32 bits as the node sent them ("" where it did not: read from fp)
 local function low_of(h, fp)
   if h and h ~= '' then return h + 0 end -- coerced once: cheaper than tonumber's two reads
@@ -128,21 +112,37 @@ local function bucket_of(h, size, split)
   return b
 end
 
--- SMISMEMBER then SADD of the new ones: two commands per bucket touched, not one per URL.
--- Returns a table i -> true for the fresh ones
-local function seen_add(P, fps, hs, gen)
+-- The state of a dupefilter's buckets as a node names it (a sync's reply and header): "L.split"
+local function seen_state(level, split)
+  return string.format('%d.%d', level, split)
+end
+
+-- SMISMEMBER then SADD of the new ones: two commands per bucket touched, not one per URL. hs
+-- are the fingerprints' low 32 bits ("" where not sent), or, where `hint` is the buckets'
+-- state the node assumed (seen_state), the buckets it found for them: used as they are while
+-- the state is the same. Returns a table i -> true for the fresh ones, and the state after
+local function seen_add(P, fps, hs, gen, hint)
   local fresh = {}
   local info = seen_info_key(P, gen)
-  local st = redis.call('HMGET', info, 'L', 'split', 'n')
-  local level, split, count = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0
+  local st = redis.call('HMGET', info, 'L', 'split')
+  local state = (st[1] or '0') .. '.' .. (st[2] or '0')
+  local level, split = tonumber(st[1]) or 0, tonumber(st[2]) or 0
   local size = 2 ^ level
+  local given = hint == state -- hs are the buckets
   local added = 0
   -- a bucket's first fingerprint by its index, a table of them only from a second one on
   -- (most buckets get one: a shard's buckets outnumber a call's links)
   local first, groups, order = {}, {}, {}
   for idx, fp in ipairs(fps) do
     if fp ~= '' then
-      local b = bucket_of(low_of(hs[idx], fp), size, split)
+      local b
+      if given then
+        b = hs[idx]
+      elseif hint then -- buckets of a state gone by: read from the fingerprint
+        b = bucket_of(low32(fp), size, split)
+      else
+        b = bucket_of(low_of(hs[idx], fp), size, split)
+      end
       local one = first[b]
       if not one then
         first[b] = idx
@@ -181,9 +181,11 @@ local function seen_add(P, fps, hs, gen)
       end
     end
   end
-  if added == 0 then return fresh end
-  count = count + added
+  if added == 0 then return fresh, state end
+  local count = redis.call('HINCRBY', info, 'n', added)
+  local grown = false
   while count > SEEN_SPLIT * (size + split) do
+    grown = true
     -- split bucket `split` into itself and split + 2^L by the next bit of h
     local src = bucket_key(P, gen, split)
     local move = {}
@@ -199,81 +201,18 @@ local function seen_add(P, fps, hs, gen)
       level, split, size = level + 1, 0, size * 2
     end
   end
-  redis.call('HSET', info, 'L', level, 'split', split, 'n', count)
-  return fresh
-end
-
--- the Bloom filter's key (gen: a revisit generation's)
-local function bloom_key(P, gen)
-  if gen then return K.bloom_gen(P, gen) end
-  return K.bloom(P)
-end
-
--- the Bloom filter's check and record of a batch: a table i -> true for the fresh ones. The
--- ones recorded are counted in the info's n, as the exact dupefilter counts its own
-local function bloom_add(P, fps, bloom, gen)
-  local fresh, in_batch = {}, {}
-  local added = 0
-  local m, k = tonumber(bloom[1]), tonumber(bloom[2])
-  local key = bloom_key(P, gen)
-  local gets, sets, offsets = {}, {}, {}
-  for i, fp in ipairs(fps) do
-    if #fp >= 8 then
-      offsets[i] = bloom_offsets(fp, m, k)
-      for _, o in ipairs(offsets[i]) do
-        gets[#gets + 1] = 'GET'; gets[#gets + 1] = 'u1'; gets[#gets + 1] = o
-      end
-    end
+  if grown then
+    redis.call('HSET', info, 'L', level, 'split', split)
+    state = seen_state(level, split)
   end
-  local bits = {}
-  local i = 1
-  while i <= #gets do
-    local last = math.min(#gets, i + 3 * BATCH - 1)
-    for _, v in ipairs(redis.call('BITFIELD', key, unpack(gets, i, last))) do
-      bits[#bits + 1] = v
-    end
-    i = last + 1
-  end
-  local pos = 0
-  for idx, fp in ipairs(fps) do
-    if offsets[idx] then
-      local all = true
-      for _ = 1, k do
-        pos = pos + 1
-        if bits[pos] == 0 then all = false end
-      end
-      if not all and not in_batch[fp] then
-        fresh[idx] = true
-        added = added + 1
-        for _, o in ipairs(offsets[idx]) do
-          sets[#sets + 1] = 'SET'; sets[#sets + 1] = 'u1'; sets[#sets + 1] = o
-          sets[#sets + 1] = 1
-        end
-      end
-      in_batch[fp] = true
-    elseif fp ~= '' then
-      fresh[idx] = true
-    end
-  end
-  if #sets > 0 and redis.call('EXISTS', key) == 0 then
-    -- created at its full size once: a string grown by BITFIELD at rising offsets is
-    -- over-allocated (up to twice its length)
-    redis.call('SETRANGE', key, math.ceil(m / 8) - 1, '\0')
-  end
-  i = 1
-  while i <= #sets do
-    local last = math.min(#sets, i + 4 * BATCH - 1)
-    redis.call('BITFIELD', key, unpack(sets, i, last))
-    i = last + 1
-  end
-  if added > 0 then redis.call('HINCRBY', seen_info_key(P, gen), 'n', added) end
-  return fresh
+  return fresh, state
 end
 
 -- which of the fingerprints are new; records them. Returns a table i -> true for fresh ones
--- (bloom: [m, k] or nil for the exact one; [revisit] gen: the generation to record them in)
-local function dupefilter(P, fps, hs, bloom, gen)
+-- and, with the exact dupefilter, the state of its buckets after (bloom: [m, k] or nil for the
+-- exact one; [revisit] gen: the generation to record them in; hint: see seen_add)
+local function dupefilter(P, fps, hs, bloom, gen, hint)
   if #fps == 0 then return {} end
   if bloom then return bloom_add(P, fps, bloom, gen) end
-  return seen_add(P, fps, hs, gen)
+  return seen_add(P, fps, hs, gen, hint)
 end

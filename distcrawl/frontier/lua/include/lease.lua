@@ -31,11 +31,14 @@ local function new_lease(call, h, lv)
   }
 end
 
--- one string per request: a reply element costs the script more than the concatenation
+-- one string per request, and in the reply one string for all of them (lease_reply): a reply
+-- element costs the script more than the concatenation
 local function grant(ls, rid, line, spent_token)
   if spent_token then ls.paced[#ls.paced + 1] = rid end
   ls.held[#ls.held + 1] = rid; ls.held[#ls.held + 1] = line
   ls.lines[#ls.lines + 1] = line
+  -- the reply joins the lines with "\0": a value written by hand may hold one
+  if string.find(line, '\0', 1, true) then ls.unjoinable = true end
 end
 
 -- the sites whose wait is over, oldest wait first, up to `want` leases
@@ -167,13 +170,20 @@ local function take(ls, popped, l)
   if rest then take_all(ls, rest, l) end
 end
 
--- Lease the best requests in order: h.lease of them, and while they are of a priority higher
--- than h.above, up to h.extra more (the worst the node leases elsewhere in this flush: what
--- other nodes pushed here since it looked is unknown to it). has_waiting: whether the shard
--- has sites waiting for budget
+-- the leased lines as the reply carries them: one string, joined with "\0", or where a line
+-- holds one, the list of them
+local function lease_reply(ls)
+  if ls.unjoinable then return ls.lines end
+  return table.concat(ls.lines, '\0')
+end
+
+-- Lease the best requests in order: h.lease of them (none of a priority below h.floor), and
+-- while they are of a priority higher than h.above, up to h.extra more (the flush's cutoff:
+-- what other nodes pushed here since the node looked is unknown to it). has_waiting: whether
+-- the shard has sites waiting for budget
 local function lease_requests(ls, has_waiting)
   local h, lv = ls.h, ls.lv
-  local lease_n, above, extra = h.lease, h.above, h.extra
+  local lease_n, above, extra, floor = h.lease, h.above, h.extra, h.floor
   if not above or lv.total == 0 then extra = 0 end
   if lease_n <= 0 and extra <= 0 then return end
   if has_waiting and lease_n > 0 then serve_waiting(ls, lease_n) end
@@ -184,6 +194,7 @@ local function lease_requests(ls, has_waiting)
   for _, l in ipairs(lv.list) do
     if l.beyond then break end
     local goal = want
+    if floor and l.prio < floor then goal = #ls.lines end
     if extra > 0 and l.prio > above then goal = most end
     while #ls.lines < goal and l.count > 0 and looked < limit do
       local popped = pop_level(lv, l, math.min(goal - #ls.lines, l.count))

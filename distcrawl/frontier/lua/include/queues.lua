@@ -93,9 +93,14 @@ end
 -- cuts and in-flight counts exist: one EXISTS of the six, as most calls of a crawl without
 -- limits find none; else one more, key j named 2^(j-1) times, whose count says which.
 -- Returns a table: waiting, delayed, paused, special (limits or cuts), active, cuts
-local function side_keys(P)
-  local keys = {K.waiting(P), K.delayed(P), K.paused(P), K.limits(P), K.cuts(P), K.active(P)}
-  if redis.call('EXISTS', unpack(keys)) == 0 then return {} end
+local function side_keys(call)
+  local keys = call.names.side
+  if not keys then
+    local P = call.P
+    keys = {K.waiting(P), K.delayed(P), K.paused(P), K.limits(P), K.cuts(P), K.active(P)}
+    call.names.side = keys
+  end
+  if redis.call('EXISTS', unpack(keys)) == 0 then return EMPTY end
   local args = {}
   for j, key in ipairs(keys) do
     for _ = 1, 2 ^ (j - 1) do args[#args + 1] = key end

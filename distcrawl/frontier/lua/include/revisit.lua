@@ -57,8 +57,8 @@ local function generation_has(P, fps, hs, bloom, g)
     end
     return found
   end
-  local st = redis.call('HMGET', K.seen_gen_info(P, g), 'L', 'split')
-  if not st[1] and not st[2] then return found end
+  local st = redis.call('HMGET', K.seen_gen_info(P, g), 'L', 'split', 'n')
+  if not st[1] and not st[2] and not st[3] then return found end
   local size, split = 2 ^ (tonumber(st[1]) or 0), tonumber(st[2]) or 0
   for idx, fp in ipairs(fps) do
     if fp ~= '' then

@@ -8,21 +8,70 @@ made once when Redis loads it, so nothing per call may live outside that table. 
 local BATCH = 1000 -- most arguments handed to one Redis command (Lua's unpack has a stack limit)
 local EMPTY = {} -- an empty list shared by every call: read, never written
 
+-- Key names by slot prefix, kept between calls where the library runs as Redis functions
+-- (made again per call as an EVAL script): a name K builds costs Lua a call and a
+-- concatenation every time. At most NAMES_MAX of them; then the cache starts afresh
+local NAMES, NAMES_N, NAMES_MAX = {}, 0, 20000
+
+local function names_of(P)
+  local names = NAMES[P]
+  if not names then
+    names = {}
+    NAMES[P] = names
+  end
+  return names
+end
+
+-- K[kind](P[, arg]) for the call's slot, from the cache
+local function key_of(call, kind, arg)
+  local names = call.names
+  if arg == nil then
+    local k = names[kind]
+    if not k then
+      k = K[kind](call.P)
+      names[kind] = k
+    end
+    return k
+  end
+  local by = names[kind]
+  if not by then
+    by = {}
+    names[kind] = by
+  end
+  local k = by[arg]
+  if not k then
+    if NAMES_N >= NAMES_MAX then
+      NAMES, NAMES_N = {}, 0
+      call.names = names_of(call.P)
+      return key_of(call, kind, arg)
+    end
+    k = K[kind](call.P, arg)
+    by[arg] = k
+    NAMES_N = NAMES_N + 1
+  end
+  return k
+end
+
 -- The state of one call of a shard command. `now` is the server clock (ms), read once by the
--- first part of the call that needs it; the other fields are the site budgets' (budgets).
+-- first part of the call that needs it; the other fields are the site budgets' (budgets):
+-- counting (whether this call counts requests in flight; nil: not asked yet), act (site -> its
+-- count in `active` as this call read it), act_delta (site -> what this call changed),
+-- special (whether the shard has sites with limits or cuts of their own), special_of (site ->
+-- true / false), budgets (site -> its budget hash as this call read it), any_waiting (whether
+-- the shard has sites waiting for budget; nil: not asked yet), site_events (adaptive cuts made
+-- or worn off during this call). The tables are made when first read: most calls need none
+local LAZY = {act = true, act_delta = true, special_of = true, budgets = true, site_events = true}
+local CALL = {__index = function(call, field)
+  if LAZY[field] then
+    local t = {}
+    rawset(call, field, t)
+    return t
+  end
+  return nil
+end}
+
 local function new_call(P)
-  return {
-    P = P,
-    counting = nil, -- whether this call counts requests in flight (nil: not asked yet)
-    act = {}, -- site -> its count in `active` as this call read it
-    act_delta = {}, -- site -> what this call changed
-    act_dirty = false,
-    special = false, -- whether the shard has sites with limits or cuts of their own
-    special_of = {}, -- site -> true / false
-    budgets = {}, -- site -> its budget hash as this call read it
-    any_waiting = nil, -- whether the shard has sites waiting for budget (nil: not asked yet)
-    site_events = {}, -- adaptive cuts made or worn off during this call
-  }
+  return setmetatable({P = P, names = names_of(P), act_dirty = false, special = false}, CALL)
 end
 
 local function now_ms()

@@ -5,16 +5,20 @@ KEYS[1]  the shard's prefix
 ARGV     node, header, then the sections the header counts, each column by column
          (SECTIONS.sync); a header field left out takes its default (HEADERS.sync)
   header    JSON. children, acks, dead, feedback, revisits: the sections' record counts;
-            lease: how many requests to lease (0: none); above, extra: then up to `extra` more
-            only of a priority higher than `above`; read: 1 to tell the queue's length and
-            levels even if the call neither pushes nor leases; live: live nodes (a node takes
+            lease: how many requests to lease (0: none), floor: none of a lower priority;
+            above, extra: then up to `extra` more only of a priority higher than `above`;
+            read: 1 to tell the queue's length and levels even if the call neither pushes
+            nor leases; live: live nodes (a node takes
             at most queued / live); idle: 1 while some node sleeps (publish new work); wake,
             shard: the wake channel and what to publish on it; paused: 1 when the control slot
             says so;
             rate, conc, burst, adaptive, recover: the site budget defaults (see budgets);
             bloom: [m, k] with the Bloom dupefilter; [revisit] rv: the dupefilter's generation
             length (ms); for a fenced node mp, mn (the mark it wrote last here, its next one)
-            and tag (into the rids of its children)
+            and tag (into the rids of its children); flagged: 1 when a child's spec starts
+            with "d" or "l"; ls: the state of the dupefilter's buckets ("L.split") the node
+            found the children's buckets with (h then holds those buckets, used while the
+            state is the same)
   children  fp h spec payload: requests to push. fp "" = none; exact dupefilter: fp the
             fingerprint's first 8 bytes as a signed decimal, h its low 32 bits; bloom: fp the
             binary fingerprint, h "". spec "[d][l]prio[ delay_ms site]": "d" = dont_filter;
@@ -32,15 +36,18 @@ or, with mp '' (the node's first sync of the shard), anything but a tombstone; e
 done and the reply is {'rewound', mark found}.
 Acks and dead letters count only for leases the node still holds (a late report from a node
 presumed dead changes nothing and counts as stale_acks in the shard's K.counters).
-Returns {added, filtered, parked, acked, stale, leased, next_due_ms, paced, queued, levels,
-site_events, revisited, own}: leased the lines "<priority>\t<rid>\t<value>", paced the leased
-rids that spent a rate token, next_due_ms how soon a parked retry, waiting site or revisit
-falls due (-1: none), queued the queue's length after the call (-1: a call that neither read,
-pushed nor leased, which does not look at it), levels, flat, the best LEVELS_TOLD priorities
-queued and how many requests each holds; site_events, flat: site, 'cut'|'recovered', factor
-before, factor after, reason ('throttled'|'slow', or the ms since the cut); own, flat: the
-index among the children and the rid of each "l" child written (one missing was filtered: the
-node drops it, or counts that it fetched a URL already seen). ]]
+Returns one flat list: added, filtered, parked, acked, stale, next_due_ms, queued, revisited,
+state, leased, paced, site_events, own, then levels. Lists are joined with "\0" into one
+string ('' when empty): leased the lines "<priority>\t<rid>\t<value>" (a list instead where a
+line holds a "\0"), paced the leased rids that spent a rate token, site_events site,
+'cut'|'recovered', factor before, factor after, reason ('throttled'|'slow', or the ms since the
+cut) for each, own the index among the children and the rid of each "l" child written (one
+missing was filtered: the node drops it, or counts that it fetched a URL already seen).
+next_due_ms is how soon a parked retry, waiting site or revisit falls due (-1: none), queued
+the queue's length after the call (-1: a call that neither read, pushed nor leased, which does
+not look at it), state the state of the dupefilter's buckets after the call ("L.split", ''
+where no child was checked), levels the best LEVELS_TOLD priorities queued, each followed by
+how many requests it holds. ]]
 --- @include "args"
 --- @include "util"
 --- @include "sites"
@@ -58,20 +65,21 @@ node drops it, or counts that it fetched a URL already seen). ]]
 -- children written into its held hash (flat: child index, rid)
 local function push_children(call, h, c, held_key, lv)
   local P = call.P
-  local fresh
+  local fresh, state
   if h.rv then
     fresh = revisit_dupefilter(P, c.fp, c.h, h.bloom, h.rv, clock(call)) -- [revisit]
   else
-    fresh = dupefilter(P, c.fp, c.h, h.bloom)
+    fresh, state = dupefilter(P, c.fp, c.h, h.bloom, nil, h.ls)
   end
   local specs, payloads = c.spec, c.payload
+  local flagged = h.flagged == 1 -- some spec starts with 'd' or 'l'
   local kept = {}
   for j = 1, c.n do
-    if fresh[j] or string.byte(specs[j], 1) == 100 then kept[#kept + 1] = j end -- 'd'
+    if fresh[j] or (flagged and string.byte(specs[j], 1) == 100) then kept[#kept + 1] = j end
   end
   local filtered = c.n - #kept
   local own = {}
-  if #kept == 0 then return 0, filtered, 0, own end
+  if #kept == 0 then return 0, filtered, 0, own, state end
   local seq0 = new_seqs(P, #kept)
   local queued, order, reqs, zd, dp, held = {}, {}, {}, {}, {}, {}
   local n_queued = 0
@@ -79,13 +87,16 @@ local function push_children(call, h, c, held_key, lv)
     local j = kept[n]
     local rid = make_rid(seq0 + n, h.tag)
     local spec = specs[j]
-    local first = string.byte(spec, 1)
-    if first == 100 then -- 'd'
-      spec = string.sub(spec, 2)
-      first = string.byte(spec, 1)
+    local mine = false
+    if flagged then
+      local first = string.byte(spec, 1)
+      if first == 100 then -- 'd'
+        spec = string.sub(spec, 2)
+        first = string.byte(spec, 1)
+      end
+      mine = first == 108 -- 'l'
+      if mine then spec = string.sub(spec, 2) end
     end
-    local mine = first == 108 -- 'l'
-    if mine then spec = string.sub(spec, 2) end
     local prio, delay, site = spec, 0, '='
     if string.find(spec, ' ', 1, true) then
       prio, delay, site = string.match(spec, '^(%S*) (%S*) (.*)$')
@@ -119,13 +130,13 @@ local function push_children(call, h, c, held_key, lv)
     end
   end
   for _, l in ipairs(order) do push_level(lv, l, queued[l], false) end
-  if #reqs > 0 then call_chunked('HSET', K.requests(P), reqs, 2) end
+  if #reqs > 0 then call_chunked('HSET', key_of(call, 'requests'), reqs, 2) end
   if #zd > 0 then
-    call_chunked('ZADD', K.delayed(P), zd, 2)
-    call_chunked('HSET', K.delayed_priority(P), dp, 2)
+    call_chunked('ZADD', key_of(call, 'delayed'), zd, 2)
+    call_chunked('HSET', key_of(call, 'delayed_priority'), dp, 2)
   end
   if #held > 0 then call_chunked('HSET', held_key, held, 2) end
-  return n_queued, filtered, #zd / 2, own
+  return n_queued, filtered, #zd / 2, own, state
 end
 
 -- dead letters (the ack of the same request may travel in this very call), fenced like acks:
@@ -197,7 +208,7 @@ local function sync(keys, args)
   end
   local sec = read_sections(args, at, h, SECTIONS.sync)
   if type(h.bloom) ~= 'table' then h.bloom = nil end
-  local has = side_keys(P)
+  local has = side_keys(call)
   call.any_waiting, call.special = has.waiting or false, has.special or false
   call.counting = has.active or h.conc > 0 or h.rate > 0
   local rv = h.rv -- [revisit] the dupefilter's generation length (ms), or nil
@@ -208,10 +219,10 @@ local function sync(keys, args)
   end
   local queued_before = lv and lv.total
 
-  local held_key = K.held(P, node)
-  local added, filtered, parked, own = 0, 0, 0, {}
+  local held_key = key_of(call, 'held', node)
+  local added, filtered, parked, own, state = 0, 0, 0, EMPTY, ''
   if sec.children.n > 0 then
-    added, filtered, parked, own = push_children(call, h, sec.children, held_key, lv)
+    added, filtered, parked, own, state = push_children(call, h, sec.children, held_key, lv)
   end
   -- feedback first: it changes site budgets outside the cache the acks and leases share
   local f = sec.feedback
@@ -258,13 +269,22 @@ local function sync(keys, args)
   end
   local into_wait = ls and ls.into_wait or 0
   local due = next_due(call, has.waiting or into_wait > 0, has.delayed or parked > 0, rv)
-  local events = {}
-  for _, e in ipairs(call.site_events) do
-    for _, v in ipairs(e) do events[#events + 1] = v end
+  -- one flat reply, lists joined with "\0": each element of a reply costs the script
+  local out = {added, filtered, parked, acked, stale, due, -1, revisited, state or '', '', '',
+    '', ''}
+  if ls then out[10], out[11] = lease_reply(ls), table.concat(ls.paced, '\0') end
+  local events = rawget(call, 'site_events')
+  if events and #events > 0 then
+    local flat = {}
+    for _, e in ipairs(events) do
+      for _, v in ipairs(e) do flat[#flat + 1] = v end
+    end
+    out[12] = table.concat(flat, '\0')
   end
-  local lines, paced, queued, levels = EMPTY, EMPTY, -1, EMPTY
-  if ls then lines, paced = ls.lines, ls.paced end
-  if lv then queued, levels = lv.total, told_levels(lv) end
-  return {added, filtered, parked, acked, stale, lines, due, paced, queued, levels, events,
-    revisited, own}
+  if #own > 0 then out[13] = table.concat(own, '\0') end
+  if lv then
+    out[7] = lv.total
+    for _, v in ipairs(told_levels(lv)) do out[#out + 1] = v end
+  end
+  return out
 end
