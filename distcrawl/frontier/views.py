@@ -216,13 +216,13 @@ class ShardViews:
         self, tied: list[tuple[int, int]], left: int, writing: set[int], plan: dict[int, int]
     ) -> int:
         """Share ``left`` among shards that tie (shard, how many it holds there), at least
-        lease_chunk each, none given more than it holds: first the one least recently leased
-        from among those this flush does not call anyway (so every shard gets its turn), then
-        those it calls anyway (no extra call), then the others in turn. Returns what is left."""
+        lease_chunk each, none given more than it holds: first those this flush calls anyway
+        (no extra call), then the others, the least recently leased from first (so every shard
+        gets its turn). Returns what is left."""
         tied = sorted(tied, key=lambda t: (self._views[t[0]].leased_round, self._views[t[0]].salt))
         others = [t for t in tied if t[0] not in writing and t[0] not in plan]
         calling = [t for t in tied if t[0] in writing or t[0] in plan]
-        tied = others[:1] + calling + others[1:]
+        tied = calling + others
         room = dict(tied)
         while left > 0:
             # again while some hold more: what one could not give goes to the others

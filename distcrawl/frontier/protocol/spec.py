@@ -133,6 +133,8 @@ SYNC = CommandSpec(
         "dead": 0,
         "feedback": 0,
         "revisits": 0,
+        "groups": 0,
+        "grouped": 0,
         "lease": 0,
         "extra": 0,
         "read": 0,
@@ -151,13 +153,15 @@ SYNC = CommandSpec(
         "mn": "",
         "tag": "",
     },
-    optional=("above", "floor", "bloom", "rv", "ls"),
+    optional=("above", "floor", "bloom", "rv", "ls", "order"),
     sections=(
         Section("children", ("fp", "h", "spec", "payload")),
         Section("acks", ("rid", "site")),
         Section("dead", ("id", "record", "site", "rid")),
         Section("feedback", ("site", "ok", "throttled", "slow")),
         Section("revisits", ("rid", "site", "interval", "payload", "fp", "h")),
+        Section("groups", ("bucket", "size")),
+        Section("grouped", ("fp", "spec", "payload")),
     ),
 )
 

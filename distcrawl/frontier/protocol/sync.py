@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["Fence", "ShardBatch", "ShardReply", "SyncResult", "is_tombstone"]
 
 _SYNC = COMMANDS["sync"]
+#: most children a call sends grouped (their order goes as 4 hex digits each)
+_MOST_GROUPED = 0xFFFF
 
 
 def is_tombstone(mark: bytes) -> bool:
@@ -92,7 +94,6 @@ class ShardBatch:
         ``buckets`` (the state of the shard's exact dupefilter as its last reply told it) each
         child carries the bucket its fingerprint falls in, which saves the script finding it."""
         header = {
-            "children": len(self.children),
             "acks": len(self.acks),
             "dead": len(self.dead),
             "feedback": len(self.feedback),
@@ -105,27 +106,32 @@ class ShardBatch:
             header["above"], header["extra"] = self.above, self.extra
         if self.floor is not None and self.lease > 0:
             header["floor"] = self.floor
-        if self.children and buckets is not None and not bloom:
-            header["ls"] = f"{buckets[0]}.{buckets[1]}"
-        else:
-            buckets = None
-        children = []
-        for c in self.children:
-            if c.dont_filter or c.own:
-                header["flagged"] = 1
-            fp, h = fingerprint_args(c.fp, bloom=bloom, buckets=buckets)
-            # "=": the payload's URL names the site, so the library stores the payload alone
-            site = "=" if c.site and payload_site(c.payload) == c.site else c.site
-            spec = f"{'d' if c.dont_filter else ''}{'l' if c.own else ''}{c.priority}"
-            if c.delay_ms or site != "=":
-                spec += f" {c.delay_ms} {site}"
-            children.append((fp, h, spec, c.payload))
+        children: list[tuple[Any, ...]] = []
+        groups: list[tuple[Any, ...]] = []
+        grouped: list[tuple[Any, ...]] = []
+        if any(c.dont_filter or c.own for c in self.children):
+            header["flagged"] = 1
+        elif buckets is not None and not bloom and 0 < len(self.children) <= _MOST_GROUPED:
+            groups, grouped, order = _grouped(self.children, buckets)
+            if grouped:
+                header["order"], header["ls"] = order, f"{buckets[0]}.{buckets[1]}"
+        if not grouped:
+            for c in self.children:
+                fp, h = fingerprint_args(c.fp, bloom=bloom)
+                children.append((fp, h, _spec(c), c.payload))
         revisits = []
         for r in self.revisits:
             fp, h = fingerprint_args(r.fp, bloom=bloom)
             revisits.append((r.lease.rid, r.lease.site, r.interval_ms, r.payload, fp, h))
+        header["children"], header["groups"], header["grouped"] = (
+            len(children),
+            len(groups),
+            len(grouped),
+        )
         sections: dict[str, Sequence[Sequence[Any]]] = {
             "children": children,
+            "groups": groups,
+            "grouped": grouped,
             "acks": [(a.rid, a.site) for a in self.acks],
             "dead": [(d.id, d.record, d.site, d.lease.rid if d.lease else "") for d in self.dead],
             "feedback": self.feedback,
@@ -479,6 +485,41 @@ def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
         if flip:
             store.idle_nodes = int(answers[-1][2])  # the heartbeat's reply: who sleeps now
     return result
+
+
+def _spec(c: Child) -> str:
+    """A child's spec (see ``sync`` in the library): "[d][l]priority[ delay_ms site]"."""
+    # "=": the payload's URL names the site, so the library stores the payload alone
+    site = "=" if c.site and payload_site(c.payload) == c.site else c.site
+    spec = f"{'d' if c.dont_filter else ''}{'l' if c.own else ''}{c.priority}"
+    if c.delay_ms or site != "=":
+        spec += f" {c.delay_ms} {site}"
+    return spec
+
+
+def _grouped(
+    children: list[Child], buckets: tuple[int, int]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], str]:
+    """Children grouped by the dupefilter bucket their fingerprints fall in (``buckets``: the
+    shard's state, L and split): the groups (bucket, size), the children in group order
+    (fp, spec, payload), and each one's index in ``children`` as 4 hex digits; nothing where
+    a child has no fingerprint (its call sends them ungrouped)."""
+    by_bucket: dict[Any, list[int]] = {}
+    fps = []
+    for i, c in enumerate(children):
+        fp, bucket = fingerprint_args(c.fp, bloom=False, buckets=buckets)
+        if not fp:
+            return [], [], ""
+        fps.append(fp)
+        by_bucket.setdefault(bucket, []).append(i)
+    groups, grouped, order = [], [], []
+    for bucket, members in by_bucket.items():
+        groups.append((bucket, len(members)))
+        for i in members:
+            c = children[i]
+            grouped.append((fps[i], _spec(c), c.payload))
+            order.append(f"{i:04x}")
+    return groups, grouped, "".join(order)
 
 
 def _flat(mapping: dict[int, str]) -> list[Any]:

@@ -117,32 +117,49 @@ local function seen_state(level, split)
   return string.format('%d.%d', level, split)
 end
 
+-- `added` more fingerprints in a dupefilter whose buckets are in state (level, split): counted,
+-- and the buckets split while they hold more than SEEN_SPLIT on average (split bucket `split`
+-- into itself and split + 2^L by the next bit of h). Returns the new state where it changed
+local function grow(P, gen, info, added, level, split)
+  local count = redis.call('HINCRBY', info, 'n', added)
+  local size = 2 ^ level
+  if count <= SEEN_SPLIT * (size + split) then return nil end
+  while count > SEEN_SPLIT * (size + split) do
+    local src = bucket_key(P, gen, split)
+    local move = {}
+    for _, m in ipairs(redis.call('SMEMBERS', src)) do
+      if low_bits(m, 2 * size) ~= split then move[#move + 1] = m end
+    end
+    if #move > 0 then
+      call_chunked('SREM', src, move, 1)
+      call_chunked('SADD', bucket_key(P, gen, split + size), move, 1)
+    end
+    split = split + 1
+    if split == size then
+      level, split, size = level + 1, 0, size * 2
+    end
+  end
+  redis.call('HSET', info, 'L', level, 'split', split)
+  return seen_state(level, split)
+end
+
 -- SMISMEMBER then SADD of the new ones: two commands per bucket touched, not one per URL. hs
--- are the fingerprints' low 32 bits ("" where not sent), or, where `hint` is the buckets'
--- state the node assumed (seen_state), the buckets it found for them: used as they are while
--- the state is the same. Returns a table i -> true for the fresh ones, and the state after
-local function seen_add(P, fps, hs, gen, hint)
+-- are the fingerprints' low 32 bits ("" or nil where not sent: read from the fingerprint).
+-- Returns a table i -> true for the fresh ones, and the state of the buckets after
+local function seen_add(P, fps, hs, gen)
   local fresh = {}
   local info = seen_info_key(P, gen)
   local st = redis.call('HMGET', info, 'L', 'split')
   local state = (st[1] or '0') .. '.' .. (st[2] or '0')
   local level, split = tonumber(st[1]) or 0, tonumber(st[2]) or 0
   local size = 2 ^ level
-  local given = hint == state -- hs are the buckets
   local added = 0
   -- a bucket's first fingerprint by its index, a table of them only from a second one on
   -- (most buckets get one: a shard's buckets outnumber a call's links)
   local first, groups, order = {}, {}, {}
   for idx, fp in ipairs(fps) do
     if fp ~= '' then
-      local b
-      if given then
-        b = hs[idx]
-      elseif hint then -- buckets of a state gone by: read from the fingerprint
-        b = bucket_of(low32(fp), size, split)
-      else
-        b = bucket_of(low_of(hs[idx], fp), size, split)
-      end
+      local b = bucket_of(low_of(hs[idx], fp), size, split)
       local one = first[b]
       if not one then
         first[b] = idx
@@ -182,37 +199,58 @@ local function seen_add(P, fps, hs, gen, hint)
     end
   end
   if added == 0 then return fresh, state end
-  local count = redis.call('HINCRBY', info, 'n', added)
-  local grown = false
-  while count > SEEN_SPLIT * (size + split) do
-    grown = true
-    -- split bucket `split` into itself and split + 2^L by the next bit of h
-    local src = bucket_key(P, gen, split)
-    local move = {}
-    for _, m in ipairs(redis.call('SMEMBERS', src)) do
-      if low_bits(m, 2 * size) ~= split then move[#move + 1] = m end
+  return fresh, grow(P, gen, info, added, level, split) or state
+end
+
+-- The exact dupefilter's check and record of fingerprints the node sent grouped by bucket,
+-- found with the buckets' state `hint`: buckets[g] holds the counts[g] fingerprints that follow
+-- the previous groups' in fps (one SMISMEMBER or SADD per group, with no Lua work per
+-- fingerprint). Returns a table i -> true for the fresh ones and the state after; nil where
+-- the state is not `hint` any more (the caller then asks seen_add)
+local function seen_grouped(P, buckets, counts, fps, hint)
+  local info = K.seen_info(P)
+  local st = redis.call('HMGET', info, 'L', 'split')
+  local state = (st[1] or '0') .. '.' .. (st[2] or '0')
+  if state ~= hint then return nil end
+  local fresh, added, i = {}, 0, 0
+  for g = 1, #buckets do
+    local n = counts[g] + 0
+    local key = bucket_key(P, nil, buckets[g])
+    if n == 1 then
+      if redis.call('SADD', key, fps[i + 1]) == 1 then
+        fresh[i + 1] = true
+        added = added + 1
+      end
+    else
+      local hit = redis.call('SMISMEMBER', key, unpack(fps, i + 1, i + n))
+      local new = {}
+      for j = 1, n do
+        if hit[j] == 0 then
+          local fp = fps[i + j]
+          if not new[fp] then -- (twice in the batch: the first is the fresh one)
+            new[fp] = true
+            new[#new + 1] = fp
+            fresh[i + j] = true
+          end
+        end
+      end
+      if #new > 0 then
+        call_chunked('SADD', key, new, 1)
+        added = added + #new
+      end
     end
-    if #move > 0 then
-      call_chunked('SREM', src, move, 1)
-      call_chunked('SADD', bucket_key(P, gen, split + size), move, 1)
-    end
-    split = split + 1
-    if split == size then
-      level, split, size = level + 1, 0, size * 2
-    end
+    i = i + n
   end
-  if grown then
-    redis.call('HSET', info, 'L', level, 'split', split)
-    state = seen_state(level, split)
-  end
-  return fresh, state
+  if added == 0 then return fresh, state end
+  local level, split = tonumber(st[1]) or 0, tonumber(st[2]) or 0
+  return fresh, grow(P, nil, info, added, level, split) or state
 end
 
 -- which of the fingerprints are new; records them. Returns a table i -> true for fresh ones
 -- and, with the exact dupefilter, the state of its buckets after (bloom: [m, k] or nil for the
--- exact one; [revisit] gen: the generation to record them in; hint: see seen_add)
-local function dupefilter(P, fps, hs, bloom, gen, hint)
+-- exact one; [revisit] gen: the generation to record them in)
+local function dupefilter(P, fps, hs, bloom, gen)
   if #fps == 0 then return {} end
   if bloom then return bloom_add(P, fps, bloom, gen) end
-  return seen_add(P, fps, hs, gen, hint)
+  return seen_add(P, fps, hs, gen)
 end

@@ -9,24 +9,27 @@ read asks for that level's count alone; the levels beyond those read are served 
 (a call never leases past the first level it did not read). ]]
 --- @include "util"
 
+-- A level as a call sees it: name (its priority in decimal), prio, count; changed once the call
+-- changed its count, beyond where it lies past the levels read
 local function new_level(name, prio, count)
-  return {name = name, prio = prio, count = count, changed = false, beyond = false}
+  return {name = name, prio = prio, count = count}
 end
 
 -- The call's view of the levels: `list` best first, `by` level by its name (and by the texts
--- a call named it with), `total` the requests they hold (all of the queue when `all`)
-local function read_levels(P)
-  local got = redis.call('ZRANGE', K.levels(P), 0, LEVELS_READ - 1, 'WITHSCORES')
-  local lv = {P = P, list = {}, by = {}, total = 0, all = #got < 2 * LEVELS_READ}
+-- a call named it with), `total` the requests they hold (all of the queue when `all`). A
+-- score -prio * SCORE_SPAN + n gives n as its remainder (Lua's % floors) and prio from both
+local function read_levels(call)
+  local got = redis.call('ZRANGE', key_of(call, 'levels'), 0, LEVELS_READ - 1, 'WITHSCORES')
+  local list, by, total = {}, {}, 0
   for j = 1, #got, 2 do
-    local score = tonumber(got[j + 1])
-    local prio = priority_of(score)
-    local l = new_level(got[j], prio, score + prio * SCORE_SPAN)
-    lv.list[#lv.list + 1] = l
-    lv.by[l.name] = l
-    lv.total = lv.total + l.count
+    local name, score = got[j], got[j + 1] + 0
+    local count = score % SCORE_SPAN
+    local l = new_level(name, (count - score) / SCORE_SPAN, count)
+    list[#list + 1] = l
+    by[name] = l
+    total = total + count
   end
-  return lv
+  return {call = call, list = list, by = by, total = total, all = #got < 2 * LEVELS_READ}
 end
 
 -- the level of a priority given as text (a child's spec, a held line, a parked retry's), made
@@ -44,8 +47,8 @@ local function level_of(lv, text)
     l = new_level(name, prio, 0)
     if not lv.all and (not last or last.beyond or prio < last.prio) then
       -- worse than every level read: it may exist with requests of its own
-      local score = redis.call('ZSCORE', K.levels(lv.P), name)
-      if score then l.count = tonumber(score) + prio * SCORE_SPAN end
+      local score = redis.call('ZSCORE', key_of(lv.call, 'levels'), name)
+      if score then l.count = (score + 0) % SCORE_SPAN end
       l.beyond = true
       lv.total = lv.total + l.count
     end
@@ -69,7 +72,7 @@ local function push_level(lv, l, entries, front)
     for j = #entries, 1, -1 do reversed[#reversed + 1] = entries[j] end
     entries = reversed
   end
-  call_chunked(verb, K.queue(lv.P, l.name), entries, 1)
+  call_chunked(verb, key_of(lv.call, 'queue', l.name), entries, 1)
   l.count, l.changed = l.count + #entries, true
   lv.total = lv.total + #entries
 end
@@ -77,7 +80,7 @@ end
 -- up to n entries off the front of a level's list (fewer than asked: the list is empty now,
 -- whatever its count said)
 local function pop_level(lv, l, n)
-  local got = redis.call('LPOP', K.queue(lv.P, l.name), n) or EMPTY
+  local got = redis.call('LPOP', key_of(lv.call, 'queue', l.name), n) or EMPTY
   local left = l.count - #got
   if #got < n then left = 0 end
   lv.total = lv.total - (l.count - left)
@@ -88,7 +91,9 @@ end
 -- the counts this call changed, written back: one ZADD and, for levels emptied, one ZREM
 local function save_levels(lv)
   local set, gone = {}, {}
-  for _, l in ipairs(lv.list) do
+  local list = lv.list
+  for i = 1, #list do
+    local l = list[i]
     if l.changed then
       if l.count > 0 then
         set[#set + 1] = -l.prio * SCORE_SPAN + l.count; set[#set + 1] = l.name
@@ -98,20 +103,21 @@ local function save_levels(lv)
       l.changed = false
     end
   end
-  if #set > 0 then call_chunked('ZADD', K.levels(lv.P), set, 2) end
-  if #gone > 0 then call_chunked('ZREM', K.levels(lv.P), gone, 1) end
+  if #set > 0 then call_chunked('ZADD', key_of(lv.call, 'levels'), set, 2) end
+  if #gone > 0 then call_chunked('ZREM', key_of(lv.call, 'levels'), gone, 1) end
 end
 
--- the best LEVELS_TOLD levels that hold requests, flat: priority, count, ...
-local function told_levels(lv)
-  local out = {}
-  for _, l in ipairs(lv.list) do
-    if #out >= 2 * LEVELS_TOLD or l.beyond then break end
+-- the best LEVELS_TOLD levels that hold requests onto the end of `out`: priority, count, ...
+local function tell_levels(lv, out)
+  local list, n, told = lv.list, #out, 0
+  for i = 1, #list do
+    local l = list[i]
+    if told >= LEVELS_TOLD or l.beyond then break end
     if l.count > 0 then
-      out[#out + 1] = l.name; out[#out + 1] = l.count
+      out[n + 1], out[n + 2] = l.name, l.count
+      n, told = n + 2, told + 1
     end
   end
-  return out
 end
 
 -- the seq a rid was made with ("<seq>.<tag>"; 0 for a rid of another form): a site's waiting

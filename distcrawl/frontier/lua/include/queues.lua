@@ -27,7 +27,7 @@ local function release_leases(call, node, rids)
     end
   end
   if #mine == 0 then return 0 end
-  local lv = read_levels(P)
+  local lv = read_levels(call)
   local back, order, per_site, gone = {}, {}, {}, {}
   for _, e in ipairs(mine) do
     local rid = e[1]

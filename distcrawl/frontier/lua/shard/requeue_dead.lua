@@ -21,7 +21,7 @@ local function requeue_dead(keys, args)
     for j = 1, math.min(tonumber(a.max), #all) do ids[j] = all[j] end
   end
   local moved = 0
-  local lv = read_levels(P)
+  local lv = read_levels(new_call(P))
   for _, id in ipairs(ids) do
     local record = redis.call('HGET', K.dead(P), id)
     if record then

@@ -4,21 +4,19 @@ work for into one round trip.
 KEYS[1]  the shard's prefix
 ARGV     node, header, then the sections the header counts, each column by column
          (SECTIONS.sync); a header field left out takes its default (HEADERS.sync)
-  header    JSON. children, acks, dead, feedback, revisits: the sections' record counts;
-            lease: how many requests to lease (0: none), floor: none of a lower priority;
-            above, extra: then up to `extra` more only of a priority higher than `above`;
-            read: 1 to tell the queue's length and levels even if the call neither pushes
-            nor leases; live: live nodes (a node takes
-            at most queued / live); idle: 1 while some node sleeps (publish new work); wake,
-            shard: the wake channel and what to publish on it; paused: 1 when the control slot
-            says so;
-            rate, conc, burst, adaptive, recover: the site budget defaults (see budgets);
-            bloom: [m, k] with the Bloom dupefilter; [revisit] rv: the dupefilter's generation
-            length (ms); for a fenced node mp, mn (the mark it wrote last here, its next one)
-            and tag (into the rids of its children); flagged: 1 when a child's spec starts
-            with "d" or "l"; ls: the state of the dupefilter's buckets ("L.split") the node
-            found the children's buckets with (h then holds those buckets, used while the
-            state is the same)
+  header    JSON. children, groups, grouped, acks, dead, feedback, revisits: the sections'
+            record counts; lease: how many requests to lease (0: none), floor: none of a
+            lower priority; above, extra: then up to `extra` more only of a priority higher
+            than `above`; read: 1 to tell the queue's length and levels even if the call
+            neither pushes nor leases; live: live nodes (a node takes at most queued / live);
+            idle: 1 while some node sleeps (publish new work); wake, shard: the wake channel
+            and what to publish on it; paused: 1 when the control slot says so; rate, conc,
+            burst, adaptive, recover: the site budget defaults (see budgets); bloom: [m, k]
+            with the Bloom dupefilter; [revisit] rv: the dupefilter's generation length (ms);
+            for a fenced node mp, mn (the mark it wrote last here, its next one) and tag (into
+            the rids of its children); flagged: 1 when a child's spec starts with "d" or "l";
+            ls: the state of the dupefilter's buckets ("L.split") the node grouped the
+            children with, order: the node's index of each grouped child (4 hex digits each)
   children  fp h spec payload: requests to push. fp "" = none; exact dupefilter: fp the
             fingerprint's first 8 bytes as a signed decimal, h its low 32 bits; bloom: fp the
             binary fingerprint, h "". spec "[d][l]prio[ delay_ms site]": "d" = dont_filter;
@@ -26,6 +24,10 @@ ARGV     node, header, then the sections the header counts, each column by colum
             K.held of the node, as a lease of the queue's would be), never queued; delay 0
             and site "=" (the payload's URL names it) when left out. A filtered child is
             never read beyond fp, h and the first byte of its spec
+  groups    bucket size: the exact dupefilter's buckets the grouped children fall in (state
+            ls), each followed by that many of them
+  grouped   fp spec payload: children as above (never flagged), in the order of their groups;
+            a call sends either these or children
   acks      rid site: leases done
   dead      id record site rid: dead letters (rid: the lease it ends, "" = none)
   feedback  site ok throttled slow: how sites answered the node
@@ -59,34 +61,73 @@ how many requests it holds. ]]
 --- @include "lease"
 --- @include "fencing"
 --- @include "status"
+--- @include "acks"
 
--- children: one dupefilter check for the batch, one write per key (one RPUSH per priority).
--- Returns how many were queued, filtered out and parked, and the rids of the node's own
--- children written into its held hash (flat: child index, rid)
-local function push_children(call, h, c, held_key, lv)
+-- Which children are new: one dupefilter check for the batch. The `grouped` form (g: the
+-- groups' buckets and sizes; h.order the node's order of the children, 4 hex digits each)
+-- checks each group with one command; the `children` form finds each fingerprint's bucket
+-- here. Returns the positions kept (fresh, or marked "d": dont_filter), in the node's order,
+-- how many were filtered, the node's index of each position (grouped form), and the state of
+-- the buckets after
+local function check_children(call, h, c, g)
   local P = call.P
-  local fresh, state
-  if h.rv then
+  local fresh, state, index
+  if g then
+    fresh, state = seen_grouped(P, g.bucket, g.size, c.fp, h.ls)
+    if not fresh then fresh, state = seen_add(P, c.fp, EMPTY, nil) end -- its state went on
+  elseif h.rv then
     fresh = revisit_dupefilter(P, c.fp, c.h, h.bloom, h.rv, clock(call)) -- [revisit]
   else
-    fresh, state = dupefilter(P, c.fp, c.h, h.bloom, nil, h.ls)
+    fresh, state = dupefilter(P, c.fp, c.h, h.bloom, nil)
   end
-  local specs, payloads = c.spec, c.payload
-  local flagged = h.flagged == 1 -- some spec starts with 'd' or 'l'
-  local kept = {}
+  local specs, flagged = c.spec, h.flagged == 1 -- some spec starts with 'd' or 'l'
+  if g then flagged = false end -- (grouped children are never flagged)
+  local kept, n = {}, 0
   for j = 1, c.n do
-    if fresh[j] or (flagged and string.byte(specs[j], 1) == 100) then kept[#kept + 1] = j end
+    if fresh[j] or (flagged and string.byte(specs[j], 1) == 100) then
+      n = n + 1
+      kept[n] = j
+    end
   end
-  local filtered = c.n - #kept
+  if g and n > 0 then
+    -- back to the node's order (first in, first out within a priority): each kept position
+    -- in the slot of its node's index, then the slots read in order
+    local order, slots = h.order, {}
+    index = {}
+    for k = 1, n do
+      local j = kept[k]
+      local i = tonumber(string.sub(order, 4 * j - 3, 4 * j), 16) + 1
+      index[j], slots[i] = i, j
+    end
+    if n > 1 then
+      local k = 0
+      for i = 1, c.n do
+        local j = slots[i]
+        if j then
+          k = k + 1
+          kept[k] = j
+        end
+      end
+    end
+  end
+  return kept, c.n - n, index, state
+end
+
+-- The kept children pushed: one RPUSH per priority, their values inline. Returns how many were
+-- queued and parked, and the rids of the node's own children written into its held hash
+-- (flat: the node's index of the child, rid)
+local function push_children(call, h, c, kept, index, held_key, lv)
+  local P = call.P
   local own = {}
-  if #kept == 0 then return 0, filtered, 0, own, state end
+  if #kept == 0 then return 0, 0, own end
+  local specs, payloads, flagged = c.spec, c.payload, h.flagged == 1
   local seq0 = new_seqs(P, #kept)
   local queued, order, reqs, zd, dp, held = {}, {}, {}, {}, {}, {}
   local n_queued = 0
   for n = 1, #kept do
     local j = kept[n]
     local rid = make_rid(seq0 + n, h.tag)
-    local spec = specs[j]
+    local spec, value = specs[j], payloads[j]
     local mine = false
     if flagged then
       local first = string.byte(spec, 1)
@@ -103,12 +144,12 @@ local function push_children(call, h, c, held_key, lv)
       delay = tonumber(delay) or 0
     end
     local l = level_of(lv, prio)
-    local value = payloads[j] -- site '=': the node checked that its URL names its site
+    -- site '=': the node checked that the payload's URL names its site
     if site ~= '=' then value = req_value(site, value) end
     if mine then
       -- leased as it is written: its ack, or the node's recovery, ends it like any lease
       held[#held + 1] = rid; held[#held + 1] = l.name .. '\t' .. rid .. '\t' .. value
-      own[#own + 1] = j; own[#own + 1] = rid
+      own[#own + 1] = index and index[j] or j; own[#own + 1] = rid
       if call.counting then
         local name = site
         if name == '=' then name = site_of_payload(value) or '' end
@@ -129,71 +170,14 @@ local function push_children(call, h, c, held_key, lv)
       n_queued = n_queued + 1
     end
   end
-  for _, l in ipairs(order) do push_level(lv, l, queued[l], false) end
+  for k = 1, #order do push_level(lv, order[k], queued[order[k]], false) end
   if #reqs > 0 then call_chunked('HSET', key_of(call, 'requests'), reqs, 2) end
   if #zd > 0 then
     call_chunked('ZADD', key_of(call, 'delayed'), zd, 2)
     call_chunked('HSET', key_of(call, 'delayed_priority'), dp, 2)
   end
   if #held > 0 then call_chunked('HSET', held_key, held, 2) end
-  return n_queued, filtered, #zd / 2, own, state
-end
-
--- dead letters (the ack of the same request may travel in this very call), fenced like acks:
--- one that ends a lease (rid ~= '') is written only while the node holds it. Returns stale
-local function write_dead(call, held_key, d)
-  local dead, stale = {}, 0
-  for j = 1, d.n do
-    local rid = d.rid[j]
-    if rid == '' or redis.call('HEXISTS', held_key, rid) == 1 then
-      dead[#dead + 1] = d.id[j]; dead[#dead + 1] = d.record[j]
-    else
-      stale = stale + 1
-    end
-  end
-  if #dead > 0 then call_chunked('HSET', K.dead(call.P), dead, 2) end
-  return stale
-end
-
--- acks: only leases this node still holds count; the rest changes nothing. A site is read only
--- where a count or a waiting room needs it. Returns acked
-local function ack(call, held_key, a)
-  local rids = a.rid
-  if not (call.counting or call.any_waiting) then
-    -- the common case: one HDEL of the rids as they came, its count the acks that held
-    return call_chunked('HDEL', held_key, rids, 1)
-  end
-  -- which are held: their sites' in-flight counts and waiting rooms need them
-  local got = call_joined('HMGET', held_key, rids)
-  local held, per_site = {}, {}
-  for j, rid in ipairs(rids) do
-    if got[j] then
-      held[#held + 1] = rid
-      local site = a.site[j]
-      per_site[site] = (per_site[site] or 0) + 1
-    end
-  end
-  if #held > 0 then call_chunked('HDEL', held_key, held, 1) end
-  for site, n in pairs(per_site) do site_done(call, site, n) end
-  return #held
-end
-
--- how soon the next parked retry, waiting site or revisit falls due (ms, -1: none)
-local function next_due(call, has_waiting, has_delayed, rv)
-  local P = call.P
-  local out = -1
-  local side = {}
-  if has_waiting then side[#side + 1] = K.waiting(P) end
-  if has_delayed then side[#side + 1] = K.delayed(P) end
-  if rv then side[#side + 1] = K.revisit(P) end -- [revisit]
-  for _, key in ipairs(side) do
-    local first = head_score(key)
-    if first then
-      local ms = math.max(0, first - clock(call))
-      if out < 0 or ms < out then out = ms end
-    end
-  end
-  return out
+  return n_queued, #zd / 2, own
 end
 
 local function sync(keys, args)
@@ -214,15 +198,20 @@ local function sync(keys, args)
   local rv = h.rv -- [revisit] the dupefilter's generation length (ms), or nil
   -- the queue's levels, read once where the call pushes, promotes or leases
   local lv
-  if h.read == 1 or sec.children.n > 0 or h.lease > 0 or h.extra > 0 or has.delayed or rv then
-    lv = read_levels(P)
+  local pushing = sec.children.n > 0 or sec.grouped.n > 0
+  if h.read == 1 or pushing or h.lease > 0 or h.extra > 0 or has.delayed or rv then
+    lv = read_levels(call)
   end
   local queued_before = lv and lv.total
 
   local held_key = key_of(call, 'held', node)
   local added, filtered, parked, own, state = 0, 0, 0, EMPTY, ''
-  if sec.children.n > 0 then
-    added, filtered, parked, own, state = push_children(call, h, sec.children, held_key, lv)
+  local c, g = sec.children, nil
+  if sec.grouped.n > 0 then c, g = sec.grouped, sec.groups end
+  if c.n > 0 then
+    local kept, index
+    kept, filtered, index, state = check_children(call, h, c, g)
+    added, parked, own = push_children(call, h, c, kept, index, held_key, lv)
   end
   -- feedback first: it changes site budgets outside the cache the acks and leases share
   local f = sec.feedback
@@ -264,7 +253,7 @@ local function sync(keys, args)
   save_budgets(call)
   status_add(P, STATUS_LEASES .. node, leased + #own / 2 - acked) -- [status registry]
   if ls then status_add(P, STATUS_WAITING, ls.into_wait) end -- [status registry]
-  if h.idle == 1 or (sec.children.n > 0 and queued_before == 0) then
+  if h.idle == 1 or (pushing and queued_before == 0) then
     publish_wake(h.wake, h.shard, added + promoted)
   end
   local into_wait = ls and ls.into_wait or 0
@@ -284,7 +273,7 @@ local function sync(keys, args)
   if #own > 0 then out[13] = table.concat(own, '\0') end
   if lv then
     out[7] = lv.total
-    for _, v in ipairs(told_levels(lv)) do out[#out + 1] = v end
+    tell_levels(lv, out)
   end
   return out
 end
