@@ -20,6 +20,7 @@ __all__ = [
     "Revisit",
     "SiteBudget",
     "SiteEvent",
+    "bucket_hash",
     "fingerprint_args",
     "fingerprint_bytes",
     "new_rid_tag",
@@ -171,23 +172,31 @@ def fingerprint_bytes(fp: bytes | str) -> bytes:
     return hashlib.sha1(fp).digest()
 
 
+def bucket_hash(member: int) -> int:
+    """The bits of a fingerprint (its first 8 bytes as a signed integer) that choose its
+    bucket in the exact dupefilter: the top 32 of its 64 bits in reverse order, so that a
+    bucket holds one range of values (see the script's dupefilter)."""
+    top = (member & 0xFFFFFFFFFFFFFFFF) >> 32
+    return int(f"{top:032b}"[::-1], 2)
+
+
 def fingerprint_args(
     fp: bytes | str, *, bloom: bool, buckets: tuple[int, int] | None = None
 ) -> tuple[Any, Any]:
     """The ``fp h`` fields of a child (see ``sync`` in the script); ``("", "")`` = unfiltered.
     With ``buckets``, the state (L, split) of the shard's exact dupefilter, h is the bucket
-    the fingerprint falls in (its low 32 bits modulo 2^L, or 2^(L+1) for a bucket split)."""
+    the fingerprint falls in (its bucket_hash modulo 2^L, or 2^(L+1) for a bucket split)."""
     raw = fingerprint_bytes(fp)
     if not raw:
         return "", ""
     if bloom:
         return raw, ""
     member = int.from_bytes(raw[:8], "big", signed=True)
-    low = member & 0xFFFFFFFF
+    h = bucket_hash(member)
     if buckets is None:
-        return str(member), low
+        return str(member), h
     level, split = buckets
-    bucket = low % (1 << level)
+    bucket = h % (1 << level)
     if bucket < split:
-        bucket = low % (2 << level)
+        bucket = h % (2 << level)
     return str(member), bucket

@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from distcrawl.frontier.protocol.sync import ShardReply
+    from distcrawl.frontier.protocol.calls import ShardReply
 
-__all__ = ["DEFAULT_LEASE_CHUNK", "LeasePlan", "ShardView", "ShardViews"]
+__all__ = ["DEFAULT_LEASE_CHUNK", "ROTATE", "LeasePlan", "ShardView", "ShardViews"]
 
 #: fewest requests one lease asks a shard for while the shards that tie hold that many
 DEFAULT_LEASE_CHUNK = 64
+#: every this many leases a node takes its tied work from the shard it leased from least
+#: lately, not from those its flush calls anyway
+ROTATE = 4
 
 
 @dataclass
@@ -38,6 +41,9 @@ class ShardView:
     seen_at: float | None = None  # monotonic time the queue was last read; None = never
     poked: bool = False  # the wake channel said work arrived
     leased_round: int = 0  # the plan that last leased from this shard (0 = none yet)
+    #: the shard handed out fewer than its last call asked for (its sites' budgets, or others
+    #: took the work first): the next lease does not stay with it
+    short: bool = False
     salt: float = 0.0  # orders the shards never leased from differently on every node
     #: the state (L, split) of the shard's exact dupefilter as its last reply told it
     buckets: tuple[int, int] | None = None
@@ -77,9 +83,12 @@ class ShardViews:
     def __getitem__(self, shard: int) -> ShardView:
         return self._views[shard]
 
-    def update(self, reply: ShardReply, server_ms: int = 0) -> None:
-        """What a reply of this node told of its shard (``server_ms``: when, on Redis' clock)."""
+    def update(self, reply: ShardReply, server_ms: int = 0, asked: int = 0) -> None:
+        """What a reply of this node told of its shard (``server_ms``: when, on Redis' clock;
+        ``asked``: how many its call asked to lease)."""
         view = self._views[reply.shard]
+        if asked > 0:
+            view.short = len(reply.leased) < asked
         now = time.monotonic()
         view.due_at = now + reply.next_due_ms / 1000 if reply.next_due_ms >= 0 else None
         if reply.buckets is not None:
@@ -217,12 +226,18 @@ class ShardViews:
     ) -> int:
         """Share ``left`` among shards that tie (shard, how many it holds there), at least
         lease_chunk each, none given more than it holds: first those this flush calls anyway
-        (no extra call), then the others, the least recently leased from first (so every shard
-        gets its turn). Returns what is left."""
-        tied = sorted(tied, key=lambda t: (self._views[t[0]].leased_round, self._views[t[0]].salt))
-        others = [t for t in tied if t[0] not in writing and t[0] not in plan]
-        calling = [t for t in tied if t[0] in writing or t[0] in plan]
-        tied = calling + others
+        (no extra call) and that gave all they were asked last time, then the others, the
+        least recently leased from first; every ROTATE-th lease the least recently leased from
+        first (every shard, and its sites, gets its turn). Returns what is left."""
+        views = self._views
+        tied = sorted(tied, key=lambda t: (views[t[0]].leased_round, views[t[0]].salt))
+        if self._round % ROTATE == 0:
+            calling = []
+        else:
+            calling = [
+                t for t in tied if (t[0] in writing or t[0] in plan) and not views[t[0]].short
+            ]
+        tied = calling + [t for t in tied if t not in calling]
         room = dict(tied)
         while left > 0:
             # again while some hold more: what one could not give goes to the others

@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from distcrawl.frontier.batch import Child, DeadLetter, Feedback, Lease
+from distcrawl.frontier.protocol.calls import ShardBatch
 from distcrawl.frontier.protocol.loader import script
 from distcrawl.frontier.protocol.spec import COMMANDS
-from distcrawl.frontier.protocol.sync import ShardBatch
 
 #: sync's arguments as the library reads them: its named ones, its header with the defaults
 #: behind it, and each section's columns, as JSON

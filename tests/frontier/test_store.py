@@ -13,6 +13,7 @@ import pytest
 import redis
 from frontier_state import clear_frontier, wait_for_uptime
 
+from distcrawl.frontier.batch import bucket_hash
 from distcrawl.frontier.store import (
     Child,
     DeadLetter,
@@ -23,6 +24,7 @@ from distcrawl.frontier.store import (
     SyncResult,
     effective_factor,
 )
+from distcrawl.frontier.views import ROTATE
 from distcrawl.ops.snapshot import read_snapshot
 from distcrawl.ops.status import build_status
 
@@ -499,31 +501,72 @@ def test_status_shows_the_effective_rate_of_a_cut_site_without_a_limit(
 # -- per-batch work: the dupefilter, the lease plan, the Bloom filter's size ---------------------
 
 
-def test_a_split_reads_each_members_bucket_bits_as_the_node_computes_them(redis_url: str) -> None:
-    """``low_bits`` (what a bucket split reads of every member) against the node's ``h``, at
-    every bucket count: short and long numbers, negative ones, the int64 extremes."""
+def test_the_script_reads_a_fingerprints_bucket_bits_as_the_node_computes_them(
+    redis_url: str,
+) -> None:
+    """``hash_of_decimal`` (a fingerprint's h where the node sent none) against the node's
+    ``bucket_hash``: short and long numbers, negative ones, the int64 extremes, the edges of
+    the top 32 bits."""
 
     from distcrawl.frontier.protocol.loader import script
 
     rng = random.Random(5)
     members = [0, 1, -1, 7, -8, 2**63 - 1, -(2**63), 10**15 - 1, -(10**15) + 1, 10**15, -(10**15)]
+    members += [2**32 * k + j for k in (-1, 0, 1, 2**31 - 1, -(2**31)) for j in (-1, 0, 1)]
     members += [rng.randrange(-(2**63), 2**63) for _ in range(300)]
     members += [rng.randrange(-(10**16), 10**16) for _ in range(100)]
-    mods = [2**k for k in range(0, 27)]
     lua = script(
         "dupefilter",
         body="""
 local out = {}
-for _, dec in ipairs(ARGV) do
-  for k = 0, 26 do out[#out + 1] = low_bits(dec, 2 ^ k) end
-end
+for _, dec in ipairs(ARGV) do out[#out + 1] = hash_of_decimal(dec) end
 return out
 """,
     )
     client = redis.Redis.from_url(redis_url)
-    got = client.eval(lua, 0, *[str(m) for m in members])
-    want = [(m & 0xFFFFFFFF) % mod for m in members for mod in mods]
+    got = client.eval(lua, 0, *[str(m) for m in members if -(2**63) <= m < 2**63])
+    want = [bucket_hash(m) for m in members if -(2**63) <= m < 2**63]
     assert got == want
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_after_splits_every_fingerprint_is_in_the_bucket_the_node_finds_for_it(
+    redis_url: str, seed: int
+) -> None:
+    """Random fingerprints (the int64 extremes and the top bits' edges among them) pushed in
+    batches, the node's bucket hints on and off: once the buckets have split at every level,
+    each one holds exactly the fingerprints whose bucket the node computes as its own, and
+    each is filtered when pushed again."""
+    rng = random.Random(seed)
+    client = redis.Redis.from_url(redis_url)
+    keys = FrontierKeys(f"split{seed}", "split:start_urls", shards=1)
+    clear_frontier(client, keys)
+    store = FrontierStore(client, keys)
+    edges = [0, -1, 2**63 - 1, -(2**63)] + [2**32 * k for k in (-1, 1, 2**30, -(2**30))]
+    members = edges + [rng.randrange(-(2**63), 2**63) for _ in range(3000)]
+    fps = [(m % 2**64).to_bytes(8, "big") + bytes(8) for m in members]
+    for at in range(0, len(fps), 150):
+        batch = [Child(fp, 0, False, 0, "s.test", "{}") for fp in fps[at : at + 150]]
+        store.sync("n1", children=batch)
+        if at % 300 == 0:
+            store.views[0].buckets = None  # a node that does not know the buckets yet
+    shard = keys.shard(0)
+    level, split = (int(client.hget(shard.seen_info, f)) for f in ("L", "split"))
+    assert level >= 3
+    where: dict[int, int] = {}
+    for b in range(2**level + split):
+        for m in client.smembers(shard.seen_bucket(b)):
+            where[int(m)] = b
+    assert len(where) == len(set(members))
+    for m in set(members):
+        h = bucket_hash(m)
+        b = h % 2**level
+        if b < split:
+            b = h % 2 ** (level + 1)
+        assert where[m] == b, m
+    again = store.sync("n1", children=[Child(fp, 0, False, 0, "s.test", "{}") for fp in fps])
+    assert (again.added, again.filtered) == (0, len(fps))
+    clear_frontier(client, keys)
 
 
 def test_exact_dupefilter_checks_a_batch_by_bucket_and_keeps_duplicates_out(
@@ -566,11 +609,13 @@ def test_a_flush_leases_from_a_few_shards_and_every_shard_gets_its_turn(
 ) -> None:
     if store.keys.shards == 1:
         pytest.skip("one shard")
-    _spread(store, 200, 10)  # ~125 per shard
+    _spread(store, 400, 10)  # ~250 per shard
     store.sync("n1", lease=1)  # the node reads every shard once
     touched: set[int] = set()
     acks: list[Any] = []
-    for _ in range(16):
+    # it stays with the shard it acks to (no extra call) but takes another in turn every
+    # ROTATE leases
+    for _ in range(16 * ROTATE):
         r = store.sync("n1", acks=acks, lease=32)
         assert len(r.leased) >= 32
         shards = {leased.lease.shard for leased in r.leased}

@@ -3,8 +3,10 @@
 Exact (the default): fingerprints as 64-bit integers (decimal strings, so Redis keeps them in
 compact intsets of 8 bytes each) in buckets K.seen_bucket, grown by linear hashing so a bucket
 holds SEEN_SPLIT fingerprints on average (intsets stay compact up to 512). The bucket of a
-fingerprint comes from its low 32 bits (h): b = h mod 2^L, or h mod 2^(L+1) for buckets
-already split (b < split); K.seen_info holds L, split and n (how many were seen).
+fingerprint comes from h, the top 32 of its 64 bits in reverse order: b = h mod 2^L, or
+h mod 2^(L+1) for buckets already split (b < split). So a bucket holds the fingerprints whose
+top L (or L + 1) bits are its own reversed, one range of values, and a split moves one end of
+its sorted members; K.seen_info holds L, split and n (how many were seen).
 Bloom (DISTCRAWL_DUPEFILTER=bloom, [m, k] in the call's header): see the bloom include.
 [revisit] A generation `gen` has buckets and a Bloom filter of its own (revisit include). ]]
 --- @include "util"
@@ -12,60 +14,40 @@ Bloom (DISTCRAWL_DUPEFILTER=bloom, [m, k] in the call's header): see the bloom i
 
 local SEEN_SPLIT = 200
 
-local function low32(dec)
-  local neg = string.byte(dec, 1) == 45
-  local acc = 0
-  local first = 1
-  if neg then first = 2 end
-  for i = first, #dec do
-    acc = (acc * 10 + string.byte(dec, i) - 48) % 4294967296
+-- the low `bits` bits of x in reverse order
+local function bit_reversed(x, bits)
+  local r = 0
+  for _ = 1, bits do
+    r = r * 2 + x % 2
+    x = (x - x % 2) / 2
   end
-  if neg and acc ~= 0 then
-    acc = -acc + 4294967296
-  end
-  return acc
+  return r
 end
 
--- h mod `mod` (a power of two up to 2^26) of a fingerprint in decimal, as low32(dec) % mod:
--- from two numbers of at most 10 digits each, exact in a double (what a split reads of
--- every member of the bucket it splits: a digit loop costs several times more)
-local function low_bits(dec, mod)
-  if mod <= 32768 then
-    -- mod divides 10^15 (10^9 when mod <= 2^9), so the last 15 (9) digits decide: one
-    -- string.byte and Horner's rule on the character codes, exact in a double, less than
-    -- half of what a substring and tonumber cost (a number of 15 digits or fewer is read
-    -- whole: Lua's % of a negative one is the two's complement's, as here)
-    local n = #dec
-    if n <= 15 then return tonumber(dec) % mod end
-    local r
-    if mod <= 512 then
-      local a, b, c, d, e, f, g, h, i = string.byte(dec, n - 8, n)
-      -- minus the character codes' share, 48 * 111111111
-      r = (((((((((a * 10 + b) * 10 + c) * 10 + d) * 10 + e) * 10 + f) * 10 + g) * 10 + h)
-        * 10 + i) - 5333333328) % mod
-    else
-      local a, b, c, d, e, f, g, h, i, j, k, l, m, o, q = string.byte(dec, n - 14, n)
-      -- (below 2^53 all along; minus the character codes' share, 48 * 111111111111111)
-      r = (((((((((((((((a * 10 + b) * 10 + c) * 10 + d) * 10 + e) * 10 + f) * 10 + g) * 10
-        + h) * 10 + i) * 10 + j) * 10 + k) * 10 + l) * 10 + m) * 10 + o) * 10 + q)
-        - 5333333333333328) % mod
-    end
-    if r ~= 0 and string.byte(dec, 1) == 45 then r = mod - r end
-    return r
-  end
-  if mod > 2^26 then return low32(dec) % mod end
+-- h of a fingerprint in decimal (a signed 64-bit integer), where the node did not send it:
+-- its top 32 bits (as unsigned) by long division, reversed
+local function hash_of_decimal(dec)
   local neg = string.byte(dec, 1) == 45
-  if neg then dec = string.sub(dec, 2) end
-  local n = #dec
-  local r
-  if n > 10 then
-    r = ((tonumber(string.sub(dec, 1, n - 10)) % mod) * (1e10 % mod)
-      + tonumber(string.sub(dec, n - 9))) % mod
-  else
-    r = tonumber(dec) % mod
+  local q, rem = 0, 0
+  for i = neg and 2 or 1, #dec do
+    rem = rem * 10 + string.byte(dec, i) - 48
+    local d = rem % 4294967296
+    q, rem = q * 10 + (rem - d) / 4294967296, d
   end
-  if neg and r ~= 0 then r = mod - r end
-  return r
+  local top = q -- |value| / 2^32, rounded down
+  if neg then top = 4294967296 - q - (rem > 0 and 1 or 0) end -- (2^64 - |value|) / 2^32
+  return bit_reversed(top, 32)
+end
+
+-- whether signed decimal a < b, exactly (integers of up to 20 digits)
+local function decimal_less(a, b)
+  local na, nb = string.byte(a, 1) == 45, string.byte(b, 1) == 45
+  if na ~= nb then return na end
+  local less
+  if #a ~= #b then less = #a < #b else less = a < b end
+  if a == b then return false end
+  if na then return not less end
+  return less
 end
 
 -- Bucket key names by prefix, generation (-1: none) and bucket: a number's decimal costs Lua
@@ -99,13 +81,13 @@ local function bucket_key(P, gen, b)
   return key
 end
 
--- a fingerprint's low 32 bits as the node sent them ("" where it did not: read from fp)
-local function low_of(h, fp)
+-- a fingerprint's h as the node sent it ("" or nil where it did not: read from fp)
+local function hash_of(h, fp)
   if h and h ~= '' then return h + 0 end -- coerced once: cheaper than tonumber's two reads
-  return low32(fp)
+  return hash_of_decimal(fp)
 end
 
--- the bucket of a fingerprint's low bits h, with 2^L = size buckets and `split` split
+-- the bucket of a fingerprint's h, with 2^L = size buckets and `split` split
 local function bucket_of(h, size, split)
   local b = h % size
   if b < split then b = h % (2 * size) end
@@ -117,23 +99,58 @@ local function seen_state(level, split)
   return string.format('%d.%d', level, split)
 end
 
+-- Split bucket `split` of level L into itself and split + 2^L. Its members share their top L
+-- bits (split's L bits reversed): those whose next bit is 1 are one end of its members sorted
+-- by value (SORT: as doubles, exact but where a member and the boundary round alike, which
+-- are told apart exactly), found by binary search and moved with two commands
+local function split_bucket(P, gen, level, split)
+  local src = bucket_key(P, gen, split)
+  local m = redis.call('SORT', src)
+  -- the least value whose next bit is 1, as a signed 64-bit integer (a double holds it
+  -- exactly: L + 1 significant bits); level 0: the next bit is the sign, negatives move
+  local v, up = 0, false
+  if level > 0 then
+    v, up = bit_reversed(split, level) * 2 ^ (64 - level) + 2 ^ (63 - level), true
+    if v >= 2 ^ 63 then v = v - 2 ^ 64 end
+  end
+  -- m[1 .. lo - 1] are below v as doubles, m[lo .. hi - 1] round to v, m[hi ..] above it
+  local function first(above)
+    local lo, hi = 1, #m + 1
+    while lo < hi do
+      local mid = (lo + hi - (lo + hi) % 2) / 2
+      local x = m[mid] + 0
+      if x > v or (not above and x == v) then hi = mid else lo = mid + 1 end
+    end
+    return lo
+  end
+  local lo, hi = first(false), first(true)
+  local ties, exact = {}, string.format('%.0f', v)
+  for i = lo, hi - 1 do
+    if decimal_less(m[i], exact) ~= up then ties[#ties + 1] = m[i] end
+  end
+  local dst = bucket_key(P, gen, split + 2 ^ level)
+  local from, to = hi, #m -- the members above v move (below, at level 0)
+  if not up then from, to = 1, lo - 1 end
+  for i = from, to, BATCH do
+    local j = math.min(to, i + BATCH - 1)
+    redis.call('SREM', src, unpack(m, i, j))
+    redis.call('SADD', dst, unpack(m, i, j))
+  end
+  if #ties > 0 then
+    redis.call('SREM', src, unpack(ties))
+    redis.call('SADD', dst, unpack(ties))
+  end
+end
+
 -- `added` more fingerprints in a dupefilter whose buckets are in state (level, split): counted,
--- and the buckets split while they hold more than SEEN_SPLIT on average (split bucket `split`
--- into itself and split + 2^L by the next bit of h). Returns the new state where it changed
+-- and the buckets split while they hold more than SEEN_SPLIT on average. Returns the new state
+-- where it changed
 local function grow(P, gen, info, added, level, split)
   local count = redis.call('HINCRBY', info, 'n', added)
   local size = 2 ^ level
   if count <= SEEN_SPLIT * (size + split) then return nil end
   while count > SEEN_SPLIT * (size + split) do
-    local src = bucket_key(P, gen, split)
-    local move = {}
-    for _, m in ipairs(redis.call('SMEMBERS', src)) do
-      if low_bits(m, 2 * size) ~= split then move[#move + 1] = m end
-    end
-    if #move > 0 then
-      call_chunked('SREM', src, move, 1)
-      call_chunked('SADD', bucket_key(P, gen, split + size), move, 1)
-    end
+    split_bucket(P, gen, level, split)
     split = split + 1
     if split == size then
       level, split, size = level + 1, 0, size * 2
@@ -144,7 +161,7 @@ local function grow(P, gen, info, added, level, split)
 end
 
 -- SMISMEMBER then SADD of the new ones: two commands per bucket touched, not one per URL. hs
--- are the fingerprints' low 32 bits ("" or nil where not sent: read from the fingerprint).
+-- are the fingerprints' h ("" or nil where not sent: read from the fingerprint).
 -- Returns a table i -> true for the fresh ones, and the state of the buckets after
 local function seen_add(P, fps, hs, gen)
   local fresh = {}
@@ -159,7 +176,7 @@ local function seen_add(P, fps, hs, gen)
   local first, groups, order = {}, {}, {}
   for idx, fp in ipairs(fps) do
     if fp ~= '' then
-      local b = bucket_of(low_of(hs[idx], fp), size, split)
+      local b = bucket_of(hash_of(hs[idx], fp), size, split)
       local one = first[b]
       if not one then
         first[b] = idx

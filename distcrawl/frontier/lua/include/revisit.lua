@@ -62,7 +62,7 @@ local function generation_has(P, fps, hs, bloom, g)
   local size, split = 2 ^ (tonumber(st[1]) or 0), tonumber(st[2]) or 0
   for idx, fp in ipairs(fps) do
     if fp ~= '' then
-      local b = bucket_of(low_of(hs[idx], fp), size, split)
+      local b = bucket_of(hash_of(hs[idx], fp), size, split)
       if redis.call('SISMEMBER', bucket_key(P, g, b), fp) == 1 then found[idx] = true end
     end
   end
