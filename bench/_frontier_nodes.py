@@ -66,8 +66,12 @@ def distcrawl_node(
     # (a node in revisit mode wipes it once a dupefilter generation: never within a run)
     known = RecentKeys(args["known"]) if args["known"] > 0 else None
     fresh = sent = 0
+    # as the scheduler: a page's links are probed first and the new ones pushed with the next
+    # flush; its ack waits for that flush
+    links_found: list[Child] = []
     children: list[Child] = []
     acks: list[Any] = []
+    acks_waiting: list[Any] = []
     revisits: list[Revisit] = []
     revisit_ms = int(args.get("revisit_ms") or 0)
     pages = roundtrips = inversions = shard_calls = 0
@@ -75,16 +79,26 @@ def distcrawl_node(
     start.wait()
     t0 = last_beat = time.perf_counter()
     while not stop.is_set():
+        if links_found:
+            acks, acks_waiting = acks_waiting, acks
+        else:
+            acks, acks_waiting = acks_waiting + acks, []
         reply = store.sync(
-            name, children=children, acks=acks, lease=lease_n, tag=tag, revisits=revisits
+            name,
+            children=children,
+            probes=links_found,
+            acks=acks,
+            lease=lease_n,
+            tag=tag,
+            revisits=revisits,
         )
         if reply.rewound is not None:  # a fresh server that nobody restarts
             raise RuntimeError("the bench's Redis lost writes")
         roundtrips += 1
         shard_calls += reply.shards_called
         inversions += reply.priority_inversions
-        sent += len(children)
-        children, acks, revisits = [], [], []
+        sent += len(links_found)
+        children, links_found, acks, revisits = reply.probed, [], [], []
         for leased in reply.leased:
             data = json.loads(leased.payload)
             page_url = data["u"]
@@ -106,7 +120,7 @@ def distcrawl_node(
                     if key in known:
                         continue
                     known.add(key)
-                children.append(child(payloads, u, kind, prio, page_url))
+                links_found.append(child(payloads, u, kind, prio, page_url))
         pages += len(reply.leased)
         if pace > 0:  # a node held to `pace` pages/s (the single Redis at a master's rate)
             stop.wait(max(0.0, t0 + pages / pace - time.perf_counter()))
@@ -114,8 +128,8 @@ def distcrawl_node(
             store.heartbeat(name, "{}")
             roundtrips += 1
             last_beat = time.perf_counter()
-    if acks or revisits:
-        store.sync(name, children=children, acks=acks, tag=tag, revisits=revisits)
+    if acks or acks_waiting or revisits or children:
+        store.sync(name, children=children, acks=acks + acks_waiting, tag=tag, revisits=revisits)
         roundtrips += 1
     out.put(
         {

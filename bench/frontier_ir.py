@@ -207,8 +207,10 @@ def drive(
     rng = random.Random(7)
     payloads = fb.Payloads(fb.queue_payload)
     known = RecentKeys(args.known) if args.known > 0 else None
-    children: list[Any] = []
+    children: list[Any] = []  # links the last flush found new: pushed now
+    found: list[Any] = []  # links of the pages leased: probed first, as a node does
     acks: list[Any] = []
+    waiting: list[Any] = []  # acks waiting for their pages' links to be pushed
     fresh = pages = calls = 0
     store.heartbeat("sim-0", "{}")
     for step in range(WARMUP + args.flushes):
@@ -218,9 +220,15 @@ def drive(
             for counter in counters:
                 counter.start_counting()
             pages = calls = 0
-        reply = store.sync("sim-0", children=children, acks=acks, lease=args.lease, tag="ir0")
+        if found:
+            acks, waiting = waiting, acks
+        else:
+            acks, waiting = waiting + acks, []
+        reply = store.sync(
+            "sim-0", children=children, probes=found, acks=acks, lease=args.lease, tag="ir0"
+        )
         calls += reply.shards_called
-        children, acks = [], []
+        children, found, acks = reply.probed, [], []
         for leased in reply.leased:
             page_url = json.loads(leased.payload)["u"]
             acks.append(leased.lease)
@@ -241,7 +249,7 @@ def drive(
                     if key in known:
                         continue
                     known.add(key)
-                children.append(fb.child(payloads, u, kind, prio, page_url))
+                found.append(fb.child(payloads, u, kind, prio, page_url))
         pages += len(reply.leased)
     totals = [counter.stop_counting() for counter in counters]
     inner = 0

@@ -113,6 +113,11 @@ class FrontierStore:
         self._idle: set[str] = set()
         self._fences: dict[str, Fence] = {}
 
+    @property
+    def probing(self) -> bool:
+        """Whether ``sync`` takes links as probes (the exact dupefilter, not revisit mode)."""
+        return self.bloom_shape is None and self.forget_ms is None
+
     def _drive(self, step: Any) -> Any:
         return self.runner.drive(step)
 
@@ -149,6 +154,7 @@ class FrontierStore:
         feedback: Iterable[Feedback] = (),
         tag: str | None = None,
         revisits: Iterable[Revisit] = (),
+        probes: Iterable[Child] = (),
     ) -> Any:
         """Push ``children``, ack ``acks``, write ``dead`` letters and ``rejected`` entries, apply
         site ``feedback``, schedule ``revisits`` (acks whose pages come back when due; revisit mode
@@ -159,7 +165,11 @@ class FrontierStore:
 
         With a ``tag`` the call is fenced: the rids of the children end in ``.<tag>``, and each
         shard called checks the mark this node wrote there last (see ``sync`` in the library);
-        a shard that lacks it does nothing and ``rewound`` says so (``unsent``: its batch)."""
+        a shard that lacks it does nothing and ``rewound`` says so (``unsent``: its batch).
+
+        ``probes`` are links checked against the dupefilter with plain reads, in the same round
+        trip: ``probed`` lists those it does not hold, for the caller to push with its next
+        flush (see :mod:`~distcrawl.frontier.protocol.probes`)."""
         flush = Flush.of(
             children=children,
             acks=acks,
@@ -171,6 +181,7 @@ class FrontierStore:
             feedback=feedback,
             tag=tag,
             revisits=revisits,
+            probes=probes,
         )
         return self._drive(sync_protocol.sync(self, node, flush))
 

@@ -1,15 +1,18 @@
 """A node's write buffers against a real Redis: an ack goes only with its page's children or
-after them, a failed round trip keeps every write in order, and a rewound shard's writes go
-again with the next one."""
+after them (a probed link: after the round trip that pushes it), a failed round trip keeps
+every write in order, and a rewound shard's writes go again with the next one."""
 
 from __future__ import annotations
 
 import json
+import random
 import socket
 
 import pytest
 import redis
 from frontier_state import clear_frontier
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from distcrawl.frontier.batch import DeadLetter, Feedback, Lease, Revisit
 from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore, SyncResult
@@ -47,6 +50,7 @@ def round_trip(writes: WriteBuffers, store: FrontierStore, *, lease: int = 0) ->
         result = store.sync(
             "n1",
             children=out.children,
+            probes=out.probes,
             acks=out.acks,
             dead=out.dead,
             rejected=out.rejected,
@@ -161,4 +165,83 @@ def test_a_rewound_shard_gets_its_writes_again_with_the_next_round_trip(
     store.forget_marks("n1")  # the node goes on (in the loop: with a new tag)
     again = round_trip(writes, store)
     assert again is not None and again.rewound is None and again.added == 1
+    assert not writes.pending()
+
+
+def test_a_probed_link_is_pushed_by_the_next_round_trip_and_its_pages_ack_waits_for_it(
+    store: FrontierStore,
+) -> None:
+    store.sync("n0", children=[child("a.test", "p"), child("a.test", "old")])
+    (page,) = [leased.lease for leased in store.sync("n1", lease=1).leased]
+    store.sync("n1", lease=0)  # the node learns the shard's dupefilter (its reply tells it)
+    writes = WriteBuffers(latency_target=5.0, probing=True)
+    # the page found a new link and one the crawl already has
+    writes.children += [child("a.test", "new"), child("a.test", "old")]
+    writes.acks.append(page)
+    first = round_trip(writes, store)
+    assert first is not None and (first.added, first.filtered, first.acked) == (0, 1, 0)
+    assert [c.fp for c in writes.confirmed] == ["new"] and writes.acks_probed == [page]
+    second = round_trip(writes, store)
+    assert second is not None and (second.added, second.acked) == (1, 1)
+    assert not writes.pending()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_with_probes_no_ack_goes_before_its_pages_links_are_in_redis(
+    store: FrontierStore, seed: int
+) -> None:
+    """A seeded walk: pages leased, their links found (new ones, ones the crawl has, ones
+    found twice), pages done, round trips that fail (Redis away) or go through, the node's
+    view of the dupefilter's buckets lost now and then. Whenever a page's lease is gone from
+    Redis (acked), every link it found is in the dupefilter; in the end every new link is
+    queued once."""
+    rng = random.Random(seed)
+    sites = [f"w{i}.test" for i in range(6)]
+    store.sync("n0", children=[child(s, f"old{i}") for s in sites for i in range(5)])
+    store.sync("n0", children=[child(s, f"seed{i}") for s in sites for i in range(8)])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    away = FrontierStore(
+        redis.Redis(
+            host="127.0.0.1", port=port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+        ),
+        store.keys,
+        refresh=0.0,
+    )
+    writes = WriteBuffers(latency_target=5.0, probing=True)
+    pages: dict[str, list[str]] = {}  # a page's rid -> the links it found
+    working: list[Lease] = []
+    counter = 0
+    for _ in range(60):
+        step = rng.random()
+        if step < 0.25:
+            working += [leased.lease for leased in store.sync("n1", lease=3).leased]
+        elif step < 0.55 and working:
+            page = working.pop(rng.randrange(len(working)))
+            found = []
+            for _ in range(rng.randrange(4)):
+                site = page.site if rng.random() < 0.7 else rng.choice(sites)
+                counter += 1
+                path = f"old{rng.randrange(5)}" if rng.random() < 0.4 else f"n{counter}"
+                writes.children.append(child(site, path))
+                found.append((site, path))
+            pages[page.rid] = found
+            writes.acks.append(page)
+        elif step < 0.65 and writes.pending():
+            with pytest.raises(redis.ConnectionError):
+                round_trip(writes, away)
+        elif step < 0.7:
+            for i in range(store.keys.shards):
+                store.views[i].buckets = None
+        else:
+            round_trip(writes, store)
+        held = {rid for rids in store.held_leases("n1").values() for rid in rids}
+        done = [rid for rid in pages if rid not in held and rid not in {p.rid for p in working}]
+        links = [child(site, path) for rid in done for site, path in pages[rid]]
+        if links:
+            # every link of a page acked is in the dupefilter (a probe finds none new)
+            assert store.sync("check", probes=links).probed == []
+    for _ in range(6):
+        round_trip(writes, store)
     assert not writes.pending()

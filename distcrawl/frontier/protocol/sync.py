@@ -24,6 +24,7 @@ from distcrawl.frontier.batch import (
     SiteEvent,
 )
 from distcrawl.frontier.protocol.calls import ShardBatch, ShardReply
+from distcrawl.frontier.protocol.probes import Probes
 from distcrawl.frontier.protocol.runner import (
     Call,
     Step,
@@ -84,6 +85,9 @@ class SyncResult:
     #: the node's own children written by this call, each with its lease (None: the
     #: dupefilter already held it, and nothing was written)
     own: list[tuple[Child, Lease | None]] = field(default_factory=list)
+    #: the probes no dupefilter holds: the caller pushes them with its next flush (those
+    #: found held count in ``filtered``)
+    probed: list[Child] = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +104,7 @@ class Flush:
     feedback: list[Feedback]
     tag: str | None
     revisits: list[Revisit]
+    probes: list[Child] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -115,6 +120,7 @@ class Flush:
         feedback: Iterable[Any],
         tag: str | None,
         revisits: Iterable[Revisit],
+        probes: Iterable[Any] = (),
     ) -> Flush:
         return cls(
             [c if isinstance(c, Child) else Child(*c) for c in children],
@@ -127,6 +133,7 @@ class Flush:
             [f if isinstance(f, Feedback) else Feedback(*f) for f in feedback],
             tag,
             list(revisits),
+            [c if isinstance(c, Child) else Child(*c) for c in probes],
         )
 
 
@@ -181,6 +188,9 @@ def _batches(store: FrontierStore, flush: Flush) -> dict[int, ShardBatch]:
 def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
     """The step of one flush (see :meth:`FrontierStore.sync`)."""
     keys = store.keys
+    probes = Probes(store, flush.probes)
+    if probes.unasked:
+        flush.children = [*flush.children, *probes.unasked]
     batches = _batches(store, flush)
     budget = flush.budget
     options: dict[str, Any] = {
@@ -214,6 +224,7 @@ def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
         buckets = None if store.forget_ms else store.views[s].buckets
         args = batches[s].args(node, opts, bloom=bloom, buckets=buckets)
         calls.append(Call("sync", (keys.shard(s).prefix,), args))
+    calls += probes.calls
     # the crawl-wide heads: what this node's last calls saw goes in, what the others saw comes
     # back (its next lease plans with it), in the same round trip
     heads = flush.lease > 0 and keys.shards > 1
@@ -227,6 +238,8 @@ def sync(store: FrontierStore, node: str, flush: Flush) -> Step[SyncResult]:
     if heads:
         store.views.told(_pairs(results[-1]), server_ms, set(order))
     result = SyncResult(shards_called=len(order))
+    at = len(order)
+    result.probed, result.filtered = probes.answered(results[at : at + len(probes.calls)])
     replies = []
     tombstone = None
     for s, raw in zip(order, results, strict=False):

@@ -104,6 +104,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         self.store = store = FrontierStore(
             client, keys, dupefilter=self.dupefilter, forget_ms=policy.forget_ms if policy else None
         )
+        self._writes.probing = store.probing
         # a node that cannot reach Redis at its start gives up after start_timeout (a wrong
         # REDIS_URL must not look like a node waiting); an outage later is waited out
         start = StartWait(timeout=self.start_timeout, where=mask_url(self.redis_url))
@@ -293,12 +294,12 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             # what the engine finished is acked here; the rest (never started, or cut short
             # by an unclean stop) goes back to the queue at once
             await loop.write_out()
-            if self._solo is not None and self._solo.blocked and self._writes.children:
+            if self._solo is not None and self._solo.blocked and self._writes.links():
                 logger.warning(
                     "Node %s closes with %d requests not written: it was waiting for the "
                     "crawl's solo node to share the crawl",
                     self.node_id,
-                    len(self._writes.children),
+                    len(self._writes.links()),
                 )
             info = {"started": loop.started(), "prefetched": 0}
             await loop.membership.leave(info, reason=reason, unstarted=unstarted)

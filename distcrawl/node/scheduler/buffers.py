@@ -1,5 +1,7 @@
 """What waits for a node's next round trip: children, acks, dead letters, refused entries,
-revisits, the seeds' removal and each site's answers, and how they go out in order."""
+revisits, the seeds' removal and each site's answers, and how they go out in order. A link is
+probed first (checked against the shared dupefilter with a plain read) and pushed with the
+next round trip only if the dupefilter does not hold it."""
 
 from __future__ import annotations
 
@@ -30,15 +32,26 @@ def hold_back(
     return now, [a for a in acks if kid_shards != {shard(a)}]
 
 
+def probed_first(child: Child) -> bool:
+    """Whether a link is probed before it is pushed: not the node's own (a lease at once), not
+    dont_filter (never filtered), not parked (a retry), with a fingerprint."""
+    return not (child.own or child.dont_filter or child.delay_ms or not child.fp)
+
+
 @dataclass(slots=True)
 class Outgoing:
-    """The writes of one round trip, and the acks and revisits it holds back."""
+    """The writes of one round trip, the links it probes, and the acks and revisits it holds
+    back: until Redis has its children (``*_later``), or until the next round trip pushed the
+    links it probes (``*_probed``)."""
 
     children: list[Child]
+    probes: list[Child]
     acks: list[Lease]
     acks_later: list[Lease]
+    acks_probed: list[Lease]
     revisits: list[Revisit]
     revisits_later: list[Revisit]
+    revisits_probed: list[Revisit]
     dead: list[DeadLetter]
     rejected: list[str]
     seeds_done: bool
@@ -53,12 +66,23 @@ class WriteBuffers:
     by a flush that pushes children to another shard than its own, since a node killed mid
     round trip (or a cluster's masters, each on its own) may run one shard's call without the
     other's. Revisits (acks that schedule the page again) are held back the same way.
+
+    With ``probing`` (the exact dupefilter, not revisit mode) a link is probed first: the
+    round trip that probes it holds back every ack buffered before it (``acks_probed``), and
+    the next one pushes it (``confirmed``) where the dupefilter does not hold it; those acks
+    then go as above, with that push or after it.
     """
 
-    def __init__(self, *, latency_target: float) -> None:
+    def __init__(self, *, latency_target: float, probing: bool = False) -> None:
+        self.probing = probing
         self.children: list[Child] = []
+        #: probed links the dupefilter did not hold: pushed with the next round trip
+        self.confirmed: list[Child] = []
         self.acks: list[Lease] = []
         self.acks_after: list[Lease] = []
+        #: acks that wait until the links probed before them are pushed
+        self.acks_probed: list[Lease] = []
+        self.revisits_probed: list[Revisit] = []
         self.dead: list[DeadLetter] = []
         self.rejected: list[str] = []  # rejection records of refused seeds and queue entries
         self.revisits: list[Revisit] = []
@@ -71,8 +95,11 @@ class WriteBuffers:
         """Whether anything waits to be written (site feedback aside: it rides along)."""
         return bool(
             self.children
+            or self.confirmed
             or self.acks
             or self.acks_after
+            or self.acks_probed
+            or self.revisits_probed
             or self.dead
             or self.rejected
             or self.revisits
@@ -88,30 +115,52 @@ class WriteBuffers:
         return [
             *self.acks,
             *self.acks_after,
-            *(rv.lease for rv in (*self.revisits, *self.revisits_after)),
+            *self.acks_probed,
+            *(rv.lease for rv in (*self.revisits, *self.revisits_after, *self.revisits_probed)),
         ]
+
+    def links(self) -> list[Child]:
+        """The links waiting here, probed or not."""
+        return [*self.confirmed, *self.children]
 
     def take(self, shard_of: Callable[[str], int], *, lease: int) -> Outgoing | None:
         """Empty the buffers into one round trip's writes (None: nothing to send and no
         ``lease`` asked); ``shard_of`` maps a child's site to its shard."""
+        probes: list[Child] = []
         children = self.children
+        if self.probing:
+            probes = [c for c in children if probed_first(c)]
+            children = [c for c in children if not probed_first(c)]
+        children = self.confirmed + children
         kid_shards = {shard_of(c.site) for c in children}
-        acks_now, acks_later = hold_back(self.acks, kid_shards, lambda a: a.shard)
-        revisits_now, revisits_later = hold_back(self.revisits, kid_shards, lambda r: r.lease.shard)
+        # acks buffered before links this round trip only probes wait for the next one
+        acks_ready, acks_probed = self.acks_probed, self.acks
+        revisits_ready, revisits_probed = self.revisits_probed, self.revisits
+        if not probes:
+            acks_ready, acks_probed = acks_ready + acks_probed, []
+            revisits_ready, revisits_probed = revisits_ready + revisits_probed, []
+        acks_now, acks_later = hold_back(acks_ready, kid_shards, lambda a: a.shard)
+        revisits_now, revisits_later = hold_back(
+            revisits_ready, kid_shards, lambda r: r.lease.shard
+        )
         acks = self.acks_after + acks_now
         revisits = self.revisits_after + revisits_now
         dead, rejected, seeds_done = self.dead, self.rejected, self.seeds_pending
-        if not (children or acks or dead or rejected or seeds_done or lease or revisits):
-            return None  # (acks are held back only by a flush with children)
-        self.children, self.acks, self.dead, self.rejected = [], [], [], []
+        if not (children or probes or acks or dead or rejected or seeds_done or lease or revisits):
+            return None  # (acks are held back only by a flush with children or probes)
+        self.children, self.confirmed, self.acks, self.dead, self.rejected = [], [], [], [], []
         self.acks_after, self.revisits, self.revisits_after = [], [], []
+        self.acks_probed, self.revisits_probed = [], []
         self.seeds_pending = False
         return Outgoing(
             children=children,
+            probes=probes,
             acks=acks,
             acks_later=acks_later,
+            acks_probed=acks_probed,
             revisits=revisits,
             revisits_later=revisits_later,
+            revisits_probed=revisits_probed,
             dead=dead,
             rejected=rejected,
             seeds_done=seeds_done,
@@ -119,19 +168,24 @@ class WriteBuffers:
         )
 
     def restore(self, out: Outgoing) -> None:
-        """The round trip failed: nothing was written (a script is all or nothing), so all of
-        it goes again, ahead of what was buffered since."""
-        self.children[:0] = out.children
-        self.acks[:0] = out.acks + out.acks_later
-        self.revisits[:0] = out.revisits + out.revisits_later
+        """The round trip failed: nothing was written (a script is all or nothing) and what its
+        probes found is unknown, so all of it goes again, ahead of what was buffered since (its
+        links probed again)."""
+        self.children[:0] = out.children + out.probes
+        self.acks[:0] = out.acks + out.acks_later + out.acks_probed
+        self.revisits[:0] = out.revisits + out.revisits_later + out.revisits_probed
         self.dead[:0] = out.dead
         self.rejected[:0] = out.rejected
         self.seeds_pending = self.seeds_pending or out.seeds_done
         self.feedback.restore(out.feedback)
 
     def sent(self, out: Outgoing, result: SyncResult) -> None:
-        """Redis answered: hold back what waits for this round trip's children, and keep for
+        """Redis answered: hold back what waits for this round trip's children, keep the links
+        its probes found new for the next one (and the acks that wait for them), and keep for
         the next one what rewound shards did not take."""
+        self.confirmed = result.probed + self.confirmed
+        self.acks_probed = out.acks_probed + self.acks_probed
+        self.revisits_probed = out.revisits_probed + self.revisits_probed
         if result.rewound is not None:
             # the shards that lacked this node's last mark wrote nothing: their part goes again
             # with the next flush, after the node forgot what it pushed

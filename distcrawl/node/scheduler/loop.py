@@ -227,9 +227,10 @@ class FrontierLoop:
         return len(self.leased) - len(self.ready)
 
     async def write_out(self) -> None:
-        """Flush what is buffered, leasing nothing: up to three round trips, for acks held
-        back behind their children and what a rewound shard did not take."""
-        for _ in range(3):
+        """Flush what is buffered, leasing nothing: up to four round trips, for links probed
+        before they are pushed, acks held back behind their children and what a rewound shard
+        did not take."""
+        for _ in range(4):
             await self.flush(lease=0)
             if not self.writes.pending():
                 break
@@ -326,7 +327,7 @@ class FrontierLoop:
         writes = self.writes
         parts = (
             (len(writes.held_leases()), "acks"),
-            (len(writes.children), "links"),
+            (len(writes.links()), "links"),
             (len(writes.dead), "dead letters"),
             (len(self.ready), "prefetched requests"),
             (self.started(), "requests in progress"),
@@ -343,7 +344,7 @@ class FrontierLoop:
         return write_hold(
             ready=self.ready,
             low_water=self.low_water,
-            children=self.writes.children,
+            children=self.writes.links(),
             idle_nodes=self.store.idle_nodes,
             until=self._flushed_at + self.flush_delay,
             now=time.monotonic(),
@@ -425,6 +426,7 @@ class FrontierLoop:
             result = await self.store.sync(
                 self.node_id,
                 children=out.children,
+                probes=out.probes,
                 acks=out.acks,
                 dead=out.dead,
                 rejected=out.rejected,

@@ -107,7 +107,7 @@ class RequestWindow(SchedulerState):
             return False
         if store.views.queued_anywhere():
             return False
-        return all(c.own for c in self._writes.children)
+        return not self._writes.confirmed and all(c.own for c in self._writes.children)
 
     def next_request(self) -> Request | None:
         ready, local = self._ready, self._local
