@@ -112,12 +112,14 @@ class Node:
         settings: dict[str, str],
         env: dict[str, str] | None = None,
         spider_args: dict[str, str] | None = None,
+        wrapper: list[str] | None = None,
     ) -> None:
+        """``wrapper``: a command the process runs under (valgrind, for one)."""
         self.spider = spider
         self.node_id = node_id
         self.log_file = log_dir / f"{node_id}.log"
         self.out_file = log_dir / f"{node_id}.out"
-        cmd = [sys.executable, "-m", "scrapy", "crawl", spider]
+        cmd = [*(wrapper or []), sys.executable, "-m", "scrapy", "crawl", spider]
         for key, value in {**settings, "LOG_FILE": str(self.log_file)}.items():
             cmd += ["-s", f"{key}={value}"]
         for key, value in (spider_args or {}).items():

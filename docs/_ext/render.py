@@ -124,6 +124,8 @@ BENCHES: dict[str, str] = {
     "round trips per page, bytes per URL seen and queued, balance over a cluster's masters.",
     "frontier_ir": "Redis instructions per page (valgrind's callgrind): the figure to compare "
     "two versions of the frontier's script with.",
+    "node_ir": "Instructions per page of one node process against plain Scrapy on the same "
+    "pages (valgrind's callgrind): the node's own cost, whatever the machine's load.",
     "chaos": "Do killed nodes, a Redis outage or rewind, or a MongoDB kill lose or duplicate "
     "a product?",
     "faults": "Does a shop that fails requests at random lose a product? Are retries spaced?",
@@ -139,15 +141,20 @@ BENCHES: dict[str, str] = {
 HEADLINES: dict[str, tuple[str, ...]] = {
     "throughput": (
         "plain_pps", "scrapy_redis_pps", "distcrawl_pps", "distcrawl_2nodes_pps",
-        "ratio_vs_plain", "ratio_vs_scrapy_redis", "redis_roundtrips_per_page",
+        "ratio_vs_plain", "ratio_vs_scrapy_redis", "redis_roundtrips_per_page", "scaling",
     ),
     "frontier": (
         "pages_per_second", "redis_cpu_us_per_page", "commands_per_page", "roundtrips_per_page",
+        "priority_inversions", "pages",
         "seen_bytes_per_url", "queued_bytes_per_url", "scrapy_redis_redis_cpu_us_per_page",
         "bloom_bytes_per_url", "bloom_false_positive_rate", "cluster_cpu_overhead",
         "projected_speedup",
     ),
-    "frontier_ir": ("redis_instructions_per_page", "instructions_per_call", "commands_per_page"),
+    "frontier_ir": (
+        "redis_instructions_per_page", "instructions_per_call", "commands_per_page",
+        "cluster_instructions_overhead", "cluster_projected_speedup_ir",
+    ),
+    "node_ir": ("node_instructions_per_page", "plain_instructions_per_page", "ratio_vs_plain"),
     "chaos": ("expected", "stored", "lost", "duplicates", "refetched", "ok"),
     "faults": ("lost", "stored", "dead_letters", "retry_gap_ok"),
     "mongo_outage": ("lost", "duplicates", "stored"),
