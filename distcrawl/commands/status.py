@@ -24,6 +24,7 @@ from rich.text import Text
 
 from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
+from distcrawl.base.names.commands import RESUME_CRAWL
 from distcrawl.base.urls import shorten_middle
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
 from distcrawl.commands._tables import Column, fit_table
@@ -195,7 +196,11 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
     trend = status["backlog_per_min"]
     trend_text = f"backlog {'+' if (trend or 0) > 0 else ''}{_num(trend)}/min" if trend else ""
     if status["paused"] and not status["drained"]:
-        queue.add_row("time to drain", "paused", "nothing drains until `control resume`")
+        queue.add_row(
+            "time to drain",
+            "paused",
+            f"nothing drains until `{RESUME_CRAWL.line(spider=status['crawl'])}`",
+        )
     else:
         queue.add_row("time to drain", _duration(status["eta_seconds"]), trend_text)
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from distcrawl.base.names.commands import RESET_CRAWL
+
 if TYPE_CHECKING:
     from distcrawl.frontier.keys import FrontierKeys
 
@@ -59,7 +61,7 @@ def refusal(mismatch: Mismatch, keys: FrontierKeys, recorded: Mapping[str, str])
         fix = f"set {name}={crawl} here"
     return (
         f"{name} {mine}, but {theirs} ({where}): {fix}, or stop every node and "
-        f"`distcrawl control reset {keys.spider}` to start the crawl over"
+        f"`{RESET_CRAWL.line(spider=keys.spider)}` to start the crawl over"
     )
 
 

@@ -16,6 +16,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names.commands import START_SERVICES
 from distcrawl.base.urls import mask_url
 from distcrawl.frontier import connection, crawlconf
 from distcrawl.frontier.keys import FrontierKeys
@@ -95,7 +96,7 @@ def redis_url(settings: BaseSettings) -> str:
         raise NoRedis(
             f"REDIS_URL is not set and no embedded Redis runs under {home}. Set REDIS_URL to "
             "the crawl's Redis, or DISTCRAWL_HOME to the folder of the nodes' embedded "
-            "services (`distcrawl services start` starts them and prints REDIS_URL)."
+            f"services (`{START_SERVICES.line()}` starts them and prints REDIS_URL)."
         )
     return str(embedded["url"])
 

@@ -65,7 +65,7 @@ def test_the_refusal_names_the_setting_both_values_and_the_ways_out() -> None:
     assert line == (
         "DISTCRAWL_SHARDS is 4 here, but crawl catalog runs with 16 (recorded by node node-a "
         "in {catalog}:config): set DISTCRAWL_SHARDS=16 here, or stop every node and "
-        "`distcrawl control reset catalog` to start the crawl over"
+        "`distcrawl control catalog reset --yes-really` to start the crawl over"
     )
     (bloom,) = crawlconf.differences(
         {"DISTCRAWL_BLOOM_CAPACITY": crawlconf.NOT_IN_EFFECT}, {"DISTCRAWL_BLOOM_CAPACITY": "5"}
