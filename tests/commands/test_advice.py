@@ -91,9 +91,10 @@ def test_advice_is_built_in_the_commands_order() -> None:
 
 #: a command line spelled in a message: `distcrawl control ...`, `scrapy status ...`, or an
 #: operator command on its own (`control resume`)
+_ANY = "|".join(sorted(words.ARGUMENTS))
+_OPERATOR = "|".join((*words.SCRAPY_COMMANDS, words.SERVICES))
 _SPELLED = re.compile(
-    r"`(?:(?:distcrawl|scrapy) )?(?:" + "|".join(sorted(words.ARGUMENTS)) + r")\b[^`]*`"
-    r"|\b(?:distcrawl|scrapy) (?:" + "|".join(words.SCRAPY_COMMANDS + (words.SERVICES,)) + r") \w"
+    rf"`(?:(?:distcrawl|scrapy) )?(?:{_ANY})\b[^`]*`|\b(?:distcrawl|scrapy) (?:{_OPERATOR}) \w"
 )
 
 
