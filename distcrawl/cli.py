@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from distcrawl.base.names import commands as words
+from distcrawl.base.pipes import end_quietly, reader_gone
 from distcrawl.base.names import vocabulary
 
 #: sub-command name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
@@ -76,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cmd_parser.parse_intermixed_args(argv[1:])
     try:
         return int(module.run(args) or 0)
+    except BrokenPipeError:
+        if not reader_gone():
+            raise
+        return end_quietly()  # its reader had enough (`| head`), as `git log | head`
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every cleanup on the way out has run
         print(f"distcrawl {name}: interrupted", file=sys.stderr)
         return 130
