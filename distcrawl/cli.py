@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from distcrawl.base.names import commands as words
-from distcrawl.base.pipes import end_quietly, reader_gone
 from distcrawl.base.names import vocabulary
+from distcrawl.base.pipes import end_quietly, reader_gone
 
 #: sub-command name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
 MODULES: dict[str, str] = {

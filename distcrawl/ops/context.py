@@ -5,6 +5,7 @@ nodes themselves read them."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from importlib import import_module
@@ -188,13 +189,19 @@ class Context:
         """:class:`CrawlRefused` when the crawl is stored in another frontier format than
         this distcrawl's, or when its nodes recorded another shard count or seed list than
         these settings give (two reads); every tool asks before it reads or writes the
-        crawl."""
+        crawl. A shard count the operator did not give (no ``DISTCRAWL_SHARDS`` in the
+        environment, on the command line or in the project) is the one the crawl recorded:
+        the tool then works on the crawl's keys."""
         keys = self.keys
         try:
             FrontierStore(client, keys).check_format()
         except CrawlFormatError as exc:
             raise CrawlRefused([str(exc)]) from exc
         recorded = crawlconf.read(client, keys)
+        shards = recorded.get("DISTCRAWL_SHARDS", "")
+        if shards.isdigit() and int(shards) != keys.shards and not _given(self.settings, _SHARDS):
+            keys = dataclasses.replace(keys, shards=int(shards))
+            self.__dict__["keys"] = keys  # the cached property, now the crawl's own layout
         differ = crawlconf.differences(recorded, crawlconf.layout(keys))
         if differ:
             raise CrawlRefused([crawlconf.refusal(m, keys, recorded) for m in differ])
@@ -215,6 +222,17 @@ class Context:
             f"{self.masked_url} holds no crawl {keys.spider!r} (no nodes, queue, seen URLs, "
             f"dead letters or seeds under {keys.prefix}); check the spider name and REDIS_URL"
         )
+
+
+_SHARDS = "DISTCRAWL_SHARDS"
+
+
+def _given(settings: BaseSettings, name: str) -> bool:
+    """Whether the operator gave setting *name*: in the environment, with ``-s``, or in the
+    project's settings with another value than the registry's default."""
+    if name in os.environ or (settings.getpriority(name) or 0) > SETTINGS_PRIORITIES["project"]:
+        return True
+    return bool(SETTINGS.value(settings, name) != SETTINGS.default(name))
 
 
 def page_priorities(settings: BaseSettings) -> dict[str, int]:

@@ -187,8 +187,8 @@ def test_nodes_publish_their_own_rates_so_every_reader_sums_the_same(r) -> None:
     # two readers with their own (empty) trackers, as two nodes' progress lines are
     first = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
     second = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
-    assert first["totals"]["pages_per_min"] == second["totals"]["pages_per_min"] == 900
-    assert [n["pages_per_min"] for n in first["nodes"]] == [600, 300]
+    assert first["totals"]["responses_per_min"] == second["totals"]["responses_per_min"] == 900
+    assert [n["responses_per_min"] for n in first["nodes"]] == [600, 300]
 
 
 def test_a_node_shows_its_failures_and_its_journal(r) -> None:
