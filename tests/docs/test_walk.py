@@ -65,12 +65,21 @@ def documented_ports(texts: list[str]) -> list[str]:
 
 
 def _free(port: int) -> bool:
+    """Nothing binds *port* (a port left in TIME_WAIT by a closed server is free to a server,
+    which binds with SO_REUSEADDR, as this check does)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
             return False
     return True
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def walk_ports(fixed: list[str]) -> dict[str, str]:
@@ -384,8 +393,9 @@ class Walk:
         return found
 
     def bound_ports(self) -> list[str]:
+        """The documented ports something still listens on."""
         return [f"{fixed} (as {port})" for fixed, port in self.shell.ports.items()
-                if not _free(int(port))]  # fmt: skip
+                if _listening(int(port))]  # fmt: skip
 
     def written(self) -> list[str]:
         """Files the pages wrote into the checkout outside its ignored paths."""
@@ -400,12 +410,13 @@ class Walk:
 
 
 def _untracked(repo: Path, paths: tuple[str, ...]) -> set[str]:
+    """The files under *paths* of *repo* that git neither tracks nor ignores."""
     done = subprocess.run(
         ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all", "--",
          *[p for p in paths if (repo / p).is_dir()]],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    return set(done.stdout.splitlines())
+    return {line for line in done.stdout.splitlines() if line.startswith("??")}
 
 
 def _page_end(walk: Walk, page: str) -> None:
