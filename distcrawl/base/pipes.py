@@ -8,8 +8,10 @@ import contextlib
 import os
 import select
 import sys
+from typing import Any, TypeVar
 
-__all__ = ["end_quietly", "reader_gone"]
+_C = TypeVar("_C")
+__all__ = ["end_quietly", "quiet_when_closed", "reader_gone"]
 
 
 def reader_gone() -> bool:
@@ -31,3 +33,16 @@ def end_quietly() -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     return 0
+
+
+def quiet_when_closed(console: _C) -> _C:
+    """A rich ``Console`` that ends quietly with status 0 when its reader goes away (rich's own
+    ends with status 1), as :func:`end_quietly` does."""
+    target: Any = console
+
+    def on_broken_pipe() -> None:
+        target.quiet = True
+        raise SystemExit(end_quietly())
+
+    target.on_broken_pipe = on_broken_pipe
+    return console

@@ -25,6 +25,7 @@ from rich.text import Text
 from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
 from distcrawl.base.names.commands import RESUME_CRAWL
+from distcrawl.base.pipes import quiet_when_closed
 from distcrawl.base.urls import shorten_middle
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
 from distcrawl.commands._tables import Column, fit_table
@@ -467,8 +468,8 @@ def _console() -> Console:
     (``COLUMNS`` if set, else 200: tables take only the width they need)."""
     console = Console()
     if console.is_terminal:
-        return console
-    return Console(width=int(os.environ.get("COLUMNS") or 0) or 200)
+        return quiet_when_closed(console)
+    return quiet_when_closed(Console(width=int(os.environ.get("COLUMNS") or 0) or 200))
 
 
 def _watch(

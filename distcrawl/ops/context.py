@@ -110,6 +110,15 @@ def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
     return dataclasses.replace(keys, start_urls=source.list_key)
 
 
+def project_spiders(settings: BaseSettings) -> list[str]:
+    """The names of the project's spiders ([] when they do not load)."""
+    try:
+        loader = load_object(settings["SPIDER_LOADER_CLASS"]).from_settings(settings.frozencopy())
+        return sorted(loader.list())
+    except Exception:  # a spider module that does not import: no names to go by
+        return []
+
+
 def project_spider(settings: BaseSettings) -> str:
     """The project's only spider (what a command given no spider works on), else
     :class:`NoSpider` naming the ones there are."""

@@ -263,7 +263,8 @@ CHECKS: dict[str, Callable[[Walk, str], None]] = {
 
 
 def _changes_logged(walk: Walk) -> None:
-    """A reader of the revisit guide waits for the shop's first change to be crawled."""
+    """A reader of the revisit guide lets the crawl run until the shop's first change is
+    crawled, before looking at its status."""
     uri = walk.env("MONGO_URI")
 
     def logged() -> bool:
@@ -338,7 +339,7 @@ def _dashboard_up(walk: Walk) -> None:
 
 
 BEFORE: dict[str, Callable[[Walk], None]] = {
-    "revisit-changes": _changes_logged,
+    "revisit-status": _changes_logged,
     "scrapyd-jobs": _scrapyd_jobs_finished,
     "migrate": _scrapy_redis_crawl,
     "ops-web-read": _dashboard_up,
