@@ -2,8 +2,12 @@
 
 Every shell block (```bash) is preceded by one of
 
-    <!-- run: <id> -->             a test in tests/docs/ executes it (the id names the block)
+    <!-- run: <id> -->             the docs walk (tests/docs/test_walk.py) runs it, in the
+                                   order a reader meets it (the id names the block)
     <!-- norun: <reason> -->       it cannot run on one machine, and why
+
+:func:`site_pages` and :func:`reading_order` give that order: the README, then the site's
+pages as its toctrees list them, with the blocks a page includes from another file.
 
 Other comment lines may stand between the mark and the fence. Every fenced block names its
 language, so that a shell block cannot hide as an untagged one. No Sphinx and no distcrawl

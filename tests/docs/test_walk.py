@@ -22,13 +22,17 @@ outage left. What the output must say is checked per block (:data:`CHECKS`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
 import random
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -351,14 +355,17 @@ BEFORE: dict[str, Callable[[Walk], None]] = {
 
 
 class Walk:
-    """One shell in a folder that looks like the checkout, and what a page may leave."""
+    """One shell in a folder that looks like the checkout, and what a page may leave. The
+    shell's temporary folders (``mktemp``) are made in a folder of the walk's own."""
 
     def __init__(self, folder: Path, ports: dict[str, str]) -> None:
         folder.mkdir(parents=True)
         for name in LINKED:
             (folder / name).symlink_to(ROOT / name)
         shutil.copy(ROOT / ".gitignore", folder / ".gitignore")
-        self.shell = Shell(folder, ports=ports, link=())
+        self.tmp = folder.parent / "tmp"
+        self.tmp.mkdir()
+        self.shell = Shell(folder, ports=ports, link=(), env={"TMPDIR": str(self.tmp)})
         self.migrated = 0
         git = ["git", "-C", str(folder)]
         quiet = {"check": True, "capture_output": True}
@@ -378,20 +385,21 @@ class Walk:
 
     def leftovers(self) -> list[str]:
         """The processes of the shell's session other than the shell (zombies aside)."""
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == self.shell.proc.pid:
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            state, session = fields[0], int(fields[3])
-            if session == self.shell.proc.pid and state != "Z":
-                found.append(f"{entry.name}: {cmdline.strip()}")
-        return found
+        return [f"{pid}: {cmdline}" for pid, session, _, cmdline in _processes()
+                if session == self.shell.proc.pid and pid != self.shell.proc.pid]  # fmt: skip
+
+    def detached(self) -> list[tuple[int, str]]:
+        """Processes that left the session but run in the walk's folders (a daemonized
+        server): their working folder or their command line is the walk's."""
+        here = str(self.shell.workdir.parent)
+        return [(pid, cmdline) for pid, session, cwd, cmdline in _processes()
+                if session != self.shell.proc.pid and (cwd.startswith(here) or here in cmdline)
+                and pid != os.getpid()]  # fmt: skip
+
+    def servers_left(self) -> list[Path]:
+        """Homes of embedded servers the pages made in temporary folders."""
+        return sorted({p.parent for p in self.tmp.rglob("*.json")
+                       if p.name in ("redis.json", "mongo.json")})  # fmt: skip
 
     def bound_ports(self) -> list[str]:
         """The documented ports something still listens on."""
@@ -408,6 +416,24 @@ class Walk:
         ours = done.stdout.splitlines()
         through = sorted(_untracked(ROOT, LINKED) - self._linked_before)
         return ours + [f"{p} (in the checkout, through a link)" for p in through]
+
+
+def _processes() -> list[tuple[int, int, str, str]]:
+    """(pid, session, working folder, command line) of every running process (no zombies)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z":
+            found.append((int(entry.name), int(fields[3]), cwd, cmdline))
+    return found
 
 
 def _untracked(repo: Path, paths: tuple[str, ...]) -> set[str]:
@@ -437,6 +463,8 @@ def test_the_docs_walk(tmp_path: Path) -> None:
     ports = walk_ports(documented_ports([b.text for _, b in runs]))
     walk = Walk(tmp_path / "checkout", ports)
     shell = walk.shell
+    finished = False
+    took: list[tuple[float, str]] = []
     try:
         for page in dict.fromkeys(p for p, _ in order):
             name = str(page.relative_to(ROOT))
@@ -444,7 +472,9 @@ def test_the_docs_walk(tmp_path: Path) -> None:
                 before = BEFORE.get(block.arg)
                 if before is not None:
                     before(walk)
+                began = time.monotonic()
                 result = shell.run(block.text, timeout=BLOCK_TIMEOUT)
+                took.append((time.monotonic() - began, block.arg))
                 assert result.ok(), (
                     f"{name}: block {block.arg} ({block.where}) failed: {result.errors}\n"
                     f"--- output:\n{result.output[-3000:]}\n--- stderr:\n{shell.stderr()}"
@@ -453,8 +483,21 @@ def test_the_docs_walk(tmp_path: Path) -> None:
                 if check is not None:
                     check(walk, result.output)
             _page_end(walk, name)
+        finished = True
     finally:
-        shell.close()
+        print(
+            "the walk's slowest blocks:",
+            ", ".join(f"{a} {t:.0f}s" for t, a in sorted(took)[::-1][:12]),
+        )
+        # the servers the pages leave running by design (the default home's), those of
+        # temporary homes, then the shell's own processes
+        shell.close(homes=(shell.workdir / ".distcrawl", *walk.servers_left()))
+        left = walk.detached()
+        for pid, _ in left:  # started by the walk (they run in its folders): ended by PID
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    if finished:
+        assert not left, f"processes left running outside the pages' homes: {left}"
 
 
 def test_every_run_block_is_on_the_walk() -> None:
