@@ -78,7 +78,8 @@ def _build_finished(app: Any, exception: BaseException | None) -> None:
     norun = [b for b in blocks if b.kind == "norun"]
     run = [b for b in blocks if b.kind == "run"]
     out = sys.stdout
-    print(f"shell examples: {len(run)} run by tests/docs, {len(norun)} not run:", file=out)
+    walk = "the docs walk (tests/docs/test_walk.py)"
+    print(f"shell examples: {len(run)} run by {walk}, {len(norun)} not run:", file=out)
     for block in norun:
         first = block.text.strip().splitlines()[0] if block.text.strip() else ""
         print(f"  {block.where}: {block.arg}  [{first[:60]}]", file=out)
