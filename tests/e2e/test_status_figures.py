@@ -28,7 +28,7 @@ from distcrawl.cli import main
 
 pytestmark = pytest.mark.slow
 
-SITE_RATE = 15.0
+SITE_RATE = 10.0
 EARLIER = 7  # products an earlier crawl left in the collection
 
 
@@ -65,14 +65,17 @@ def test_figures_of_a_crawl_with_a_site_rate_a_killed_node_and_mongodb_down(
         for name in ("a", "b")
     ]  # fmt: skip
     try:
-        # both live: the site's limit in force is the nodes' default, and says so
-        def both_busy() -> dict[str, Any] | None:
-            now, _ = status(redis_url, mongo_uri, capsys, "--sample", "0")
-            live = [n for n in now["nodes"] if n["state"] == "live"]
-            return now if len(live) == 2 and now["sites"] else None
+        # both live and leasing (their heartbeats publish the defaults they lease with): the
+        # site's limit in force is the nodes' default, and says so
+        seen: list[tuple[dict[str, Any], str]] = []
 
-        assert wait_for(both_busy, 120, 0.5)
-        running, screen = status(redis_url, mongo_uri, capsys, "--sample", "0")
+        def both_busy() -> bool:
+            now, screen = status(redis_url, mongo_uri, capsys, "--sample", "0")
+            seen.append((now, screen))
+            return bool(now["site_defaults"]["nodes"] == 2 and now["sites"])
+
+        assert wait_for(both_busy, 120, 0.5), seen[-1]
+        running, screen = seen[-1]
         assert running["state"] == "running" and "running  2 live nodes" in screen, screen
         assert running["site_defaults"] == {"rate": SITE_RATE, "concurrency": 0, "nodes": 2}
         (site,) = running["sites"]
@@ -80,7 +83,7 @@ def test_figures_of_a_crawl_with_a_site_rate_a_killed_node_and_mongodb_down(
         assert site["limit_concurrency"] is None and site["limit_concurrency_from"] is None
         assert site["allowed_rate"] == round(SITE_RATE * site["factor"], 2), site
         assert re.search(rf"127\.0\.0\.1\s+[\d,]+\s+{SITE_RATE:g} default\s", screen), screen
-        assert "DISTCRAWL_SITE_RATE 15/s, DISTCRAWL_SITE_CONCURRENCY none" in screen
+        assert f"DISTCRAWL_SITE_RATE {SITE_RATE:g}/s, DISTCRAWL_SITE_CONCURRENCY none" in screen
 
         assert wait_for(lambda: r.zcard("{catalog}:nodes") == 2 and _stored(mongo_uri) >= 20, 120)
         nodes[1].kill()  # kill -9: its counts stop at its last heartbeat
