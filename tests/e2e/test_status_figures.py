@@ -52,8 +52,9 @@ def _earlier_crawl(mongo_uri: str) -> None:
 
 
 def test_figures_of_a_crawl_with_a_site_rate_a_killed_node_and_mongodb_down(
-    redis_url, mongo_uri, shop_factory, tmp_path: Path, capsys
+    redis_url, mongo_uri, shop_factory, tmp_path: Path, capsys, monkeypatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the screen: every column, each row on one line
     _earlier_crawl(mongo_uri)
     shop = shop_factory(products=80, latency_ms=50)
     r = redis.Redis.from_url(redis_url)
@@ -167,8 +168,9 @@ def _stored(mongo_uri: str) -> int:
 
 
 def test_figures_of_a_continuous_crawl_in_revisit_mode(
-    redis_url, mongo_uri, shop_factory, tmp_path: Path, capsys
+    redis_url, mongo_uri, shop_factory, tmp_path: Path, capsys, monkeypatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     shop = shop_factory(products=15, change_interval=2, change_rate=0.3)
     r = redis.Redis.from_url(redis_url)
     r.lpush("catalog:start_urls", shop.url)
