@@ -1,6 +1,6 @@
---[[ release: return leases of a node to the queue with their order score (a clean stop, a
-node's open, leases whose grant was lost). With none named, all of them, and the node's mark
-goes (its own clean stop or open: its next sync starts afresh).
+--[[ release: return leases of a node to the front of their priority's queue, oldest first (a
+clean stop, a node's open, leases whose grant was lost). With none named, all of them, and the
+node's mark goes (its own clean stop or open: its next sync starts afresh).
 
 KEYS[1]  the shard's prefix
 ARGV     node, wake (the wake channel), shard (what to publish on it), rids... (none: all)
