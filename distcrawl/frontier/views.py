@@ -6,8 +6,9 @@ it takes the best requests it knows of, across shards, down to the *cutoff*, the
 which the lease is full, and asks every shard it calls for everything it holds above the
 cutoff besides (what other nodes pushed there since this node looked). Among shards that tie
 at the cutoff it takes at least ``lease_chunk`` requests from each, from the shards the flush
-calls anyway first and one other in turn (a script call has a fixed cost, so a flush should
-call a few shards, not every one). It looks again at every other shard at least once per
+calls anyway first, none of them more than ``ROTATE`` leases in a row, then from the shard it
+leased from least lately (a script call has a fixed cost, so a flush should call a few shards,
+not every one). It looks again at every other shard at least once per
 ``refresh`` seconds, or at once when the wake channel says work arrived there.
 """
 
@@ -27,8 +28,8 @@ __all__ = ["DEFAULT_LEASE_CHUNK", "ROTATE", "LeasePlan", "ShardView", "ShardView
 
 #: fewest requests one lease asks a shard for while the shards that tie hold that many
 DEFAULT_LEASE_CHUNK = 64
-#: every this many leases a node takes its tied work from the shard it leased from least
-#: lately, not from those its flush calls anyway
+#: leases in a row a node takes its tied work from a shard its flushes call anyway (for its
+#: acks and links); then that shard waits for its turn, after the shard leased from least lately
 ROTATE = 4
 
 
@@ -41,6 +42,8 @@ class ShardView:
     seen_at: float | None = None  # monotonic time the queue was last read; None = never
     poked: bool = False  # the wake channel said work arrived
     leased_round: int = 0  # the plan that last leased from this shard (0 = none yet)
+    #: leases in a row it gave because a flush called it anyway (1: it was taken in its turn)
+    stays: int = 0
     #: the shard handed out fewer than its last call asked for (its sites' budgets, or others
     #: took the work first): the next lease does not stay with it
     short: bool = False
@@ -226,17 +229,22 @@ class ShardViews:
     ) -> int:
         """Share ``left`` among shards that tie (shard, how many it holds there), at least
         lease_chunk each, none given more than it holds: first those this flush calls anyway
-        (no extra call) and that gave all they were asked last time, then the others, the
-        least recently leased from first; every ROTATE-th lease the least recently leased from
-        first (every shard, and its sites, gets its turn). Returns what is left."""
+        (no extra call), that gave all they were asked last time and fewer than ROTATE leases
+        in a row, the most recently leased from first (a node stays with one shard, though its
+        acks and links reach the shard before it a flush later); then the others, the least
+        recently leased from first (every shard, and its sites, gets its turn). Returns what is
+        left."""
         views = self._views
         tied = sorted(tied, key=lambda t: (views[t[0]].leased_round, views[t[0]].salt))
-        if self._round % ROTATE == 0:
-            calling = []
-        else:
-            calling = [
-                t for t in tied if (t[0] in writing or t[0] in plan) and not views[t[0]].short
-            ]
+        calling = [
+            t
+            for t in tied
+            if (t[0] in writing or t[0] in plan)
+            and not views[t[0]].short
+            and views[t[0]].stays < ROTATE
+        ]
+        calling.sort(key=lambda t: -views[t[0]].leased_round)
+        stayed = {s for s, _ in calling}
         tied = calling + [t for t in tied if t not in calling]
         room = dict(tied)
         while left > 0:
@@ -251,7 +259,10 @@ class ShardViews:
                     plan[s] = plan.get(s, 0) + take
                     room[s] -= take
                     left -= take
-                    self._views[s].leased_round = self._round
+                    view = views[s]
+                    if view.leased_round != self._round:
+                        view.stays = view.stays + 1 if s in stayed else 1
+                    view.leased_round = self._round
         return left
 
 

@@ -150,6 +150,37 @@ def test_a_flush_leases_from_a_few_shards_and_every_shard_gets_its_turn(
     assert touched == set(range(store.keys.shards))
 
 
+@pytest.mark.parametrize("lag", [1, 2, 3])
+def test_every_shard_gets_its_turn_when_acks_and_links_reach_shards_flushes_later(
+    store: FrontierStore, lag: int
+) -> None:
+    """A node whose acks and links go ``lag`` flushes after the lease (probes hold them one
+    flush): however the flushes interleave, no shard its flushes call anyway keeps it for
+    more than ROTATE leases in a row, and the shards share the leases evenly."""
+    if store.keys.shards == 1:
+        pytest.skip("one shard")
+    _spread(store, 400, 40)  # ~1,000 per shard: no shard runs dry
+    store.sync("n1", lease=1)  # the node reads every shard once
+    pending: list[list[Any]] = [[] for _ in range(lag)]
+    per_shard = [0] * store.keys.shards
+    flushes = 2 * store.keys.shards * ROTATE
+    for step in range(flushes):
+        due = pending.pop(0)
+        acks = [leased.lease for leased in due]
+        # each page links to one new page of its own site
+        kids = [
+            child(f"{leased.lease.site}/n{step}-{j}", 100, site=leased.lease.site)
+            for j, leased in enumerate(due)
+        ]
+        r = store.sync("n1", acks=acks, children=kids, lease=32)
+        pending.append(r.leased)
+        for leased in r.leased:
+            per_shard[leased.lease.shard] += 1
+    mean = sum(per_shard) / len(per_shard)
+    assert max(per_shard) <= 32 * ROTATE + mean, per_shard
+    assert min(per_shard) > 0, per_shard
+
+
 def test_a_shard_called_for_other_work_hands_out_what_beats_the_worst_leased(
     store: FrontierStore,
 ) -> None:
