@@ -8,9 +8,9 @@ The spider's whole interface::
 
 Modules: :mod:`.page` (the entry point and the merge), :mod:`.structured` and
 :mod:`.schema` (JSON-LD, microdata, RDFa, OpenGraph, script data), :mod:`.heuristics`
-(visible markup), :mod:`.links` (link kinds and pagination), :mod:`.profile` (site
-profiles), :mod:`.canonical`, :mod:`.prices`, :mod:`.availability`, :mod:`.cli`
-(``distcrawl extract``).
+(visible markup: :mod:`.markup`, :mod:`.markup_price`, :mod:`.markup_codes`,
+:mod:`.stock`), :mod:`.links` (link kinds and pagination), :mod:`.profile` (site profiles),
+:mod:`.canonical`, :mod:`.prices`, :mod:`.availability`, :mod:`.cli` (``distcrawl extract``).
 """
 
 from __future__ import annotations

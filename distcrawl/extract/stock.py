@@ -21,7 +21,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._xpath import xpath as _xpath
-from .availability import out_of_stock_wording, stock_line
+from .availability import normalize_availability, out_of_stock_wording, stock_line
+from .labels import LabelValue
+from .markup import (
+    NOT_LOOKED,
+    HeuristicProduct,
+    inside,
+    is_chrome,
+    page_button,
+    page_pairs,
+    text_of,
+    value_of,
+)
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -33,6 +44,7 @@ __all__ = [
     "is_hidden",
     "nearest",
     "product_block",
+    "read_availability",
     "stock_lines",
 ]
 
@@ -226,3 +238,94 @@ def describe(chosen: StockSource, overruled: list[StockSource], *, anchored: boo
         more = f" and {len(overruled) - 3} more" if len(overruled) > 3 else ""
         where += f" ({why}; overruled: {others}{more})"
     return where
+
+
+#: elements classed "stock" or "availability" weighed at most (the first ones in the page)
+_MAX_STOCK_ELEMENTS = 20
+
+
+def read_availability(
+    root: HtmlElement,
+    cards: set[HtmlElement],
+    result: HeuristicProduct,
+    heading: HtmlElement | None,
+) -> None:
+    """Availability from every place the page prints it; the nearest the price and heading
+    wins (:mod:`.stock`). Page-wide labels and the buy button count when they were read for
+    another field anyway or when the product's own block has no stock line or element. With
+    none of them, out-of-stock wording in the product's block, else an enabled buy button,
+    says it."""
+    price_at = result.found_in.get("price")
+    price_el = price_at.element if isinstance(price_at, LabelValue) else price_at
+    sources: list[StockSource] = []
+    for el in _xpath(
+        "(//@itemprop[.='availability'] | //@class[contains(.,'stock')"
+        " or contains(.,'availability') or contains(.,'inventory')]"
+        " | //@id[contains(.,'availability')])/parent::*"
+    )(root)[:_MAX_STOCK_ELEMENTS]:
+        if el.tag in ("script", "style", "link") or is_chrome(el, cards):
+            continue
+        availability = normalize_availability(value_of(el)) or normalize_availability(text_of(el))
+        if availability:
+            label = text_of(el)[:40] or value_of(el)[:40]
+            sources.append(
+                StockSource(availability, el, f"<{el.tag} class={el.get('class')!r}> {label!r}")
+            )
+    block = product_block(heading, price_el)
+    if block is not None:
+        sources.extend(stock_lines(block, lambda el: is_chrome(el, cards), (price_el, heading)))
+
+    # labels anywhere on the page and the buy button weigh in when another reader looked
+    # them up anyway, or when the product's own block says nothing of its stock: a stock line
+    # or element in that block is seldom farther from the price than they are
+    def in_block() -> bool:
+        return block is not None and any(inside(s.element, block) for s in sources)
+
+    if result.pairs is not None or not in_block():
+        for pair in page_pairs(root, cards, result, "availability"):
+            if pair.field == "availability" and (found := normalize_availability(pair.value)):
+                what = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
+                sources.append(StockSource(found, pair.element, what))
+    looked_up = result.button is not NOT_LOOKED
+    button = page_button(root, cards, result) if looked_up or not in_block() else None
+    if button is not None and button.tag == "form":
+        # a buy form is as usable as its submit control
+        inner = _xpath(".//button | .//input[@type='submit']")(button)
+        button = inner[0] if inner else button
+    enabled: StockSource | None = None
+    if button is not None:
+        disabled = (
+            button.get("disabled") is not None
+            or "disabled" in (button.get("class") or "").lower().split()
+        )
+        label = text_of(button) or str(button.get("value") or "")
+        said = normalize_availability(label)
+        state = "disabled" if disabled else "enabled"
+        what = f"{state} buy button <{button.tag}> {label[:40]!r}"
+        if said is not None and said != "InStock":
+            sources.append(StockSource(said, button, what))
+        elif disabled:
+            sources.append(StockSource("OutOfStock", button, what))
+        else:
+            # a button that takes orders says little: shops often leave it on a sold-out page
+            enabled = StockSource("InStock", button, what)
+    anchors = (price_el, heading)
+    picked = nearest(sources, anchors) if sources else None
+    if picked is not None:
+        chosen, overruled = picked
+        anchored = any(a is not None for a in anchors)
+        result.fields["availability"] = chosen.availability
+        result.found_in["availability"] = chosen.element
+        result.where["availability"] = describe(chosen, overruled, anchored=anchored)
+        return
+    wording = block_wording(block, lambda el: is_chrome(el, cards)) if block is not None else None
+    if wording is not None:
+        result.fields["availability"] = "OutOfStock"
+        result.where["availability"] = f"out-of-stock wording in the product's block: {wording!r}"
+    elif enabled is not None:
+        result.fields["availability"] = "InStock"
+        result.found_in["availability"] = enabled.element
+        result.where["availability"] = enabled.what
+    elif block is not None:
+        # no field: what the page's default (a price: in stock) rests on, for --explain
+        result.where["availability"] = "no out-of-stock wording in the product's block"
