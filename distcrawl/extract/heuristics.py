@@ -43,6 +43,7 @@ from .markup_price import (
     read_price,
     read_price_near,
 )
+from .region import neighbour_sections
 from .schema import clean_category_path
 from .stock import read_availability
 
@@ -54,6 +55,7 @@ __all__ = [
     "HeuristicProduct",
     "breadcrumb_trail",
     "heuristic_product",
+    "outside_of",
     "printed_code",
     "sku_from_url",
 ]
@@ -66,6 +68,11 @@ HEURISTIC_FIELDS: frozenset[str] = frozenset(
 
 _PRODUCT_CONTAINER = re.compile(
     r"\bpdp\b|\bpdp-|product[-_]?(?:detail|page|info|main|single|view)|single[-_]product"
+)
+#: the fields whose readers look in the page's own product only (not in other products' cards
+#: and sections)
+_READERS = frozenset(
+    {"price", "currency", "sku", "gtin", "availability", "brand", "description", "image_urls"}
 )
 #: crumb "names" that are only separators
 _SEPARATORS = {"/", ">", "|", "\u203a", "\u00bb"}
@@ -101,12 +108,17 @@ def heuristic_product(
     matters) is not searched for a price in labels and text. With *page_text* (the source),
     labels are only read for fields whose label words it contains. *earlier* is the result of
     an earlier call on the same page: its heading and price element anchor the stock sources.
+
+    Nothing is read in other products' *cards* nor in the sections the page titles as other
+    products' or as reviews (:func:`.region.neighbour_sections`).
     """
     result = HeuristicProduct(pairs=pairs, page_text=page_text)
     fields = result.fields
     heading = earlier.heading if earlier is not None else None
     if earlier is not None:
+        result.heading = heading
         result.button = earlier.button
+        result.outside = earlier.outside
         if "price" in earlier.found_in:
             result.found_in["price"] = earlier.found_in["price"]
     if signals or "name" in wanted:
@@ -129,6 +141,9 @@ def heuristic_product(
             if og and str(og[0]).strip():
                 fields["name"] = " ".join(str(og[0]).split())[:500]
                 result.where["name"] = "meta og:title"
+    if signals or not _READERS.isdisjoint(wanted):
+        cards = outside_of(root, cards, result)
+        heading = result.heading
     if signals and not few_links:
         # many product links: only a product signal makes the costlier readers worth it
         result.strong = _strong_signals(root, cards, heading, result)
@@ -196,6 +211,18 @@ def heuristic_product(
     if signals and not result.strong:
         result.strong = _strong_signals(root, cards, heading, result)
     return result
+
+
+def outside_of(
+    root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct
+) -> set[HtmlElement]:
+    """What no reader looks in: other products' *cards* and the page's sections titled as
+    other products' or as reviews (looked for once, kept in *result*)."""
+    if result.outside is None:
+        if result.heading is None:
+            result.heading = _main_heading(root, cards)
+        result.outside = cards | neighbour_sections(root, result.heading)
+    return result.outside
 
 
 def _strong_signals(

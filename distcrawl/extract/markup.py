@@ -68,6 +68,9 @@ class HeuristicProduct:
     heading: HtmlElement | None = None
     #: the page's own buy button (None: there is none), once looked for
     button: Any = NOT_LOOKED
+    #: what no reader looks in: other products' cards and the sections titled as other
+    #: products' or as reviews (:mod:`.region`), once looked for
+    outside: set[HtmlElement] | None = None
 
 
 def text_of(el: HtmlElement) -> str:
@@ -87,7 +90,10 @@ def value_of(el: HtmlElement) -> str:
 
 
 def is_chrome(el: HtmlElement, cards: set[HtmlElement]) -> bool:
-    """Inside site chrome (nav, header, footer, related products) or another product's card."""
+    """Inside site chrome (nav, header, footer, related products) or another product's card
+    (or a block of *cards*: a section of other products)."""
+    if el in cards:
+        return True
     for parent in el.iterancestors():
         if parent in cards or parent.tag in _CHROME_TAGS:
             return True

@@ -6,7 +6,7 @@ product URL as the last resort.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -50,7 +50,7 @@ _GTIN_WORDS = ("GTIN", "EAN", "UPC", "ISBN")
 
 def printed_code(
     root: HtmlElement,
-    cards: set[HtmlElement],
+    cards: set[HtmlElement] | Callable[[], set[HtmlElement]],
     page_text: str = "",
     quoted: Collection[str] = (),
 ) -> tuple[str, HtmlElement] | None:
@@ -60,7 +60,7 @@ def printed_code(
 
     With *page_text* (the source) and *quoted* (script bodies of it, which hold no
     attributes), the page's attributes are walked only when the source has a code mark
-    elsewhere."""
+    elsewhere; *cards* may be a function that gives them, called only then."""
     if page_text and not _may_mark_code(page_text, quoted):
         return None
     # any attribute may say "product-reference" (data-qa-qualifier=…): walking every
@@ -68,6 +68,8 @@ def printed_code(
     marked = " | //@*[.='product-reference' or .='product-ref']"
     if page_text and "product-ref" not in page_text:
         marked = ""
+    if callable(cards):
+        cards = cards()
     el = next(
         (
             el

@@ -40,6 +40,7 @@ from .heuristics import (
     HEURISTIC_FIELDS,
     HeuristicProduct,
     heuristic_product,
+    outside_of,
     printed_code,
     sku_from_url,
 )
@@ -50,6 +51,8 @@ from .schema import clean_category_path
 from .structured import extract_structured
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from lxml.html import HtmlElement
 
 __all__ = [
@@ -333,7 +336,8 @@ def _analyze_page(
     product["url"] = canonical_url
     if sources.get("sku") not in (None, "profile", "heuristics"):
         quoted = structured.json_ld_bodies
-        _prefer_printed_code(root, scan.cards, text, quoted, product, sources, heuristic.where)
+        outside = partial(outside_of, root, scan.cards, heuristic)
+        _prefer_printed_code(root, outside, text, quoted, product, sources, heuristic.where)
     if sources.get("price") not in (None, "profile", "heuristics"):
         prefer_current_bid(root, structured.lowered, product, sources, heuristic.where)
     if not product.get("sku") and (from_url := sku_from_url(canonical_url)):
@@ -352,7 +356,7 @@ def _analyze_page(
 
 def _prefer_printed_code(
     root: HtmlElement,
-    cards: set[HtmlElement],
+    cards: Callable[[], set[HtmlElement]],
     text: str,
     quoted: list[str],
     product: dict[str, Any],
