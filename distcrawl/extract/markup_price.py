@@ -21,6 +21,7 @@ from .markup import (
     value_of,
 )
 from .prices import normalize_currency, parse_price, parse_structured_price
+from .roles import CURRENT, WAS, element_role
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -74,6 +75,7 @@ def read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProd
         " | //@data-product-price | //@class[contains(.,'price') or contains(.,'cost')])/parent::*"
     )(root)
     old: HtmlElement | None = None
+    skipped = ""
     for el in candidates:
         if is_chrome(el, cards) or el.tag in ("script", "style", "link", "input"):
             continue
@@ -92,8 +94,15 @@ def read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProd
         amount, currency = _element_price(el, hint)
         if amount is None:
             continue
+        role, said = element_role(el)
+        if role == WAS:
+            old = old if old is not None else el
+            continue
+        if role != CURRENT:
+            skipped = skipped or f" (after {role} price <{el.tag}>: {said})"
+            continue
         fields["price"] = amount
-        result.where["price"] = f"<{el.tag} class={el.get('class')!r}>"
+        result.where["price"] = f"<{el.tag} class={el.get('class')!r}>{skipped}"
         result.found_in["price"] = el
         if currency:
             fields["currency"] = currency

@@ -1,0 +1,245 @@
+"""The role of a printed price, from its neighbourhood: the product's current price, or a
+"was" / list price, an instalment, a price per unit, a shipping fee, a saving, a bundle's
+price or a price before tax.
+
+A shop says which a price is in the words around it ("Was", "RRP", "4 x", "/mo", "per kg",
+"+ shipping", "Save", "Buy all three"), by striking it through, and in its class names
+(``old-price``, ``installment``, ``unit-price``). Only a price whose neighbourhood says none
+of those is the current price.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
+
+__all__ = [
+    "BUNDLE",
+    "CURRENT",
+    "INSTALMENT",
+    "ROLES",
+    "SAVING",
+    "SHIPPING",
+    "TAX_EXCLUDED",
+    "UNIT",
+    "WAS",
+    "element_role",
+    "mark_role",
+    "text_role",
+]
+
+CURRENT = "current"
+WAS = "was"
+INSTALMENT = "instalment"
+UNIT = "unit"
+SHIPPING = "shipping"
+SAVING = "saving"
+BUNDLE = "bundle"
+TAX_EXCLUDED = "tax_excluded"
+#: every role a printed price can have; the product's price is the ``current`` one
+ROLES: tuple[str, ...] = (CURRENT, WAS, INSTALMENT, UNIT, SHIPPING, SAVING, BUNDLE, TAX_EXCLUDED)
+
+#: words right before an amount (after any other amount), lower case, per role; a currency
+#: sign or code may stand between them and the amount ("Was US$", "RRP £")
+_LABEL_BEFORE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (role, re.compile(r"(?:" + pattern + r")[^\d\w]*(?:[a-z]{1,3}\W*)?$"))
+    for role, pattern in (
+        (WAS, r"\b(?:was|were|before(?! tax)|list(?: price)?|rrp|msrp|srp|uvp|reg\.?"
+              r"|regular(?: price)?|original(?: price)?|compare(?: at)?(?: price)?"
+              r"|retail(?: price)?|old price|typical price|statt|bisher|vorher|früher|ehemals"
+              r"|avant|au lieu de|prix barré|antes|precio anterior|invece di|van|przed"
+              r"|poprzednio)"),
+        (INSTALMENT, r"\bpayments? of|\binstal?lments? of|\bcuotas?(?: sin inter[ée]s)?(?: de)?"
+                     r"|\bparcelas? de|\bmensualités? de|\braten? (?:à|a|von|zu)|\brate da"
+                     r"|\bmonthly(?: payments?)?(?: of)?|\bper month|\bemi(?: from| of)?"),
+        (UNIT, r"\bunit price|\bprice per \w+|\bper unit|\bgrundpreis|\bprix au \w+"
+               r"|\bprecio por \w+|\bprezzo al \w+"),
+        (SHIPPING, r"\bshipping|\bdelivery|\bpostage|\bp&p|\bversand(?:kosten)?|\blieferung"
+                   r"|\blivraison|\benv[ií]o|\bspedizione|\bfrete|\bverzend(?:kosten)?"
+                   r"|\bdostawa|\bdoprava|\borders? (?:over|above|from)|\bspend"),
+        (SAVING, r"\bsave|\byou save|\bsaving|\bsparen|\bsie sparen|\béconomisez|\bahorra"
+                 r"|\bahorro|\brisparmi\w*|\beconomi[sz]e|\bbespaar"),
+        (BUNDLE, r"\bbundle(?: price)?|\bbuy (?:both|all(?: \w+)?|together)|\btotal price"
+                 r"|\bprice for (?:both|all(?: \w+)?)|\bset price|\bcombo"),
+        (TAX_EXCLUDED, r"\bexcl\.?(?: vat| tax)?|\bex\.? (?:vat|tax)|\bbefore tax|\bnetto"
+                       r"|\bhors taxes?|\bht|\bsin iva|\bsenza iva|\bzzgl\.?|\bexkl\.?"),
+    )
+)  # fmt: skip
+#: an instalment's count ending the text before its amount ("10x de R$", "4 x $")
+_COUNT_BEFORE = re.compile(r"\b\d{1,2}\s*[x\u00d7]\s*(?:de\s+)?[^\d\s]{0,4}\s*$")
+#: words right after an amount, lower case, per role
+_LABEL_AFTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (role, re.compile(r"^[\s*()\[\],+]*(?:" + pattern + r")(?!\w)"))
+    for role, pattern in (
+        (INSTALMENT, r"/\s*(?:mo|mon|month|mth|mes|mês|monat|mois|mese|wk|week)\.?"
+                     r"|per month|a month|p/m|pm|monthly|x\s*\d{1,2}|\u00d7\s*\d{1,2}"
+                     r"|for \d{1,2} months|over \d{1,2} months|al mes|por mes|par mois"
+                     r"|pro monat|im monat|al mese|monatlich"),
+        (UNIT, r"/\s*(?:\d+\s*)?(?:kg|g|gr|lb|lbs|oz|fl\.? oz|l|ltr|litre|liter|ml|cl|dl|m|m2"
+               r"|m²|m³|cm|mm|sq\.? ?ft|ft|count|ct|wash|load)\.?"
+               r"|per (?:\d+\s*)?(?:kg|g|lb|oz|l|litre|liter|ml|m|m2|m²|count)"),
+        (SHIPPING, r"shipping|delivery|postage|p&p|versand|livraison|env[ií]o|spedizione"
+                   r"|frete|verzending"),
+        (SAVING, r"off|discount|rabatt"),
+        (TAX_EXCLUDED, r"excl\.?(?: vat| tax)?|ex\.? (?:vat|tax)|\+ ?vat|\+ ?tax|netto|ht"
+                       r"|hors taxes?|zzgl\.?|exkl\.?|sin iva|senza iva|plus vat"),
+    )
+)  # fmt: skip
+#: class and id words per role, in marks lowered with their words joined by single hyphens
+#: ("price--old", "oldPrice" and "price_old" all read "price-old")
+_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (role, re.compile(pattern))
+    for role, pattern in (
+        (WAS, r"\b(?:(?:old|was|list|regular|compare(?:-at)?|original|before|former|previous"
+              r"|retail|non-sale|crossed)-price|price-(?:old|was|list|regular|compare|original"
+              r"|before|former|previous|retail|non-sale|crossed)|rrp|msrp|uvp|srp|strike"
+              r"|striked|strikethrough|struck|line-through|crossed-out)\b"),
+        (INSTALMENT, r"\b(?:instal?l?ments?|monthly|financ(?:e|ing)|klarna|afterpay|affirm"
+                     r"|clearpay|laybuy|sezzle|zip-pay|emi|parcel(?:a|as|amento)?|cuotas?"
+                     r"|raten(?:kauf)?|bnpl|pay-later|per-month)\b"),
+        (UNIT, r"\b(?:unit-price|price-per-unit|price-unit|per-unit|base-price|grundpreis|ppu"
+               r"|price-per|unit-pricing|comparison-price)\b"),
+        (SHIPPING, r"\b(?:shipping|delivery|postage|versand|freight)\b"),
+        (SAVING, r"\b(?:you-save|save|saving|savings|amount-saved)\b"),
+        (BUNDLE, r"\b(?:bundle|combo|fbt|frequently-bought)\b"),
+    )
+)  # fmt: skip
+#: roles a wrapper's marks say for the one price inside it (a wrapper classed "delivery"
+#: may hold the price beside the delivery date)
+_WRAPPER_ROLES = frozenset({WAS, INSTALMENT, UNIT, SAVING})
+#: runs of class-word separators, and the case change inside camelCase words
+_MARK_SEPARATORS = re.compile(r"[\s_\-:./]+")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+#: an amount in a text (digits with their separators)
+_AMOUNT = re.compile(r"\d(?:[\d.,'\u00a0\u202f ]*\d)?")
+#: an amount with a currency sign or code beside it: the price among other numbers
+_NUMBER = r"(\d(?:[\d.,'\u00a0\u202f ]*\d)?)"
+_PRICED_AMOUNT = re.compile(
+    r"(?:[$€£¥₹₽₩₺₪₫]|\b[A-Z]{3}\b|\b(?:Rs|R\$|kr|zł|Kč|lei)\.?)\s*"
+    + _NUMBER
+    + "|"
+    + _NUMBER
+    + r"\s*(?:[$€£¥₹₽₩₺₪₫]|\b[A-Z]{3}\b|(?:kr|zł|Kč|lei|\u0440\u0443\u0431)\b)"
+)
+#: a currency sign or code printed after an amount ("20,00 € HT", "12 EUR/kg")
+_LEADING_CURRENCY = re.compile(
+    r"^\s*(?:[$€£¥₹₽₩₺₪₫]|[A-Z]{3}\b|(?:kr|zł|Kč|lei|\u0440\u0443\u0431)\b\.?)"
+)
+#: struck-through tags, and the inline style that strikes a price through
+_STRUCK_TAGS = frozenset({"del", "s", "strike"})
+#: the text around a price read at most, before and after it (a label is short)
+_BEFORE_CHARS = 60
+_AFTER_CHARS = 40
+#: an ancestor whose text is longer than this is no longer the price's line
+_MAX_LINE = 160
+#: elements that continue a price's text when printed right after it, and their length
+_INLINE_TAGS = frozenset({"span", "small", "sup", "sub", "em", "i", "b", "strong", "abbr"})
+_MAX_INLINE_AFTER = 24
+#: ancestors whose marks and tags say the role of the one price inside them
+_MARK_DEPTH = 3
+
+
+def text_role(before: str, after: str = "") -> str:
+    """The role the words around an amount say: *before* it (after any other amount) and
+    right *after* it; ``current`` when they say none."""
+    before = before[-_BEFORE_CHARS:].lower()
+    after = _LEADING_CURRENCY.sub("", after[:_AFTER_CHARS]).lower()
+    if _COUNT_BEFORE.search(before):
+        return INSTALMENT
+    label = _AMOUNT.split(before)[-1]
+    for role, pattern in _LABEL_BEFORE:
+        if pattern.search(label):
+            return role
+    for role, pattern in _LABEL_AFTER:
+        if pattern.search(after):
+            return role
+    return CURRENT
+
+
+def mark_role(marks: str) -> str:
+    """The role class and id words say (``old-price``, ``price--installment``), else
+    ``current``."""
+    words = _MARK_SEPARATORS.sub("-", _CAMEL.sub("-", marks)).lower()
+    for role, pattern in _MARKS:
+        if pattern.search(words):
+            return role
+    return CURRENT
+
+
+def element_role(el: HtmlElement, own: str | None = None) -> tuple[str, str]:
+    """The role of the price printed by *el* (whose text is *own*, when already read), and
+    what said it: a struck-through tag, the marks of *el* or of the wrappers around this one
+    price, the words around it in its line."""
+    own = " ".join((el.text_content() if own is None else own).split())
+    node: HtmlElement | None = el
+    for depth in range(_MARK_DEPTH + 1):
+        if node is None or node.tag in ("body", "html"):
+            break
+        if depth and len(_AMOUNT.findall(node.text_content() or "")) > 1:
+            break  # a box of several prices: its marks are not this price's
+        if node.tag in _STRUCK_TAGS or "line-through" in (node.get("style") or ""):
+            return WAS, f"struck through (<{node.tag}>)"
+        marks = f"{node.get('class') or ''} {node.get('id') or ''}".strip()
+        role = mark_role(marks) if marks else CURRENT
+        if role != CURRENT and (depth == 0 or role in _WRAPPER_ROLES):
+            return role, f"class {marks[:40]!r}"
+        node = node.getparent()
+    before, after = line_context(el, own)
+    return text_role(before, after), f"words {before[-24:]!r} … {after[:16]!r}"
+
+
+def line_context(el: HtmlElement, own: str | None = None) -> tuple[str, str]:
+    """The text before the amount *el* prints (the one beside a currency, else the first)
+    within its line (*el* and the nearest ancestors whose text stays short), and the text
+    right after it: the rest of its own text and its tail, else a short inline element
+    printed right after it ("$19<small>/mo</small>")."""
+    own = " ".join((el.text_content() if own is None else own).split())
+    line, text = el, own
+    for _ in range(2):
+        parent = line.getparent()
+        if parent is None or parent.tag in ("body", "html"):
+            break
+        parent_text = " ".join((parent.text_content() or "").split())
+        if len(parent_text) > _MAX_LINE:
+            break
+        line, text = parent, parent_text
+    at = text.find(own) if own else -1
+    if at < 0:
+        return "", ""
+    start, end = _amount_span(own)
+    after = f"{own[end:]} {el.tail or ''}".strip()
+    if not after:
+        after = _inline_after(el)
+    return text[max(0, at + start - _BEFORE_CHARS) : at + start], after[:_AFTER_CHARS]
+
+
+def around(text: str, at: int, own: str) -> tuple[str, str]:
+    """The text of *text* before and after the amount of *own*, which starts at *at*."""
+    start, end = _amount_span(own)
+    return text[max(0, at + start - _BEFORE_CHARS) : at + start], text[at + end :][:_AFTER_CHARS]
+
+
+def _amount_span(own: str) -> tuple[int, int]:
+    """Where in *own* its price's amount is: the one beside a currency, else the first."""
+    priced = _PRICED_AMOUNT.search(own)
+    if priced is not None:
+        group = 1 if priced.group(1) else 2
+        return priced.start(group), priced.end(group)
+    if (amount := _AMOUNT.search(own)) is not None:
+        return amount.start(), amount.end()
+    return 0, len(own)
+
+
+def _inline_after(el: HtmlElement) -> str:
+    """The text of a short, shown inline element right after *el* ("<small>/mo</small>")."""
+    sibling = el.getnext()
+    if sibling is None or sibling.tag not in _INLINE_TAGS:
+        return ""
+    style = (sibling.get("style") or "").replace(" ", "")
+    if "display:none" in style or sibling.get("hidden") is not None:
+        return ""
+    text = " ".join((sibling.text_content() or "").split())
+    return text if len(text) <= _MAX_INLINE_AFTER else ""
