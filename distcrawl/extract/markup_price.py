@@ -150,6 +150,7 @@ def read_price_near(
     if within is not None:
         found = [t for t in found if inside(text_holder(t), within)]
     texts = [str(t).strip() for t in found]
+    was: tuple[Any, str | None, str, HtmlElement] | None = None
     for i, text in enumerate(texts):
         if len(text) > 60 or not re.search(r"\d", text):
             continue
@@ -170,8 +171,17 @@ def read_price_near(
             continue
         if is_chrome(parent, cards) or _in_linked_row(parent):
             continue
+        if _is_tax_class(f"{parent.get('class') or ''} {parent.get('id') or ''}".lower()):
+            continue  # the price before tax, as in a price element's class
+        role = element_role(parent, text)[0]
+        if role not in (CURRENT, WAS):
+            continue  # "4 x $25", "$19/mo", "<span class=instalment>", "Excl. VAT: $10"
         amount, currency = parse_price(candidate[:80])
         if amount is None or amount <= 0:
+            continue
+        if role == WAS:
+            # a was price is one beside a current price; printed alone, it is the price
+            was = was or (amount, currency, candidate, parent)
             continue
         result.fields["price"] = amount
         if currency:
@@ -187,7 +197,19 @@ def read_price_near(
             old, _ = parse_price(text_of(struck[0])[:80])
             if old is not None and old > amount:
                 result.fields["list_price"] = old
+        if was is not None and was[0] > amount:
+            result.fields["list_price"] = was[0]
         return
+    if was is not None:
+        amount, currency, candidate, parent = was
+        result.fields["price"] = amount
+        if currency:
+            result.fields["currency"] = currency
+        result.where["price"] = (
+            f"text after the heading: {candidate[:60]!r} (marked as a was price, but no other"
+            " price beside it)"
+        )
+        result.found_in["price"] = parent
 
 
 def prefer_own_block_price(

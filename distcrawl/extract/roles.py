@@ -1,6 +1,6 @@
 """The role of a printed price, from its neighbourhood: the product's current price, or a
-"was" / list price, an instalment, a price per unit, a shipping fee, a saving, a bundle's
-price or a price before tax.
+"was" / list price, an instalment, a price per unit, a shipping fee, a saving or a bundle's
+price.
 
 A shop says which a price is in the words around it ("Was", "RRP", "4 x", "/mo", "per kg",
 "+ shipping", "Save", "Buy all three"), by striking it through, and in its class names
@@ -23,7 +23,6 @@ __all__ = [
     "ROLES",
     "SAVING",
     "SHIPPING",
-    "TAX_EXCLUDED",
     "UNIT",
     "WAS",
     "element_role",
@@ -38,9 +37,8 @@ UNIT = "unit"
 SHIPPING = "shipping"
 SAVING = "saving"
 BUNDLE = "bundle"
-TAX_EXCLUDED = "tax_excluded"
 #: every role a printed price can have; the product's price is the ``current`` one
-ROLES: tuple[str, ...] = (CURRENT, WAS, INSTALMENT, UNIT, SHIPPING, SAVING, BUNDLE, TAX_EXCLUDED)
+ROLES: tuple[str, ...] = (CURRENT, WAS, INSTALMENT, UNIT, SHIPPING, SAVING, BUNDLE)
 
 #: words right before an amount (after any other amount), lower case, per role; a currency
 #: sign or code may stand between them and the amount ("Was US$", "RRP £")
@@ -64,8 +62,6 @@ _LABEL_BEFORE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                  r"|\bahorro|\brisparmi\w*|\beconomi[sz]e|\bbespaar"),
         (BUNDLE, r"\bbundle(?: price)?|\bbuy (?:both|all(?: \w+)?|together)|\btotal price"
                  r"|\bprice for (?:both|all(?: \w+)?)|\bset price|\bcombo"),
-        (TAX_EXCLUDED, r"\bexcl\.?(?: vat| tax)?|\bex\.? (?:vat|tax)|\bbefore tax|\bnetto"
-                       r"|\bhors taxes?|\bht|\bsin iva|\bsenza iva|\bzzgl\.?|\bexkl\.?"),
     )
 )  # fmt: skip
 #: an instalment's count ending the text before its amount ("10x de R$", "4 x $")
@@ -84,8 +80,6 @@ _LABEL_AFTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (SHIPPING, r"shipping|delivery|postage|p&p|versand|livraison|env[ií]o|spedizione"
                    r"|frete|verzending"),
         (SAVING, r"off|discount|rabatt"),
-        (TAX_EXCLUDED, r"excl\.?(?: vat| tax)?|ex\.? (?:vat|tax)|\+ ?vat|\+ ?tax|netto|ht"
-                       r"|hors taxes?|zzgl\.?|exkl\.?|sin iva|senza iva|plus vat"),
     )
 )  # fmt: skip
 #: class and id words per role, in marks lowered with their words joined by single hyphens
@@ -178,13 +172,16 @@ def element_role(el: HtmlElement, own: str | None = None) -> tuple[str, str]:
     for depth in range(_MARK_DEPTH + 1):
         if node is None or node.tag in ("body", "html"):
             break
-        if depth and len(_AMOUNT.findall(node.text_content() or "")) > 1:
+        text = " ".join((node.text_content() or "").split()) if depth else own
+        if depth and len(_AMOUNT.findall(text)) > 1:
             break  # a box of several prices: its marks are not this price's
         if node.tag in _STRUCK_TAGS or "line-through" in (node.get("style") or ""):
             return WAS, f"struck through (<{node.tag}>)"
         marks = f"{node.get('class') or ''} {node.get('id') or ''}".strip()
         role = mark_role(marks) if marks else CURRENT
-        if role != CURRENT and (depth == 0 or role in _WRAPPER_ROLES):
+        # a wrapper of the price alone is marked for it; one that says more, only as a box of
+        # a was, instalment, unit or saving price ("price-and-delivery" holds the price)
+        if role != CURRENT and (text == own or role in _WRAPPER_ROLES):
             return role, f"class {marks[:40]!r}"
         node = node.getparent()
     before, after = line_context(el, own)
