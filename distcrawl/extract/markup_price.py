@@ -21,7 +21,7 @@ from .markup import (
     value_of,
 )
 from .prices import normalize_currency, parse_price, parse_structured_price
-from .roles import CURRENT, WAS, element_role
+from .roles import CURRENT, WAS, around, element_role, priced_text, text_role
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -55,7 +55,10 @@ def read_label_price(root: HtmlElement, cards: set[HtmlElement], result: Heurist
     for pair in page_pairs(root, cards, result, "price"):
         if pair.field != "price" or not re.search(r"\d", pair.value):
             continue
-        amount, currency = parse_price(pair.value[:80])
+        value = pair.value[:80]
+        if text_role(*around(value, 0, value)) != CURRENT:
+            continue  # "Price: 4 x $25", "Price: $19/mo"
+        amount, currency = parse_price(priced_text(value))
         if amount is not None and amount > 0:
             result.fields["price"] = amount
             if currency:
@@ -176,7 +179,7 @@ def read_price_near(
         role = element_role(parent, text)[0]
         if role not in (CURRENT, WAS):
             continue  # "4 x $25", "$19/mo", "<span class=instalment>", "Excl. VAT: $10"
-        amount, currency = parse_price(candidate[:80])
+        amount, currency = parse_price(priced_text(candidate[:80]))
         if amount is None or amount <= 0:
             continue
         if role == WAS:
@@ -291,4 +294,4 @@ def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
     text = " ".join(" ".join(str(p) for p in parts).split())
     if not text or len(text) > 80 or not re.search(r"\d", text):
         return None, None
-    return parse_price(text, hint)
+    return parse_price(priced_text(text), hint)

@@ -27,6 +27,7 @@ __all__ = [
     "WAS",
     "element_role",
     "mark_role",
+    "priced_text",
     "text_role",
 ]
 
@@ -66,6 +67,8 @@ _LABEL_BEFORE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )  # fmt: skip
 #: an instalment's count ending the text before its amount ("10x de R$", "4 x $")
 _COUNT_BEFORE = re.compile(r"\b\d{1,2}\s*[x\u00d7]\s*(?:de\s+)?[^\d\s]{0,4}\s*$")
+#: a multi-buy offer's count before its amount ("2 for $10", "3 für 10 €")
+_MULTI_BUY = re.compile(r"\b\d{1,2}\s*(?:for|für|pour|por|per)\s*[^\d\s]{0,4}\s*$")
 #: words right after an amount, lower case, per role
 _LABEL_AFTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (role, re.compile(r"^[\s*()\[\],+]*(?:" + pattern + r")(?!\w)"))
@@ -143,6 +146,8 @@ def text_role(before: str, after: str = "") -> str:
     after = _LEADING_CURRENCY.sub("", after[:_AFTER_CHARS]).lower()
     if _COUNT_BEFORE.search(before):
         return INSTALMENT
+    if _MULTI_BUY.search(before):
+        return BUNDLE
     label = _AMOUNT.split(before)[-1]
     for role, pattern in _LABEL_BEFORE:
         if pattern.search(label):
@@ -217,6 +222,14 @@ def around(text: str, at: int, own: str) -> tuple[str, str]:
     """The text of *text* before and after the amount of *own*, which starts at *at*."""
     start, end = _amount_span(own)
     return text[max(0, at + start - _BEFORE_CHARS) : at + start], text[at + end :][:_AFTER_CHARS]
+
+
+def priced_text(text: str) -> str:
+    """*text*, or only its amount beside a currency (with the currency) when it prints other
+    numbers too: "In stock 3 pcs 12,99 €" -> "12,99 €" (a parser would read the first)."""
+    if len(_AMOUNT.findall(text)) < 2 or (priced := _PRICED_AMOUNT.search(text)) is None:
+        return text
+    return priced.group(0)
 
 
 def _amount_span(own: str) -> tuple[int, int]:

@@ -167,3 +167,33 @@ def test_a_word_after_the_price_in_a_hidden_block_says_nothing() -> None:
         "<div style='display: none'> shipping</div></div><button>Buy it now</button>"
     )
     assert product["price"] == 5100
+
+
+@pytest.mark.parametrize(
+    ("printed", "price"),
+    [
+        ("In stock 3 pcs 12,99 €", Decimal("12.99")),
+        ("-20% 15,99 €", Decimal("15.99")),
+        ("1 item: 12.99 USD", Decimal("12.99")),
+    ],
+)
+def test_the_amount_beside_the_currency_is_the_price_among_other_numbers(
+    printed: str, price: Decimal
+) -> None:
+    product = _product(f"<h1>Blue Lamp</h1><div class='price'>{printed}</div><button>Buy</button>")
+    assert product["price"] == price
+
+
+def test_a_multi_buy_offer_is_no_price_of_one() -> None:
+    assert _role("2 for $10") == BUNDLE
+    product = _product(
+        "<h1>Blue Lamp</h1><p class='offer'>2 for $10</p><p>Price: $5.49</p><button>Buy</button>"
+    )
+    assert product["price"] == Decimal("5.49")
+
+
+def test_a_labelled_price_that_is_an_instalment_gives_way() -> None:
+    product = _product(
+        "<h1>Blue Lamp</h1><p>Price: 4 x $25.00</p><p>$99.00</p><button>Buy now</button>"
+    )
+    assert product["price"] == 99
