@@ -29,9 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["prefer_own_block_price", "read_label_price", "read_price", "read_price_near"]
 
 
-_OLD_PRICE = re.compile(
-    r"old|was|list|regular|compare|strike|original|before|rrp|msrp|uvp|crossed|former"
-)
 #: a price with its currency beside it: "$12.99", "12,99 €", "12.99 USD", "EUR 12"
 _PRICE_NEAR = re.compile(
     r"[$€£¥₹₽]\s*\d|\d\s*(?:[$€£¥₹₽]|(?:EUR|USD|GBP|CHF|JPY|CAD|AUD|SEK|NOK|DKK|PLN|CZK"
@@ -85,9 +82,6 @@ def read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProd
         if el.tag == "meta" and not (el.get("itemprop") == "price" and el.get("content")):
             continue
         classes = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
-        if _OLD_PRICE.search(classes):
-            old = old if old is not None else el
-            continue
         if _NOT_A_PRICE.search(classes) or el.tag in ("del", "s", "strike"):
             continue
         if _is_tax_class(classes):
@@ -166,8 +160,6 @@ def read_price_near(
         elif joined:
             candidate = f"{text} {texts[i + 1]}"
         if not _PRICE_NEAR.search(candidate) or _NOT_A_PRICE.search(candidate.lower()):
-            continue
-        if _OLD_PRICE.search(candidate.lower()):
             continue
         parent = text_holder(found[i])
         if parent is None:

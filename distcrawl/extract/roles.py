@@ -91,9 +91,9 @@ _MARKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (role, re.compile(pattern))
     for role, pattern in (
         (WAS, r"\b(?:(?:old|was|list|regular|compare(?:-at)?|original|before|former|previous"
-              r"|retail|non-sale|crossed)-price|price-(?:old|was|list|regular|compare|original"
-              r"|before|former|previous|retail|non-sale|crossed)|rrp|msrp|uvp|srp|strike"
-              r"|striked|strikethrough|struck|line-through|crossed-out)\b"),
+              r"|retail|non-sale|crossed|normal)-?price|price-?(?:old|was|list|regular|compare"
+              r"|original|before|former|previous|retail|non-sale|crossed)|rrp|msrp|uvp|srp"
+              r"|strike|striked|strikethrough|struck|line-through|crossed-out)\b"),
         (INSTALMENT, r"\b(?:instal?l?ments?|monthly|financ(?:e|ing)|klarna|afterpay|affirm"
                      r"|clearpay|laybuy|sezzle|zip-pay|emi|parcel(?:a|as|amento)?|cuotas?"
                      r"|raten(?:kauf)?|bnpl|pay-later|per-month)\b"),

@@ -197,3 +197,27 @@ def test_a_labelled_price_that_is_an_instalment_gives_way() -> None:
         "<h1>Blue Lamp</h1><p>Price: 4 x $25.00</p><p>$99.00</p><button>Buy now</button>"
     )
     assert product["price"] == 99
+
+
+@pytest.mark.parametrize(
+    "element",
+    [
+        "<div class='price-holder'>$99.00</div>",
+        "<div class='price bold'>$99.00</div>",
+        "<div class='price price--golden'>$99.00</div>",
+        "<div class='product-price-listing'>$99.00</div>",
+    ],
+)
+def test_a_was_mark_is_a_whole_class_word(element: str) -> None:
+    # "holder", "bold", "golden" and "listing" contain "old" and "list", and say nothing: the
+    # first price element is the price, not the one after it
+    product = _product(
+        f"<h1>Blue Lamp</h1>{element}<button>Add to cart</button>"
+        "<div class='price-foot'>$120.00</div>"
+    )
+    assert product["price"] == 99
+
+
+def test_a_was_word_inside_another_word_after_the_heading_says_nothing() -> None:
+    product = _product("<h1>Blue Lamp</h1><p>Gold edition $99.00</p><button>Buy now</button>")
+    assert product["price"] == 99
