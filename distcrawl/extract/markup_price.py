@@ -65,7 +65,16 @@ def read_label_price(root: HtmlElement, cards: set[HtmlElement], result: Heurist
             return
 
 
-def read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProduct) -> None:
+def read_price(
+    root: HtmlElement,
+    cards: set[HtmlElement],
+    result: HeuristicProduct,
+    *,
+    within: HtmlElement | None = None,
+) -> None:
+    """The first price element whose role is the current price (``itemprop=price`` first,
+    then ``data-price``-like attributes and ``price``/``cost`` classes); with *within*, only
+    one inside that element."""
     fields = result.fields
     currency_el = first_outside(root, "//@itemprop[.='priceCurrency']/parent::*", cards)
     hint = value_of(currency_el) if currency_el is not None else None
@@ -76,6 +85,8 @@ def read_price(root: HtmlElement, cards: set[HtmlElement], result: HeuristicProd
     )(root)
     old: HtmlElement | None = None
     skipped = ""
+    if within is not None:
+        candidates = [el for el in candidates if inside(el, within)]
     for el in candidates:
         if is_chrome(el, cards) or el.tag in ("script", "style", "link", "input"):
             continue
@@ -215,7 +226,8 @@ def prefer_own_block_price(
     A product page prints its heading, its price and its buy button together; a block that
     holds the heading and the page's own buy button is the product's. A price-classed element
     outside that block (a "buy the bundle" box at the foot, a widget of other products)
-    gives way to a price printed after the heading inside it ("Lowest price $<b>99</b>").
+    gives way to a price element inside it, else to a price printed after the heading inside
+    it ("Lowest price $<b>99</b>").
     """
     price_el = result.found_in.get("price")
     if price_el is None or isinstance(price_el, LabelValue):
@@ -230,7 +242,9 @@ def prefer_own_block_price(
     if inside(price_el, block):
         return
     own = HeuristicProduct()
-    read_price_near(heading, cards, own, within=block)
+    read_price(root, cards, own, within=block)
+    if "price" not in own.fields:
+        read_price_near(heading, cards, own, within=block)
     if "price" not in own.fields:
         return
     for name in ("price", "currency", "list_price"):

@@ -119,3 +119,15 @@ def test_a_buy_button_in_a_section_of_other_products_is_not_the_products() -> No
     # nothing of the product's own says its stock: in stock for its price, not for a button
     assert analysis.sources["availability"] == "default"
     assert "button" not in analysis.explain()["availability"]["detail"]
+
+
+def test_a_price_element_in_the_block_of_the_heading_and_buy_button_wins() -> None:
+    # a promotion's price comes first in the page; the product's own price element sits in
+    # the block holding its heading and buy button, after a long list of features
+    features = "".join(f"<li>Feature {n}</li>" for n in range(80))
+    product = _product(
+        "<div class='promo'><b>Deal of the day</b> <span class='price'>$5.00</span></div>"
+        f"<div class='main'><h1>Blue Lamp</h1><ul>{features}</ul>"
+        "<span class='price'>$20.00</span><button>Add to cart</button></div>"
+    )
+    assert product["price"] == 20
