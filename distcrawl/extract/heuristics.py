@@ -43,6 +43,7 @@ from .markup_price import (
     read_price,
     read_price_near,
 )
+from .notation import AMBIGUOUS_PRICE, Notation
 from .region import neighbour_sections
 from .schema import clean_category_path
 from .stock import read_availability
@@ -63,7 +64,7 @@ __all__ = [
 #: the Product fields heuristics can read
 HEURISTIC_FIELDS: frozenset[str] = frozenset(
     {"name", "price", "currency", "list_price", "sku", "gtin", "brand", "availability",
-     "category_path", "description", "image_urls"}
+     "category_path", "description", "image_urls", AMBIGUOUS_PRICE}
 )  # fmt: skip
 
 _PRODUCT_CONTAINER = re.compile(
@@ -115,6 +116,7 @@ def heuristic_product(
     result = HeuristicProduct(pairs=pairs, page_text=page_text)
     fields = result.fields
     heading = earlier.heading if earlier is not None else None
+    result.notation = earlier.notation if earlier is not None else Notation(root, page_text)
     if earlier is not None:
         result.heading = heading
         result.button = earlier.button
@@ -150,11 +152,11 @@ def heuristic_product(
     deep = not signals or few_links or result.strong
     if signals or "price" in wanted or "currency" in wanted:
         read_price(root, cards, result)
-        if "price" in fields and heading is not None and deep:
+        if result.priced() and heading is not None and deep:
             prefer_own_block_price(root, cards, heading, result)
-        if "price" not in fields and deep and priced():
+        if not result.priced() and deep and priced():
             read_label_price(root, cards, result)
-            if "price" not in fields and heading is not None:
+            if not result.priced() and heading is not None:
                 read_price_near(heading, cards, result)
     if signals or "sku" in wanted or "gtin" in wanted:
         read_identifiers(root, cards, result, labels=deep and (result.strong or priced()))

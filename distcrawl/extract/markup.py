@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._xpath import xpath as _xpath
 from .labels import LabelValue, label_pairs
+from .notation import AMBIGUOUS_PRICE, Notation
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -71,6 +72,12 @@ class HeuristicProduct:
     #: what no reader looks in: other products' cards and the sections titled as other
     #: products' or as reviews (:mod:`.region`), once looked for
     outside: set[HtmlElement] | None = None
+    #: the page's notation of amounts (:mod:`.notation`)
+    notation: Notation | None = None
+
+    def priced(self) -> bool:
+        """A price was found, read or left open by an ambiguous notation."""
+        return "price" in self.fields or AMBIGUOUS_PRICE in self.fields
 
 
 def text_of(el: HtmlElement) -> str:

@@ -5,6 +5,7 @@ after the main heading, and the one printed in the product's own block over one 
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ._xpath import xpath as _xpath
@@ -20,8 +21,17 @@ from .markup import (
     text_of,
     value_of,
 )
+from .notation import AMBIGUOUS, AMBIGUOUS_PRICE
 from .prices import normalize_currency, parse_price, parse_structured_price
-from .roles import CURRENT, WAS, around, element_role, priced_text, text_role
+from .roles import (
+    CURRENT,
+    WAS,
+    around,
+    element_role,
+    priced_text,
+    text_node_role,
+    text_role,
+)
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -55,12 +65,16 @@ def read_label_price(root: HtmlElement, cards: set[HtmlElement], result: Heurist
         value = pair.value[:80]
         if text_role(*around(value, 0, value)) != CURRENT:
             continue  # "Price: 4 x $25", "Price: $19/mo"
-        amount, currency = parse_price(priced_text(value))
+        amount, currency, why = read_amount(result, priced_text(value))
+        where = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+        if why == AMBIGUOUS:
+            _ambiguous(result, value, currency, where, pair)
+            return
         if amount is not None and amount > 0:
             result.fields["price"] = amount
             if currency:
                 result.fields["currency"] = currency
-            result.where["price"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+            result.where["price"] = where + _notation(why)
             result.found_in["price"] = pair
             return
 
@@ -99,8 +113,8 @@ def read_price(
             continue
         if _xpath(".//*[contains(@class,'price') or @itemprop='price' or @data-price]")(el):
             continue  # a price box: its own price elements come next in document order
-        amount, currency = _element_price(el, hint)
-        if amount is None:
+        amount, currency, why = _element_price(el, hint, result)
+        if amount is None and why != AMBIGUOUS:
             continue
         role, said = element_role(el)
         if role == WAS:
@@ -109,8 +123,12 @@ def read_price(
         if role != CURRENT:
             skipped = skipped or f" (after {role} price <{el.tag}>: {said})"
             continue
+        where = f"<{el.tag} class={el.get('class')!r}>{skipped}"
+        if why == AMBIGUOUS:
+            _ambiguous(result, text_of(el), currency, where, el)
+            break
         fields["price"] = amount
-        result.where["price"] = f"<{el.tag} class={el.get('class')!r}>{skipped}"
+        result.where["price"] = where + _notation(why)
         result.found_in["price"] = el
         if currency:
             fields["currency"] = currency
@@ -122,7 +140,7 @@ def read_price(
             result.strong = True
         break
     if old is not None and "price" in fields:
-        amount, _ = _element_price(old, hint)
+        amount, _, _ = _element_price(old, hint, result)
         if amount is not None and amount > fields["price"]:
             fields["list_price"] = amount
     if "currency" not in fields and hint:
@@ -179,10 +197,13 @@ def read_price_near(
             continue
         if _is_tax_class(f"{parent.get('class') or ''} {parent.get('id') or ''}".lower()):
             continue  # the price before tax, as in a price element's class
-        role = element_role(parent, text)[0]
+        role = text_node_role(found[i])[0]
         if role not in (CURRENT, WAS):
             continue  # "4 x $25", "$19/mo", "<span class=instalment>", "Excl. VAT: $10"
-        amount, currency = parse_price(priced_text(candidate[:80]))
+        amount, currency, why = read_amount(result, priced_text(candidate[:80]))
+        if why == AMBIGUOUS and role == CURRENT:
+            _ambiguous(result, candidate, currency, "text after the heading", parent)
+            return
         if amount is None or amount <= 0:
             continue
         if role == WAS:
@@ -192,7 +213,7 @@ def read_price_near(
         result.fields["price"] = amount
         if currency:
             result.fields["currency"] = currency
-        result.where["price"] = f"text after the heading: {candidate[:60]!r}"
+        result.where["price"] = f"text after the heading: {candidate[:60]!r}{_notation(why)}"
         if joined and currency and (holder := text_holder(found[i + 1])) is not None:
             result.found_in["currency"] = holder
         result.found_in["price"] = parent
@@ -200,7 +221,7 @@ def read_price_near(
             parent
         )
         if struck:
-            old, _ = parse_price(text_of(struck[0])[:80])
+            old, _, _ = read_amount(result, priced_text(text_of(struck[0])[:80]))
             if old is not None and old > amount:
                 result.fields["list_price"] = old
         if was is not None and was[0] > amount:
@@ -241,13 +262,13 @@ def prefer_own_block_price(
         return
     if inside(price_el, block):
         return
-    own = HeuristicProduct()
+    own = HeuristicProduct(notation=result.notation)
     read_price(root, cards, own, within=block)
-    if "price" not in own.fields:
+    if not own.priced():
         read_price_near(heading, cards, own, within=block)
-    if "price" not in own.fields:
+    if not own.priced():
         return
-    for name in ("price", "currency", "list_price"):
+    for name in ("price", "currency", "list_price", AMBIGUOUS_PRICE):
         result.fields.pop(name, None)
         result.found_in.pop(name, None)
     result.fields.update(own.fields)
@@ -287,17 +308,50 @@ def _in_linked_row(el: HtmlElement) -> bool:
     return False
 
 
-def _element_price(el: HtmlElement, hint: str | None) -> tuple[Any, str | None]:
-    """Amount and currency of one price element, preferring machine-readable attributes."""
+def _element_price(
+    el: HtmlElement, hint: str | None, result: HeuristicProduct
+) -> tuple[Any, str | None, str]:
+    """Amount, currency and how the notation was decided (:func:`read_amount`) of one price
+    element, preferring machine-readable attributes."""
     hint = el.get("data-currency") or el.get("data-cur") or el.get("data-price-currency") or hint
     for attr in ("content", "data-price", "data-amount", "data-price-amount", "data-product-price"):
         raw = el.get(attr)
         if raw and (amount := parse_structured_price(raw)) is not None:
             _, currency = parse_price(text_of(el), hint)
-            return amount, currency or normalize_currency(hint)
+            return amount, currency or normalize_currency(hint), ""
     # the current price only: a struck-through "was" price inside the element is not it
     parts = _xpath(".//text()[not(ancestor::del or ancestor::s or ancestor::strike)]")(el)
     text = " ".join(" ".join(str(p) for p in parts).split())
     if not text or len(text) > 80 or not re.search(r"\d", text):
-        return None, None
-    return parse_price(priced_text(text), hint)
+        return None, None, ""
+    return read_amount(result, priced_text(text), hint)
+
+
+def read_amount(
+    result: HeuristicProduct, text: str, hint: str | None = None
+) -> tuple[Decimal | None, str | None, str]:
+    """Amount, currency and why of a printed price in the page's notation (:mod:`.notation`;
+    why is :data:`AMBIGUOUS` when the page leaves it open)."""
+    if result.notation is None:
+        amount, currency = parse_price(text, hint)
+        return amount, currency, ""
+    return result.notation.read(text, hint)
+
+
+def _ambiguous(
+    result: HeuristicProduct,
+    printed: str,
+    currency: str | None,
+    where: str,
+    found: HtmlElement | LabelValue,
+) -> None:
+    """The price as printed, flagged: nothing on the page decides its notation."""
+    result.fields[AMBIGUOUS_PRICE] = " ".join(printed.split())[:60]
+    if currency:
+        result.fields["currency"] = currency
+    result.where["price"] = f"{where}: {printed[:40]!r} (its notation is ambiguous on this page)"
+    result.found_in["price"] = found
+
+
+def _notation(why: str) -> str:
+    return f" ({why})" if why else ""

@@ -45,6 +45,7 @@ from .heuristics import (
     sku_from_url,
 )
 from .links import LINK_KINDS, LinkScan, scan_links
+from .notation import AMBIGUOUS_PRICE
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .profile import FIELD_NAMES, SiteProfile
 from .schema import clean_category_path
@@ -68,16 +69,16 @@ __all__ = [
 PAGE_KINDS: tuple[str, ...] = ("category", "listing", "product", "other")
 
 #: Product fields ``analyze`` fills (the spider adds site, source_url and crawled_at)
-PRODUCT_FIELDS: tuple[str, ...] = ("url", *FIELD_NAMES, "variants")
+PRODUCT_FIELDS: tuple[str, ...] = ("url", *FIELD_NAMES, "variants", AMBIGUOUS_PRICE)
+#: fields merged together, from the source that gave the price
+_PRICE_GROUP = ("price", "currency", "list_price", AMBIGUOUS_PRICE)
 #: fields merged one by one; the rest are merged together (price) or apart (url, path)
-_MERGED_ALONE = tuple(
-    f
-    for f in PRODUCT_FIELDS
-    if f not in ("url", "price", "currency", "list_price", "category_path")
-)
+_MERGED_ALONE = tuple(f for f in PRODUCT_FIELDS if f not in ("url", "category_path", *_PRICE_GROUP))
 _LIST_FIELDS = {"category_path", "image_urls", "variants"}
 #: fields the heuristics read anyway while deciding whether a page is a product page
-_SIGNAL_FIELDS = frozenset({"name", "price", "currency", "list_price", "sku", "gtin"})
+_SIGNAL_FIELDS = frozenset(
+    {"name", "price", "currency", "list_price", "sku", "gtin", AMBIGUOUS_PRICE}
+)
 
 #: this many product links outside "related products" blocks make a page a listing
 DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
@@ -342,7 +343,9 @@ def _analyze_page(
         prefer_current_bid(root, structured.lowered, product, sources, heuristic.where)
     if not product.get("sku") and (from_url := sku_from_url(canonical_url)):
         product["sku"], sources["sku"] = from_url, "url"
-    if not product.get("availability") and product.get("price") is not None:
+    if not product.get("availability") and (
+        product.get("price") is not None or product.get(AMBIGUOUS_PRICE)
+    ):
         # offered at a price, with no word anywhere of it being unavailable: for sale
         product["availability"], sources["availability"] = "InStock", "default"
     result = {
@@ -440,7 +443,7 @@ def _decide_kind(
     # a product page shows its own name with a price or a product code, and buy controls or
     # product markup outside other products' cards (related products make links many)
     looks_like_product = "name" in fields and (
-        ("price" in fields and (heuristic.strong or few_links))
+        (heuristic.priced() and (heuristic.strong or few_links))
         or (heuristic.strong and "sku" in fields)
     )
     if has_product_data or looks_like_product:
@@ -466,12 +469,12 @@ def _merge(
                 product[name], sources[name] = fields[name], source
                 break
     for source, fields in candidates:
-        if fields.get("price") is not None:
-            product["price"], sources["price"] = fields["price"], source
-            if fields.get("currency"):
-                product["currency"], sources["currency"] = fields["currency"], source
-            if fields.get("list_price") is not None:
-                product["list_price"], sources["list_price"] = fields["list_price"], source
+        if fields.get("price") is not None or fields.get(AMBIGUOUS_PRICE):
+            # a price whose notation the page leaves open stands for the price: no later
+            # source's price is taken instead
+            for name in _PRICE_GROUP:
+                if fields.get(name) not in (None, ""):
+                    product[name], sources[name] = fields[name], source
             break
     if "currency" not in product:
         for source, fields in candidates:

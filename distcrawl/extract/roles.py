@@ -11,7 +11,8 @@ of those is the current price.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -28,6 +29,7 @@ __all__ = [
     "element_role",
     "mark_role",
     "priced_text",
+    "text_node_role",
     "text_role",
 ]
 
@@ -41,11 +43,25 @@ BUNDLE = "bundle"
 #: every role a printed price can have; the product's price is the ``current`` one
 ROLES: tuple[str, ...] = (CURRENT, WAS, INSTALMENT, UNIT, SHIPPING, SAVING, BUNDLE)
 
+
+def _combine(
+    head: str, patterns: tuple[tuple[str, str], ...], tail: str, *, hyphens: bool = False
+) -> re.Pattern[str]:
+    """One pattern of several roles' patterns, each in a group named after its role (which
+    group matched says the role); with *hyphens*, a hyphen matches a run of them."""
+    groups = []
+    for role, pattern in patterns:
+        if hyphens:
+            pattern = pattern.replace("-?", "\0").replace("-", "-+").replace("\0", "-*")
+        groups.append(f"(?P<{role}>{pattern})")
+    return re.compile(head + "|".join(groups) + tail)
+
+
 #: words right before an amount (after any other amount), lower case, per role; a currency
 #: sign or code may stand between them and the amount ("Was US$", "RRP £")
-_LABEL_BEFORE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (role, re.compile(r"(?:" + pattern + r")[^\d\w]*(?:[a-z]{1,3}\W*)?$"))
-    for role, pattern in (
+_LABEL_BEFORE = _combine(
+    "(?:",
+    (
         (WAS, r"\b(?:was|were|before(?! tax)|list(?: price)?|rrp|msrp|srp|uvp|reg\.?"
               r"|regular(?: price)?|original(?: price)?|compare(?: at)?(?: price)?"
               r"|retail(?: price)?|old price|typical price|statt|bisher|vorher|früher|ehemals"
@@ -63,16 +79,17 @@ _LABEL_BEFORE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                  r"|\bahorro|\brisparmi\w*|\beconomi[sz]e|\bbespaar"),
         (BUNDLE, r"\bbundle(?: price)?|\bbuy (?:both|all(?: \w+)?|together)|\btotal price"
                  r"|\bprice for (?:both|all(?: \w+)?)|\bset price|\bcombo"),
-    )
+    ),
+    r")[^\d\w]*(?:[a-z]{1,3}\W*)?$",
 )  # fmt: skip
 #: an instalment's count ending the text before its amount ("10x de R$", "4 x $")
 _COUNT_BEFORE = re.compile(r"\b\d{1,2}\s*[x\u00d7]\s*(?:de\s+)?[^\d\s]{0,4}\s*$")
 #: a multi-buy offer's count before its amount ("2 for $10", "3 für 10 €")
 _MULTI_BUY = re.compile(r"\b\d{1,2}\s*(?:for|für|pour|por|per)\s*[^\d\s]{0,4}\s*$")
 #: words right after an amount, lower case, per role
-_LABEL_AFTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (role, re.compile(r"^[\s*()\[\],+]*(?:" + pattern + r")(?!\w)"))
-    for role, pattern in (
+_LABEL_AFTER = _combine(
+    r"^[\s*()\[\],+]*(?:",
+    (
         (INSTALMENT, r"/\s*(?:mo|mon|month|mth|mes|mês|monat|mois|mese|wk|week)\.?"
                      r"|per month|a month|p/m|pm|monthly|x\s*\d{1,2}|\u00d7\s*\d{1,2}"
                      r"|for \d{1,2} months|over \d{1,2} months|al mes|por mes|par mois"
@@ -83,13 +100,14 @@ _LABEL_AFTER: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (SHIPPING, r"shipping|delivery|postage|p&p|versand|livraison|env[ií]o|spedizione"
                    r"|frete|verzending"),
         (SAVING, r"off|discount|rabatt"),
-    )
+    ),
+    r")(?!\w)",
 )  # fmt: skip
 #: class and id words per role, in marks lowered with their words joined by single hyphens
 #: ("price--old", "oldPrice" and "price_old" all read "price-old")
-_MARKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (role, re.compile(pattern))
-    for role, pattern in (
+_MARKS = _combine(
+    "",
+    (
         (WAS, r"\b(?:(?:old|was|list|regular|compare(?:-at)?|original|before|former|previous"
               r"|retail|non-sale|crossed|normal)-?price|price-?(?:old|was|list|regular|compare"
               r"|original|before|former|previous|retail|non-sale|crossed)|rrp|msrp|uvp|srp"
@@ -102,13 +120,17 @@ _MARKS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (SHIPPING, r"\b(?:shipping|delivery|postage|versand|freight)\b"),
         (SAVING, r"\b(?:you-save|save|saving|savings|amount-saved)\b"),
         (BUNDLE, r"\b(?:bundle|combo|fbt|frequently-bought)\b"),
-    )
+    ),
+    "",
+    hyphens=True,
 )  # fmt: skip
 #: roles a wrapper's marks say for the one price inside it (a wrapper classed "delivery"
 #: may hold the price beside the delivery date)
 _WRAPPER_ROLES = frozenset({WAS, INSTALMENT, UNIT, SAVING})
-#: runs of class-word separators, and the case change inside camelCase words
-_MARK_SEPARATORS = re.compile(r"[\s_\-:./]+")
+#: distinct class and id values whose role is remembered (a shop's pages repeat them)
+_CACHED_MARKS = 4096
+#: class-word separators, read as hyphens, and the case change inside camelCase words
+_SEPARATORS = str.maketrans({c: "-" for c in " \t\n_:./"})
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 #: an amount in a text (digits with their separators)
 _AMOUNT = re.compile(r"\d(?:[\d.,'\u00a0\u202f ]*\d)?")
@@ -130,8 +152,16 @@ _STRUCK_TAGS = frozenset({"del", "s", "strike"})
 #: the text around a price read at most, before and after it (a label is short)
 _BEFORE_CHARS = 60
 _AFTER_CHARS = 40
-#: an ancestor whose text is longer than this is no longer the price's line
-_MAX_LINE = 160
+#: elements that continue a line of text (the others start a block of their own)
+_INLINE_LINE_TAGS = frozenset(
+    {"span", "small", "sup", "sub", "em", "i", "b", "strong", "abbr", "a", "label", "s", "del",
+     "strike", "ins", "u", "font", "bdi", "bdo", "mark", "data", "time", "var", "code", "q"}
+)  # fmt: skip
+#: elements whose text is no label of the price beside them
+_SKIPPED_TAGS = frozenset({"script", "style", "noscript", "template", "svg", "img", "br"})
+_HEADING_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+#: a label printed in a block of its own before the price is short ("Was", "RRP:")
+_MAX_LABEL = 30
 #: elements that continue a price's text when printed right after it, and their length
 _INLINE_TAGS = frozenset({"span", "small", "sup", "sub", "em", "i", "b", "strong", "abbr"})
 _MAX_INLINE_AFTER = 24
@@ -149,73 +179,143 @@ def text_role(before: str, after: str = "") -> str:
     if _MULTI_BUY.search(before):
         return BUNDLE
     label = _AMOUNT.split(before)[-1]
-    for role, pattern in _LABEL_BEFORE:
-        if pattern.search(label):
-            return role
-    for role, pattern in _LABEL_AFTER:
-        if pattern.search(after):
-            return role
-    return CURRENT
+    found = _LABEL_BEFORE.search(label) or _LABEL_AFTER.search(after)
+    return found.lastgroup or CURRENT if found is not None else CURRENT
 
 
+@lru_cache(maxsize=_CACHED_MARKS)
 def mark_role(marks: str) -> str:
     """The role class and id words say (``old-price``, ``price--installment``), else
     ``current``."""
-    words = _MARK_SEPARATORS.sub("-", _CAMEL.sub("-", marks)).lower()
-    for role, pattern in _MARKS:
-        if pattern.search(words):
-            return role
-    return CURRENT
+    if not marks.islower():
+        marks = _CAMEL.sub("-", marks).lower()
+    found = _MARKS.search(marks.translate(_SEPARATORS))
+    return found.lastgroup or CURRENT if found is not None else CURRENT
 
 
 def element_role(el: HtmlElement, own: str | None = None) -> tuple[str, str]:
     """The role of the price printed by *el* (whose text is *own*, when already read), and
     what said it: a struck-through tag, the marks of *el* or of the wrappers around this one
-    price, the words around it in its line."""
-    own = " ".join((el.text_content() if own is None else own).split())
-    node: HtmlElement | None = el
-    for depth in range(_MARK_DEPTH + 1):
-        if node is None or node.tag in ("body", "html"):
-            break
-        text = " ".join((node.text_content() or "").split()) if depth else own
-        if depth and len(_AMOUNT.findall(text)) > 1:
-            break  # a box of several prices: its marks are not this price's
-        if node.tag in _STRUCK_TAGS or "line-through" in (node.get("style") or ""):
-            return WAS, f"struck through (<{node.tag}>)"
-        marks = f"{node.get('class') or ''} {node.get('id') or ''}".strip()
-        role = mark_role(marks) if marks else CURRENT
-        # a wrapper of the price alone is marked for it; one that says more, only as a box of
-        # a was, instalment, unit or saving price ("price-and-delivery" holds the price)
-        if role != CURRENT and (text == own or role in _WRAPPER_ROLES):
-            return role, f"class {marks[:40]!r}"
-        node = node.getparent()
-    before, after = line_context(el, own)
-    return text_role(before, after), f"words {before[-24:]!r} … {after[:16]!r}"
+    price, the words before it in its line and right after it."""
+    own = _squeeze(el.text_content() if own is None else own)
+    marked = _marked_role(el, own)
+    if marked is not None:
+        return marked
+    start, end = _amount_span(own)
+    before = f"{_line_before(el)} {own[:start]}"
+    after = f"{own[end:]} {el.tail or ''}".strip() or _inline_after(el)
+    return text_role(before, after), f"words {before[-24:].strip()!r} … {after[:16]!r}"
+
+
+def text_node_role(text: Any) -> tuple[str, str]:
+    """:func:`element_role` of a price printed in a text node (an lxml smart string): the
+    marks are its element's, the line the one it is part of."""
+    own = _squeeze(str(text))
+    parent = text.getparent()
+    if parent is None:
+        return text_role("", own), "words"
+    holder = parent.getparent() if text.is_tail else parent
+    if holder is not None and (marked := _marked_role(holder, own)) is not None:
+        return marked
+    start, end = _amount_span(own)
+    if text.is_tail:
+        # the element the text follows is part of its line: "<b>Was</b> $20"
+        before = f"{_line_before(parent)} {_squeeze(parent.text_content() or '')} {own[:start]}"
+        nxt = parent.getnext()
+    else:
+        before = f"{_line_before(parent)} {own[:start]}"
+        nxt = parent[0] if len(parent) else None
+    after = own[end:].strip()
+    if not after and nxt is not None and nxt.tag in _INLINE_TAGS:
+        after = _squeeze(nxt.text_content() or "")[:_MAX_INLINE_AFTER]
+    return text_role(before, after), f"words {before[-24:].strip()!r} … {after[:16]!r}"
 
 
 def line_context(el: HtmlElement, own: str | None = None) -> tuple[str, str]:
-    """The text before the amount *el* prints (the one beside a currency, else the first)
-    within its line (*el* and the nearest ancestors whose text stays short), and the text
-    right after it: the rest of its own text and its tail, else a short inline element
-    printed right after it ("$19<small>/mo</small>")."""
-    own = " ".join((el.text_content() if own is None else own).split())
-    line, text = el, own
-    for _ in range(2):
-        parent = line.getparent()
-        if parent is None or parent.tag in ("body", "html"):
-            break
-        parent_text = " ".join((parent.text_content() or "").split())
-        if len(parent_text) > _MAX_LINE:
-            break
-        line, text = parent, parent_text
-    at = text.find(own) if own else -1
-    if at < 0:
-        return "", ""
+    """The text before the amount *el* prints (the one beside a currency, else the first) in
+    its line, and the text right after it: the rest of its own text and its tail, else a
+    short inline element printed right after it ("$19<small>/mo</small>")."""
+    own = _squeeze(el.text_content() if own is None else own)
     start, end = _amount_span(own)
-    after = f"{own[end:]} {el.tail or ''}".strip()
-    if not after:
-        after = _inline_after(el)
-    return text[max(0, at + start - _BEFORE_CHARS) : at + start], after[:_AFTER_CHARS]
+    before = f"{_line_before(el)} {own[:start]}".strip()
+    after = f"{own[end:]} {el.tail or ''}".strip() or _inline_after(el)
+    return before[-_BEFORE_CHARS:], after[:_AFTER_CHARS]
+
+
+def _marked_role(el: HtmlElement, own: str) -> tuple[str, str] | None:
+    """The role a struck-through tag or the marks of *el* or of its wrappers say, when the
+    wrappers hold this one price (a wrapper holding more prices is a box of several)."""
+    node: HtmlElement | None = el
+    chain: list[HtmlElement] = []
+    for depth in range(_MARK_DEPTH + 1):
+        if node is None or node.tag in ("body", "html"):
+            return None
+        if depth:
+            chain.append(node)
+        struck = node.tag in _STRUCK_TAGS or "line-through" in (node.get("style") or "")
+        marks = f"{node.get('class') or ''} {node.get('id') or ''}".strip()
+        role = WAS if struck else mark_role(marks) if marks else CURRENT
+        if role != CURRENT:
+            if depth == 0:
+                return role, f"struck through (<{node.tag}>)" if struck else f"class {marks!r}"
+            # the wrappers' texts are read only now: few prices sit in a marked wrapper
+            texts = [_squeeze(a.text_content() or "") for a in chain]
+            if any(_AMOUNT.search(x, _second_start(x)) is not None for x in texts):
+                return None  # a box of several prices: its marks are not this price's
+            # a wrapper of the price alone is marked for it; one that says more, only as a
+            # box of a was, instalment, unit or saving price ("price-and-delivery")
+            if struck or texts[-1] == own or role in _WRAPPER_ROLES:
+                return role, f"struck through (<{node.tag}>)" if struck else f"class {marks!r}"
+        node = node.getparent()
+    return None
+
+
+def _line_before(el: HtmlElement) -> str:
+    """The text printed before *el* in its line: the inline elements and texts before it,
+    up to a block (a short label in a block just before it counts: "<div>Was</div>"), in
+    *el* and up to two of its ancestors."""
+    parts: list[str] = []
+    size = 0
+    node = el
+    for _ in range(3):
+        sibling = node.getprevious()
+        while sibling is not None and size < _BEFORE_CHARS:
+            tail = sibling.tail or ""
+            parts.append(tail)
+            size += len(tail.strip())
+            if isinstance(sibling.tag, str) and sibling.tag not in _SKIPPED_TAGS:
+                text = _squeeze(sibling.text_content() or "")
+                if sibling.tag not in _INLINE_LINE_TAGS:
+                    if len(text) <= _MAX_LABEL and sibling.tag not in _HEADING_TAGS:
+                        parts.append(text)  # a label in a block of its own
+                    return _joined(parts)
+                parts.append(text)
+                size += len(text)
+            sibling = sibling.getprevious()
+        parent = node.getparent()
+        if size >= _BEFORE_CHARS or parent is None or parent.tag in ("body", "html"):
+            break
+        parts.append(parent.text or "")
+        size += len((parent.text or "").strip())
+        if parent.tag not in _INLINE_LINE_TAGS and size:
+            break  # the line starts in this block
+        node = parent
+    return _joined(parts)
+
+
+def _joined(parts: list[str]) -> str:
+    """The texts collected walking back from a price, in reading order."""
+    return _squeeze(" ".join(reversed(parts)))[-_BEFORE_CHARS:]
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _second_start(text: str) -> int:
+    """Where a second amount of *text* could start: after its first one (or its end)."""
+    first = _AMOUNT.search(text)
+    return first.end() if first is not None else len(text)
 
 
 def around(text: str, at: int, own: str) -> tuple[str, str]:
