@@ -221,3 +221,24 @@ def test_a_was_mark_is_a_whole_class_word(element: str) -> None:
 def test_a_was_word_inside_another_word_after_the_heading_says_nothing() -> None:
     product = _product("<h1>Blue Lamp</h1><p>Gold edition $99.00</p><button>Buy now</button>")
     assert product["price"] == 99
+
+
+def test_the_heading_before_a_price_is_no_label_of_it() -> None:
+    # "Save" and "Bundle" in the product's name say nothing of its price
+    product = _product(
+        "<div><h1>Save the Planet Bundle</h1><span class='price'>$10.00</span>"
+        "<button>Add to cart</button></div>"
+    )
+    assert product["price"] == 10
+
+
+def test_a_label_in_a_block_of_its_own_before_the_price_says_its_role() -> None:
+    # a flex layout: the label and the amount each in a block of their own
+    product = _product(
+        "<h1>Blue Lamp</h1><div class='row'><div class='label'>Was</div>"
+        "<div class='value'><span class='price'>$120.00</span></div></div>"
+        "<div class='row'><div class='label'>Now</div>"
+        "<div class='value'><span class='price'>$99.00</span></div></div>"
+        "<button>Add to cart</button>"
+    )
+    assert (product["price"], product["list_price"]) == (99, 120)
