@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from extract import demo_pages, load_reference  # noqa: E402
 
-from distcrawl.demo.server import VARIANTS  # noqa: E402
+from distcrawl.demo.config import VARIANTS  # noqa: E402
 from distcrawl.extract import analyze  # noqa: E402
 
 #: the real pages' folder, beside the project's checkout
