@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ._xpath import xpath as _xpath
-from .codes import valid_gtin
+from .codes import code_flaw, valid_gtin
 from .labels import LabelValue
 from .markup import HeuristicProduct, is_chrome, page_pairs, text_of, value_of
 
@@ -145,7 +145,11 @@ def read_identifiers(
             smart_strings=False,
         )(root)
     )
-    if "sku" not in fields and (match := _search(_SKU_IN_TEXT, _SKU_WORDS, body_text)):
+    if (
+        "sku" not in fields
+        and (match := _search(_SKU_IN_TEXT, _SKU_WORDS, body_text))
+        and code_flaw(match.group(1).rstrip(".")) is None
+    ):
         fields["sku"] = match.group(1).rstrip(".")
         result.where["sku"] = f"text {match.group(0)[:60]!r}"
         result.strong = True
@@ -163,10 +167,13 @@ def sku_from_url(url: str) -> str | None:
 
 
 def _code(value: str) -> str | None:
-    """A product code as printed: its first word, without trailing punctuation."""
+    """A product code as printed: its first word, without trailing punctuation; None when
+    the value is no code (a price, a date, a phone number, a sentence: :func:`.code_flaw`)."""
     words = value.split()
     code = words[0].strip(".,;:()[]") if words else ""
     if not code or len(code) > 64 or (not re.search(r"\d", code) and len(words) > 1):
+        return None
+    if code_flaw(value if len(words) <= 3 else code) is not None:
         return None
     return code
 
@@ -187,12 +194,14 @@ def _label_identifiers(
         attrs = [p for p in by_field.get(name, ()) if p.shape.startswith("@")]
         if not written and len({p.value for p in attrs}) != 1:
             continue  # codes of several variants in data attributes: none is the page's
-        pair = (written or attrs)[0]
-        if code := _code(pair.value):
-            fields["sku"] = code
-            result.where["sku"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
-            result.found_in["sku"] = pair
-            result.strong = True
+        # the first labelled value that is a code ("Item: US$11.99" is a price)
+        for pair in written or attrs[:1]:
+            if code := _code(pair.value):
+                fields["sku"] = code
+                result.where["sku"] = f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r}"
+                result.found_in["sku"] = pair
+                result.strong = True
+                break
     # a code labelled "UPC" or "EAN" that is no valid GTIN is still the shop's code for the
     # product: the SKU as printed when no SKU label said otherwise, never its digits alone
     not_gtins: list[LabelValue] = []

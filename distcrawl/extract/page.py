@@ -36,6 +36,7 @@ from distcrawl.base.names import reasons
 from .auction import prefer_current_bid
 from .availability import normalize_availability
 from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, join_url, same_site
+from .codes import valid_code
 from .heuristics import (
     HEURISTIC_FIELDS,
     HeuristicProduct,
@@ -286,7 +287,12 @@ def _analyze_page(
     has_product_data = "price" in profile_fields or any(
         "name" in fields or "price" in fields for _, fields in structured.candidates
     )
-    known = {name for _, fields in structured.candidates for name in fields}
+    known = {
+        name
+        for _, fields in structured.candidates
+        for name, value in fields.items()
+        if name != "sku" or valid_code(value) is not None
+    }
     known.update(profile_fields)
     if structured.breadcrumbs:
         known.add("category_path")
@@ -466,6 +472,8 @@ def _merge(
     for name in _MERGED_ALONE:
         for source, fields in candidates:
             if fields.get(name) not in (None, "", []):
+                if name == "sku" and valid_code(fields[name]) is None:
+                    continue  # a price, a date, a phone number or a sentence: the next source
                 product[name], sources[name] = fields[name], source
                 break
     for source, fields in candidates:
