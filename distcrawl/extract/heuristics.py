@@ -36,7 +36,7 @@ from .markup import (
     text_of,
     value_of,
 )
-from .markup_codes import printed_code, read_identifiers, sku_from_url
+from .markup_codes import labelled_code, printed_code, read_identifiers, sku_from_url
 from .markup_price import (
     prefer_own_block_price,
     read_label_price,
@@ -56,6 +56,7 @@ __all__ = [
     "HeuristicProduct",
     "breadcrumb_trail",
     "heuristic_product",
+    "labelled_code",
     "outside_of",
     "printed_code",
     "sku_from_url",

@@ -12,13 +12,13 @@ from urllib.parse import urlsplit
 
 from ._xpath import xpath as _xpath
 from .codes import code_flaw, valid_gtin
-from .labels import LabelValue
+from .labels import LabelValue, label_pairs
 from .markup import HeuristicProduct, is_chrome, page_pairs, text_of, value_of
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["printed_code", "read_identifiers", "sku_from_url"]
+__all__ = ["labelled_code", "printed_code", "read_identifiers", "sku_from_url"]
 
 
 _SKU_LABEL = re.compile(
@@ -94,6 +94,37 @@ def printed_code(
     if not (code := _code(_unlabelled(value))):
         return None
     return code, el
+
+
+def labelled_code(
+    root: HtmlElement,
+    cards: Callable[[], set[HtmlElement]],
+    result: HeuristicProduct,
+    within: HtmlElement | None = None,
+) -> tuple[str, LabelValue] | None:
+    """The first code the page prints beside an SKU label (SKU, item number, article number,
+    product code, ...), else a model or part number (with a digit) beside its label, as
+    printed; data attributes are no labels. With *within*, only labels inside that block are
+    read, unless the page's labels were read already; *cards* gives what lies outside the
+    product, asked only when a label is found."""
+    if within is not None and result.pairs is None:
+        pairs = [p for p in label_pairs(within) if p.field in ("sku", "mpn")]
+        if pairs:
+            outside = cards()
+            pairs = [p for p in pairs if not is_chrome(p.element, outside)]
+    else:
+        pairs = page_pairs(root, cards(), result, "sku", "mpn")
+    by_field: dict[str, list[LabelValue]] = {}
+    for pair in pairs:
+        if pair.field in ("sku", "mpn") and not pair.shape.startswith("@"):
+            by_field.setdefault(pair.field, []).append(pair)
+    for name in ("sku", "mpn"):
+        for pair in by_field.get(name, ()):
+            code = _code(pair.value)
+            # a model's name ("Model: Primrose") is no model number
+            if code and (name == "sku" or any(c.isdigit() for c in code)):
+                return code, pair
+    return None
 
 
 def _may_mark_code(page_text: str, quoted: Collection[str]) -> bool:

@@ -41,6 +41,7 @@ from .heuristics import (
     HEURISTIC_FIELDS,
     HeuristicProduct,
     heuristic_product,
+    labelled_code,
     outside_of,
     printed_code,
     sku_from_url,
@@ -83,6 +84,9 @@ _SIGNAL_FIELDS = frozenset(
 
 #: this many product links outside "related products" blocks make a page a listing
 DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
+
+#: ancestors of a product's heading climbed for the block its code is printed in
+_TITLE_BLOCK_DEPTH = 3
 
 #: bytes of a body that are read; the rest of a larger page is ignored (with an error)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -344,7 +348,7 @@ def _analyze_page(
     if sources.get("sku") not in (None, "profile", "heuristics"):
         quoted = structured.json_ld_bodies
         outside = partial(outside_of, root, scan.cards, heuristic)
-        _prefer_printed_code(root, outside, text, quoted, product, sources, heuristic.where)
+        _prefer_printed_code(root, outside, text, quoted, product, sources, heuristic)
     if sources.get("price") not in (None, "profile", "heuristics"):
         prefer_current_bid(root, structured.lowered, product, sources, heuristic.where)
     if not product.get("sku") and (from_url := sku_from_url(canonical_url)):
@@ -370,24 +374,57 @@ def _prefer_printed_code(
     quoted: list[str],
     product: dict[str, Any],
     sources: dict[str, str],
-    where: dict[str, str],
+    heuristic: HeuristicProduct,
 ) -> None:
     """The code the page shows as its product code over a structured-data ``sku`` that the
     page never shows: shops put internal ids (a catalogue key, a variant's id) in their
-    markup and print the code their customers quote."""
-    printed = printed_code(root, cards, text, quoted)
-    if printed is None or printed[0] == product["sku"]:
-        return
-    code, el = printed
+    markup and print the code their customers quote, in an element marked as a code or
+    beside a label (SKU, item number, model ...)."""
+    where = heuristic.where
     structured_sku = str(product["sku"])
-    if _shows(root, structured_sku):
+    shown: bool | None = None
+    printed = printed_code(root, cards, text, quoted)
+    if printed is not None and printed[0] != structured_sku:
+        code, el = printed
+        if not (shown := _shows(root, structured_sku)):
+            marked = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
+            where["sku"] = (
+                f"<{el.tag} {marked}> (overruled {sources['sku']} sku {structured_sku!r}:"
+                " not shown on the page)"
+            )
+            product["sku"], sources["sku"] = code, "heuristics"
+            return
+    if printed is not None or shown:
         return
-    marked = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
+    heading = heuristic.heading if heuristic.heading is not None else next(root.iter("h1"), None)
+    block = _title_block(heading) if heuristic.pairs is None else None
+    if block is None and heuristic.pairs is None:
+        return
+    labelled = labelled_code(root, cards, heuristic, block)
+    if labelled is None or labelled[0] == structured_sku or _shows(root, structured_sku):
+        return
+    code, pair = labelled
     where["sku"] = (
-        f"<{el.tag} {marked}> (overruled {sources['sku']} sku {structured_sku!r}:"
-        " not shown on the page)"
+        f"label {pair.shape} {pair.label!r}: {pair.value[:60]!r} (overruled {sources['sku']}"
+        f" sku {structured_sku!r}: not shown on the page)"
     )
     product["sku"], sources["sku"] = code, "heuristics"
+
+
+def _title_block(heading: HtmlElement | None) -> HtmlElement | None:
+    """The block a product's heading opens, where shops print its code under the title: the
+    heading's parent, or the block above when the parent wraps the heading alone."""
+    if heading is None:
+        return None
+    block = heading
+    for _ in range(_TITLE_BLOCK_DEPTH):
+        parent = block.getparent()
+        if parent is None or parent.tag in ("body", "html"):
+            break
+        block = parent
+        if len(block) > 2:
+            break
+    return None if block is heading else block
 
 
 def _shows(root: HtmlElement, value: str) -> bool:

@@ -101,3 +101,42 @@ def test_a_code_element_that_prints_a_price_is_not_the_sku() -> None:
         "<button>Add to cart</button><p>Model: BL-1234</p>"
     )
     assert product["sku"] == "BL-1234"
+
+
+def _structured(sku: str) -> str:
+    data = {
+        "@context": "https://schema.org",
+        "@type": "Product",
+        "name": "Blue Lamp",
+        "sku": sku,
+        "offers": {"@type": "Offer", "price": "11.99", "priceCurrency": "USD"},
+    }
+    return f"<script type='application/ld+json'>{json.dumps(data)}</script>"
+
+
+@pytest.mark.parametrize(
+    "label", ["Item #", "Item number", "SKU", "Model", "MPN", "Art.-Nr.", "Artikelnummer"]
+)
+def test_a_labelled_code_beats_a_structured_id_the_page_never_shows(label: str) -> None:
+    product = _product(
+        f"<div class='product'><h1>Blue Lamp</h1><p>{label}: BL-1234</p><p>$11.99</p></div>",
+        _structured("884736152"),
+    )
+    assert product["sku"] == "BL-1234"
+
+
+def test_a_structured_code_the_page_shows_stays() -> None:
+    product = _product(
+        "<div class='product'><h1>Blue Lamp</h1><p>Model: BL-1234</p>"
+        "<p>Product id 884736152</p></div>",
+        _structured("884736152"),
+    )
+    assert product["sku"] == "884736152"
+
+
+def test_a_model_name_is_no_model_number() -> None:
+    product = _product(
+        "<div class='product'><h1>Blue Lamp</h1><p>Model: Primrose</p></div>",
+        _structured("884736152"),
+    )
+    assert product["sku"] == "884736152"
