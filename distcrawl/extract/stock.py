@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._xpath import xpath as _xpath
-from .availability import normalize_availability, out_of_stock_wording, stock_line
+from .availability import MAX_STOCK_LINE, normalize_availability, out_of_stock_wording, stock_line
 from .labels import LabelValue
 from .markup import (
     NOT_LOOKED,
@@ -43,6 +43,7 @@ __all__ = [
     "describe",
     "is_hidden",
     "nearest",
+    "notify_controls",
     "product_block",
     "read_availability",
     "stock_lines",
@@ -56,6 +57,15 @@ _NOT_A_LINE = frozenset(
 #: a line inside a size or colour picker says the stock of one option, not the product's
 _OPTION_BLOCK = re.compile(r"swatch|size|variant|option|dropdown|select")
 _OPTION_ROLES = frozenset({"radio", "radiogroup", "option", "listbox", "menu", "menuitem"})
+#: the label of a control that asks to be told when the product can be bought again
+_NOTIFY = re.compile(
+    r"notify me|(?:e-?mail|alert|tell|text) me when|let me know when"
+    r"|back[ -]in[ -]stock (?:alert|notification|e-?mail)"
+    r"|benachrichtig|verfügbarkeit anfragen|me prévenir|m'avertir|m'alerter|avísame|avisame"
+    r"|avisarme|notificarme|avvisami|avvertimi|houd me op de hoogte|mail mij"
+    r"|powiadom mnie|\u0443\u0432\u0435\u0434\u043e\u043c\u0438\u0442\u044c"
+    r"|\u0441\u043e\u043e\u0431\u0449\u0438\u0442\u044c"
+)
 #: class words that hide an element until a script shows it
 _HIDING_CLASSES = frozenset({"hidden", "hide", "d-none", "is-hidden", "invisible", "no-display"})
 #: tree steps from the price or heading within which a stock line counts, when only the
@@ -173,6 +183,36 @@ def stock_lines(
     return found
 
 
+def notify_controls(
+    block: HtmlElement,
+    skip: Callable[[HtmlElement], bool],
+    anchors: Iterable[HtmlElement | None] = (),
+) -> list[StockSource]:
+    """The product's "Notify me when available" / "Email me when back in stock" controls in
+    *block*: a shop offers them in place of a buy button, for a product it cannot sell now.
+    When the block is the whole page, only controls close to one of the *anchors* count."""
+    near = [_distances(a) for a in anchors if a is not None] if block.tag == "body" else []
+    found: list[StockSource] = []
+    for control in block.iter("button", "a", "input"):
+        if control.tag == "input" and control.get("type") not in ("submit", "button"):
+            continue
+        label = " ".join(
+            (control.text_content() or control.get("value") or control.get("aria-label") or "")
+            .lower()
+            .split()
+        )
+        if not label or len(label) > MAX_STOCK_LINE or not _NOTIFY.search(label):
+            continue
+        if skip(control) or _in_option(control, block):
+            continue
+        if near and min(_distance(control, m) for m in near) > _MAX_STEPS_IN_PAGE:
+            continue
+        found.append(
+            StockSource("OutOfStock", control, f"notify-me control <{control.tag}> {label!r}")
+        )
+    return found
+
+
 def block_wording(block: HtmlElement, skip: Callable[[HtmlElement], bool]) -> str | None:
     """Out-of-stock words anywhere in the text of *block* (never the whole page's), leaving
     out scripts, hidden elements, size or colour pickers and what *skip* rules out."""
@@ -273,7 +313,9 @@ def read_availability(
             )
     block = product_block(heading, price_el)
     if block is not None:
-        sources.extend(stock_lines(block, lambda el: is_chrome(el, cards), (price_el, heading)))
+        skip = lambda el: is_chrome(el, cards)  # noqa: E731
+        sources.extend(stock_lines(block, skip, (price_el, heading)))
+        sources.extend(notify_controls(block, skip, (price_el, heading)))
 
     # labels anywhere on the page and the buy button weigh in when another reader looked
     # them up anyway, or when the product's own block says nothing of its stock: a stock line
