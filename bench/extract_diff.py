@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 diff = differences(old, new)
                 if diff:
                     pages += 1
-                    fields.update(diff)
+                    fields.update(diff.keys())
                     changed.append({"group": group, "url": url, "diff": diff})
             report["groups"][group] = {
                 "pages": len(items),

@@ -217,9 +217,12 @@ def read_price_near(
         if joined and currency and (holder := text_holder(found[i + 1])) is not None:
             result.found_in["currency"] = holder
         result.found_in["price"] = parent
-        struck = _xpath("following::*[self::del or self::s or self::strike][position() <= 3]")(
-            parent
-        )
+        # a was price struck through inside the same line ("Now $12 <s>Was $15</s>") or
+        # just after it
+        struck = _xpath(
+            "(descendant::*[self::del or self::s or self::strike]"
+            " | following::*[self::del or self::s or self::strike])[position() <= 3]"
+        )(parent)
         if struck:
             old, _, _ = read_amount(result, priced_text(text_of(struck[0])[:80]))
             if old is not None and old > amount:

@@ -242,3 +242,10 @@ def test_a_label_in_a_block_of_its_own_before_the_price_says_its_role() -> None:
         "<button>Add to cart</button>"
     )
     assert (product["price"], product["list_price"]) == (99, 120)
+
+
+def test_a_was_price_struck_through_in_the_prices_own_line_is_the_list_price() -> None:
+    product = _product(
+        "<h1>Blue Lamp</h1><p>Now £676.25 <s>Was £845.31</s></p><button>Buy</button>"
+    )
+    assert (product["price"], product["list_price"]) == (Decimal("676.25"), Decimal("845.31"))
