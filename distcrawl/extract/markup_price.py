@@ -107,7 +107,10 @@ def read_price(
         if el.tag == "meta" and not (el.get("itemprop") == "price" and el.get("content")):
             continue
         classes = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
-        if _NOT_A_PRICE.search(classes) or el.tag in ("del", "s", "strike"):
+        if el.tag in ("del", "s", "strike"):
+            old = old if old is not None else el  # a price struck through: the was price
+            continue
+        if _NOT_A_PRICE.search(classes):
             continue
         if _is_tax_class(classes):
             continue

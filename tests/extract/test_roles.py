@@ -249,3 +249,12 @@ def test_a_was_price_struck_through_in_the_prices_own_line_is_the_list_price() -
         "<h1>Blue Lamp</h1><p>Now £676.25 <s>Was £845.31</s></p><button>Buy</button>"
     )
     assert (product["price"], product["list_price"]) == (Decimal("676.25"), Decimal("845.31"))
+
+
+def test_a_price_element_struck_through_before_the_current_one_is_the_list_price() -> None:
+    product = _product(
+        "<h1>Blue Lamp</h1><div class='price-box'><span>statt</span> "
+        "<s class='price'>1.249,99 €</s> <span>jetzt nur</span> "
+        "<span class='price'>999,99 €</span></div><button>In den Warenkorb</button>"
+    )
+    assert (product["price"], product["list_price"]) == (Decimal("999.99"), Decimal("1249.99"))
