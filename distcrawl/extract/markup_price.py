@@ -144,6 +144,8 @@ def read_price(
         break
     if old is not None and "price" in fields:
         amount, _, _ = _element_price(old, hint, result)
+        if amount is None and old.tag in ("del", "s", "strike"):
+            amount = read_amount(result, priced_text(text_of(old)[:80]), hint)[0]
         if amount is not None and amount > fields["price"]:
             fields["list_price"] = amount
     if "currency" not in fields and hint:
