@@ -136,7 +136,12 @@ def read_price(
         if currency:
             fields["currency"] = currency
             result.where["currency"] = "beside the price"
-        struck = _xpath(".//del | .//s | .//strike")(el)
+        # a was price struck through inside the price element or beside it in its box
+        struck = _xpath(
+            ".//del | .//s | .//strike"
+            " | preceding-sibling::*[self::del or self::s or self::strike][1]"
+            " | following-sibling::*[self::del or self::s or self::strike][1]"
+        )(el)
         if old is None and struck:
             old = struck[0]
         if el.get("itemprop") == "price":

@@ -46,7 +46,7 @@ from .heuristics import (
     printed_code,
     sku_from_url,
 )
-from .links import LINK_KINDS, LinkScan, scan_links
+from .links import DEFAULT_LISTING_MIN_PRODUCT_LINKS, LINK_KINDS, LinkScan, scan_links
 from .notation import AMBIGUOUS_PRICE
 from .prices import normalize_currency, parse_price, parse_structured_price
 from .profile import FIELD_NAMES, SiteProfile
@@ -81,9 +81,6 @@ _LIST_FIELDS = {"category_path", "image_urls", "variants"}
 _SIGNAL_FIELDS = frozenset(
     {"name", "price", "currency", "list_price", "sku", "gtin", AMBIGUOUS_PRICE}
 )
-
-#: this many product links outside "related products" blocks make a page a listing
-DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
 
 #: ancestors of a product's heading climbed for the block its code is printed in
 _TITLE_BLOCK_DEPTH = 3

@@ -16,26 +16,36 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["NEIGHBOUR_TITLE", "neighbour_sections", "neighbour_title"]
+__all__ = [
+    "OTHER_PRODUCTS_TITLE",
+    "REVIEWS_TITLE",
+    "inside_any",
+    "neighbour_sections",
+    "neighbour_title",
+]
 
-#: the title of a section of other products or of reviews, in the usual languages (matched
-#: against the lowered heading text)
-NEIGHBOUR_TITLE = re.compile(
+#: the title of a section of other products, in the usual languages (matched against the
+#: lowered heading text)
+OTHER_PRODUCTS_TITLE = re.compile(
     r"\b(?:related|similar|also (?:bought|viewed|like|purchased|liked|consider)"
     r"|(?:customers|people|others|shoppers) (?:who|also|went|bought|viewed)"
     r"|you (?:may|might|will|could) (?:also )?(?:like|love|be interested)"
     r"|more like this|more from|more items|recommend|recently viewed|frequently bought"
     r"|bought together|goes well with|complete the look|shop the look|sponsored"
-    r"|how about these|customer reviews?|reviews?|ratings?(?: (?:&|and) reviews?)?"
-    r"|questions and answers|alternatives?"
+    r"|how about these|alternatives?"
     # de, fr, es, it, pt, nl, pl
     r"|ähnliche|das könnte|auch gefallen|kauften auch|auch gekauft|zuletzt angesehen"
-    r"|passend dazu|empfehlungen|(?:kunden)?bewertung(?:en)?|similaires?|vous aimerez"
-    r"|pourriez aussi|ont aussi|récemment consultés|produits associés|avis"
-    r"|relacionad[oa]s|similares|te puede interesar|también|opiniones|reseñas"
-    r"|recomendad[oa]s|correlat[ie]|simili|potrebbe interessar|recensioni|consigliati"
-    r"|semelhantes|avaliações|também|gerelateerde|vergelijkbare|beoordelingen"
-    r"|ook bekeken|podobne|polecane|opinie|powiązane|również)\b"
+    r"|passend dazu|empfehlungen|similaires?|vous aimerez|pourriez aussi|ont aussi"
+    r"|récemment consultés|produits associés|relacionad[oa]s|similares|te puede interesar"
+    r"|también|recomendad[oa]s|correlat[ie]|simili|potrebbe interessar|consigliati"
+    r"|semelhantes|também|gerelateerde|vergelijkbare|ook bekeken|podobne|polecane"
+    r"|powiązane|również)\b"
+)
+#: the title of a section of reviews (or of questions about the product)
+REVIEWS_TITLE = re.compile(
+    r"\b(?:customer reviews?|reviews?|ratings?(?: (?:&|and) reviews?)?|questions and answers"
+    r"|(?:kunden)?bewertung(?:en)?|avis|opiniones|reseñas|recensioni|avaliações"
+    r"|beoordelingen|opinie)\b"
 )
 #: a title is short; longer headings are sentences (a product named "... Reviews Edition")
 _MAX_TITLE = 80
@@ -46,24 +56,36 @@ _HEADING_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _MAX_WRAPPERS = 4
 
 
-def neighbour_title(text: str) -> bool:
-    """Whether *text* titles a section of other products or of reviews."""
+def neighbour_title(text: str, *, reviews: bool = True) -> bool:
+    """Whether *text* titles a section of other products (or, with *reviews*, of reviews)."""
     text = " ".join(text.split()).lower()
-    return 0 < len(text) <= _MAX_TITLE and NEIGHBOUR_TITLE.search(text) is not None
+    if not 0 < len(text) <= _MAX_TITLE:
+        return False
+    return OTHER_PRODUCTS_TITLE.search(text) is not None or (
+        reviews and REVIEWS_TITLE.search(text) is not None
+    )
 
 
-def neighbour_sections(root: HtmlElement, heading: HtmlElement | None) -> set[HtmlElement]:
-    """The blocks of every section titled as other products' or as reviews (see the module
-    docstring), never one holding *heading* (the page's main heading)."""
+def neighbour_sections(
+    root: HtmlElement, heading: HtmlElement | None, *, reviews: bool = True
+) -> set[HtmlElement]:
+    """The blocks of every section titled as other products' (or, with *reviews*, as
+    reviews; see the module docstring), never one holding *heading* (the page's main
+    heading)."""
     keep = set(heading.iterancestors()) | {heading} if heading is not None else set()
     found: set[HtmlElement] = set()
     for title in root.iter(*_TITLE_TAGS):
         if title in found or any(a in found for a in title.iterancestors()):
             continue
-        if not neighbour_title(title.text_content() or ""):
+        if not neighbour_title(title.text_content() or "", reviews=reviews):
             continue
         found.update(_section(title, keep))
     return found
+
+
+def inside_any(el: HtmlElement, blocks: set[HtmlElement]) -> bool:
+    """*el* is one of *blocks* or inside one."""
+    return el in blocks or any(a in blocks for a in el.iterancestors())
 
 
 def _section(title: HtmlElement, keep: set[HtmlElement]) -> list[HtmlElement]:

@@ -131,3 +131,23 @@ def test_a_price_element_in_the_block_of_the_heading_and_buy_button_wins() -> No
         "<span class='price'>$20.00</span><button>Add to cart</button></div>"
     )
     assert product["price"] == 20
+
+
+def test_a_titled_carousel_of_other_products_does_not_make_a_product_page_a_listing() -> None:
+    # sold out: no buy button, no product markup; three linked cards of other products
+    cards = "".join(
+        f"<li><a href='/p/other-{n}.html'>Other lamp {n}</a><span class='price'>$1{n}.00</span>"
+        "</li>"
+        for n in range(3)
+    )
+    analysis = analyze(
+        url=URL,
+        body=(
+            "<html><body><div class='product'><h1>Blue Lamp</h1><p>Model: BL-1234</p>"
+            "<span class='price'>$20.00</span><p>Sold out</p></div>"
+            f"<section><h2>Customers also bought</h2><ul>{cards}</ul></section></body></html>"
+        ).encode(),
+    )
+    assert analysis.kind == "product"
+    assert (analysis.product or {})["price"] == 20
+    assert len(analysis.links["product"]) == 3  # the neighbours are followed all the same
