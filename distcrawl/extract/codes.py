@@ -15,6 +15,7 @@ mail address, a placeholder ("N/A", "null") or running text.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["code_flaw", "gtin_kind", "valid_code", "valid_gtin"]
 
@@ -49,6 +50,11 @@ _PLACEHOLDERS = frozenset(
     {"n/a", "na", "n.a.", "none", "null", "undefined", "nil", "-", "--", "—", "0", "tbd",
      "tba", "unknown", "not available", "not applicable", "keine angabe", "sku", "code"}
 )  # fmt: skip
+#: one token of letters, digits and separators, starting with a letter or digit (no currency
+#: sign, no space, no "@" or "://"), no longer than a code
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]{0,63}")
+#: codes whose reading is remembered (a page's code is read by several sources in turn)
+_CACHED_CODES = 1024
 #: a code is one token or a few; more words are a sentence
 _MAX_CODE_WORDS = 3
 _MAX_CODE_LENGTH = 64
@@ -60,9 +66,17 @@ def code_flaw(value: object) -> str | None:
         value = str(value)
     if not isinstance(value, str):
         return "no text"
+    return _text_flaw(value)
+
+
+@lru_cache(maxsize=_CACHED_CODES)
+def _text_flaw(value: str) -> str | None:
     text = " ".join(value.split())
     if not text or text.lower() in _PLACEHOLDERS:
         return "a placeholder"
+    if _TOKEN.fullmatch(text):
+        # one token of letters, digits and - _ . /: most codes; only a date can hide in it
+        return "a date" if _DATE.fullmatch(text) else None
     if _PRICE.search(text):
         return "a price"
     if _DATE.fullmatch(text) or _DATE_WORDS.search(text):
@@ -84,7 +98,8 @@ def valid_code(value: object) -> str | None:
     """*value* as a product code (white space squeezed) when it can be one, else None."""
     if code_flaw(value) is not None:
         return None
-    return " ".join(str(value).split())
+    text = str(value)
+    return text if _TOKEN.fullmatch(text) else " ".join(text.split())
 
 
 def _gtin_check_ok(digits: str) -> bool:

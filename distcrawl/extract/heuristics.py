@@ -76,6 +76,8 @@ _PRODUCT_CONTAINER = re.compile(
 _READERS = frozenset(
     {"price", "currency", "sku", "gtin", "availability", "brand", "description", "image_urls"}
 )
+#: the fields whose readers read amounts in the page's notation
+_PRICED = frozenset({"price", "currency"})
 #: crumb "names" that are only separators
 _SEPARATORS = {"/", ">", "|", "\u203a", "\u00bb"}
 _BREADCRUMB_XPATH = (
@@ -117,7 +119,9 @@ def heuristic_product(
     result = HeuristicProduct(pairs=pairs, page_text=page_text)
     fields = result.fields
     heading = earlier.heading if earlier is not None else None
-    result.notation = earlier.notation if earlier is not None else Notation(root, page_text)
+    result.notation = earlier.notation if earlier is not None else None
+    if result.notation is None and (signals or not _PRICED.isdisjoint(wanted)):
+        result.notation = Notation(root, page_text)
     if earlier is not None:
         result.heading = heading
         result.button = earlier.button

@@ -82,6 +82,12 @@ _SIGNAL_FIELDS = frozenset(
     {"name", "price", "currency", "list_price", "sku", "gtin", AMBIGUOUS_PRICE}
 )
 
+#: a shop's internal id rather than the code it prints: a database number, a hex digest, a UUID
+_INTERNAL_ID = re.compile(
+    r"\d{4,}|(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}"
+    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    re.IGNORECASE,
+)
 #: ancestors of a product's heading climbed for the block its code is printed in
 _TITLE_BLOCK_DEPTH = 3
 
@@ -375,8 +381,9 @@ def _prefer_printed_code(
 ) -> None:
     """The code the page shows as its product code over a structured-data ``sku`` that the
     page never shows: shops put internal ids (a catalogue key, a variant's id) in their
-    markup and print the code their customers quote, in an element marked as a code or
-    beside a label (SKU, item number, model ...)."""
+    markup and print the code their customers quote, in an element marked as a code, or,
+    for an sku shaped like an internal id (a number, a hex digest, a UUID), beside a label
+    under the product's title (SKU, item number, model ...)."""
     where = heuristic.where
     structured_sku = str(product["sku"])
     shown: bool | None = None
@@ -391,7 +398,7 @@ def _prefer_printed_code(
             )
             product["sku"], sources["sku"] = code, "heuristics"
             return
-    if printed is not None or shown:
+    if printed is not None or shown or not _INTERNAL_ID.fullmatch(structured_sku):
         return
     heading = heuristic.heading if heuristic.heading is not None else next(root.iter("h1"), None)
     block = _title_block(heading) if heuristic.pairs is None else None

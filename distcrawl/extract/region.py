@@ -47,6 +47,14 @@ REVIEWS_TITLE = re.compile(
     r"|(?:kunden)?bewertung(?:en)?|avis|opiniones|reseñas|recensioni|avaliações"
     r"|beoordelingen|opinie)\b"
 )
+#: the first four letters of every word of the titles: a heading with none of them is no
+#: title (a cheap test before the patterns)
+_TITLE_PREFIXES = frozenset(
+    word[:4]
+    for pattern in (OTHER_PRODUCTS_TITLE, REVIEWS_TITLE)
+    for word in re.findall(r"[^\W\d_]+", pattern.pattern)
+    if len(word) >= 3
+)
 #: a title is short; longer headings are sentences (a product named "... Reviews Edition")
 _MAX_TITLE = 80
 #: heading elements whose text may title a section
@@ -58,7 +66,10 @@ _MAX_WRAPPERS = 4
 
 def neighbour_title(text: str, *, reviews: bool = True) -> bool:
     """Whether *text* titles a section of other products (or, with *reviews*, of reviews)."""
-    text = " ".join(text.split()).lower()
+    words = text.lower().split()
+    if _TITLE_PREFIXES.isdisjoint([word[:4] for word in words]):
+        return False  # no word of any title: most headings (a product's name) end here
+    text = " ".join(words)
     if not 0 < len(text) <= _MAX_TITLE:
         return False
     return OTHER_PRODUCTS_TITLE.search(text) is not None or (
@@ -72,13 +83,17 @@ def neighbour_sections(
     """The blocks of every section titled as other products' (or, with *reviews*, as
     reviews; see the module docstring), never one holding *heading* (the page's main
     heading)."""
-    keep = set(heading.iterancestors()) | {heading} if heading is not None else set()
+    keep: set[HtmlElement] | None = None
     found: set[HtmlElement] = set()
     for title in root.iter(*_TITLE_TAGS):
-        if title in found or any(a in found for a in title.iterancestors()):
+        if found and (title in found or any(a in found for a in title.iterancestors())):
             continue
-        if not neighbour_title(title.text_content() or "", reviews=reviews):
+        # text_content() runs an XPath; a heading without child elements has only its .text
+        text = title.text_content() if len(title) else title.text
+        if not neighbour_title(text or "", reviews=reviews):
             continue
+        if keep is None:
+            keep = {heading, *heading.iterancestors()} if heading is not None else set()
         found.update(_section(title, keep))
     return found
 

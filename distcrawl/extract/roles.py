@@ -172,8 +172,14 @@ _MARK_DEPTH = 3
 def text_role(before: str, after: str = "") -> str:
     """The role the words around an amount say: *before* it (after any other amount) and
     right *after* it; ``current`` when they say none."""
-    before = before[-_BEFORE_CHARS:].lower()
-    after = _LEADING_CURRENCY.sub("", after[:_AFTER_CHARS]).lower()
+    return _text_role(before[-_BEFORE_CHARS:], after[:_AFTER_CHARS])
+
+
+@lru_cache(maxsize=_CACHED_MARKS)
+def _text_role(before: str, after: str) -> str:
+    # a shop's pages repeat their labels ("Was $", "Now £"): their reading is remembered
+    before = before.lower()
+    after = _LEADING_CURRENCY.sub("", after).lower()
     if _COUNT_BEFORE.search(before):
         return INSTALMENT
     if _MULTI_BUY.search(before):
@@ -252,8 +258,12 @@ def _marked_role(el: HtmlElement, own: str) -> tuple[str, str] | None:
             return None
         if depth:
             chain.append(node)
-        struck = node.tag in _STRUCK_TAGS or "line-through" in (node.get("style") or "")
-        marks = f"{node.get('class') or ''} {node.get('id') or ''}".strip()
+        attrib = node.attrib
+        style = attrib.get("style")
+        struck = node.tag in _STRUCK_TAGS or (style is not None and "line-through" in style)
+        marks = ""
+        if "class" in attrib or "id" in attrib:
+            marks = f"{attrib.get('class') or ''} {attrib.get('id') or ''}".strip()
         role = WAS if struck else mark_role(marks) if marks else CURRENT
         if role != CURRENT:
             if depth == 0:
@@ -283,10 +293,14 @@ def _line_before(el: HtmlElement) -> str:
             tail = sibling.tail or ""
             parts.append(tail)
             size += len(tail.strip())
-            if isinstance(sibling.tag, str) and sibling.tag not in _SKIPPED_TAGS:
-                text = _squeeze(sibling.text_content() or "")
-                if sibling.tag not in _INLINE_LINE_TAGS:
-                    if len(text) <= _MAX_LABEL and sibling.tag not in _HEADING_TAGS:
+            tag = sibling.tag
+            if isinstance(tag, str) and tag not in _SKIPPED_TAGS:
+                if tag in _HEADING_TAGS:
+                    return _joined(parts)  # a heading is no label of the price after it
+                text = sibling.text_content() if len(sibling) else sibling.text
+                text = _squeeze(text or "")
+                if tag not in _INLINE_LINE_TAGS:
+                    if len(text) <= _MAX_LABEL:
                         parts.append(text)  # a label in a block of its own
                     return _joined(parts)
                 parts.append(text)
