@@ -6,7 +6,8 @@ The spider's whole interface::
     profile = SiteProfile.match(profiles, url)
     analysis = analyze(url=url, body=body, encoding=encoding, profile=profile)
 
-Modules: :mod:`.page` (the entry point and the merge), :mod:`.structured` and
+Modules: :mod:`.page` (the entry point), :mod:`.merge` (the product's fields from their
+sources), :mod:`.structured` and
 :mod:`.schema` (JSON-LD, microdata, RDFa, OpenGraph, script data), :mod:`.heuristics`
 (visible markup: :mod:`.markup`, :mod:`.markup_price`, :mod:`.markup_codes`,
 :mod:`.stock`), :mod:`.links` (link kinds and pagination), :mod:`.profile` (site profiles),
