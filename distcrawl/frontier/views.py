@@ -30,7 +30,7 @@ __all__ = ["DEFAULT_LEASE_CHUNK", "ROTATE", "LeasePlan", "ShardView", "ShardView
 DEFAULT_LEASE_CHUNK = 64
 #: leases in a row a node takes its tied work from a shard its flushes call anyway (for its
 #: acks and links); then that shard waits for its turn, after the shard leased from least lately
-ROTATE = 4
+ROTATE = 2
 
 
 @dataclass
