@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from distcrawl.base.config.entries import PREFETCH_PER_SLOT
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier.batch import new_rid_tag
-from distcrawl.frontier.connection import outage_reason
+from distcrawl.frontier.outages import classify
 from distcrawl.frontier.wake import WakeListener
 from distcrawl.node.scheduler.outage import RedisOutage
 from distcrawl.node.scheduler.reconcile import reconcile_leases
@@ -256,9 +256,10 @@ class FrontierLoop:
         errors = _ErrorStreak(self.node_id, self.stats)
         while not self.closing:
             failed = False
-            if self.outage.down:
+            if self.outage.down or errors.count:
                 # the first round trip that Redis may serve again recovers nobody: every
-                # heartbeat went stale meanwhile, the live nodes' as well as ours
+                # heartbeat may have gone stale meanwhile, the live nodes' as well as ours
+                # (an error of a class no outage names may be the whole server's too)
                 self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
             try:
                 if self._needs_reconcile:
@@ -269,11 +270,10 @@ class FrontierLoop:
                     await self._reconcile()
                     self._needs_reconcile = False
                 got = await self._cycle()
-                if self.outage.answered():
+                if self.outage.answered() | errors.ended():
                     # every heartbeat went stale while Redis was away, ours as well as the
                     # live nodes': silence counts again only from now
                     self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
-                errors.ended()
                 wait = _BUSY_WAIT if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
             except Exception as exc:
                 # the outcome of a failed round trip is unknown: reconcile before leasing
@@ -281,7 +281,7 @@ class FrontierLoop:
                 failed = True
                 if self.solo is not None:
                     self.solo.leave("a round trip failed")
-                if outage_reason(exc) is not None:
+                if classify(exc) is not None:
                     self.outage.failed(exc, waiting=self._waiting())
                 else:
                     errors.failed(exc)
@@ -513,12 +513,15 @@ class _ErrorStreak:
             exc_info=exc,
         )
 
-    def ended(self) -> None:
-        if self.count:
-            logger.warning(
-                "Frontier loop of node %s works again after %d failed round trips",
-                self.node_id,
-                self.count,
-            )
-            self.count = 0
-            self._seen.clear()
+    def ended(self) -> bool:
+        """A round trip succeeded; returns whether it ended a streak."""
+        if not self.count:
+            return False
+        logger.warning(
+            "Frontier loop of node %s works again after %d failed round trips",
+            self.node_id,
+            self.count,
+        )
+        self.count = 0
+        self._seen.clear()
+        return True
