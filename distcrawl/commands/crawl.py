@@ -1,8 +1,9 @@
 """``scrapy crawl``, as Scrapy runs it, except that the node's settings are checked first and
 its exit status says what kept it from its work:
 
-- 2 (``EXIT_SETTINGS``): a setting cannot be used (one error line each, nothing started),
-  or the node's crawl-wide settings differ from the crawl's (it refused to start);
+- 2 (``EXIT_SETTINGS``): a setting or the crawl's name cannot be used (one error line each,
+  nothing started), or the node's crawl-wide settings differ from the crawl's (it refused to
+  start);
 - 3 (``EXIT_JOURNAL_HELD``): its journal still holds products MongoDB did not take in
   ``MONGO_JOURNAL_CLOSE_TIMEOUT``;
 - 4 (``EXIT_LEASES_HELD``): it stopped holding leases it could not return to the frontier (a
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
 
+from distcrawl.base.identifiers import crawl_name_problem
 from distcrawl.node.scheduler import unreturned_leases
 from distcrawl.node.scheduler.crawlwide import REFUSED_REASON
 from distcrawl.node.scheduler.identity import refused_starts
@@ -53,11 +55,23 @@ class Command(ScrapyCrawlCommand):
         if len(args) > 1:
             raise UsageError("running 'scrapy crawl' with more than one spider is not supported")
         assert self.crawler_process is not None
+        # the crawl's name goes into every key and many log lines (as given, as the spider
+        # class says, as a ``-a name=`` argument gives the spider)
+        named = crawl_name_problem(args[0])
+        if named:
+            logger.error("Bad crawl name, the node does not start: %s", named)
+            self.exitcode = EXIT_SETTINGS
+            return
         crawler = self._create_crawler(args[0])
         # -s, the spider's custom_settings and the project's (the environment included)
         bad = problems(crawler.settings)
         for line in bad:
             logger.error("Bad setting, the node does not start: %s", line)
+        names = {str(getattr(crawler.spidercls, "name", "")), str(opts.spargs.get("name", args[0]))}
+        for name in sorted(names):
+            if problem := crawl_name_problem(name):
+                logger.error("Bad crawl name, the node does not start: %s", problem)
+                bad.append(problem)
         if bad:
             self.exitcode = EXIT_SETTINGS
             return

@@ -13,6 +13,7 @@ from typing import Any
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.entries import MAX_SHARDS
+from distcrawl.base.identifiers import BadName, check_crawl_name, seed_list_problem
 from distcrawl.frontier.schema import (
     CONTROL,
     SEEDS,
@@ -290,11 +291,15 @@ class ShardKeys:
 
 @dataclass(frozen=True)
 class ControlKeys:
-    """The crawl-wide keys: one small slot, ``{spider}``."""
+    """The crawl-wide keys: one small slot, ``{spider}``; :class:`BadName` for a name no crawl
+    may have (see :mod:`distcrawl.base.identifiers`)."""
 
     SLOT = CONTROL
 
     spider: str
+
+    def __post_init__(self) -> None:
+        check_crawl_name(self.spider)
 
     @property
     def prefix(self) -> str:
@@ -403,17 +408,15 @@ def seed_slot_prefix(start_key: str) -> str:
     """The hash tag that puts a key in the same slot as the seed list *start_key*, wherever
     that name hashes: its own hash tag if it has one (``{catalog}:start_urls``: ``{catalog}``),
     else the whole name (``catalog:start_urls``: ``{catalog:start_urls}``), as Redis Cluster
-    hashes a key without one."""
+    hashes a key without one. :class:`BadName` for a name no seed list may have."""
+    problem = seed_list_problem(start_key)
+    if problem:
+        raise BadName(problem)
     opening = start_key.find("{")
     if opening != -1:
         closing = start_key.find("}", opening + 1)
         if closing > opening + 1:
             return start_key[opening : closing + 1]
-    if "}" in start_key:
-        raise ValueError(
-            f"seed list {start_key!r}: a '}}' outside a hash tag makes its slot one no other key "
-            "can share; name it without one"
-        )
     return "{" + start_key + "}"
 
 
@@ -463,6 +466,7 @@ class FrontierKeys(ControlKeys):
     shards: int = field(default_factory=default_shards)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checked(self.shards)
 
     @classmethod

@@ -326,7 +326,7 @@ class PageLimitsMiddleware:
         # small budgets are reserved page by page, so that they are spent exactly
         self.chunk = budget_chunk or max(1, min(BUDGET_CHUNK, self.max_pages // 100))
         self._client: Any = None
-        self._keys = ControlKeys("")
+        self._keys: ControlKeys | None = None  # the crawl's, once its spider is open
         self._allowance: dict[str, int] = {}  # site -> pages reserved and not used yet
         self._reserving: dict[str, asyncio.Lock] = {}
         self._spent: dict[str, float] = {}  # site -> monotonic time to ask Redis again
@@ -364,6 +364,8 @@ class PageLimitsMiddleware:
             self._client = None
 
     def budget_key(self, site: str) -> str:
+        if self._keys is None:
+            raise RuntimeError("a page budget is reserved only once the spider is open")
         return self._keys.pages(site)
 
     async def process_request(self, request: Request) -> None:
