@@ -78,20 +78,15 @@ from distcrawl.frontier.keys import FrontierKeys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
+from _accounting import load_average, median
+from _processes import Node, Services, ShopProcess, expected_pages, page_fetches
+from _results import write_result
+from _settings import (
     SCRAPY_REDIS_DUPEFILTER,
     SCRAPY_REDIS_QUEUE,
     SCRAPY_REDIS_SETTINGS,
     START_URLS_KEY,
-    Node,
-    Services,
-    ShopProcess,
-    expected_pages,
-    load_average,
-    median,
-    page_fetches,
     spider_modules_setting,
-    write_result,
 )
 
 #: the frontier's key prefix (hash tag) for the catalog spider
