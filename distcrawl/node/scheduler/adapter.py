@@ -30,6 +30,7 @@ from distcrawl.node.scheduler.outage import RedisUnreachableAtStart, StartWait
 from distcrawl.node.scheduler.refusal import StartRefusal
 from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
 from distcrawl.node.scheduler.seeds import SeedFeed
+from distcrawl.node.scheduler.shutdown import ShutdownGuard
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
 from distcrawl.node.scheduler.solo import SoloMode
 from distcrawl.node.scheduler.tracking import InProgress
@@ -90,6 +91,14 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
 
     async def _open(self, spider: Spider) -> None:
         self.spider = spider
+        self._shutdown = guard = ShutdownGuard(
+            self.crawler,
+            node_id=self.node_id,
+            closing=lambda: self._closing,
+            closed=lambda: self._closed,
+            close=self._close,
+        )
+        guard.install()
         settings = self.crawler.settings
         keys = FrontierKeys.for_spider(spider.name, settings)
         # a scrapy-redis spider's own redis_key; a set or zset is staged into a list
@@ -106,7 +115,11 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         )
         # a node that cannot reach Redis at its start gives up after start_timeout (a wrong
         # REDIS_URL must not look like a node waiting); an outage later is waited out
-        start = StartWait(timeout=self.start_timeout, where=mask_url(self.redis_url))
+        start = StartWait(
+            timeout=self.start_timeout,
+            where=mask_url(self.redis_url),
+            stopped=lambda: guard.stopping,
+        )
         try:
             await start.run(self._check_format)
             if self._refused:
@@ -264,6 +277,17 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         )
 
     async def _close(self, reason: str) -> None:
+        if self._closing:
+            return  # a graceful stop before the engine ran closed the node already
+        self._closing = True
+        try:
+            await self._close_node(reason)
+        finally:
+            self._closed = True
+            if self._shutdown is not None:
+                self._shutdown.remove()
+
+    async def _close_node(self, reason: str) -> None:
         loop = self._loop
         if loop is not None:
             loop.closing = True

@@ -147,13 +147,17 @@ class RedisUnreachableAtStart(RuntimeError):
 class StartWait:
     """A node's start: each of its steps runs until Redis serves it, waiting longer between
     tries (0.5 s up to 10 s), all of them within ``timeout`` seconds of the first (0: no
-    limit); then :class:`RedisUnreachableAtStart` (``where``: the masked URL, for the
-    message)."""
+    limit) and while the node is not ``stopped()``; then :class:`RedisUnreachableAtStart`
+    (``where``: the masked URL, for the message)."""
 
-    def __init__(self, *, timeout: float, where: str = "") -> None:
+    def __init__(
+        self, *, timeout: float, where: str = "", stopped: Callable[[], bool] | None = None
+    ) -> None:
         self.timeout = timeout
         self.where = where
         self.deadline = time.monotonic() + timeout if timeout > 0 else None
+        #: the node is stopped meanwhile: it gives up at once
+        self.stopped = stopped or (lambda: False)
 
     async def run(self, func: Callable[[], Awaitable[None]]) -> None:
         delay = 0.5
@@ -166,6 +170,10 @@ class StartWait:
                 if outage is None:
                     raise
                 left = None if self.deadline is None else self.deadline - time.monotonic()
+                if self.stopped():
+                    raise RedisUnreachableAtStart(
+                        f"it was stopped while it waited for Redis at its start ({outage})"
+                    ) from None
                 if left is not None and left <= 0:
                     raise RedisUnreachableAtStart(self._message(outage, exc)) from None
                 wait = delay if left is None else min(delay, left)
