@@ -320,6 +320,7 @@ class FrontierLoop:
             except TimeoutError:
                 pass
         self.outage.finish()
+        self.seeds.finish()
 
     def _waiting(self) -> str:
         """What the node holds for Redis, for the outage's log line."""
