@@ -50,6 +50,8 @@ MAX_RECORD_ATTEMPTS = 10
 #: seconds between the log lines of a closing node waiting for MongoDB to replay its journal
 WAIT_NOTE_INTERVAL = 5.0
 
+#: seconds between two looks at whether the node was stopped, while a close waits for MongoDB
+_STOP_POLL = 0.2
 #: journal directory -> products a store of this process left there at close, unreplayed
 _STRANDED: dict[str, int] = {}
 
@@ -105,8 +107,12 @@ class ProductStore:
         journal_close_timeout: float,
         retry_backoff: float,
         retry_backoff_max: float,
+        stopped: Callable[[], bool] | None = None,
     ) -> None:
         self._writer = writer
+        #: the node was asked to stop: a close waiting for MongoDB to replay the journal stops
+        #: waiting (a stop asked for before that wait began does not cut it short)
+        self._stopped = stopped or (lambda: False)
         self._journal = journal
         self._count = count
         self._gauge = gauge or (lambda name, value: None)
@@ -223,11 +229,15 @@ class ProductStore:
         deadline = time.monotonic() + self.journal_close_timeout
         next_note = time.monotonic()
         failure = ""
+        stopped_before = self._stopped()
         while True:
             segments, products = await asyncio.to_thread(self._journal.held)
             self._set_held(products)
             if not segments:
+                _STRANDED.pop(self.journal_path, None)
                 return 0
+            # held until replayed: a process stopped under this wait exits saying so (status 3)
+            _STRANDED[self.journal_path] = products
             if await asyncio.to_thread(self._writer.ping):
                 if self._outage is not None:
                     self._end_outage()
@@ -256,6 +266,9 @@ class ProductStore:
             now = time.monotonic()
             if now >= deadline:
                 break
+            if self._stopped() and not stopped_before:
+                failure += "; the node was stopped while it waited"
+                break
             if now >= next_note:
                 logger.warning(
                     "Waiting for MongoDB to replay %d journaled products from %s before "
@@ -266,7 +279,10 @@ class ProductStore:
                     deadline - now,
                 )
                 next_note = now + WAIT_NOTE_INTERVAL
-            await asyncio.sleep(min(self._backoff(), max(0.0, deadline - now)))
+            pause = min(self._backoff(), max(0.0, deadline - now))
+            until = time.monotonic() + pause
+            while time.monotonic() < until and (stopped_before or not self._stopped()):
+                await asyncio.sleep(min(_STOP_POLL, pause))
         paths = await asyncio.to_thread(self._journal.segments)
         logger.error(
             "%d products are NOT in MongoDB: they wait in the journal %s (%d segments: %s); "
@@ -276,7 +292,9 @@ class ProductStore:
             self.journal_path,
             len(paths),
             ", ".join(p.name for p in paths),
-            self.journal_close_timeout,
+            min(
+                self.journal_close_timeout, time.monotonic() - deadline + self.journal_close_timeout
+            ),
             failure,
             self.journal_path,
         )

@@ -128,6 +128,62 @@ def test_redis_refusing_writes_mid_crawl_is_one_outage_and_loses_nothing(
     admin.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("signals_sent", [1, 2])
+def test_a_node_stopped_while_it_waits_to_replay_its_journal_exits_3_saying_how_many(
+    server: RedisServer,
+    mongo_server: Any,
+    mongo_uri: str,
+    shop_factory: Any,
+    tmp_path: Path,
+    signals_sent: int,
+) -> None:
+    """MongoDB down: the node journals every product, and once the crawl is drained its close
+    waits for MongoDB to replay them. SIGTERM then: it stops waiting, returns its leases, says
+    how many products the journal holds and exits 3; stopped twice (forced), it exits 3 and
+    says how many all the same."""
+    shop = shop_factory(products=30)
+    r = server.client()
+    r.lpush("catalog:start_urls", shop.url)
+    mongo_server.stop()
+    node = Node(
+        redis_url=server.url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="journaling",
+        settings={
+            "MONGO_JOURNAL_PATH": str(tmp_path / "journal"),
+            "MONGO_JOURNAL_AFTER": "0.5",
+            "MONGO_CLOSE_TIMEOUT": "0.5",
+            "MONGO_TIMEOUT": "1",
+            "MONGO_RETRY_BACKOFF_MAX": "1",
+        },
+    )
+    try:
+        assert wait_for(lambda: "Waiting for MongoDB to replay" in node.log(), 240), node.log()[
+            -3000:
+        ]
+        node.terminate()
+        if signals_sent == 2:
+            assert wait_for(lambda: "shutting down gracefully" in node.log(), 60)
+            node.terminate()
+        code = node.wait(120)
+    finally:
+        node.kill()
+        mongo_server.start()
+    log = node.log()
+    assert code == 3, log[-3000:]
+    assert f"products wait in {tmp_path / 'journal'}" in log  # how many, and where
+    held = int(log.split("Exiting with status 3: ", 1)[1].split(" products", 1)[0])
+    assert held == len(shop.expected_product_urls())
+    if signals_sent == 1:
+        assert "the node was stopped while it waited" in log
+        assert "Node journaling closing (finished): returned" in log
+        assert leased(r, "journaling") == 0
+    assert "Traceback" not in log
+    r.close()
+
+
 def test_a_node_that_cannot_reach_redis_at_start_exits_with_a_clear_error(
     mongo_uri: str, tmp_path: Path
 ) -> None:

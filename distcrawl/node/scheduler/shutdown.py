@@ -1,4 +1,5 @@
-"""A graceful stop that comes before Scrapy's engine runs: the node still returns its leases.
+"""A graceful stop that comes before Scrapy's engine runs, or while its close waits: the node
+still returns its leases.
 
 Scrapy stops a crawler on SIGTERM or Ctrl-C by stopping its engine, but only an engine that
 runs: one still opening (the scheduler open and leasing, the pipeline or another component
@@ -8,7 +9,10 @@ when the scheduler opens, is a reactor trigger before shutdown: where the node's
 begun, it waits for the engine to run and stops it (the spider closes as on any graceful stop,
 the scheduler's close returns the leases, the stats are dumped), or, where the engine does not
 run within :data:`ENGINE_START_WAIT` seconds or a second signal forces the stop, closes the
-node's part itself.
+node's part itself. A stop that comes while the spider closes (Scrapy's own stop does not
+wait for a close already under way: its pipeline waiting for MongoDB to replay the journal)
+waits for that close, which stops waiting for MongoDB, so the leases go back and the node
+says how many products its journal holds.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro
 
 if TYPE_CHECKING:
@@ -77,10 +82,15 @@ class ShutdownGuard:
         self.wait = wait
         #: a graceful stop came before the engine ran: the node's start gives up waiting
         self.stopping = False
+        self._engine_started = False
         self._trigger: Any = None
 
     def install(self) -> None:
         self._trigger = _reactor().addSystemEventTrigger("before", "shutdown", self._at_shutdown)
+        self.crawler.signals.connect(self._started, signal=signals.engine_started)
+
+    def _started(self) -> None:
+        self._engine_started = True
 
     def remove(self) -> None:
         if self._trigger is not None:
@@ -91,19 +101,24 @@ class ShutdownGuard:
     def _at_shutdown(self) -> Deferred[None] | None:
         self._trigger = None
         engine = self.crawler.engine
-        if self.closing() or _forced() or (engine is not None and engine.running):
-            # the node closes (Scrapy stopped its running engine first), or a second signal
+        if self.closed() or _forced() or (engine is not None and engine.running):
+            # the node closed (Scrapy stopped its running engine first), or a second signal
             # forces the stop: nothing is held up here
             return None
         return deferred_from_coro(self._stop())
 
     async def _stop(self) -> None:
         self.stopping = True
-        logger.info(
-            "Node %s is stopped before its engine runs: it stops the engine once it runs, so "
-            "its leases go back at once",
-            self.node_id,
-        )
+        if self._engine_started:
+            # the spider is closing (its pipeline waiting for MongoDB to replay its journal):
+            # the close goes on, told to stop waiting, and the node returns its leases
+            logger.info("Node %s is stopped while it closes: it finishes its close", self.node_id)
+        else:
+            logger.info(
+                "Node %s is stopped before its engine runs: it stops the engine once it runs, "
+                "so its leases go back at once",
+                self.node_id,
+            )
         deadline = time.monotonic() + self.wait
         while not self.closed():
             engine = self.crawler.engine
