@@ -15,7 +15,9 @@ its exit status says what kept it from its work:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import os
+import signal
+from typing import TYPE_CHECKING, Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
@@ -55,6 +57,9 @@ class Command(ScrapyCrawlCommand):
         if len(args) > 1:
             raise UsageError("running 'scrapy crawl' with more than one spider is not supported")
         assert self.crawler_process is not None
+        # a graceful stop asked for before Scrapy's own handlers are in place is kept and
+        # given to them once they are (see _stop_asked_early)
+        early = _EarlyStop()
         # the crawl's name goes into every key and many log lines (as given, as the spider
         # class says, as a ``-a name=`` argument gives the spider)
         named = crawl_name_problem(args[0])
@@ -76,6 +81,7 @@ class Command(ScrapyCrawlCommand):
             self.exitcode = EXIT_SETTINGS
             return
         self.crawler_process.crawl(crawler, **opts.spargs)
+        early.hand_over()
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
@@ -103,3 +109,34 @@ class Command(ScrapyCrawlCommand):
                     node,
                     n,
                 )
+
+
+class _EarlyStop:
+    """SIGTERM or SIGINT between the start of ``scrapy crawl`` and the reactor's start (before
+    Scrapy installs its handlers, a signal would kill the process at once): kept, and sent
+    again once the reactor runs, so Scrapy stops the crawl gracefully (the node's scheduler
+    then returns whatever it leased meanwhile: ``node/scheduler/shutdown.py``)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+        for signum in self.SIGNALS:
+            signal.signal(signum, self._keep)
+
+    def _keep(self, signum: int, frame: Any) -> None:
+        self.asked.append(signum)
+
+    def hand_over(self) -> None:
+        """Once the reactor runs (Scrapy installs its handlers as it starts), send again what
+        was asked for meanwhile. Called once the crawl is set up: the reactor is installed."""
+        from twisted.internet import reactor as installed
+
+        reactor: Any = installed
+
+        def resend() -> None:
+            if self.asked:
+                os.kill(os.getpid(), self.asked[0])
+
+        # after every startup trigger, Scrapy's installing its handlers included
+        reactor.callWhenRunning(lambda: reactor.callLater(0, resend))

@@ -152,6 +152,68 @@ def test_a_graceful_stop_before_the_engine_runs_returns_the_leases(
     r.close()
 
 
+#: moments of a node's life a stop may come at: a condition to wait for (None: the process'
+#: first instant), then a random delay of up to half a second
+MOMENTS = (
+    None,
+    "] INFO: Scrapy ",  # its first log line: settings, add-ons, the crawler being made
+    "] INFO: Spider opened",  # the engine opening: the scheduler's open under way
+    "Frontier node ",  # the scheduler claiming its node id, the crawl's record
+    "leased",  # the scheduler leasing, the engine still starting or just started
+    "fetched",  # downloads under way
+)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_graceful_stop_at_a_random_moment_returns_what_the_node_holds(
+    redis_url, mongo_uri, shop_factory, tmp_path, seed: int
+) -> None:
+    """SIGTERM at a moment of the node's life drawn from the seed (its first instant, its
+    settings, the engine's and the scheduler's open, its first leases, its downloads), plus a
+    random delay: the node exits 0 holding nothing (or, stopped while Python itself starts,
+    dies by the signal holding nothing), and a second node finishes the crawl: every product
+    stored once."""
+    rng = random.Random(seed)
+    moment, jitter = MOMENTS[seed % len(MOMENTS)], rng.uniform(0.0, 0.5)
+    shop = shop_factory(products=60, latency_ms=50)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "600"}  # only a clean stop returns the leases
+    a = Node(
+        redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="a", settings=settings
+    )
+    try:
+        if moment == "leased":
+            assert wait_for(lambda: leased(r, "a") > 0, 120)
+        elif moment == "fetched":
+            assert wait_for(lambda: len(shop.request_log()) > 5, 120)
+        elif moment is not None:
+            assert wait_for(lambda: moment in a.log(), 120)
+        time.sleep(jitter)  # the moment of the stop: the schedule, not a wait for a condition
+        a.terminate()
+        code = a.wait(120)
+    finally:
+        a.kill()
+    keys = FrontierKeys("catalog", "catalog:start_urls")
+    log = a.log()
+    where = (moment, round(jitter, 3), code, log[-3000:])
+    assert leased(r, "a") == 0, where
+    assert r.llen(keys.seeds.taken("a")) == 0, where
+    if code != 0:
+        # killed by the signal before Scrapy or distcrawl could handle it: it held nothing
+        assert code == -15 and moment is None and "Frontier node a on" not in log, where
+    assert "Traceback" not in log and "Exiting with status" not in log, where
+    b = Node(
+        redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="b", settings=settings
+    )
+    try:
+        assert b.wait() == 0
+    finally:
+        b.kill()
+    assert_each_product_once(mongo_uri, shop)
+    r.close()
+
+
 def test_every_terminal_path_acks_its_lease(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
     """Parsed, failed after the last retry, dropped by robots.txt, callback raised: all acked."""
     shop = shop_factory(products=120, hostile=True, fail_products=3)

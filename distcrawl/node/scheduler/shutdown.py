@@ -100,10 +100,10 @@ class ShutdownGuard:
 
     def _at_shutdown(self) -> Deferred[None] | None:
         self._trigger = None
-        engine = self.crawler.engine
-        if self.closed() or _forced() or (engine is not None and engine.running):
-            # the node closed (Scrapy stopped its running engine first), or a second signal
-            # forces the stop: nothing is held up here
+        if self.closed() or _forced():
+            # the node closed (Scrapy stops a running engine before the reactor), or a second
+            # signal forces the stop: nothing is held up here. An engine that runs now may
+            # have started since Scrapy found it not running: it is stopped below.
             return None
         return deferred_from_coro(self._stop())
 
