@@ -9,7 +9,10 @@ its exit status says what kept it from its work:
 - 4 (``EXIT_LEASES_HELD``): it stopped holding leases it could not return to the frontier (a
   forced stop, Redis away): they return only once its heartbeat times out;
 - 5 (``EXIT_REFUSED``): it refused to start for another reason its one log line names (its
-  node id is in use, the crawl has another format).
+  node id is in use, the crawl has another format);
+- 6 (``EXIT_STATE_LOST``): the crawl's state is gone from Redis (Redis restarted empty, a
+  flush, another database): the node found it so and stopped, or did not start, crawling
+  nothing again; its one ERROR line says what to do (``control <crawl> reset``, then seed).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
 
 from distcrawl.base.identifiers import crawl_name_problem
+from distcrawl.base.names import reasons
 from distcrawl.node.scheduler import unreturned_leases
 from distcrawl.node.scheduler.crawlwide import REFUSED_REASON
 from distcrawl.node.scheduler.identity import refused_starts
@@ -32,7 +36,14 @@ from distcrawl.storage.store import stranded_journals
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["EXIT_JOURNAL_HELD", "EXIT_LEASES_HELD", "EXIT_REFUSED", "EXIT_SETTINGS", "Command"]
+__all__ = [
+    "EXIT_JOURNAL_HELD",
+    "EXIT_LEASES_HELD",
+    "EXIT_REFUSED",
+    "EXIT_SETTINGS",
+    "EXIT_STATE_LOST",
+    "Command",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +55,14 @@ EXIT_JOURNAL_HELD = 3
 EXIT_LEASES_HELD = 4
 #: exit status of a node that refused to start (e.g. its node id is in use)
 EXIT_REFUSED = 5
+#: exit status of a node that found the crawl's state gone from Redis
+EXIT_STATE_LOST = 6
 
 
 class Command(ScrapyCrawlCommand):
     """``scrapy crawl <spider>``; exits 2 on bad or differing settings, 3 when products were
     left in the journal, 4 when leases were left in the frontier, 5 when it refused to start
-    for another reason."""
+    for another reason, 6 when the crawl's state was gone from Redis."""
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args:
@@ -88,6 +101,9 @@ class Command(ScrapyCrawlCommand):
         stats = getattr(crawler, "stats", None)  # none when the crawl never began
         if stats is not None and stats.get_value("finish_reason") == REFUSED_REASON:
             self.exitcode = EXIT_SETTINGS
+            return
+        if stats is not None and stats.get_value("finish_reason") == reasons.CRAWL_STATE_LOST:
+            self.exitcode = EXIT_STATE_LOST
             return
         if refused_starts():
             self.exitcode = EXIT_REFUSED

@@ -312,6 +312,14 @@ class ControlKeys:
         """the frontier format the crawl's keys are written in, set by the first node; a node
         or operator command of another format refuses to open the crawl""",
     )
+    origin = Key(
+        "origin",
+        "STRING",
+        """the crawl's start marker, "<ms> <node>", written once by its first node: a node
+        that finds it gone mid-crawl (Redis restarted empty, a flush, another database) stops
+        and writes "lost <ms> <node> <the marker it knew>" instead, which every later node and
+        command refuses until `control reset` deletes it""",
+    )
     nodes = Key("nodes", "ZSET", "node -> last heartbeat (ms, Redis server clock)")
     node = KeyOf(
         "node:<node>",

@@ -90,6 +90,13 @@ OTHER_FORMAT = term(
     "node: the crawl's keys are in another frontier format than this distcrawl's; it does not "
     "start (its finish reason; scrapy crawl exits with status 5)",
 )
+CRAWL_STATE_LOST = term(
+    REFUSAL,
+    "crawl_state_lost",
+    "node: the crawl's state is gone from Redis (its start marker missing or marked lost: "
+    "Redis restarted empty, a flush, another database); it stops, or does not start (its "
+    "finish reason; scrapy crawl exits with status 6)",
+)
 TOO_LARGE = term(
     REFUSAL,
     "too_large",

@@ -34,6 +34,7 @@ from distcrawl.node.scheduler.shutdown import ShutdownGuard
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
 from distcrawl.node.scheduler.solo import SoloMode
 from distcrawl.node.scheduler.tracking import InProgress
+from distcrawl.node.scheduler.vanished import CrawlOrigin
 from distcrawl.node.scheduler.window import RequestWindow
 from distcrawl.node.seeds.sources import SeedSource
 
@@ -124,6 +125,9 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             await start.run(self._check_format)
             if self._refused:
                 return
+            await start.run(self._check_origin)
+            if self._refused:
+                return
             # an evicting Redis is refused before the node writes anything, the record included
             await start.run(
                 lambda: check_memory_at_open(client, allow_eviction=self.allow_eviction)
@@ -173,6 +177,9 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             self._revisits = self._revisit_hooks(policy, store, keys)
             # the answer that leaves the downloader middlewares (not one turned into a retry)
             self.crawler.signals.connect(self._revisits.answered, signal=signals.response_received)
+        self._origin = origin = CrawlOrigin(
+            store, node_id=self.node_id, stats=self.stats, on_lost=self._state_lost
+        )
         self._solo = solo = SoloMode(
             store=store,
             node_id=self.node_id,
@@ -227,6 +234,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             memory=MemoryWatch(client, self.stats),
             on_own=self._own_written,
             solo=solo,
+            origin=origin,
         )
         self._wrote = loop.wrote
         logger.info(
@@ -253,6 +261,9 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             )
             # a member already: a node that finds it holding solo sees it live
             await start.run(lambda: solo.open(eligible=eligible))
+            await start.run(self._open_origin)
+            if self._refused:
+                return
         except RedisUnreachableAtStart as exc:
             self._refused_at_start(exc)
             raise
@@ -294,6 +305,15 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         if self._refused or loop is None or self.store is None:
             if self._client is not None:
                 await self._client.aclose()
+            return
+        if loop.origin is not None and loop.origin.lost:
+            # the crawl's state is gone: its leases with it; writing anything now would begin
+            # a crawl again in silence
+            await loop.stop()
+            self._local.clear()
+            self._unreturned = 0
+            _HOLDING.pop(self.node_id, None)
+            await self._client.aclose()
             return
         if self._solo is not None:
             self._solo.leave("the node closes")

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from distcrawl.node.scheduler.revisits import RevisitHooks
     from distcrawl.node.scheduler.seeds import SeedFeed
     from distcrawl.node.scheduler.solo import SoloMode
+    from distcrawl.node.scheduler.vanished import CrawlOrigin
 
 __all__ = [
     "DEFAULT_IDLE_MAX_WAIT",
@@ -130,6 +131,7 @@ class FrontierLoop:
         memory: MemoryWatch | None = None,
         on_own: Callable[[list[tuple[Child, Lease | None]]], None] | None = None,
         solo: SoloMode | None = None,
+        origin: CrawlOrigin | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -156,6 +158,9 @@ class FrontierLoop:
         self.on_own = on_own
         #: solo mode (None: the node always shares the crawl, as the benches' loops do)
         self.solo = solo
+        #: the crawl's start marker (None: not watched, as the benches' loops do): a crawl
+        #: whose state vanished ends the loop
+        self.origin = origin
         #: sites an adaptive cut holds (their requests are never the node's own)
         self.cut_sites: set[str] = set()
         self.holds_work = holds_work
@@ -254,7 +259,7 @@ class FrontierLoop:
     async def _run(self) -> None:
         wait = _BUSY_WAIT
         errors = _ErrorStreak(self.node_id, self.stats)
-        while not self.closing:
+        while not self.closing and not self._lost():
             failed = False
             if self.outage.down or errors.count:
                 # the first round trip that Redis may serve again recovers nobody: every
@@ -288,7 +293,7 @@ class FrontierLoop:
                 # a node retries well within a heartbeat timeout: once Redis is back, the
                 # others' guard against recovering it lasts that long
                 wait = min(max(wait * 2, _RETRY_WAIT), _RETRY_WAIT_MAX, self.heartbeat_timeout / 4)
-            if self.closing:
+            if self.closing or self._lost():
                 break
             if self.writes.pending() and not failed:
                 hold = self._hold_writes()
@@ -321,6 +326,10 @@ class FrontierLoop:
                 pass
         self.outage.finish()
         self.seeds.finish()
+
+    def _lost(self) -> bool:
+        """Whether the crawl's state vanished (the node then writes nothing more)."""
+        return self.origin is not None and self.origin.lost
 
     def _waiting(self) -> str:
         """What the node holds for Redis, for the outage's log line."""
@@ -394,11 +403,15 @@ class FrontierLoop:
             self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
         if await self.membership.tick(self.heartbeat_info()):
             self.wake.set()
+        if self.origin is not None and await self.origin.check():
+            return False  # the crawl's state vanished: nothing more is written or judged
         if self.memory is not None:
             await self.memory.tick()
         if self.close_when_drained and not progressed and not self.drained and not blocked:
             busy = bool(self.ready or self.started() or self.writes.pending() or self.holds_work())
             if await self.drain.check(busy=busy):
+                if self.origin is not None and await self.origin.check(read=True):
+                    return False  # drained because the crawl's state vanished: not finished
                 # Scrapy finds the spider idle and closes it (or its idle handlers keep it)
                 self.drained = True
                 self.on_drained()
@@ -440,6 +453,12 @@ class FrontierLoop:
             self.writes.restore(out)
             raise
         self.writes.sent(out, result)
+        if (
+            result.rewound is not None
+            and self.origin is not None
+            and await self.origin.check(read=True)
+        ):
+            return 0  # not a rewind: the crawl's state vanished; nothing is pushed again
         if result.rewound is not None:
             # the node forgets what it pushed, takes a new tag, and reconciles before it leases
             self.on_rewind(result.rewound)
