@@ -321,6 +321,13 @@ class ControlKeys:
         command refuses until `control reset` deletes it""",
     )
     nodes = Key("nodes", "ZSET", "node -> last heartbeat (ms, Redis server clock)")
+    dashboards = Key(
+        "dashboards",
+        "HASH",
+        """address (host:port) -> ms: where the crawl's dashboards listen, written by each every
+        few seconds; a node never fetches these addresses, whatever DISTCRAWL_ALLOW_PRIVATE
+        says (entries a minute old are ignored)""",
+    )
     node = KeyOf(
         "node:<node>",
         "HASH",

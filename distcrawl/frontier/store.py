@@ -205,6 +205,15 @@ class FrontierStore:
         :class:`Origin` Redis holds after."""
         return self._drive(membership.mark_lost(self, node, known))
 
+    def announce_dashboard(self, addresses: Sequence[str]) -> Any:
+        """Record where a dashboard of the crawl listens (``host:port`` each): its nodes
+        never fetch it."""
+        return self._drive(membership.announce_dashboard(self.keys, list(addresses)))
+
+    def dashboards(self) -> Any:
+        """The ``host:port`` of the crawl's dashboards heard from within a minute."""
+        return self._drive(membership.dashboards(self.keys))
+
     def ever_used(self) -> Any:
         """Whether the frontier ever held a request or refused a seed (a shard's rid counter,
         the rejected list): a crawl begun, as opposed to one waiting for its first seed."""

@@ -61,6 +61,12 @@ PRIVATE_ADDRESS = term(
     "seed, entry, request: a private or loopback host (or one resolving to such an address), "
     "not listed in DISTCRAWL_ALLOW_PRIVATE",
 )
+OWN_ADDRESS = term(
+    REFUSAL,
+    "own_address",
+    "request: the node's own Redis or MongoDB, or a dashboard of the crawl (in any notation "
+    "of its address), never fetched whatever DISTCRAWL_ALLOW_PRIVATE allows",
+)
 METADATA_ADDRESS = term(
     REFUSAL, "metadata_address", "request: a cloud metadata address, never fetched"
 )

@@ -19,7 +19,7 @@ from distcrawl.frontier.protocol.runner import (
 from distcrawl.frontier.protocol.spec import FORMAT, TOMBSTONE
 
 if TYPE_CHECKING:
-    from distcrawl.frontier.keys import FrontierKeys
+    from distcrawl.frontier.keys import ControlKeys, FrontierKeys
     from distcrawl.frontier.store import FrontierStore
 
 __all__ = ["LOST", "Beat", "Claim", "CrawlFormatError", "Origin", "Seeds", "lost_advice"]
@@ -164,6 +164,24 @@ def mark_lost(store: FrontierStore, node: str, known: str) -> Step[Origin]:
     ]
     store.origin = Origin.of(raw)
     return store.origin
+
+
+#: milliseconds after which a dashboard that wrote no address again is taken for gone
+DASHBOARD_MAX_AGE_MS = 60_000
+
+
+def announce_dashboard(keys: ControlKeys, addresses: list[str]) -> Step[None]:
+    """Record where a dashboard listens (``host:port`` each), now."""
+    now = str(int(time.time() * 1000))
+    yield [redis_command("HSET", keys.dashboards, *(x for a in addresses for x in (a, now)))]
+
+
+def dashboards(keys: ControlKeys) -> Step[list[str]]:
+    """The addresses of the dashboards that announced themselves within a minute."""
+    [raw] = yield [redis_command("HGETALL", keys.dashboards)]
+    since = int(time.time() * 1000) - DASHBOARD_MAX_AGE_MS
+    items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
+    return sorted(text(a) for a, ms in items if text(ms).isdigit() and int(text(ms)) >= since)
 
 
 def ever_used(keys: FrontierKeys) -> Step[bool]:
