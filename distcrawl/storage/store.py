@@ -110,8 +110,7 @@ class ProductStore:
         stopped: Callable[[], bool] | None = None,
     ) -> None:
         self._writer = writer
-        #: the node was asked to stop: a close waiting for MongoDB to replay the journal stops
-        #: waiting (a stop asked for before that wait began does not cut it short)
+        #: the node was asked to stop (ends a close's wait for MongoDB that began before)
         self._stopped = stopped or (lambda: False)
         self._journal = journal
         self._count = count
@@ -226,8 +225,8 @@ class ProductStore:
         """At close: while the journal holds products, wait for MongoDB (up to
         ``journal_close_timeout`` seconds, a log line every few) and replay them. Return the
         products left, after saying exactly where they are."""
-        deadline = time.monotonic() + self.journal_close_timeout
-        next_note = time.monotonic()
+        began = next_note = time.monotonic()
+        deadline = began + self.journal_close_timeout
         failure = ""
         stopped_before = self._stopped()
         while True:
@@ -279,10 +278,9 @@ class ProductStore:
                     deadline - now,
                 )
                 next_note = now + WAIT_NOTE_INTERVAL
-            pause = min(self._backoff(), max(0.0, deadline - now))
-            until = time.monotonic() + pause
+            until = now + min(self._backoff(), max(0.0, deadline - now))
             while time.monotonic() < until and (stopped_before or not self._stopped()):
-                await asyncio.sleep(min(_STOP_POLL, pause))
+                await asyncio.sleep(_STOP_POLL)
         paths = await asyncio.to_thread(self._journal.segments)
         logger.error(
             "%d products are NOT in MongoDB: they wait in the journal %s (%d segments: %s); "
@@ -292,9 +290,7 @@ class ProductStore:
             self.journal_path,
             len(paths),
             ", ".join(p.name for p in paths),
-            min(
-                self.journal_close_timeout, time.monotonic() - deadline + self.journal_close_timeout
-            ),
+            min(self.journal_close_timeout, time.monotonic() - began),
             failure,
             self.journal_path,
         )
