@@ -138,7 +138,8 @@ class _EarlyStop:
     def __init__(self) -> None:
         self.asked: list[int] = []
         for signum in self.SIGNALS:
-            signal.signal(signum, self._keep)
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored stays ignored
+                signal.signal(signum, self._keep)
 
     def _keep(self, signum: int, frame: Any) -> None:
         self.asked.append(signum)

@@ -44,10 +44,9 @@ _POLL = 0.05
 
 
 def _forced() -> bool:
-    """Whether a second signal forced the stop: Scrapy then ignores further signals."""
-    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN or (
-        signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
-    )
+    """Whether a second signal forced the stop: Scrapy then ignores SIGTERM (SIGINT tells
+    nothing: a node started in the background of a script ignores it from the start)."""
+    return signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
 
 
 def _reactor() -> Any:
