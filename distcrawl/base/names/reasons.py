@@ -103,6 +103,18 @@ CRAWL_STATE_LOST = term(
     "Redis restarted empty, a flush, another database); it stops, or does not start (its "
     "finish reason; scrapy crawl exits with status 6)",
 )
+REDIS_UNREACHABLE = term(
+    REFUSAL,
+    "redis_unreachable",
+    "node: Redis did not serve it within DISTCRAWL_REDIS_START_TIMEOUT of its start; it does "
+    "not start (its finish reason; scrapy crawl exits with status 5)",
+)
+REDIS_EVICTS = term(
+    REFUSAL,
+    "redis_evicts",
+    "node: Redis' maxmemory-policy may evict the crawl and DISTCRAWL_ALLOW_EVICTION does not "
+    "accept it; it does not start (its finish reason; scrapy crawl exits with status 5)",
+)
 TOO_LARGE = term(
     REFUSAL,
     "too_large",

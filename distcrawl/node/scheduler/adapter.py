@@ -137,7 +137,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             )
         except (RedisUnreachableAtStart, EvictingRedis) as exc:
             self._refused_at_start(exc)
-            raise
+            return
         if not admitted:
             # Scrapy closes a spider cleanly on a CloseSpider from spider_opened; raised from
             # the scheduler's open it would skip opening the scraper, whose close then fails
@@ -266,7 +266,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
                 return
         except RedisUnreachableAtStart as exc:
             self._refused_at_start(exc)
-            raise
+            return
         _HOLDING[self.node_id] = self
         loop.start(wake_channel=keys.wake)
 
