@@ -8,7 +8,9 @@ its exit status says what kept it from its work:
 - 4 (``EXIT_LEASES_HELD``): it stopped holding leases it could not return to the frontier (a
   forced stop, Redis away): they return only once its heartbeat times out;
 - 5 (``EXIT_REFUSED``): it refused to start for another reason its one log line names (its
-  node id is in use, the crawl has another format).
+  node id is in use, the crawl has another format);
+- 6 (``EXIT_FINDINGS``): the crawl finished (drained, the node closed on it) with data-quality
+  findings: a field's share fell on a site (``distcrawl report`` lists them).
 """
 
 from __future__ import annotations
@@ -23,12 +25,20 @@ from distcrawl.node.scheduler import unreturned_leases
 from distcrawl.node.scheduler.crawlwide import REFUSED_REASON
 from distcrawl.node.scheduler.identity import refused_starts
 from distcrawl.node.settings_check import problems
+from distcrawl.ops.finish import findings_at_close
 from distcrawl.storage.store import stranded_journals
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["EXIT_JOURNAL_HELD", "EXIT_LEASES_HELD", "EXIT_REFUSED", "EXIT_SETTINGS", "Command"]
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_JOURNAL_HELD",
+    "EXIT_LEASES_HELD",
+    "EXIT_REFUSED",
+    "EXIT_SETTINGS",
+    "Command",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +50,14 @@ EXIT_JOURNAL_HELD = 3
 EXIT_LEASES_HELD = 4
 #: exit status of a node that refused to start (e.g. its node id is in use)
 EXIT_REFUSED = 5
+#: exit status of a node that closed on a finished crawl with data-quality findings
+EXIT_FINDINGS = 6
 
 
 class Command(ScrapyCrawlCommand):
     """``scrapy crawl <spider>``; exits 2 on bad or differing settings, 3 when products were
     left in the journal, 4 when leases were left in the frontier, 5 when it refused to start
-    for another reason."""
+    for another reason, 6 when its crawl finished with data-quality findings."""
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args:
@@ -89,3 +101,5 @@ class Command(ScrapyCrawlCommand):
                     node,
                     n,
                 )
+        if findings_at_close() and not self.exitcode:
+            self.exitcode = EXIT_FINDINGS

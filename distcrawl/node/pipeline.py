@@ -24,8 +24,9 @@ from scrapy.exceptions import DropItem
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.node.items import Revisit
+from distcrawl.node.observe.buffer import Observations
 from distcrawl.servers.embedded import DEFAULT_MONGO_DATABASE, resolve_home
-from distcrawl.storage.documents import InvalidItem, make_record, revisit_record
+from distcrawl.storage.documents import PRODUCT, InvalidItem, make_record, revisit_record
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.store import ProductStore, Rejected
 from distcrawl.storage.writer import MongoWriter
@@ -117,6 +118,7 @@ class MongoPipeline:
         journal_close_timeout: float,
         retry_backoff: float,
         retry_backoff_max: float,
+        observations: Observations | None = None,
     ) -> None:
         if not uri:
             raise ValueError(
@@ -146,6 +148,8 @@ class MongoPipeline:
         self.journal_close_timeout = journal_close_timeout
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
+        #: counts each stored product's fields by site (the crawl's field coverage)
+        self.observations = observations
 
         self._store: ProductStore | None = None
 
@@ -182,6 +186,7 @@ class MongoPipeline:
             journal_close_timeout=get("MONGO_JOURNAL_CLOSE_TIMEOUT"),
             retry_backoff=get("MONGO_RETRY_BACKOFF"),
             retry_backoff_max=get("MONGO_RETRY_BACKOFF_MAX"),
+            observations=Observations.of(crawler),
         )
 
     # ------------------------------------------------------------------ Scrapy's interface
@@ -236,6 +241,10 @@ class MongoPipeline:
             await self._store.put(record)
         except Rejected as exc:  # counted by the store
             raise DropItem(str(exc)) from exc
+        if self.observations is not None and record.kind == PRODUCT:
+            fields = record.fields
+            site = fields.get("site") or urlsplit(str(fields.get("url") or "")).hostname or ""
+            self.observations.stored(str(site), fields)
         return item
 
     async def close_spider(self) -> None:

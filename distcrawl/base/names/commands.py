@@ -22,8 +22,14 @@ JOURNAL = term(COMMAND, "journal", "show or replay a node's local journal")
 MIGRATE = term(COMMAND, "migrate", "move a scrapy-redis crawl into the frontier")
 WEB = term(COMMAND, "web", "serve the live dashboard and Prometheus /metrics")
 SERVICES = term(COMMAND, "services", "start or show the embedded Redis and MongoDB")
+ERRORS = term(COMMAND, "errors", "list the crawl's error groups, or show one's first occurrence")
+REPORT = term(COMMAND, "report", "the crawl report: products, pages, errors, field coverage")
 
-LIST = term(ACTION, "list", "deadletters: the newest matching dead letters")
+LIST = term(
+    ACTION,
+    "list",
+    "deadletters: the newest matching dead letters; errors: the error groups, most frequent first",
+)
 COUNT = term(ACTION, "count", "deadletters: matching dead letters by reason and by site")
 REQUEUE = term(ACTION, "requeue", "deadletters: move the matching dead letters back to the queue")
 PURGE = term(ACTION, "purge", "deadletters: delete the matching dead letters (--yes-really)")
@@ -31,7 +37,12 @@ REFUSED = term(ACTION, "refused", "deadletters: the refused seeds and queue entr
 PAUSE = term(ACTION, "pause", "control: nodes take no new leases; what they hold they finish")
 RESUME = term(ACTION, "resume", "control: leasing starts again on every node")
 RESET = term(ACTION, "reset", "control: delete the crawl's state (--yes-really)")
-SHOW = term(ACTION, "show", "journal: segments and products per target collection")
+SHOW = term(
+    ACTION,
+    "show",
+    "journal: segments and products per target collection; errors: a group and the snapshot of "
+    "its first occurrence",
+)
 REPLAY = term(ACTION, "replay", "journal: write the segments no live node holds to MongoDB")
 START = term(ACTION, "start", "services: start both servers (or reuse running ones)")
 STOP = term(ACTION, "stop", "services: stop both servers (their data stays)")
@@ -41,3 +52,4 @@ DEADLETTERS_ACTIONS = (LIST, COUNT, REQUEUE, PURGE, REFUSED)
 CONTROL_ACTIONS = (PAUSE, RESUME, RESET)
 JOURNAL_ACTIONS = (SHOW, REPLAY)
 SERVICES_ACTIONS = (START, STATUS, STOP)
+ERRORS_ACTIONS = (LIST, SHOW)

@@ -55,15 +55,25 @@ class Claim(NamedTuple):
     age_ms: int
 
 
-def heartbeat(store: FrontierStore, node: str, info_json: str) -> Step[int]:
+def heartbeat_call(store: FrontierStore, node: str, info_json: str) -> Call:
     idle = "1" if store.is_idle(node) else "0"
-    sent = time.time()
-    [raw] = yield [control_call(store.keys, "heartbeat", node=node, info=info_json, idle=idle)]
+    return control_call(store.keys, "heartbeat", node=node, info=info_json, idle=idle)
+
+
+def read_beat(store: FrontierStore, raw: Any, sent: float) -> Beat:
+    """A heartbeat's answer (the call was sent at *sent*, this host's clock), kept in
+    *store*: the live and idle nodes, the pause and the offset of Redis' clock."""
     beat = Beat(int(raw[0]), max(1, int(raw[1])), int(raw[2]), bool(int(raw[3])))
     # the server read its clock about half way through the round trip
     store.clock_offset = beat.now_ms / 1000 - (sent + time.time()) / 2
     store.live_nodes, store.idle_nodes, store.paused = beat.live, beat.idle, beat.paused
-    return beat.now_ms
+    return beat
+
+
+def heartbeat(store: FrontierStore, node: str, info_json: str) -> Step[int]:
+    sent = time.time()
+    [raw] = yield [heartbeat_call(store, node, info_json)]
+    return read_beat(store, raw, sent).now_ms
 
 
 def claim(keys: FrontierKeys, node: str, owner: str, timeout_ms: int, force: bool) -> Step[Claim]:

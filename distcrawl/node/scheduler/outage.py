@@ -57,6 +57,8 @@ class RedisOutage:
         self._served_since: float | None = None  # first success since the last failure
         self._reasons: dict[str, int] = {}  # failed round trips of this outage, by reason
         self._waiting = ""  # what the node held for Redis at the last failure
+        #: called with the reason when an outage begins (a notice: see node/observe/watch.py)
+        self.on_start: Callable[[str], None] | None = None
 
     def failed(self, exc: BaseException, *, waiting: str = "") -> None:
         """A round trip failed with an outage (see :func:`outage_reason`); ``waiting`` says
@@ -78,6 +80,8 @@ class RedisOutage:
             _short(exc),
             self.node_id,
         )
+        if self.on_start is not None:
+            self.on_start(reason)
 
     def answered(self) -> bool:
         """A round trip succeeded; returns whether it is the first since a failure (the caller
