@@ -215,7 +215,44 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
         _pairs("Dead letters by site", dead["by_site"]),
         _pairs("Pages by kind", status["pages_by_kind"]),
     )
-    return Group(*parts, side)
+    return Group(*parts, side, *_observed(status, width))
+
+
+def _observed(status: dict[str, Any], width: int | None) -> list[RenderableType]:
+    """The error groups with most failures and the latest findings (none: nothing shown)."""
+    parts: list[RenderableType] = []
+    groups = status.get("error_groups") or {}
+    if groups.get("top"):
+        rows = [
+            # what comes from crawled sites is text, never rich markup
+            [g["id"], g["kind"], Text(g["site"] or "(any)"), _num(g["count"]), Text(g["template"])]
+            for g in groups["top"]
+        ]
+        title = f"Error groups ({groups['groups']}; `distcrawl errors {status['crawl']}`)"
+        parts += [Text(""), fit_table(_GROUP_COLUMNS, rows, width or 10**6, title=title)]
+    findings = status.get("findings") or {}
+    if findings.get("total"):
+        lines = Table(
+            title=f"Findings ({findings['total']})",
+            title_justify="left",
+            box=None,
+            show_header=False,
+            pad_edge=False,
+        )
+        lines.add_column(style="bold red")
+        for finding in findings["latest"]:
+            lines.add_row(Text(str(finding.get("message", ""))))
+        parts += [Text(""), lines]
+    return parts
+
+
+_GROUP_COLUMNS = (
+    Column("group", cap=16, drop=2),
+    Column("kind"),
+    Column("site", shrink="middle", least=12, drop=1),
+    Column("failures", justify="right"),
+    Column("template", shrink="end", least=24, give=1),
+)
 
 
 #: the nodes table's columns, and the order in which a narrow screen leaves them out

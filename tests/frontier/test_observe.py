@@ -42,7 +42,10 @@ def entry(site: str, kind: str, text: str, count: int = 1, *, snapshot: bool = T
     )
 
 
-def observe(store: FrontierStore, node: str, groups=(), products=None, limits=Limits()):  # type: ignore[no-untyped-def]
+DEFAULT_LIMITS = Limits()
+
+
+def observe(store: FrontierStore, node: str, groups=(), products=None, limits=DEFAULT_LIMITS):  # type: ignore[no-untyped-def]
     delta = encode_delta(list(groups), products or {})
     _, observed = store.heartbeat_observed(node, "{}", delta, limits)
     return observed
@@ -67,7 +70,7 @@ def test_groups_add_up_over_nodes_and_one_node_is_granted_the_first_snapshot(
     assert totals.events_by_kind == {"http": 5, "download": 1}
     assert totals.groups_by_kind == {"http": 1, "download": 1}
     # a heartbeat without a delta sends no observe call and answers nothing
-    assert store.heartbeat_observed("n1", "{}", "", Limits()) [1] is None
+    assert store.heartbeat_observed("n1", "{}", "", Limits())[1] is None
 
 
 def test_groups_beyond_the_cap_count_in_their_kinds_group_of_others(store: FrontierStore) -> None:
@@ -84,16 +87,18 @@ def test_groups_beyond_the_cap_count_in_their_kinds_group_of_others(store: Front
 
 def test_a_sites_products_pass_marks_and_the_window_reads_them(store: FrontierStore) -> None:
     limits = Limits(window=8)  # a mark every 2 products
-    rolled = observe(store, "n1", products={"a.test": (3, {"name": 3, "price": 3})}, limits=limits)
+    first = [(2, {"name": 2, "price": 2}), (1, {"name": 1, "price": 1})]
+    rolled = observe(store, "n1", products={"a.test": first}, limits=limits)
     assert list(rolled.sites) == ["a.test"]
     for _ in range(4):  # 8 more, without a price
-        observe(store, "n2", products={"a.test": (2, {"name": 2})}, limits=limits)
+        observe(store, "n2", products={"a.test": [(2, {"name": 2})]}, limits=limits)
     figures = store.read_quality()["a.test"]
     assert figures.products == 11 and figures.fields == {"name": 11, "price": 3}
+    # a mark at 2 (the first chunk), at 5, 7, 9, 11: the window starts at the mark 8 back
     (n, counts), (n0, before) = figures.split(8)
-    assert n == 8 and counts["price"] == 0 and n0 == 3 and before["price"] == 3
+    assert n == 9 and counts["price"] == 1 and n0 == 2 and before["price"] == 2
     [finding] = judge("a.test", figures, fields=["name", "price"], window=8, drop=0.2)
-    assert finding.field == "price" and finding.share == 0 and finding.was == 1
+    assert finding.field == "price" and finding.share == 1 / 9 and finding.was == 1
     assert store.read_quality(["a.test", "none.test"]).keys() == {"a.test"}
     # marks older than a whole window are dropped: the figures stay small
     assert len(figures.marks) <= 8 // 2 + 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -77,13 +78,15 @@ class Observed:
     sites: dict[str, SiteFigures] = field(default_factory=dict)
 
 
-def encode_delta(groups: list[GroupEntry], products: dict[str, tuple[int, dict[str, int]]]) -> str:
-    """The ``delta`` argument of ``observe``."""
+def encode_delta(groups: list[GroupEntry], products: Mapping[str, Sequence[Sequence[Any]]]) -> str:
+    """The ``delta`` argument of ``observe``: the groups' failures, and each site's stored
+    products in chunks ``(products, {field: products holding it})``, oldest first (the crawl
+    marks its window between chunks: a chunk should hold at most a quarter of it)."""
     rows = [
         [g.group, g.other, g.site, g.kind, g.template, g.failures, list(g.samples), int(g.snapshot)]
         for g in groups
     ]
-    quality = {site: [n, fields] for site, (n, fields) in products.items()}
+    quality = {site: [[int(n), dict(f)] for n, f in chunks] for site, chunks in products.items()}
     return json.dumps({"e": rows, "ot": OTHER_TEMPLATE, "q": quality}, separators=(",", ":"))
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.config import SETTINGS
-from distcrawl.base.coverage import present_fields
+from distcrawl.base.coverage import present_fields, step_of
 from distcrawl.base.grouping import OTHER_TEMPLATE, Failure, group_id
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.recent import RecentKeys
@@ -78,7 +78,7 @@ class Taken:
     """What one heartbeat carries, kept until Redis answered (or given back on a failure)."""
 
     groups: dict[str, _Group]
-    products: dict[str, tuple[int, dict[str, int]]]
+    products: dict[str, list[list[Any]]]
     delta: str
 
 
@@ -119,7 +119,10 @@ class Observations:
         #: the scheduler's close: whether the node saw the whole crawl drained
         self.drained = False
         self._groups: dict[str, _Group] = {}
-        self._products: dict[str, list[Any]] = {}
+        #: site -> its stored products in chunks of at most a quarter window, oldest first:
+        #: [products, {field: products holding it}] (the crawl marks the window in between)
+        self._products: dict[str, list[list[Any]]] = {}
+        self._step = step_of(limits.window)
         self._offered = RecentKeys(KNOWN_GROUPS)
         #: sites whose figures came back to be judged, and events to be sent
         self.to_judge: dict[str, Any] = {}
@@ -187,9 +190,13 @@ class Observations:
 
     def stored(self, site: str, item: Any) -> None:
         """A product was stored: its site's products and fields are counted."""
-        entry = self._products.get(site)
-        if entry is None:
-            entry = self._products[site] = [0, {}]
+        chunks = self._products.get(site)
+        if chunks is None:
+            chunks = self._products[site] = [[0, {}]]
+        entry = chunks[-1]
+        if entry[0] >= self._step:
+            entry = [0, {}]
+            chunks.append(entry)
         entry[0] += 1
         counts: dict[str, int] = entry[1]
         for name in present_fields(item, self.fields):
@@ -214,8 +221,7 @@ class Observations:
         if not self._groups and not self._products:
             return None
         groups, self._groups = self._groups, {}
-        products = {site: (int(n), dict(c)) for site, (n, c) in self._products.items()}
-        self._products = {}
+        products, self._products = self._products, {}
         entries = [
             GroupEntry(
                 gid,
@@ -241,11 +247,8 @@ class Observations:
             now.count += group.count
             now.samples = list(dict.fromkeys([*group.samples, *now.samples]))[:SAMPLES]
             now.sample = group.sample or now.sample
-        for site, (n, counts) in taken.products.items():
-            entry = self._products.setdefault(site, [0, {}])
-            entry[0] += n
-            for name, c in counts.items():
-                entry[1][name] = entry[1].get(name, 0) + c
+        for site, chunks in taken.products.items():
+            self._products[site] = [*chunks, *self._products.get(site, [])]
 
     def answered(self, taken: Taken, observed: Observed) -> None:
         """Redis took the delta: the granted first occurrences go to MongoDB, the sites that

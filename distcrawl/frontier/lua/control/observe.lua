@@ -5,7 +5,8 @@ KEYS[1]  the control slot's prefix
 ARGV     node; groups_max (DISTCRAWL_ERROR_GROUPS_MAX); snaps_max (DISTCRAWL_SNAPSHOTS_MAX);
          window (DISTCRAWL_QUALITY_WINDOW); delta: JSON {e: [[id, other, site, kind,
          template, count, [sample URLs], snapshot (0|1)], ...], ot: the template of the
-         groups of others, q: {site: [products, {field: products holding it}], ...}}.
+         groups of others, q: {site: [[products, {field: products holding it}], ...], ...}:
+         each site's products in chunks, oldest first, each at most a quarter of the window}.
          `other` is the id of the group a failure counts in once the crawl holds groups_max
          groups (its kind's, for any site); a snapshot of 1 offers the first occurrence this
          node keeps.
@@ -66,27 +67,33 @@ local function add_group(P, a, e, ot, now, granted)
   redis.call('HINCRBY', K.error_totals(P), 'events:' .. kind, count)
 end
 
--- one site's products of the delta: added, and a mark made each time they pass a step
-local function add_products(P, window, site, entry, rolled)
+-- one site's products of the delta, chunk by chunk: added, and a mark made each time they
+-- pass a step (a quarter of the window)
+local function add_products(P, window, site, chunks, rolled)
   local raw = redis.call('HGET', K.quality(P), site)
   local fig = raw and cjson.decode(raw) or {n = 0, f = {}, m = {}}
   if type(fig.m) ~= 'table' then fig.m = {} end
-  local before = tonumber(fig.n) or 0
-  fig.n = before + (tonumber(entry[1]) or 0)
-  for name, n in pairs(entry[2] or {}) do
-    fig.f[name] = (tonumber(fig.f[name]) or 0) + (tonumber(n) or 0)
-  end
+  if type(fig.f) ~= 'table' then fig.f = {} end
   local step = math.max(1, math.floor(window / 4))
-  if math.floor(fig.n / step) > math.floor(before / step) then
-    local copy = {}
-    for name, n in pairs(fig.f) do copy[name] = n end
-    fig.m[#fig.m + 1] = {fig.n, copy}
-    -- the oldest mark is kept while no newer one starts a whole window
-    while #fig.m >= 2 and fig.m[2][1] <= fig.n - window do table.remove(fig.m, 1) end
+  local marked = false
+  for _, chunk in ipairs(chunks) do
+    local before = tonumber(fig.n) or 0
+    fig.n = before + (tonumber(chunk[1]) or 0)
+    for name, n in pairs(chunk[2] or {}) do
+      fig.f[name] = (tonumber(fig.f[name]) or 0) + (tonumber(n) or 0)
+    end
+    if math.floor(fig.n / step) > math.floor(before / step) then
+      local copy = {}
+      for name, n in pairs(fig.f) do copy[name] = n end
+      fig.m[#fig.m + 1] = {fig.n, copy}
+      -- the oldest mark is kept while no newer one starts a whole window
+      while #fig.m >= 2 and fig.m[2][1] <= fig.n - window do table.remove(fig.m, 1) end
+      marked = true
+    end
   end
   local text = cjson.encode(fig)
   redis.call('HSET', K.quality(P), site, text)
-  if math.floor(fig.n / step) > math.floor(before / step) then
+  if marked then
     rolled[#rolled + 1] = site
     rolled[#rolled + 1] = text
   end
