@@ -24,171 +24,20 @@ from scrapy.settings import Settings
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
-from distcrawl.demo.config import VARIANTS, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.nodes import allowed_hosts, node_command, node_env, shop_hosts
+from distcrawl.demo.options import add_arguments
 from distcrawl.demo.shop import DemoShop
 from distcrawl.frontier import connection
-from distcrawl.frontier.keys import MAX_SHARDS, default_shards
+from distcrawl.frontier.keys import default_shards
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.servers.cluster import LocalRedisCluster
 from distcrawl.servers.embedded import ensure_mongo, ensure_redis, services_status, stop_services
 
+__all__ = ["add_arguments", "crawl", "run"]
+
 #: the seed list, on one server and on a Redis Cluster alike
 START_KEY = "catalog:start_urls"
-#: seconds a demo crawl may take before the nodes are stopped and the run reported as failed
-DEFAULT_TIMEOUT = 600.0
-#: most demo shops a run may start (one per loopback address 127.0.0.1 ...)
-MAX_SITES = 250
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _shards(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_SHARDS:
-        raise argparse.ArgumentTypeError(f"must be 1..{MAX_SHARDS}, got {value}")
-    return value
-
-
-def _sites(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_SITES:
-        raise argparse.ArgumentTypeError(f"must be 1..{MAX_SITES}, got {value}")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--products", type=_positive_int, default=300, help="products in each demo shop"
-    )
-    parser.add_argument(
-        "--sites",
-        type=_sites,
-        default=1,
-        help="demo shops, each a site of its own on 127.0.0.1, 127.0.0.2, ... (default 1): "
-        "several sites spread the crawl over the frontier's shards (and a cluster's masters)",
-    )
-    parser.add_argument(
-        "--shards",
-        type=_shards,
-        default=None,
-        help="frontier shards (DISTCRAWL_SHARDS for the nodes; default: DISTCRAWL_SHARDS "
-        "from the environment, else 16)",
-    )
-    parser.add_argument(
-        "--nodes", type=_positive_int, default=2, help="scrapy crawl processes to run (1 or more)"
-    )
-    parser.add_argument(
-        "--variant",
-        choices=VARIANTS,
-        default="jsonld",
-        help="how product pages are marked up: schema.org JSON-LD (default), or one of the "
-        "templates without structured data (plain has a bundled site profile, demo-plain.toml; "
-        "bootstrap prints stock lines, a hex 'UPC' and a titled description)",
-    )
-    parser.add_argument(
-        "--profile",
-        action="append",
-        default=[],
-        metavar="P",
-        help="site profile file or folder for the nodes (default: none, generic extraction)",
-    )
-    parser.add_argument("--latency", type=float, default=0.0, help="shop latency per page, ms")
-    parser.add_argument("--error-rate", type=float, default=0.0, help="fraction of 503s")
-    parser.add_argument(
-        "--home",
-        help="state folder for the embedded servers, kept after the run (default: a new "
-        "temporary folder whose servers are stopped at the end, deleted after a clean run)",
-    )
-    parser.add_argument(
-        "--replace",
-        action="store_true",
-        help="with --home: delete the crawl that home already holds (products and frontier)",
-    )
-    parser.add_argument(
-        "--redis-cluster",
-        type=int,
-        default=0,
-        metavar="MASTERS",
-        help="run the frontier on a fresh local Redis Cluster of this many masters",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        help="seconds before the nodes are stopped and the run fails "
-        f"(default {DEFAULT_TIMEOUT:g})",
-    )
-    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    parser.add_argument(
-        "--web", action="store_true", help="serve the live dashboard during the crawl"
-    )
-    parser.add_argument("--web-port", type=int, default=8470, help="dashboard port (0 = any free)")
-    parser.add_argument(
-        "-s",
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="extra Scrapy setting for every node (repeatable)",
-    )
-
-
-def node_command(index: int, log_file: Path, extra: list[str]) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "crawl",
-        "catalog",
-        "-s",
-        "DISTCRAWL_CLOSE_WHEN_DRAINED=1",
-        "-s",
-        f"LOG_FILE={log_file}",
-    ]
-    for setting in extra:
-        cmd += ["-s", setting]
-    return cmd
-
-
-def shop_hosts(sites: int) -> list[str]:
-    """The loopback address of each demo shop."""
-    return [f"127.0.0.{i + 1}" for i in range(sites)]
-
-
-def allowed_hosts(sites: int) -> str:
-    """``DISTCRAWL_ALLOW_PRIVATE`` for the nodes: every demo shop's host."""
-    return ",".join(dict.fromkeys([*shop_hosts(max(2, sites)), "localhost"]))
-
-
-def node_env(
-    redis_url: str,
-    mongo_uri: str,
-    home: Path,
-    node_id: str,
-    profiles: str = "",
-    *,
-    sites: int = 1,
-    shards: int | None = None,
-) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        SCRAPY_SETTINGS_MODULE="distcrawl.settings",
-        REDIS_URL=redis_url,
-        MONGO_URI=mongo_uri,
-        DISTCRAWL_HOME=str(home),
-        DISTCRAWL_NODE_ID=node_id,
-        DISTCRAWL_ALLOW_PRIVATE=allowed_hosts(sites),
-    )
-    if shards is not None:
-        env["DISTCRAWL_SHARDS"] = str(shards)
-    if profiles:
-        env["DISTCRAWL_SITE_PROFILES"] = profiles
-    return env
 
 
 def _stop_on_sigterm() -> None:
