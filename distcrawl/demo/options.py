@@ -100,6 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument(
+        "--incidents",
+        action="store_true",
+        help="stage two incidents (2 sites at least, jsonld): the first shop's product pages "
+        "lose their price from what extraction reads after half its products, the second's "
+        "fail with a new error (502) for a while; a local webhook receiver gets the nodes' "
+        "notices; the summary adds findings, error_groups and webhook_notices",
+    )
+    parser.add_argument(
         "--web", action="store_true", help="serve the live dashboard during the crawl"
     )
     parser.add_argument("--web-port", type=int, default=8470, help="dashboard port (0 = any free)")

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,16 @@ from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
 from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.incident_checks import (
+    ALLOWED_EXITS,
+    expected_absent,
+    incident_summary,
+    shop_incidents,
+)
 from distcrawl.demo.nodes import allowed_hosts, node_command, node_env, shop_hosts
 from distcrawl.demo.options import add_arguments
 from distcrawl.demo.shop import DemoShop
+from distcrawl.demo.webhook import WebhookReceiver
 from distcrawl.frontier import connection
 from distcrawl.frontier.keys import default_shards
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
@@ -89,6 +97,11 @@ def _services_left(home: Path) -> list[str]:
 
 
 def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
+    if args.incidents:
+        if args.variant != "jsonld":
+            print("error: --incidents switches jsonld product pages only", file=sys.stderr)
+            return 2
+        args.sites = max(2, args.sites)
     was_running = {name for name, info in services_status(home).items() if info["running"]}
     started_services = not args.home
     cluster: LocalRedisCluster | None = None
@@ -110,21 +123,24 @@ def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
                 if not was_running:
                     stop_services(home)
                 return 2
-        shops = [
-            DemoShop(
-                ShopConfig(
-                    products=args.products,
-                    variant=args.variant,
-                    host=host,
-                    latency_ms=args.latency,
-                    error_rate=args.error_rate,
-                    # random transient errors, not a site asking to slow down (that would
-                    # carry Retry-After and cut the site's shared rate)
-                    retry_after=None,
-                )
+        configs = [
+            ShopConfig(
+                products=args.products,
+                variant=args.variant,
+                host=host,
+                latency_ms=args.latency,
+                error_rate=args.error_rate,
+                # random transient errors, not a site asking to slow down (that would carry
+                # Retry-After and cut the site's shared rate)
+                retry_after=None,
             )
             for host in shop_hosts(args.sites)
         ]
+        if args.incidents:
+            configs = [
+                replace(c, **shop_incidents(i, args.products)) for i, c in enumerate(configs)
+            ]
+        shops = [DemoShop(config) for config in configs]
         try:
             for shop in shops:
                 shop.start()
@@ -153,6 +169,7 @@ def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
         and summary["duplicates"] == 0
         and summary["nodes_failed"] == 0
         and summary["fields_wrong"] == 0
+        and all(summary.get("incident_checks", {}).values())
     )
     # a temporary home holds nothing a clean run needs afterwards; a failed run's node logs and
     # server data stay for a look
@@ -182,6 +199,12 @@ def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
                 f"dead letters {summary['dead_letters']} ({reasons}): the shop failed them on "
                 "every try; `distcrawl deadletters catalog list` shows them"
             )
+    if args.incidents and not args.json:
+        for finding in summary["findings"]:
+            say(f"finding: {finding.get('message')}")
+        say(f"error groups {len(summary['error_groups'])}  notices {summary['webhook_notices']}")
+        failed = [name for name, passed in summary["incident_checks"].items() if not passed]
+        say("incident checks: " + (f"failed {', '.join(failed)}" if failed else "all passed"))
     if not args.home and not ok:
         say(f"node logs and server data kept in {home}")
     for line in _services_left(home) if args.home else ():
@@ -261,6 +284,8 @@ def crawl(
     profiles = os.pathsep.join(args.profile)
     expected = set().union(*(shop.expected_product_urls() for shop in shops))
 
+    receiver = WebhookReceiver().start() if args.incidents else None
+    alerts = [f"DISTCRAWL_ALERT_WEBHOOK={receiver.url}"] if receiver is not None else []
     t0 = time.monotonic()
     for shop in shops:  # what `redis-cli lpush catalog:start_urls URL` does
         r.lpush(keys.start_urls, shop.url)
@@ -269,7 +294,7 @@ def crawl(
         log_file = home / f"node-{i + 1}.log"
         procs.append(
             subprocess.Popen(
-                node_command(i, log_file, [f"DISTCRAWL_SHARDS={args.shards}", *args.set]),
+                node_command(i, log_file, [f"DISTCRAWL_SHARDS={args.shards}", *alerts, *args.set]),
                 env=node_env(
                     redis_url,
                     mongo_uri,
@@ -296,7 +321,10 @@ def crawl(
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if receiver is not None:
+            receiver.stop()
     seconds = time.monotonic() - t0
+    allowed = ALLOWED_EXITS if args.incidents else {0}
     pages = sum(
         1
         for shop in shops
@@ -304,9 +332,16 @@ def crawl(
         if e["status"] == 200 and e["path"] != "/robots.txt"
     )
     summary = check_store(collection, expected)
+    absent = expected_absent(shops) if args.incidents else None
     summary.update(
-        merge_fields([check_fields(collection, s.catalog, s.url, s.config.variant) for s in shops])
+        merge_fields(
+            [check_fields(collection, s.catalog, s.url, s.config.variant, absent) for s in shops]
+        )
     )
+    if receiver is not None:
+        summary.update(
+            incident_summary(shops, r, keys, mongo_uri, receiver, summary["fields_absent"])
+        )
     stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
     letters = [v for shard in keys.all_shards() for v in r.hvals(shard.dead)]
     summary.update(shard_use(r, keys, connection.is_cluster_url(redis_url)))
@@ -319,7 +354,8 @@ def crawl(
         nodes=args.nodes,
         sites=args.sites,
         shards=args.shards,
-        nodes_failed=sum(1 for p in procs if p.returncode != 0),
+        nodes_exit_statuses=[p.returncode for p in procs],
+        nodes_failed=sum(1 for p in procs if p.returncode not in allowed),
         node_logs=[str(home / f"node-{i + 1}.log") for i in range(args.nodes)],
         frontier_left=dict(
             zip(
@@ -346,13 +382,17 @@ def shard_use(r: Any, keys: FrontierKeys, cluster: bool) -> dict[str, Any]:
 def merge_fields(checks: list[dict[str, Any]]) -> dict[str, Any]:
     """The :func:`check_fields` results of several shops as one."""
     by_field: dict[str, int] = {}
+    absent: dict[str, list[str]] = {}
     for check in checks:
         for name, n in check["fields_wrong_by_field"].items():
             by_field[name] = by_field.get(name, 0) + n
+        for name, urls in check.get("fields_absent", {}).items():
+            absent.setdefault(name, []).extend(urls)
     return {
         "fields_wrong": sum(c["fields_wrong"] for c in checks),
         "fields_wrong_by_field": by_field,
         "fields_wrong_sample": [x for c in checks for x in c["fields_wrong_sample"]][:5],
+        "fields_absent": absent,
     }
 
 
