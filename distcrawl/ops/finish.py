@@ -117,7 +117,7 @@ class CrawlEnd:
             )
             if mongo is not None and report["run"]:
                 mongo.save_report(report)
-                keep_baselines(mongo, report, self.report_settings.window)
+                keep_baselines(mongo, report)
                 earlier = mongo.last_report(keys.spider, before=report["run"])
                 keep = [report["run"], *([earlier["run"]] if earlier else [])]
                 mongo.prune_snapshots(keys.spider, keep)

@@ -12,13 +12,15 @@ import datetime as dt
 import html
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.coverage import judge, step_of
+from distcrawl.frontier import crawlconf
+from distcrawl.frontier.crawlconf import NOT_IN_EFFECT
 from distcrawl.frontier.store import FrontierStore
 from distcrawl.ops.products import mongo_uri
 from distcrawl.ops.status import read_status
@@ -74,6 +76,25 @@ class ReportSettings:
         )
 
 
+def as_recorded(settings: ReportSettings, recorded: Mapping[str, str]) -> ReportSettings:
+    """*settings* with the crawl's own watched fields, window and drop where its first node
+    recorded them (they are crawl-wide: the report judges as the nodes did)."""
+    changes: dict[str, Any] = {}
+    for attr, name in (
+        ("fields", "DISTCRAWL_QUALITY_FIELDS"),
+        ("window", "DISTCRAWL_QUALITY_WINDOW"),
+        ("drop", "DISTCRAWL_QUALITY_DROP"),
+    ):
+        text = recorded.get(name)
+        if text is not None and text != NOT_IN_EFFECT:
+            try:
+                value = SETTINGS[name].read(text)
+            except ValueError:
+                continue
+            changes[attr] = tuple(value) if isinstance(value, list) else value
+    return replace(settings, **changes)
+
+
 def observe_store(settings: BaseSettings, *, timeout: float = 5.0) -> ObserveStore | None:
     """The crawl's MongoDB as reports and snapshots read it (None: none configured or
     running)."""
@@ -104,6 +125,7 @@ def build_report(
     (a node's name), the findings the report finds that the crawl did not hold yet are
     recorded (the end of a crawl judges every site once more); ``new_findings`` lists them."""
     store = FrontierStore(client, keys)
+    settings = as_recorded(settings, crawlconf.read(client, keys))
     run = store.read_run()
     status = read_status(
         client,
@@ -192,6 +214,7 @@ def build_report(
         },
         "dead_letters": status["dead_letters"],
         "quality": quality,
+        "quality_window": settings.window,
         "findings": findings,
         "new_findings": new_findings,
         "mongo_error": mongo_error,
@@ -233,13 +256,14 @@ def summary_line(report: Mapping[str, Any]) -> str:
     )
 
 
-def keep_baselines(mongo: ObserveStore, report: Mapping[str, Any], window: int) -> None:
+def keep_baselines(mongo: ObserveStore, report: Mapping[str, Any]) -> None:
     """A finished crawl's field shares by site, for the next crawl's findings (sites with a
     quarter of a window of products or more)."""
+    step = step_of(int(report["quality_window"]))
     sites = {
         site: (q["products"], q["shares"])
         for site, q in report["quality"].items()
-        if q["products"] >= step_of(window)
+        if q["products"] >= step
     }
     mongo.save_baselines(report["crawl"], str(report["run"]), sites)
 
