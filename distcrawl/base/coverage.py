@@ -12,6 +12,7 @@ the same shares from it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,12 +20,19 @@ from typing import Any
 from distcrawl.base.names import observe as words
 
 __all__ = [
+    "MIN_Z",
+    "Baseline",
     "Finding",
     "SiteFigures",
     "judge",
     "present_fields",
     "step_of",
 ]
+
+
+#: a fall is a finding only this many standard errors deep too: a share measured on a quarter
+#: window of products moves by chance (a 50 % field: +-7 points at 1 standard error on 50)
+MIN_Z = 4.0
 
 
 def step_of(window: int) -> int:
@@ -105,6 +113,21 @@ def _shares(counts: Mapping[str, int], n: int) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """A site's figures in its last completed crawl: its products and each field's share."""
+
+    products: int
+    shares: Mapping[str, float]
+
+
+def _deep(was: float, share: float, n0: int, n: int) -> bool:
+    """Whether the fall from *was* (on *n0* products) to *share* (on *n*) is beyond chance."""
+    pooled = (was * n0 + share * n) / (n0 + n)
+    spread = math.sqrt(max(0.0, pooled * (1 - pooled)) * (1 / n0 + 1 / n))
+    return spread == 0 or (was - share) / spread >= MIN_Z
+
+
+@dataclass(frozen=True)
 class Finding:
     """A field whose share on a site's last ``products`` products fell from ``was`` to
     ``share`` (``baseline``: what it is compared with, a word of
@@ -148,28 +171,33 @@ def judge(
     fields: Iterable[str],
     window: int,
     drop: float,
-    last_crawl: Mapping[str, float] | None = None,
+    last_crawl: Baseline | None = None,
 ) -> list[Finding]:
     """The fields whose share on the site's last products fell by *drop* or more below its
     share in *last_crawl* (the site's last completed crawl), or, without one, below its
     share on the site's products before those (none until a quarter of a window is on each
-    side). Judged once at least a quarter of a window of products is in."""
+    side), and by :data:`MIN_Z` standard errors (not by chance). Judged once at least a
+    quarter of a window of products is in."""
     step = step_of(window)
     (n, counts), (n0, before) = figures.split(window)
     if n < step:
         return []
-    baseline = words.LAST_CRAWL if last_crawl else words.EARLIER
-    if not last_crawl and n0 < step:
+    if last_crawl is not None and last_crawl.products > 0:
+        baseline, n0 = words.LAST_CRAWL, last_crawl.products
+    elif n0 >= step:
+        baseline = words.EARLIER
+    else:
         return []
     found = []
     for name in fields:
         share = max(0, min(n, counts.get(name, 0))) / n
-        if last_crawl:
-            was = last_crawl.get(name)
+        if baseline == words.LAST_CRAWL:
+            assert last_crawl is not None
+            was = last_crawl.shares.get(name)
             if was is None:
                 continue
         else:
             was = before.get(name, 0) / n0
-        if was > 0 and was - share >= drop - 1e-9:
+        if was > 0 and was - share >= drop - 1e-9 and _deep(was, share, n0, n):
             found.append(Finding(site, name, share, float(was), n, baseline))
     return found

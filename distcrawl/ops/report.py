@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from distcrawl.base.config import SETTINGS
-from distcrawl.base.coverage import judge, step_of
+from distcrawl.base.coverage import Baseline, judge, step_of
 from distcrawl.frontier import crawlconf
 from distcrawl.frontier.crawlconf import NOT_IN_EFFECT
 from distcrawl.frontier.store import FrontierStore
@@ -140,14 +140,15 @@ def build_report(
     started = run.started_ms if run else 0
     finished = run.finished_ms if run else 0
     now = status["server_time_ms"]
-    last_crawl: dict[str, dict[str, float]] = {}
+    last_crawl: dict[str, Baseline] = {}
     products: dict[str, Any] = {"stored": None}
     snapshots: dict[str, dict[str, Any]] = {}
     mongo_error = None
     if mongo is not None:
         try:
             run_id = run.id if run else None
-            last_crawl = mongo.baselines(keys.spider, run=run_id)
+            kept = mongo.baselines(keys.spider, run=run_id)
+            last_crawl = {site: Baseline(n, shares) for site, (n, shares) in kept.items()}
             products["stored"] = mongo.db[settings.collection].estimated_document_count()
             if started:
                 since = dt.datetime.fromtimestamp(started / 1000, tz=dt.UTC)
@@ -163,7 +164,7 @@ def build_report(
             "products": fig.products,
             "shares": fig.shares(),
             "window": fig.window(settings.window),
-            "last_crawl": last_crawl.get(site),
+            "last_crawl": dict(last_crawl[site].shares) if site in last_crawl else None,
         }
         if record_findings is None:
             continue

@@ -266,15 +266,20 @@ class ObserveStore:
         if ops:
             self.db[BASELINES].bulk_write(ops, ordered=False)
 
-    def baselines(self, spider: str, *, run: str | None = None) -> dict[str, dict[str, float]]:
-        """Each site's field shares in its last completed crawl (other than *run*)."""
-        out: dict[str, dict[str, float]] = {}
+    def baselines(
+        self, spider: str, *, run: str | None = None
+    ) -> dict[str, tuple[int, dict[str, float]]]:
+        """Each site's products and field shares in its last completed crawl (other than
+        *run*)."""
+        out: dict[str, tuple[int, dict[str, float]]] = {}
         for doc in self.db[BASELINES].find({"_id.spider": spider}):
             if run is not None and doc.get("run") == run:
                 continue
             shares = doc.get("shares")
             if isinstance(shares, dict):
-                out[str(doc["_id"]["site"])] = {str(k): float(v) for k, v in shares.items()}
+                products = int(doc.get("products") or 0)
+                found = {str(k): float(v) for k, v in shares.items()}
+                out[str(doc["_id"]["site"])] = (products, found)
         return out
 
     # -- notices without Redis --------------------------------------------------------------

@@ -4,10 +4,12 @@ the findings a fall of a field's share makes, against the last crawl or earlier 
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distcrawl.base.coverage import SiteFigures, judge, present_fields, step_of
+from distcrawl.base.coverage import Baseline, SiteFigures, judge, present_fields, step_of
 
 
 def test_a_field_is_present_when_it_holds_something() -> None:
@@ -90,13 +92,37 @@ def test_a_fall_against_earlier_products_is_a_finding_once_both_sides_hold_enoug
     assert judge("s", mild, fields=fields, window=40, drop=0.3) == []
 
 
+def test_a_field_held_by_chance_alone_rarely_makes_a_finding() -> None:
+    """A field every product holds with one probability: its share moves by chance from
+    window to window, which the standard-error test tells apart from a fall. Over 300 sites
+    of 600 products (a fixed draw), judged at every mark: at most one finding."""
+    rng = random.Random(20261205)
+    sites_with_findings = 0
+    for site in range(300):
+        p = 0.2 + 0.6 * rng.random()
+        prices = [rng.random() < p for _ in range(600)]
+        figures, found = SiteFigures(), False
+        for i in range(0, len(prices), 50):
+            apply(figures, 200, [{"price": x, "name": True} for x in prices[i : i + 50]])
+            found = found or bool(
+                judge(f"s{site}", figures, fields=["price"], window=200, drop=0.2)
+            )
+        sites_with_findings += found
+    assert sites_with_findings <= 1
+
+
 def test_the_last_crawl_is_the_baseline_where_the_site_has_one() -> None:
     figures = figures_of([True, False] * 20, 40)  # 50 %, from the first product on
-    last = {"price": 0.99, "name": 1.0}
+    last = Baseline(300, {"price": 0.99, "name": 1.0})
     [finding] = judge("s", figures, fields=["name", "price"], window=40, drop=0.2, last_crawl=last)
     assert finding.baseline == "last_crawl" and finding.was == 0.99 and finding.share == 0.5
     # a field the last crawl did not know is not judged against it
-    assert judge("s", figures, fields=["price"], window=40, drop=0.2, last_crawl={"x": 1}) == []
+    other = Baseline(300, {"x": 1.0})
+    assert judge("s", figures, fields=["price"], window=40, drop=0.2, last_crawl=other) == []
+    # nor a fall within chance: 40 products at 85 % against 90 %
+    near = figures_of([True] * 34 + [False] * 6, 40)
+    ninety = Baseline(300, {"price": 0.9})
+    assert judge("s", near, fields=["price"], window=40, drop=0.05, last_crawl=ninety) == []
 
 
 def test_the_figures_read_back_from_their_json() -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from distcrawl.base.config import SETTINGS
-from distcrawl.base.coverage import judge
+from distcrawl.base.coverage import Baseline, judge
 from distcrawl.base.names import observe as words
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier.protocol.observe import DUPLICATE, RATE_LIMITED, SEND
@@ -136,7 +136,7 @@ class Watch:
         self.mongo_timeout = mongo_timeout
         self.sender = alerts.sender()
         #: each site's field shares in its last completed crawl (loaded at open)
-        self.last_crawl: dict[str, dict[str, float]] = {}
+        self.last_crawl: dict[str, Baseline] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -215,12 +215,13 @@ class Watch:
         if not uri:
             return
 
-        def load() -> dict[str, dict[str, float]]:
+        def load() -> dict[str, Baseline]:
             store = ObserveStore(uri, database, timeout=self.mongo_timeout)
             try:
-                return store.baselines(self.spider, run=self.observations.run)
+                found = store.baselines(self.spider, run=self.observations.run)
             finally:
                 store.close()
+            return {site: Baseline(n, shares) for site, (n, shares) in found.items()}
 
         try:
             self.last_crawl = await asyncio.to_thread(load)
