@@ -44,7 +44,8 @@ def snapshot_page(crawl: str, group: ErrorGroup, snapshot: Snapshot | None) -> s
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>distcrawl · {_e(crawl)} · error group {_e(group.id)}</title>",
-        '<link rel="stylesheet" href="/static/dashboard.css"></head><body>',
+        '<link rel="icon" href="data:,"><link rel="stylesheet" href="/static/dashboard.css">'
+        "</head><body>",
         f'<header><h1>distcrawl <span class="crawl">{_e(crawl)}</span></h1>'
         '<a href="/">dashboard</a></header>',
         '<section class="panel"><h2>Error group</h2>',
