@@ -35,6 +35,11 @@ def test_the_demo_page(tmp_path: Path) -> None:
         sites = _summaries(sh.run_ok(block("demo-sites"), timeout=900).output)
         assert [s["sites"] for s in sites] == [3, 4], sites
         assert all(s["lost"] == 0 and s["duplicates"] == 0 for s in sites), sites
+        (incidents,) = _summaries(sh.run_ok(block("demo-incidents"), timeout=600).output)
+        assert incidents["stored"] == incidents["expected"] == 600, incidents
+        assert incidents["webhook_notices"]["finding"] == 1, incidents["webhook_notices"]
+        assert incidents["webhook_notices"]["crawl_finished"] == 1, incidents["webhook_notices"]
+        assert all(incidents["incident_checks"].values()), incidents["incident_checks"]
         (dlist,) = _summaries(sh.run_ok(block("variants"), timeout=600).output)
         assert dlist["stored"] == 100 and dlist["fields_wrong"] == 0, dlist
     finally:

@@ -65,6 +65,15 @@ def test_operations_examples(tmp_path: Path) -> None:
         assert "http_500" in dead, dead
         assert re.search(r"\b3\b", dead), dead
 
+        # the three products' 500s, each try: one group, its first occurrence kept
+        errors = sh.run_ok(block("ops-errors")).output
+        assert "HTTP 500 Internal Server Error" in errors, errors
+        assert "status    500" in errors and "written to first.html" in errors, errors
+        assert (sh.workdir / "first.html").stat().st_size > 0
+        report = sh.run_ok(block("ops-report")).output
+        assert "crawl catalog finished in" in report and '"run"' in report, report
+        assert "HTTP 500" in (sh.workdir / "report.html").read_text()
+
         # the dashboard runs until stopped: as in a second terminal
         sh.run_ok(block("ops-web").rstrip() + " > web.out 2>&1 & web=$!\n")
         assert wait_until(

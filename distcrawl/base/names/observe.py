@@ -50,7 +50,11 @@ NODE_DEAD = term(
 SITE_CUT = term(
     NOTICE, "site_cut", "a site's shared rate was cut from its full rate (429, 503, slow answers)"
 )
-SITE_SET_ASIDE = term(NOTICE, "site_set_aside", "a site was set aside: none of its work is leased")
+SITE_SET_ASIDE = term(
+    NOTICE,
+    "site_set_aside",
+    "a site was set aside, none of its work leased (reserved: nothing sets a site aside yet)",
+)
 FRONTIER_OUTAGE = term(
     NOTICE, "frontier_outage", "a node found Redis away (out of reach, out of memory, read-only)"
 )
