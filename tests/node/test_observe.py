@@ -244,3 +244,29 @@ def test_a_notice_is_tried_again_until_the_webhook_takes_it() -> None:
         sender.close(30)
         assert receiver.attempts == 2 and receiver.received() == []
         assert (sender.sent, sender.failed) == (0, 1)
+
+
+def test_snapshots_for_a_mongodb_that_is_away_are_dropped_and_counted() -> None:
+    """The writer's queue takes a snapshot at once, whatever MongoDB does; a batch MongoDB
+    fails on every try is dropped (counted), never waited for by the crawl."""
+    from distcrawl.base.processes import free_port
+
+    port = free_port()
+    writer = SnapshotWriter(f"mongodb://127.0.0.1:{port}/?directConnection=true", "c", timeout=0.2)
+    assert writer.put({"_id": "a"}) and writer.put({"_id": "b"})
+    writer.close(60)
+    assert (writer.written, writer.dropped) == (0, 2)
+
+
+def test_a_notice_without_redis_is_claimed_once_in_mongodb(mongo_uri: str) -> None:
+    from distcrawl.storage.observe import ObserveStore
+
+    database = mongo_uri.rsplit("/", 1)[1].split("?")[0]
+    first, second = ObserveStore(mongo_uri, database), ObserveStore(mongo_uri, database)
+    try:
+        assert first.claim_once("catalog:frontier_outage", 600)
+        assert not second.claim_once("catalog:frontier_outage", 600)  # another node: claimed
+        assert second.claim_once("catalog:frontier_outage", 0)  # the cooldown is over
+    finally:
+        first.close()
+        second.close()
