@@ -270,3 +270,51 @@ def test_a_notice_without_redis_is_claimed_once_in_mongodb(mongo_uri: str) -> No
     finally:
         first.close()
         second.close()
+
+
+def test_a_dead_node_a_site_cut_from_its_full_rate_and_an_outage_are_notified(
+    redis_url: str, mongo_uri: str
+) -> None:
+    from distcrawl.frontier.batch import SiteEvent
+
+    async def run() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            with WebhookReceiver() as receiver:
+                watch = _watch(client, "n1", [receiver.url])
+                watch.mongo = (mongo_uri, mongo_uri.rsplit("/", 1)[1].split("?")[0])
+                watch.nodes_dead(["n7"], 12)
+                watch.site_events(
+                    [
+                        SiteEvent("cut.test", "cut", 1.0, 0.5, "throttled"),
+                        SiteEvent("cut.test", "cut", 0.5, 0.25, "throttled"),  # cut deeper
+                        SiteEvent("cut.test", "recovered", 0.25, 1.0, "9000"),
+                    ],
+                    recovery=120.0,
+                )
+                await watch._work()
+                watch.outage("unreachable")
+                watch.outage("unreachable")  # a second node of the crawl: claimed once
+                await asyncio.sleep(0)
+                await asyncio.to_thread(
+                    wait_for_notices, receiver, {"frontier_outage", "node_dead", "site_cut"}
+                )
+                await asyncio.to_thread(watch.sender.close, 10)  # type: ignore[union-attr]
+                assert receiver.by_kind() == {"frontier_outage": 1, "node_dead": 1, "site_cut": 1}
+                by_kind = {n["kind"]: n for n in receiver.received()}
+                assert by_kind["node_dead"]["data"] == {"node": "n7", "requests_returned": 12}
+                assert by_kind["site_cut"]["data"]["site"] == "cut.test"
+                assert "throttled" in by_kind["site_cut"]["text"]
+        finally:
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def wait_for_notices(receiver: WebhookReceiver, kinds: set[str], timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not kinds <= set(receiver.by_kind()):
+        assert time.monotonic() < deadline, receiver.by_kind()
+        time.sleep(0.05)
