@@ -71,7 +71,7 @@ def test_operations_examples(tmp_path: Path) -> None:
         assert "status    500" in errors and "written to first.html" in errors, errors
         assert (sh.workdir / "first.html").stat().st_size > 0
         report = sh.run_ok(block("ops-report")).output
-        assert "crawl catalog finished in" in report and '"run"' in report, report
+        assert "crawl catalog finished in" in report and '"crawl": "catalog"' in report, report
         assert "HTTP 500" in (sh.workdir / "report.html").read_text()
 
         # the dashboard runs until stopped: as in a second terminal
