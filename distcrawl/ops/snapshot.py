@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
 
+from distcrawl.frontier import crawlconf
 from distcrawl.frontier.keys import STATUS_LEASES_FIELD, seen_counted
 from distcrawl.frontier.memory import read_memory, read_memory_async
 from distcrawl.frontier.protocol.observe import ErrorGroup, Totals
@@ -150,7 +151,7 @@ class Snapshot:
     dead_letters: Tally = field(default_factory=Tally)
     revisit: Revisits = field(default_factory=Revisits)
     #: Redis' memory (``INFO memory``; of a cluster, the fullest master's); None where an ACL
-    #: refuses ``INFO``
+    #: refuses ``INFO`` (``redis_memory_error`` says so)
     redis_memory: dict[str, Any] | None = None
     #: the error groups with most failures, and the groups and failures by kind
     error_groups: list[ErrorGroup] = field(default_factory=list)
@@ -158,6 +159,9 @@ class Snapshot:
     #: the latest findings (JSON objects, newest first), and how many the crawl holds
     findings: list[dict[str, Any]] = field(default_factory=list)
     findings_total: int = 0
+    redis_memory_error: str | None = None
+    #: when the crawl's first node started (ms, its clock; the crawl's record), None before
+    started_ms: int | None = None
 
 
 def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band]) -> Batch:
@@ -174,6 +178,7 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
     batch.add("error_totals", "hgetall", keys.error_totals)
     batch.add("findings", "zrevrange", keys.findings_at, 0, LATEST_FINDINGS - 1)
     batch.add("findings_total", "zcard", keys.findings_at)
+    batch.add("started", "hget", keys.config, crawlconf.STARTED)
     for shard in shards:
         k = shard.index
         batch.add((k, "queued"), "zcard", shard.queue)
@@ -213,6 +218,7 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     snap.error_totals = Totals.of(got["error_totals"] or {})
     finding_names = [_text(n) for n in got["findings"] or ()]
     snap.findings_total = int(got["findings_total"])
+    snap.started_ms = crawlconf.started_ms(got["started"])
     snap.queued_by_kind = {kind: 0 for kind, _, _ in bands}
     first_due: list[tuple[ShardKeys, str]] = []
     cuts: list[tuple[float, ShardKeys, str]] = []
@@ -342,8 +348,9 @@ def read_snapshot(
     snap = run(client, _plan(keys, priority_bands(page_priorities), dead_sample))
     try:
         memory = read_memory(client)
-    except ResponseError:  # INFO refused (an ACL): no memory shown
+    except ResponseError as exc:  # INFO refused (an ACL): no memory shown, and why
         memory = None
+        snap.redis_memory_error = f"Redis refused INFO memory: {exc}"
     snap.redis_memory = memory.as_dict() if memory is not None else None
     return snap
 
@@ -359,7 +366,8 @@ async def aread_snapshot(
     snap = await arun(client, _plan(keys, priority_bands(page_priorities), dead_sample))
     try:
         memory = await read_memory_async(client)
-    except ResponseError:  # INFO refused (an ACL): no memory shown
+    except ResponseError as exc:  # INFO refused (an ACL): no memory shown, and why
         memory = None
+        snap.redis_memory_error = f"Redis refused INFO memory: {exc}"
     snap.redis_memory = memory.as_dict() if memory is not None else None
     return snap
