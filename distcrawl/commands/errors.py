@@ -93,7 +93,7 @@ def _show_list(found: dict[str, Any]) -> None:
     failures = sum(g["count"] for g in found["groups"])
     out.print(
         f"{len(rows)} error groups, {failures} failures (a group's first occurrence: "
-        f"`distcrawl errors {found['crawl']} show GROUP`)"
+        f"`{words.SHOW_ERROR_GROUP.line(spider=found['crawl'])}`)"
     )
     if found["mongo_error"]:
         out.print(Text(f"snapshots not read: {found['mongo_error']}"))
@@ -154,7 +154,7 @@ def read_words(given: list[str]) -> tuple[str | None, str, str | None]:
         raise Usage(f"{action!r} is no action: {' or '.join(words.ERRORS_ACTIONS)}")
     group = rest.pop(0) if rest else None
     if action == words.SHOW and group is None:
-        raise Usage("show needs the group's id: distcrawl errors SPIDER show GROUP")
+        raise Usage(f"show needs the group's id: {words.SHOW_ERROR_GROUP.line(spider='SPIDER')}")
     if rest or (action == words.LIST and group is not None):
         raise Usage(f"unexpected arguments: {' '.join(rest or [str(group)])}")
     return spider, action, group

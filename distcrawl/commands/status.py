@@ -24,7 +24,7 @@ from rich.text import Text
 
 from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
-from distcrawl.base.names.commands import RESUME_CRAWL
+from distcrawl.base.names.commands import LIST_ERROR_GROUPS, RESUME_CRAWL
 from distcrawl.base.pipes import quiet_when_closed
 from distcrawl.base.urls import shorten_middle
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
@@ -248,7 +248,7 @@ def _observed(status: dict[str, Any], width: int | None) -> list[RenderableType]
             [g["id"], g["kind"], Text(g["site"] or "(any)"), _num(g["count"]), Text(g["template"])]
             for g in groups["top"]
         ]
-        title = f"Error groups ({groups['groups']}; `distcrawl errors {status['crawl']}`)"
+        title = f"Error groups ({groups['groups']}; `{LIST_ERROR_GROUPS.line(spider=status['crawl'])}`)"
         parts += [Text(""), fit_table(_GROUP_COLUMNS, rows, width or 10**6, title=title)]
     findings = status.get("findings") or {}
     if findings.get("total"):

@@ -19,6 +19,7 @@ from scrapy import signals
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import observe as words
+from distcrawl.base.names.commands import CRAWL_REPORT
 from distcrawl.frontier import connection
 from distcrawl.frontier.protocol.observe import SEND
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
@@ -100,11 +101,10 @@ class CrawlEnd:
         _FINDINGS[observations.node or self.node_id] = findings
         if findings:
             logger.warning(
-                "Crawl %s finished with %d findings (`distcrawl report %s` lists them): exit "
-                "status 6",
+                "Crawl %s finished with %d findings (`%s` lists them): exit status 6",
                 spider,
                 findings,
-                spider,
+                CRAWL_REPORT.line(spider=spider),
             )
 
     def _report(

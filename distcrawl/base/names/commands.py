@@ -162,3 +162,9 @@ START_SERVICES = advice(SERVICES, action=START)
 STOP_SERVICES = advice(SERVICES, "--home", "{home}", action=STOP)
 #: try a site profile on pages
 EXPLAIN_PROFILE = advice(EXTRACT, "--explain", "--profile", "{profile}", inputs="URL")
+#: the crawl's error groups, the most failures first
+LIST_ERROR_GROUPS = advice(ERRORS, words="{spider}")
+#: one error group and the snapshot of its first occurrence (GROUP: its id, or its first digits)
+SHOW_ERROR_GROUP = advice(ERRORS, SHOW, "GROUP", words="{spider}")
+#: the crawl report: products, pages, errors, field coverage, findings
+CRAWL_REPORT = advice(REPORT, spider="{spider}")
