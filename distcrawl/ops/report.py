@@ -182,7 +182,9 @@ def build_report(
                 new_findings.append(record)
     findings, _ = store.read_findings()
     seconds = max(0.0, ((finished or now) - started) / 1000) if started else None
-    pages = status["totals"]["pages"]
+    # every answer, and the pages parsed (the answers less robots.txt, error answers, 304s)
+    responses = status["totals"]["responses"]
+    pages = sum(status["pages_by_kind"].values())
     scraped = status["totals"]["products"]
     group_rows = []
     for group in groups:
@@ -199,10 +201,12 @@ def build_report(
         "started_at": _iso(started),
         "finished_at": _iso(finished),
         "duration_s": round(seconds, 1) if seconds is not None else None,
+        "responses": responses,
         "pages": pages,
         "pages_by_kind": status["pages_by_kind"],
         "products": {"scraped": scraped, **products},
         "rate": {
+            "responses_per_min": round(responses / seconds * 60, 1) if seconds else None,
             "pages_per_min": round(pages / seconds * 60, 1) if seconds else None,
             "products_per_min": round(scraped / seconds * 60, 1) if seconds else None,
         },
@@ -313,7 +317,8 @@ def render_html(report: Mapping[str, Any]) -> str:
         ["started", report["started_at"]],
         ["finished", report["finished_at"]],
         ["duration (s)", report["duration_s"]],
-        ["pages", report["pages"]],
+        ["responses", report["responses"]],
+        ["pages parsed", report["pages"]],
         ["pages/min", report["rate"]["pages_per_min"]],
         ["products scraped", products["scraped"]],
         ["products stored", products.get("stored")],

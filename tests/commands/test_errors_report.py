@@ -49,7 +49,10 @@ def crawl(redis_url: str, mongo_uri: str) -> dict[str, Any]:
         slow = _entry("b.test", "download", "TimeoutError: took <n> s", 2)
         chunks = [(2, {"name": 2, "price": 2})] * 4 + [(2, {"name": 2})] * 4
         delta = encode_delta([bad, slow], {"a.test": chunks})
-        store.heartbeat_observed("n1", "{}", delta, Limits(window=8))
+        # the node's stats: 12 answers, of which 9 product pages and 2 category pages parsed
+        stats = {"response_received_count": 12, "item_scraped_count": 9,
+                 "catalog/pages/product": 9, "catalog/pages/category": 2}  # fmt: skip
+        store.heartbeat_observed("n1", json.dumps({"stats": stats}), delta, Limits(window=8))
         # the crawl-wide settings its first node recorded: the report judges with them
         client.hset(KEYS.config, "DISTCRAWL_QUALITY_WINDOW", "8")
         finding = {"site": "a.test", "field": "price", "message": "a.test: price on 0% ..."}
@@ -136,7 +139,9 @@ def test_report_as_json_and_as_an_html_page(
     assert quality["products"] == 16 and quality["shares"]["price"] == 0.5
     assert quality["window"]["shares"]["price"] == 0.0
     assert [f["field"] for f in report["findings"]] == ["price"]
-    assert report["summary"].startswith("crawl catalog running:")
+    assert (report["responses"], report["pages"], report["products"]["scraped"]) == (12, 11, 9)
+    assert report["pages_by_kind"] == {"category": 2, "product": 9}
+    assert report["summary"].startswith("crawl catalog running: 11 pages, 9 products")
     assert "2 error groups (9 failures)" in report["summary"] and "1 finding" in report["summary"]
 
     page = tmp_path / "report.html"
