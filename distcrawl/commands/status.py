@@ -248,7 +248,8 @@ def _observed(status: dict[str, Any], width: int | None) -> list[RenderableType]
             [g["id"], g["kind"], Text(g["site"] or "(any)"), _num(g["count"]), Text(g["template"])]
             for g in groups["top"]
         ]
-        title = f"Error groups ({groups['groups']}; `{LIST_ERROR_GROUPS.line(spider=status['crawl'])}`)"
+        listed = LIST_ERROR_GROUPS.line(spider=status["crawl"])
+        title = f"Error groups ({groups['groups']}; `{listed}`)"
         parts += [Text(""), fit_table(_GROUP_COLUMNS, rows, width or 10**6, title=title)]
     findings = status.get("findings") or {}
     if findings.get("total"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from distcrawl.base.names import exits
 from distcrawl.base.names import observe as words
 from distcrawl.demo.incidents import DEFAULT_FAIL_STATUS
 from distcrawl.frontier.store import FrontierStore
@@ -28,8 +29,8 @@ __all__ = ["ALLOWED_EXITS", "expected_absent", "incident_summary", "shop_inciden
 
 #: the field the template switch takes away
 SWITCHED_FIELD = "price"
-#: node exit statuses a demo with incidents expects: 0, or 6 (its crawl has findings)
-ALLOWED_EXITS = frozenset({0, 6})
+#: node exit statuses a demo with incidents expects: 0, or that of a crawl with findings
+ALLOWED_EXITS = frozenset({0, exits.FINDINGS})
 #: characters of a snapshot's body the summary shows
 BODY_SHOWN = 300
 

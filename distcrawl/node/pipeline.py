@@ -76,8 +76,8 @@ class MongoPipeline:
     - ``MONGO_JOURNAL_CLOSE_TIMEOUT``: seconds a closing node whose journal holds products
       waits for MongoDB and replays them (a log line every 5 s). If MongoDB
       does not take them in time the node logs the journal's directory and product count,
-      publishes the count (``pipeline/journal_held``) and ``scrapy crawl`` exits with status
-      3 (:data:`distcrawl.commands.crawl.EXIT_JOURNAL_HELD`).
+      publishes the count (``pipeline/journal_held``) and ``scrapy crawl`` exits with
+      :data:`distcrawl.base.names.exits.JOURNAL_HELD`.
     - ``MONGO_RETRY_BACKOFF`` / ``MONGO_RETRY_BACKOFF_MAX``: pause between retries, doubling
       from the first to the second.
     - ``DISTCRAWL_HOME``: see :mod:`distcrawl.servers.embedded` (for the default journal path).

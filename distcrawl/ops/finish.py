@@ -2,7 +2,7 @@
 report (to MongoDB, and to ``DISTCRAWL_REPORT_FILE`` if set), keeps each site's field shares
 for the next crawl's findings, and sends the ``crawl_finished`` notice with the report's
 summary. Every node that closes on a finished crawl with findings says so in its exit status
-(:data:`distcrawl.commands.crawl.EXIT_FINDINGS`).
+(:data:`distcrawl.base.names.exits.FINDINGS`).
 
 "Last" is told by the crawl's keys: no other node heart-beats any more, and the run's
 ``finished`` mark, set once, names the one that writes (two nodes closing at the same moment
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names import exits
 from distcrawl.base.names import observe as words
 from distcrawl.base.names.commands import CRAWL_REPORT
 from distcrawl.frontier import connection
@@ -51,7 +52,7 @@ _FINDINGS: dict[str, int] = {}
 
 def findings_at_close() -> dict[str, int]:
     """Nodes of this process that closed on a finished crawl holding findings, and how many
-    (``scrapy crawl`` exits with :data:`~distcrawl.commands.crawl.EXIT_FINDINGS`)."""
+    (``scrapy crawl`` exits with :data:`~distcrawl.base.names.exits.FINDINGS`)."""
     return {node: n for node, n in _FINDINGS.items() if n}
 
 
@@ -101,10 +102,11 @@ class CrawlEnd:
         _FINDINGS[observations.node or self.node_id] = findings
         if findings:
             logger.warning(
-                "Crawl %s finished with %d findings (`%s` lists them): exit status 6",
+                "Crawl %s finished with %d findings (`%s` lists them): exit status %d",
                 spider,
                 findings,
                 CRAWL_REPORT.line(spider=spider),
+                exits.FINDINGS,
             )
 
     def _report(

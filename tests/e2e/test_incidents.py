@@ -3,8 +3,8 @@ lose their price from what extraction reads after half its products, another's f
 502 for a while. Every product is stored (those of the switched template without a price, as
 the check expects of them), the crawl finds the fall of the price on that site, groups the new
 failure with the snapshot of its first occurrence, and the webhook receives one notice of the
-finding and one of the crawl's end although both nodes saw them; the nodes exit with status 6
-(a crawl with findings) or 0."""
+finding and one of the crawl's end although both nodes saw them; the nodes exit with
+``EXIT_FINDINGS`` (a crawl with findings) or 0."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from distcrawl.base.names import exits
 from distcrawl.servers.embedded import stop_services
 
 pytestmark = pytest.mark.slow
@@ -55,5 +56,6 @@ def test_demo_incidents_are_found_grouped_and_notified_once(tmp_path: Path) -> N
     notices = summary["webhook_notices"]
     assert notices["finding"] == 1 and notices["crawl_finished"] == 1, notices
     assert all(summary["incident_checks"].values()), summary["incident_checks"]
-    assert set(summary["nodes_exit_statuses"]) <= {0, 6} and 6 in summary["nodes_exit_statuses"]
+    exits_seen = set(summary["nodes_exit_statuses"])
+    assert exits_seen <= {0, exits.FINDINGS} and exits.FINDINGS in exits_seen, exits_seen
     assert summary["report_summary"].endswith("1 finding")
