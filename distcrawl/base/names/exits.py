@@ -8,6 +8,7 @@ command."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 __all__ = [
@@ -82,4 +83,7 @@ FINDINGS = exit_status(
 
 def listing() -> str:
     """Every exit status, one item each, as the crawl command's help lists them."""
-    return "\n".join(f"- {s.code} ({s.name}): {s.meaning}" for s in EXIT_STATUSES)
+    return "\n".join(
+        textwrap.fill(f"- {s.code} ({s.name}): {s.meaning}", 92, subsequent_indent="  ")
+        for s in EXIT_STATUSES
+    )
