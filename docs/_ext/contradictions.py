@@ -102,7 +102,7 @@ def environment_claims(docs: Iterable[tuple[Path, str]]) -> list[Contradiction]:
 
 # --------------------------------------------------------------------------- exit statuses
 
-_EXIT_CLAIM = re.compile(r"\bexit(?:s| status)\b[^.;]{0,20}?\b(\d{1,3})\b", re.I)
+_EXIT_CLAIM = re.compile(r"\bexit(?:s|ed)?(?: with)?(?: status)?\s+(\d{1,3})\b", re.I)
 _NAMED = re.compile(r"\b(EXIT_[A-Z_]+)\b|`([a-z_]+)`")
 
 

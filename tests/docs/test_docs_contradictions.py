@@ -8,6 +8,8 @@ from pathlib import Path
 import contradictions
 from docshell import ROOT
 
+from distcrawl.base.names import exits
+
 PAGE = ROOT / "docs" / "guides" / "page.md"
 
 
@@ -79,10 +81,12 @@ def test_an_exit_status_unlike_the_registrys_is_found() -> None:
         "\n"
         "`EXIT_SETTINGS` is said nowhere with a number. It exits 2 (`EXIT_SETTINGS`).\n"
         "Exit status 1 is Scrapy's own (`node_id_in_use` aside).\n"
+        "The nodes exit with status\n3 (`EXIT_FINDINGS`), a crawl with findings.\n"
     )
     found = contradictions.exit_statuses([(PAGE, said)])
     assert [(c.line, c.message) for c in found] == [
         (2, "exit status 4, 9 said with EXIT_JOURNAL_HELD, whose exit status is 3"),
         (2, "exit status 4, 9 said with redis_evicts, whose exit status is 5"),
         (6, "exit status 1 said with node_id_in_use, whose exit status is 5"),
+        (7, f"exit status 3 said with EXIT_FINDINGS, whose exit status is {exits.FINDINGS}"),
     ], [str(c) for c in found]

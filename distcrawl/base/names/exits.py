@@ -74,7 +74,7 @@ REFUSED = exit_status(
     "the crawl has another format, Redis cannot be reached)",
 )
 FINDINGS = exit_status(
-    6,
+    7,
     "EXIT_FINDINGS",
     "the crawl finished (drained, the node closed on it) with data-quality findings: a "
     "field's share fell on a site (the crawl report lists them)",
