@@ -8,7 +8,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from distcrawl.demo import bootstrap
+from distcrawl.demo import bootstrap, crowded, templates
 from distcrawl.ops.deadletters import read_record, reason_of
 
 if TYPE_CHECKING:
@@ -27,7 +27,15 @@ __all__ = [
 ]
 
 #: the product fields a demo crawl compares with the catalog (``fields_wrong``)
-CHECKED_FIELDS = ("name", "price", "currency", "sku", "availability", "description")
+CHECKED_FIELDS = (
+    "name",
+    "price",
+    "currency",
+    "list_price",
+    "sku",
+    "availability",
+    "description",
+)
 #: variants that print the description as an untitled paragraph: nothing says it is one, so
 #: it is not compared there
 UNTITLED_DESCRIPTION = frozenset({"specs", "text"})
@@ -37,16 +45,21 @@ def expected_fields(product: Product, variant: str = "jsonld") -> dict[str, Any]
     """What a crawl must store for *product* from the pages of *variant*."""
     if variant == bootstrap.VARIANT:
         want = bootstrap.truth(product)
+    elif variant in crowded.VARIANTS:
+        want = crowded.truth(product)
     else:
+        was = templates.list_price(product) if variant == "text" else None
         want = {
             "name": product.name,
             "price": product.price,
             "currency": product.currency,
+            "list_price": Decimal(was) if was else None,
             "sku": product.sku,
             "availability": product.availability,
             "description": product.description,
         }
     want["price"] = Decimal(want["price"])
+    want.setdefault("list_price", None)  # no was price on the page
     if variant in UNTITLED_DESCRIPTION:
         del want["description"]
     return want
@@ -111,9 +124,10 @@ def check_fields(
     variant: str = "jsonld",
     absent: Mapping[str, set[str]] | None = None,
 ) -> dict[str, Any]:
-    """Stored products' name, price, currency, SKU, availability and description against
-    what the shop's pages of *variant* show (:func:`expected_fields`); *absent*: product URL
-    -> fields its page no longer showed (an incident: they must be stored without them).
+    """Stored products' name, price, currency, list price, SKU, availability and description
+    against what the shop's pages of *variant* show (:func:`expected_fields`); *absent*:
+    product URL -> fields its page no longer showed (an incident: they must be stored without
+    them).
 
     ``fields_wrong`` counts (product, field) pairs that differ; products not stored are
     ``missing`` in :func:`check_store`, not wrong here. ``fields_absent`` lists, by field,
