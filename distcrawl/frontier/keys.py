@@ -11,6 +11,7 @@ from typing import Any
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.entries import MAX_SHARDS
+from distcrawl.base.identifiers import BadName, check_crawl_name, seed_list_problem
 from distcrawl.base.names.commands import PAUSE_CRAWL
 from distcrawl.frontier.schema import (
     CONTROL,
@@ -231,11 +232,15 @@ class ShardKeys:
 
 @dataclass(frozen=True)
 class ControlKeys:
-    """The crawl-wide keys: one small slot, ``{spider}``."""
+    """The crawl-wide keys: one small slot, ``{spider}`` (:class:`BadName` for a name no
+    crawl may have)."""
 
     SLOT = CONTROL
 
     spider: str
+
+    def __post_init__(self) -> None:
+        check_crawl_name(self.spider)
 
     @property
     def prefix(self) -> str:
@@ -248,7 +253,18 @@ class ControlKeys:
         """the frontier format the crawl's keys are written in, set by the first node; a node
         or operator command of another format refuses to open the crawl""",
     )
+    origin = Key(
+        "origin",
+        "STRING",
+        """"<ms> <node>": the crawl's start, set by its first node; one that finds it gone stops
+        and writes "lost <ms> <node> <marker>", refused by nodes and commands until a reset""",
+    )
     nodes = Key("nodes", "ZSET", "node -> last heartbeat (ms, Redis server clock)")
+    dashboards = Key(
+        "dashboards",
+        "HASH",
+        "host:port -> ms: where the crawl's dashboards listen (nodes never fetch them)",
+    )
     node = KeyOf(
         "node:<node>",
         "HASH",
@@ -392,17 +408,15 @@ def seed_slot_prefix(start_key: str) -> str:
     """The hash tag that puts a key in the same slot as the seed list *start_key*, wherever
     that name hashes: its own hash tag if it has one (``{catalog}:start_urls``: ``{catalog}``),
     else the whole name (``catalog:start_urls``: ``{catalog:start_urls}``), as Redis Cluster
-    hashes a key without one."""
+    hashes a key without one. :class:`BadName` for a name no seed list may have."""
+    problem = seed_list_problem(start_key)
+    if problem:
+        raise BadName(problem)
     opening = start_key.find("{")
     if opening != -1:
         closing = start_key.find("}", opening + 1)
         if closing > opening + 1:
             return start_key[opening : closing + 1]
-    if "}" in start_key:
-        raise ValueError(
-            f"seed list {start_key!r}: a '}}' outside a hash tag makes its slot one no other key "
-            "can share; name it without one"
-        )
     return "{" + start_key + "}"
 
 
@@ -452,6 +466,7 @@ class FrontierKeys(ControlKeys):
     shards: int = field(default_factory=default_shards)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checked(self.shards)
 
     @classmethod

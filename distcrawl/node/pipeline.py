@@ -32,7 +32,7 @@ from distcrawl.storage.store import ProductStore, Rejected
 from distcrawl.storage.writer import MongoWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -119,6 +119,7 @@ class MongoPipeline:
         retry_backoff: float,
         retry_backoff_max: float,
         observations: Observations | None = None,
+        stopped: Callable[[], bool] | None = None,
     ) -> None:
         if not uri:
             raise ValueError(
@@ -150,6 +151,8 @@ class MongoPipeline:
         self.retry_backoff_max = retry_backoff_max
         #: counts each stored product's fields by site (the crawl's field coverage)
         self.observations = observations
+        #: the node was asked to stop (a closing node waiting for MongoDB then stops waiting)
+        self.stopped = stopped or (lambda: False)
 
         self._store: ProductStore | None = None
 
@@ -187,6 +190,8 @@ class MongoPipeline:
             retry_backoff=get("MONGO_RETRY_BACKOFF"),
             retry_backoff_max=get("MONGO_RETRY_BACKOFF_MAX"),
             observations=Observations.of(crawler),
+            # Scrapy's graceful stop (SIGTERM, Ctrl-C) says so here first
+            stopped=lambda: not crawler.crawling,
         )
 
     # ------------------------------------------------------------------ Scrapy's interface
@@ -217,6 +222,7 @@ class MongoPipeline:
             journal_close_timeout=self.journal_close_timeout,
             retry_backoff=self.retry_backoff,
             retry_backoff_max=self.retry_backoff_max,
+            stopped=self.stopped,
         )
         await self._store.open()
 

@@ -143,9 +143,12 @@ def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> 
     return max(low, min(high, value))
 
 
-def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
+def create_app(
+    config: WebConfig, *, bind: str | None = None, addresses: tuple[str, ...] = ()
+) -> Starlette:
     """The dashboard's app; ``bind``: the address it listens on, whose ``Host`` names it
-    answers to (None: any, for an app mounted behind a server that checks them)."""
+    answers to (None: any, for an app mounted behind a server that checks them);
+    ``addresses``: where it listens (``host:port``), recorded in the crawl for its nodes."""
     guard = Guard(token=config.token or None)
     keys = config.keys
     aclient, sclient = _clients(config.redis_url)
@@ -158,6 +161,7 @@ def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
         revisit_grace=config.revisit_grace,
         interval=config.interval,
         store_figures=store.figures if store is not None else None,
+        addresses=addresses,
     )
     template = _HERE.joinpath("templates", "index.html").read_text("utf-8")
 

@@ -37,6 +37,7 @@ def write_generated(folder: Path = GENERATED) -> dict[str, str]:
         "stats.md": render.stats(sources.STATS_SOURCE()),
         "metrics.md": render.metrics(sources.METRICS_SOURCE()),
         "redis-keys.md": render.keys(sources.KEYS_SOURCE()),
+        "outage-replies.md": render.outage_replies(sources.outage_replies()),
         "bench-results.md": render.bench_results(sources.bench_results()),
     }
     folder.mkdir(parents=True, exist_ok=True)

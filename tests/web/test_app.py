@@ -20,6 +20,8 @@ import pymongo
 import pytest
 import redis
 import redis.asyncio as aioredis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from distcrawl.frontier.protocol.spec import SCORE_SPAN
@@ -177,6 +179,51 @@ def test_a_blank_or_short_token_is_refused_wherever_the_dashboard_listens(redis_
         )
         assert done.returncode == 2, done.stderr
         assert message in done.stderr
+
+
+#: tokens as they come: typed, pasted, read from a file with its final newline
+tokens = st.one_of(
+    st.text(min_size=14, max_size=40),
+    st.from_regex(r"[ \t\n]{0,2}[A-Za-z0-9_-]{16,40}[ \t\r\n]{0,2}", fullmatch=True),
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(token=tokens)
+def test_a_token_the_dashboard_accepts_at_start_is_one_a_request_can_match(
+    redis_url: str, token: str
+) -> None:
+    """No token is accepted at start and then never matched: a request carrying it, as an
+    HTTP client sends it, may act; any other is refused at start, without showing it."""
+    try:
+        server = dashboard(redis_url, token=token)
+    except UnsafeBind as refused:
+        assert token.strip() not in str(refused) or not token.strip()
+        return
+    try:
+        status, body = post(server, "/api/resume", token=token)
+        assert status == 200, (token, body)
+    finally:
+        server.stop()
+
+
+def test_a_token_with_a_trailing_newline_or_space_is_refused_at_start(redis_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DISTCRAWL_WEB_TOKEN"}
+    env["REDIS_URL"] = redis_url
+    for token in (TOKEN + "\n", TOKEN + " ", " " + TOKEN):
+        done = subprocess.run(
+            [sys.executable, "-m", "distcrawl.cli", "web", "catalog"],
+            cwd=Path(__file__).resolve().parents[2],
+            env={**env, "DISTCRAWL_WEB_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "refusing a DISTCRAWL_WEB_TOKEN with spaces or a newline around it" in done.stderr
+        assert TOKEN not in done.stderr
 
 
 def raw_get(server: DashboardServer, path: str, host: str | None) -> tuple[int, bytes]:

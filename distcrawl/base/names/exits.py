@@ -18,6 +18,7 @@ __all__ = [
     "LEASES_HELD",
     "REFUSED",
     "SETTINGS",
+    "STATE_LOST",
     "ExitStatus",
     "exit_status",
     "listing",
@@ -53,8 +54,8 @@ def exit_status(code: int, name: str, meaning: str) -> int:
 SETTINGS = exit_status(
     2,
     "EXIT_SETTINGS",
-    "a setting cannot be used (one error line each, nothing started), or the node's "
-    "crawl-wide settings differ from the crawl's (it refused to start)",
+    "a setting or the crawl's name cannot be used (one error line each, nothing started), or "
+    "the node's crawl-wide settings differ from the crawl's (it refused to start)",
 )
 JOURNAL_HELD = exit_status(
     3,
@@ -72,6 +73,13 @@ REFUSED = exit_status(
     "EXIT_REFUSED",
     "it refused to start for another reason its one log line names (its node id is in use, "
     "the crawl has another format, Redis cannot be reached)",
+)
+STATE_LOST = exit_status(
+    6,
+    "EXIT_STATE_LOST",
+    "the crawl's state is gone from Redis (Redis restarted empty, a flush, another database): "
+    "the node found it so and stopped, or did not start, crawling nothing again; its one ERROR "
+    "line says what to do (control <crawl> reset, then seed)",
 )
 FINDINGS = exit_status(
     7,

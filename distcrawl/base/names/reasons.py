@@ -5,6 +5,7 @@ item was refused. Each is a short, stable name: the same in logs, stats keys, ``
 from __future__ import annotations
 
 from distcrawl.base.names.exits import REFUSED as EXIT_REFUSED
+from distcrawl.base.names.exits import STATE_LOST as EXIT_STATE_LOST
 from distcrawl.base.names.terms import Family, term
 
 __all__ = ["DEAD_LETTER", "REFUSAL", "exception_reason", "http_reason"]
@@ -62,6 +63,12 @@ PRIVATE_ADDRESS = term(
     "seed, entry, request: a private or loopback host (or one resolving to such an address), "
     "not listed in DISTCRAWL_ALLOW_PRIVATE",
 )
+OWN_ADDRESS = term(
+    REFUSAL,
+    "own_address",
+    "request: the node's own Redis or MongoDB, or a dashboard of the crawl (in any notation "
+    "of its address), never fetched whatever DISTCRAWL_ALLOW_PRIVATE allows",
+)
 METADATA_ADDRESS = term(
     REFUSAL, "metadata_address", "request: a cloud metadata address, never fetched"
 )
@@ -92,6 +99,14 @@ OTHER_FORMAT = term(
     "node: the crawl's keys are in another frontier format than this distcrawl's; it does not "
     "start (its finish reason; scrapy crawl exits with status "
     f"{EXIT_REFUSED})",
+)
+CRAWL_STATE_LOST = term(
+    REFUSAL,
+    "crawl_state_lost",
+    "node: the crawl's state is gone from Redis (its start marker missing or marked lost: "
+    "Redis restarted empty, a flush, another database); it stops, or does not start (its "
+    "finish reason; scrapy crawl exits with status "
+    f"{EXIT_STATE_LOST})",
 )
 REDIS_UNREACHABLE = term(
     REFUSAL,

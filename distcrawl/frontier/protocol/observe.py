@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from distcrawl.base.coverage import SiteFigures
 from distcrawl.base.grouping import OTHER_TEMPLATE
 from distcrawl.frontier.batch import text
-from distcrawl.frontier.protocol.membership import Beat, heartbeat_call, read_beat
+from distcrawl.frontier.protocol.membership import Beat, heartbeat_calls, read_beat
 from distcrawl.frontier.protocol.runner import Call, Step, control_call, redis_command
 
 if TYPE_CHECKING:
@@ -113,13 +113,14 @@ def heartbeat_observed(
     store: FrontierStore, node: str, info_json: str, delta: str, limits: Limits
 ) -> Step[tuple[int, Observed | None]]:
     """A heartbeat, and with a *delta* the ``observe`` call in the same round trip."""
-    calls = [heartbeat_call(store, node, info_json)]
+    calls = heartbeat_calls(store, node, info_json)
+    beat_calls = len(calls)
     if delta:
         calls.append(observe_call(store.keys, node, delta, limits))
     sent = time.time()
     replies = yield calls
-    beat: Beat = read_beat(store, replies[0], sent)
-    return beat.now_ms, (read_observed(replies[1]) if delta else None)
+    beat: Beat = read_beat(store, replies[:beat_calls], sent)
+    return beat.now_ms, (read_observed(replies[beat_calls]) if delta else None)
 
 
 # -- the run ---------------------------------------------------------------------------------
