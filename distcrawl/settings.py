@@ -46,6 +46,9 @@ DOWNLOADER_MIDDLEWARES = {
     "distcrawl.node.middlewares.safety.PageLimitsMiddleware": 110,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "distcrawl.node.middlewares.retry.BackoffRetryMiddleware": 550,
+    # every failure, each try (answers of 400 or more, failed and refused downloads), into
+    # the crawl's error groups; also callbacks and pipelines that raised (their signals)
+    "distcrawl.node.observe.capture.FailureCapture": 560,
 }
 # only http(s) is ever fetched
 DOWNLOAD_HANDLERS = {"file": None, "s3": None, "ftp": None, "data": None}
@@ -59,4 +62,7 @@ EXTENSIONS = {
     "distcrawl.node.heap.FreezeStartupObjects": 0,
     # the event loop's longest stall (node/loop_stall_max_ms), and a line for a long one
     "distcrawl.node.loopwatch.LoopStallWatch": 0,
+    # the end of a crawl: its report (MongoDB, DISTCRAWL_REPORT_FILE) and its notice, by the
+    # last node out
+    "distcrawl.ops.finish.CrawlEnd": 500,
 }

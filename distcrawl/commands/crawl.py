@@ -1,19 +1,5 @@
 """``scrapy crawl``, as Scrapy runs it, except that the node's settings are checked first and
-its exit status says what kept it from its work:
-
-- 2 (``EXIT_SETTINGS``): a setting or the crawl's name cannot be used (one error line each,
-  nothing started), or the node's crawl-wide settings differ from the crawl's (it refused to
-  start);
-- 3 (``EXIT_JOURNAL_HELD``): its journal still holds products MongoDB did not take in
-  ``MONGO_JOURNAL_CLOSE_TIMEOUT``;
-- 4 (``EXIT_LEASES_HELD``): it stopped holding leases it could not return to the frontier (a
-  forced stop, Redis away): they return only once its heartbeat times out;
-- 5 (``EXIT_REFUSED``): it refused to start for another reason its one log line names (its
-  node id is in use, the crawl has another format);
-- 6 (``EXIT_STATE_LOST``): the crawl's state is gone from Redis (Redis restarted empty, a
-  flush, another database): the node found it so and stopped, or did not start, crawling
-  nothing again; its one ERROR line says what to do (``control <crawl> reset``, then seed).
-"""
+its exit status says what kept it from its work:"""
 
 from __future__ import annotations
 
@@ -26,17 +12,19 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
 
 from distcrawl.base.identifiers import crawl_name_problem
-from distcrawl.base.names import reasons
+from distcrawl.base.names import exits, reasons
 from distcrawl.node.scheduler import unreturned_leases
 from distcrawl.node.scheduler.crawlwide import REFUSED_REASON
 from distcrawl.node.scheduler.identity import refused_starts
 from distcrawl.node.settings_check import problems
+from distcrawl.ops.finish import findings_at_close
 from distcrawl.storage.store import stranded_journals
 
 if TYPE_CHECKING:
     import argparse
 
 __all__ = [
+    "EXIT_FINDINGS",
     "EXIT_JOURNAL_HELD",
     "EXIT_LEASES_HELD",
     "EXIT_REFUSED",
@@ -47,22 +35,20 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: exit status of a node with a setting it cannot use, or refused by the crawl's record
-EXIT_SETTINGS = 2
-#: exit status of a node that closed with products only in its local journal
-EXIT_JOURNAL_HELD = 3
-#: exit status of a node that stopped holding leases it could not return
-EXIT_LEASES_HELD = 4
-#: exit status of a node that refused to start (e.g. its node id is in use)
-EXIT_REFUSED = 5
-#: exit status of a node that found the crawl's state gone from Redis
-EXIT_STATE_LOST = 6
+# the exit statuses, as the registry defines them (the command's help and the commands
+# reference show this docstring)
+__doc__ = f"{__doc__}\n\n{exits.listing()}\n"
+
+EXIT_SETTINGS = exits.SETTINGS
+EXIT_JOURNAL_HELD = exits.JOURNAL_HELD
+EXIT_LEASES_HELD = exits.LEASES_HELD
+EXIT_REFUSED = exits.REFUSED
+EXIT_STATE_LOST = exits.STATE_LOST
+EXIT_FINDINGS = exits.FINDINGS
 
 
 class Command(ScrapyCrawlCommand):
-    """``scrapy crawl <spider>``; exits 2 on bad or differing settings, 3 when products were
-    left in the journal, 4 when leases were left in the frontier, 5 when it refused to start
-    for another reason, 6 when the crawl's state was gone from Redis."""
+    """``scrapy crawl <spider>``, with the exit statuses of :mod:`distcrawl.base.names.exits`."""
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args:
@@ -112,19 +98,24 @@ class Command(ScrapyCrawlCommand):
         if held and not self.exitcode:
             self.exitcode = EXIT_JOURNAL_HELD
             for path, products in held.items():
-                logger.error("Exiting with status 3: %d products wait in %s", products, path)
+                logger.error(
+                    "Exiting with status %d: %d products wait in %s", self.exitcode, products, path
+                )
         leases = unreturned_leases()
         if leases and not self.exitcode:
             self.exitcode = EXIT_LEASES_HELD
             for node, n in leases.items():
                 logger.error(
-                    "Exiting with status 4: node %s stopped holding %d leases it could not "
+                    "Exiting with status %d: node %s stopped holding %d leases it could not "
                     "return; they go back to the queue once its heartbeat times out "
                     "(DISTCRAWL_HEARTBEAT_TIMEOUT), or at once when it starts again with the "
                     "same DISTCRAWL_NODE_ID",
+                    self.exitcode,
                     node,
                     n,
                 )
+        if findings_at_close() and not self.exitcode:
+            self.exitcode = EXIT_FINDINGS
 
 
 class _EarlyStop:

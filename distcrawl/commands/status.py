@@ -24,7 +24,7 @@ from rich.text import Text
 
 from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
-from distcrawl.base.names.commands import RESUME_CRAWL
+from distcrawl.base.names.commands import LIST_ERROR_GROUPS, RESUME_CRAWL
 from distcrawl.base.pipes import quiet_when_closed
 from distcrawl.base.urls import shorten_middle
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
@@ -235,7 +235,45 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
         _pairs("Dead letters by site", dead["by_site"]),
         _pairs("Pages parsed by kind", status["pages_by_kind"]),
     )
-    return Group(*parts, side)
+    return Group(*parts, side, *_observed(status, width))
+
+
+def _observed(status: dict[str, Any], width: int | None) -> list[RenderableType]:
+    """The error groups with most failures and the latest findings (none: nothing shown)."""
+    parts: list[RenderableType] = []
+    groups = status.get("error_groups") or {}
+    if groups.get("top"):
+        rows = [
+            # what comes from crawled sites is text, never rich markup
+            [g["id"], g["kind"], Text(g["site"] or "(any)"), _num(g["count"]), Text(g["template"])]
+            for g in groups["top"]
+        ]
+        listed = LIST_ERROR_GROUPS.line(spider=status["crawl"])
+        title = f"Error groups ({groups['groups']}; `{listed}`)"
+        parts += [Text(""), fit_table(_GROUP_COLUMNS, rows, width or 10**6, title=title)]
+    findings = status.get("findings") or {}
+    if findings.get("total"):
+        lines = Table(
+            title=f"Findings ({findings['total']})",
+            title_justify="left",
+            box=None,
+            show_header=False,
+            pad_edge=False,
+        )
+        lines.add_column(style="bold red")
+        for finding in findings["latest"]:
+            lines.add_row(Text(str(finding.get("message", ""))))
+        parts += [Text(""), lines]
+    return parts
+
+
+_GROUP_COLUMNS = (
+    Column("group", cap=16, drop=2),
+    Column("kind"),
+    Column("site", shrink="middle", least=12, drop=1),
+    Column("failures", justify="right"),
+    Column("template", shrink="end", least=24, give=1),
+)
 
 
 _STATE_STYLES = {

@@ -10,6 +10,7 @@ from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_
 from distcrawl.demo.changes import ChangePlan
 from distcrawl.demo.crowded import VARIANTS as CROWDED_VARIANTS
 from distcrawl.demo.faults import Faults
+from distcrawl.demo.incidents import IncidentPlan
 from distcrawl.demo.templates import TEMPLATE_VARIANTS
 
 __all__ = [
@@ -70,6 +71,11 @@ class ShopConfig:
     and product pages answer ``ETag`` and ``Last-Modified``, and ``304`` to a matching
     ``If-None-Match`` / ``If-Modified-Since``; ``None`` (the default) turns it on exactly when
     the shop changes.
+
+    Incidents (:mod:`distcrawl.demo.incidents`): after ``switch_template_after`` product pages
+    were served, product pages keep their price out of the structured data (``jsonld`` only);
+    after ``fail_after``, the first request of each of the next ``fail_pages`` product pages
+    fails with a 502 of its own.
     """
 
     products: int = DEFAULT_PRODUCTS
@@ -95,6 +101,9 @@ class ShopConfig:
     change_start: float | None = None
     gone_status: int = DEFAULT_GONE_STATUS
     conditional: bool | None = None
+    switch_template_after: int = 0
+    fail_after: int = 0
+    fail_pages: int = 0
 
     def __post_init__(self) -> None:
         self.change_plan()  # validates the change fields
@@ -106,6 +115,15 @@ class ShopConfig:
         if self.host != "localhost" and not _is_loopback(self.host):
             raise ValueError(f"the demo shop binds loopback addresses only, got {self.host!r}")
         Faults.from_config(self)  # validates the fault fields
+        if self.incident_plan().switch_after and self.variant != "jsonld":
+            raise ValueError("only jsonld product pages switch their template")
+
+    def incident_plan(self) -> IncidentPlan:
+        return IncidentPlan(
+            switch_after=self.switch_template_after,
+            fail_after=self.fail_after,
+            fail_pages=self.fail_pages,
+        )
 
     def change_plan(self) -> ChangePlan:
         return ChangePlan(

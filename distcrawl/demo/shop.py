@@ -19,6 +19,7 @@ from distcrawl.demo.changes import CatalogHistory
 from distcrawl.demo.config import ShopConfig
 from distcrawl.demo.faults import UNSET, FaultInjection, Faults, Unset
 from distcrawl.demo.httpd import ShopHTTPServer
+from distcrawl.demo.incidents import Incidents
 from distcrawl.demo.responses import Response, error_response, json_response, validated
 from distcrawl.demo.routes import PRODUCT_PATH, ShopRoutes
 
@@ -68,6 +69,8 @@ class DemoShop(ShopRoutes, FaultInjection):
                 "every epoch since would be computed; start later or set change_cycles"
             )
         self._validators = self.config.validators
+        plan = self.config.incident_plan()
+        self._incidents = Incidents(plan) if plan.active else None
         faults = Faults.from_config(self.config)
         # Faults and the failing set they imply change together, as one tuple, so a request
         # reading them without the lock still sees a consistent pair.
@@ -187,6 +190,22 @@ class DemoShop(ShopRoutes, FaultInjection):
         product = self.history.known(int(match[1]))
         return product.sku if product is not None and product.slug == match[2] else None
 
+    def incidents(self) -> dict[str, Any]:
+        """What the shop's incidents did so far (see :mod:`distcrawl.demo.incidents`): the
+        products last served in the switched template (``switched``: their URLs), those served
+        before it, and the product pages whose first request failed (``failed``)."""
+        found = self._incidents
+        if found is None:
+            return {"switched": [], "plain": [], "failed": []}
+        base = self.url.rstrip("/")
+        with found._lock:
+            ids = {"switched": set(found.switched), "plain": set(found.plain)}
+            ids["failed"] = set(found.failed)
+        paths = {p.id: p.path for p in self.catalog.products()}
+        return {
+            name: sorted(base + paths[i] for i in got if i in paths) for name, got in ids.items()
+        }
+
     def truth(self) -> dict[str, Any]:
         """The ground truth as served by ``GET /_shop/truth``; ``skus`` maps each product's
         path to its SKU (a product's identity, whatever URL it was reached by; of a shop that
@@ -201,6 +220,7 @@ class DemoShop(ShopRoutes, FaultInjection):
             "products": self.config.products,
             "variant": self.config.variant,
             "seed": self.config.seed,
+            "incidents": self.incidents(),
         }
 
     def changes(self) -> dict[str, Any]:

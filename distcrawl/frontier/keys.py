@@ -336,6 +336,54 @@ class ControlKeys:
         goes through the queue, for good). Any other node or tool makes it "shared" before its
         first push or lease (frontier/protocol/solo.py)""",
     )
+    run = Key(
+        "run",
+        "HASH",
+        """the crawl's run: id (random, made by its first node), started (ms, server clock),
+        by (that node), finished (ms) once its last node closed with the crawl drained; the
+        crawl report and the MongoDB records of this crawl name it""",
+    )
+    errors = Key(
+        "errors",
+        "HASH",
+        """[observe] error group id -> JSON {site, kind, template, first, last (ms), samples
+        (up to 3 URLs), snap (the node granted its first-occurrence snapshot)}: failures
+        grouped by site, kind and message template (base/grouping.py), added by the nodes'
+        observe calls""",
+    )
+    error_counts = Key(
+        "errors:count",
+        "ZSET",
+        "[observe] error group id -> failures counted (the status reads the top groups)",
+    )
+    error_totals = Key(
+        "errors:totals",
+        "HASH",
+        """[observe] groups, snapshots (granted), groups:<kind> and events:<kind> (failures of
+        the kind): what /metrics shows without reading every group""",
+    )
+    quality = Key(
+        "quality",
+        "HASH",
+        """[observe] site -> JSON {n: products stored, f: field -> products holding it, m: the
+        marks [n, f] at every quarter of DISTCRAWL_QUALITY_WINDOW} (base/coverage.py)""",
+    )
+    findings = Key(
+        "findings",
+        "HASH",
+        """[observe] "<site>\\t<field>" -> JSON finding (share, was, products, baseline,
+        message, at, node): a field's share that fell on a site, once per crawl""",
+    )
+    findings_at = Key(
+        "findings:at", "ZSET", "[observe] finding -> ms it was found (the latest are read first)"
+    )
+    notices = Key(
+        "notices",
+        "HASH",
+        """[observe] event id -> JSON {kind, at, node, sent}: the notices claimed, one per event
+        for the whole cluster (notice.lua); ~rate: "<minute>:<count>", the rate limit's
+        counter""",
+    )
     solo_end = Key(
         "solo:end",
         "STRING",

@@ -34,7 +34,16 @@ from distcrawl.frontier.batch import (
     SiteEvent,
 )
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
-from distcrawl.frontier.protocol import admin, budgets, dead, dupefilter, membership, revisit, solo
+from distcrawl.frontier.protocol import (
+    admin,
+    budgets,
+    dead,
+    dupefilter,
+    membership,
+    observe,
+    revisit,
+    solo,
+)
 from distcrawl.frontier.protocol import sync as sync_protocol
 from distcrawl.frontier.protocol.admin import LeasesKeptChanging
 from distcrawl.frontier.protocol.budgets import effective_factor
@@ -183,6 +192,59 @@ class FrontierStore:
         """Heart-beat with the node's info; learns the live and idle nodes and the pause.
         Returns the server's time (ms)."""
         return self._drive(membership.heartbeat(self, node, info_json))
+
+    def heartbeat_observed(
+        self, node: str, info_json: str, delta: str, limits: observe.Limits
+    ) -> Any:
+        """A heartbeat with, given a *delta* (:func:`~distcrawl.frontier.protocol.observe.
+        encode_delta`), the node's failures and products added to the crawl's error groups
+        and field coverage in the same round trip. Returns (server time in ms,
+        :class:`~distcrawl.frontier.protocol.observe.Observed` or None)."""
+        return self._drive(observe.heartbeat_observed(self, node, info_json, delta, limits))
+
+    # -- what goes wrong (control slot; see protocol/observe.py) --------------------------------
+
+    def claim_run(self, run_id: str, node: str) -> Any:
+        """The crawl's :class:`~distcrawl.frontier.protocol.observe.Run`, made if it has none."""
+        return self._drive(observe.claim_run(self.keys, run_id, node))
+
+    def read_run(self) -> Any:
+        """The crawl's run, or None before its first node opened it."""
+        return self._drive(observe.read_run(self.keys))
+
+    def finish_run(self) -> Any:
+        """Mark the crawl's run finished now: the time (ms, server clock), or 0 when another
+        node marked it first."""
+        return self._drive(observe.finish_run(self.keys))
+
+    def heart_beating(self, timeout_ms: int) -> Any:
+        """Nodes whose last heartbeat is younger than *timeout_ms*."""
+        return self._drive(observe.live_nodes(self.keys, timeout_ms))
+
+    def top_groups(self, n: int) -> Any:
+        """The *n* error groups with most failures, and the :class:`Totals` by kind."""
+        return self._drive(observe.top_groups(self.keys, n))
+
+    def error_groups(self) -> Any:
+        """Every error group of the crawl, the most failures first."""
+        return self._drive(observe.error_groups(self.keys))
+
+    def read_quality(self, sites: list[str] | None = None) -> Any:
+        """Field coverage figures by site (:class:`~distcrawl.base.coverage.SiteFigures`)."""
+        return self._drive(observe.read_quality(self.keys, sites))
+
+    def record_finding(self, key: str, record: str, at_ms: int) -> Any:
+        """Keep a finding (once per crawl); True for the first to record it."""
+        return self._drive(observe.record_finding(self.keys, key, record, at_ms))
+
+    def read_findings(self, limit: int | None = None) -> Any:
+        """The latest findings (JSON objects) and their total."""
+        return self._drive(observe.read_findings(self.keys, limit))
+
+    def claim_notice(self, event: str, record: str, rate: int) -> Any:
+        """Claim the one notice of *event* for the cluster (1: send it, 0: claimed before,
+        -1: over the rate)."""
+        return self._drive(observe.claim_notice(self.keys, event, record, rate))
 
     def server_time(self) -> float:
         """Now on Redis' clock (unix seconds), from this host's clock and the offset the last

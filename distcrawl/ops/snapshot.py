@@ -19,6 +19,7 @@ from redis.exceptions import ResponseError
 from distcrawl.frontier import crawlconf
 from distcrawl.frontier.keys import STATUS_LEASES_FIELD, seen_counted
 from distcrawl.frontier.memory import read_memory, read_memory_async
+from distcrawl.frontier.protocol.observe import ErrorGroup, Totals
 from distcrawl.ops import deadletters
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES, Band, priority_bands, score_range
 from distcrawl.ops.deadletters import Tally
@@ -49,6 +50,9 @@ __all__ = [
 DEFAULT_DEAD_SAMPLE = 10_000
 #: stopped and recovered nodes read from the registry of gone nodes (newest first)
 _MAX_GONE = 100
+#: the error groups with most failures, and the latest findings, a status shows
+TOP_ERROR_GROUPS = 5
+LATEST_FINDINGS = 10
 #: fields of a node's hash written by ``journal replay`` of its journal once it stopped: the
 #: products its journal's folder still held, and when (ms, server clock)
 JOURNAL_LEFT_FIELD = "journal_left"
@@ -149,6 +153,12 @@ class Snapshot:
     #: Redis' memory (``INFO memory``; of a cluster, the fullest master's); None where an ACL
     #: refuses ``INFO`` (``redis_memory_error`` says so)
     redis_memory: dict[str, Any] | None = None
+    #: the error groups with most failures, and the groups and failures by kind
+    error_groups: list[ErrorGroup] = field(default_factory=list)
+    error_totals: Totals = field(default_factory=Totals)
+    #: the latest findings (JSON objects, newest first), and how many the crawl holds
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings_total: int = 0
     redis_memory_error: str | None = None
     #: when the crawl's first node started (ms, its clock; the crawl's record), None before
     started_ms: int | None = None
@@ -164,6 +174,10 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
     batch.add("seeds_returned", "llen", keys.seeds.returned)
     batch.add("rejected", "llen", keys.rejected)
     batch.add("paused", "get", keys.paused)
+    batch.add("error_top", "zrevrange", keys.error_counts, 0, TOP_ERROR_GROUPS - 1, withscores=True)
+    batch.add("error_totals", "hgetall", keys.error_totals)
+    batch.add("findings", "zrevrange", keys.findings_at, 0, LATEST_FINDINGS - 1)
+    batch.add("findings_total", "zcard", keys.findings_at)
     batch.add("started", "hget", keys.config, crawlconf.STARTED)
     for shard in shards:
         k = shard.index
@@ -200,6 +214,10 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     snap.start_list, snap.rejected = int(got["start_list"]), int(got["rejected"])
     snap.seeds_returned = int(got["seeds_returned"])
     snap.paused = got["paused"] is not None
+    error_top = [(_text(g), count) for g, count in got["error_top"] or ()]
+    snap.error_totals = Totals.of(got["error_totals"] or {})
+    finding_names = [_text(n) for n in got["findings"] or ()]
+    snap.findings_total = int(got["findings_total"])
     snap.started_ms = crawlconf.started_ms(got["started"])
     snap.queued_by_kind = {kind: 0 for kind, _, _ in bands}
     first_due: list[tuple[ShardKeys, str]] = []
@@ -242,11 +260,22 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
         batch.add(("seeding", name), "llen", keys.seeds.taken(name))
     for shard, site in first_due:
         batch.add(("room", shard.index, site), "zcard", shard.wait(site))
+    if error_top:
+        batch.add("error_meta", "hmget", keys.errors, [g for g, _ in error_top])
+    if finding_names:
+        batch.add("finding_records", "hmget", keys.findings, finding_names)
     # the URLs each dupefilter holds, in any of its modes (revisit: its live generations)
     for shard, generation in generations:
         for name in seen_counted(shard, generation):
             batch.add(("seen", name), "hget", name, "n")
     got = yield batch
+    if error_top:
+        metas = got["error_meta"]
+        snap.error_groups = [
+            ErrorGroup.of(g, raw, n) for (g, n), raw in zip(error_top, metas, strict=True)
+        ]
+    if finding_names:
+        snap.findings = [record for record in map(_json_object, got["finding_records"]) if record]
     snap.seen = sum(int(got[("seen", n)] or 0) for s, g in generations for n in seen_counted(s, g))
     for name in names:
         score = got[("heartbeat", name)]

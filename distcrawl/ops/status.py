@@ -307,6 +307,13 @@ def build_status(
         "drained": drained,
         "revisit": revisit,
         "redis_memory": memory_status(snapshot.redis_memory),
+        "error_groups": {
+            "groups": snapshot.error_totals.groups,
+            "groups_by_kind": dict(snapshot.error_totals.groups_by_kind),
+            "failures_by_kind": dict(snapshot.error_totals.events_by_kind),
+            "top": [group.as_dict() for group in snapshot.error_groups],
+        },
+        "findings": {"total": snapshot.findings_total, "latest": list(snapshot.findings)},
         "unreadable": unreadable,
     }
 

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from distcrawl.base.names import metrics as m
 from distcrawl.base.names import vocabulary
+from distcrawl.base.names.observe import GROUP_KINDS
 from distcrawl.base.names.status import NODE_STATES
 
 if TYPE_CHECKING:
@@ -144,6 +145,18 @@ class _StatusCollector(Collector):
             if site.get("cut"):
                 cut.add_metric([site["site"], site["cut"]["cause"]], site["cut"]["wears_off_in_s"])
         yield from (in_flight, waiting, factor, cut)
+
+        # every kind, 0 when none, so an alert on a kind's increase fires from the first one
+        observed = status.get("error_groups") or {}
+        groups = _family(m.ERROR_GROUPS)
+        events = _family(m.ERROR_GROUP_EVENTS)
+        by_kind = {**dict.fromkeys(GROUP_KINDS, 0), **observed.get("groups_by_kind", {})}
+        failures = {**dict.fromkeys(GROUP_KINDS, 0), **observed.get("failures_by_kind", {})}
+        for kind in by_kind:
+            groups.add_metric([kind], by_kind[kind])
+            events.add_metric([kind], failures.get(kind, 0))
+        yield from (groups, events)
+        yield _family(m.FINDINGS, (status.get("findings") or {}).get("total", 0))
 
 
 def render_metrics(sampler: Sampler) -> bytes:

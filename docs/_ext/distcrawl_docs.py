@@ -31,6 +31,7 @@ def write_generated(folder: Path = GENERATED) -> dict[str, str]:
     pages = {
         "settings.md": render.settings(sources.SETTINGS_SOURCE()),
         "settings-rule.md": render.settings_rule(sources.settings_rule()),
+        "settings-observe.md": render.settings(sources.observe_settings_from_registry()),
         "scrapy-settings.md": render.scrapy_changes(sources.scrapy_changes()),
         "commands.md": render.commands(sources.COMMANDS_SOURCE()),
         "stats.md": render.stats(sources.STATS_SOURCE()),

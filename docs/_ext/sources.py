@@ -100,6 +100,29 @@ def settings_from_registry() -> list[Setting]:
     ]
 
 
+#: the settings of what goes wrong and who is told (error groups, snapshots, data quality, the
+#: crawl report, notices): tuning beyond the main reference, rendered on a page of their own
+OBSERVE_PREFIXES = (
+    "DISTCRAWL_ERROR_",
+    "DISTCRAWL_SNAPSHOT",
+    "DISTCRAWL_EXPECTED_",
+    "DISTCRAWL_QUALITY_",
+    "DISTCRAWL_REPORT_",
+    "DISTCRAWL_ALERT_",
+)
+
+
+def observe_settings_from_registry() -> list[Setting]:
+    """The settings of error groups, data quality, reports and notices, from the registry."""
+    from distcrawl.base.config import SETTINGS
+
+    return [
+        Setting(r.name, r.type, _shown_default(r), r.help, r.scope, r.env)
+        for r in SETTINGS.reference(hidden=True, scrapy=False)
+        if r.name.startswith(OBSERVE_PREFIXES)
+    ]
+
+
 def settings_rule() -> str:
     """The registry module's docstring: where a setting's value comes from, the environment
     rule, unknown names (reST roles and literals as Markdown)."""

@@ -218,6 +218,11 @@ def test_the_crawl_wide_settings_are_the_ones_every_node_must_share() -> None:
         "DISTCRAWL_REVISIT_BACKOFF",
         "DISTCRAWL_REVISIT_EARLY",
         "DISTCRAWL_REVISIT_FORGET",
+        "DISTCRAWL_ERROR_GROUPS_MAX",
+        "DISTCRAWL_SNAPSHOTS_MAX",
+        "DISTCRAWL_QUALITY_FIELDS",
+        "DISTCRAWL_QUALITY_WINDOW",
+        "DISTCRAWL_QUALITY_DROP",
     }
 
 

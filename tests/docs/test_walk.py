@@ -226,6 +226,34 @@ def _ops_control(walk: Walk, output: str) -> None:
     assert "exit status 2: nothing deleted" in output, output
 
 
+def _demo_incidents(walk: Walk, output: str) -> None:
+    (summary,) = _json_lines(output)
+    assert summary["stored"] == summary["expected"] == 600, summary
+    assert summary["webhook_notices"]["finding"] == 1, summary["webhook_notices"]
+    assert summary["webhook_notices"]["crawl_finished"] == 1, summary["webhook_notices"]
+    assert all(summary["incident_checks"].values()), summary["incident_checks"]
+    assert any(f["field"] == "price" for f in summary["findings"]), summary["findings"]
+
+
+def _written_to(output: str) -> Path:
+    """The file a command said it wrote (``... written to PATH``)."""
+    found = re.findall(r"written to (\S+)$", output, re.M)
+    assert found, output
+    return Path(found[-1])
+
+
+def _ops_errors(walk: Walk, output: str) -> None:
+    # the three products' 500s, each try: one group, its first occurrence kept
+    assert "HTTP 500 Internal Server Error" in output, output
+    assert re.search(r"^status\s+500$", output, re.M), output
+    assert _written_to(output).stat().st_size > 0, output
+
+
+def _ops_report(walk: Walk, output: str) -> None:
+    assert "crawl catalog finished in" in output and '"crawl": "catalog"' in output, output
+    assert "HTTP 500" in _written_to(output).read_text(encoding="utf-8"), output
+
+
 def _ops_functions(walk: Walk, output: str) -> None:
     assert "distcrawl_frontier_" in output, output
 
@@ -236,6 +264,7 @@ CHECKS: dict[str, Callable[[Walk, str], None]] = {
     "demo-json": _demo(expect_stored=100),
     "demo-errors": _demo(),
     "demo-sites": _demo(sites=[3]),
+    "demo-incidents": _demo_incidents,
     "cluster-demo": _demo(sites=[4]),
     "cluster-crawl": _status_stored(100),
     "shop-extract": _shop_extract,
@@ -257,6 +286,8 @@ CHECKS: dict[str, Callable[[Walk, str], None]] = {
     "ops-seed": _ops_seed,
     "ops-seed-refused": _ops_seed_refused,
     "ops-deadletters": _ops_deadletters,
+    "ops-errors": _ops_errors,
+    "ops-report": _ops_report,
     "journal": _journal,
     "ops-control": _ops_control,
     "ops-functions": _ops_functions,

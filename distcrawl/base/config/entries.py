@@ -377,6 +377,70 @@ _DISTCRAWL = [
         "DISTCRAWL_GONE_STATUSES", _kind_of(LIST, lambda v: [int(x) for x in v]), [404, 410],
         "statuses of a product page that mark its product gone",
     ),
+    # -- what goes wrong, and who is told ---------------------------------------------------------
+    Setting(
+        "DISTCRAWL_ERROR_GROUPS_MAX", INT, 1000,
+        "error groups a crawl keeps; a failure of a new group beyond them counts in the group "
+        "of other failures of its kind", scope="crawl", public=False, check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_SNAPSHOTS_MAX", INT, 200,
+        "first-occurrence snapshots a crawl keeps in MongoDB, one per error group (0: none)",
+        scope="crawl", public=False, check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_SNAPSHOT_BYTES", INT, 64 * 1024,
+        "bytes of a failing page's body a snapshot keeps (its headers: the first 50)",
+        public=False, check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_EXPECTED_FIELDS", LIST, ["name", "price"],
+        "product fields whose absence on a product page is an extraction miss (an error group)",
+        public=False,
+    ),
+    Setting(
+        "DISTCRAWL_QUALITY_FIELDS", LIST,
+        ["name", "price", "currency", "sku", "availability", "description", "brand", "gtin",
+         "image_urls", "category_path"],
+        "product fields whose share on each site's stored products is watched", scope="crawl",
+        public=False, check=lambda v: None if v else "one field or more",
+    ),
+    Setting(
+        "DISTCRAWL_QUALITY_WINDOW", INT, 200,
+        "a site's last products whose field shares are compared with its last crawl's",
+        scope="crawl", public=False, check=_at_least(4),
+    ),
+    Setting(
+        "DISTCRAWL_QUALITY_DROP", FLOAT, 0.2,
+        "a fall of a field's share (0-1) over the window that is a finding", scope="crawl",
+        public=False, check=lambda v: None if 0 < v <= 1 else "within 0..1 (not 0)",
+    ),
+    Setting(
+        "DISTCRAWL_REPORT_FILE", STR, "",
+        "where the last node of a finished crawl also writes the crawl report (.html: HTML, "
+        "else JSON); it is always written to MongoDB",
+        public=False,
+    ),
+    Setting(
+        "DISTCRAWL_ALERT_WEBHOOK", LIST, [],
+        "URLs a JSON notice is POSTed to (Slack-compatible text), comma-separated: crawl "
+        "finished, finding, node dead, site cut, frontier outage", public=False,
+    ),
+    Setting(
+        "DISTCRAWL_ALERT_RATE", INT, 20,
+        "notices per minute for the whole cluster; those beyond are counted, not sent",
+        public=False, check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_ALERT_RETRIES", INT, 5,
+        "tries of a notice per URL, 1 s apart and doubling", public=False,
+        check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_ALERT_TIMEOUT", FLOAT, 10.0,
+        "seconds one POST of a notice may take; a closing node waits up to 3 times this for "
+        "its notices to go", public=False, check=lambda v: None if v > 0 else "above 0",
+    ),
     # -- the dashboard ----------------------------------------------------------------------------
     Setting(
         "DISTCRAWL_WEB_TOKEN", STR, "",

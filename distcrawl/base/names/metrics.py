@@ -107,6 +107,17 @@ SITE_CUT_REMAINING = _gauge(
     "site",
     "cause",
 )
+ERROR_GROUPS = _gauge(
+    "distcrawl_error_groups", "error groups of the crawl, by error group kind", "kind"
+)
+ERROR_GROUP_EVENTS = _counter(
+    "distcrawl_error_group_events",
+    "failures counted into the crawl's error groups, by error group kind",
+    "kind",
+)
+FINDINGS = _gauge(
+    "distcrawl_findings", "data-quality findings of the crawl (a field's share dropped on a site)"
+)
 STORE_UP = _gauge("distcrawl_store_up", "1 when MongoDB answered the dashboard's last count")
 STORE_PRODUCTS = _gauge(
     "distcrawl_store_products", "products in the MongoDB collection, of every crawl (estimated)"

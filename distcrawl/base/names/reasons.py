@@ -4,6 +4,8 @@ item was refused. Each is a short, stable name: the same in logs, stats keys, ``
 
 from __future__ import annotations
 
+from distcrawl.base.names.exits import REFUSED as EXIT_REFUSED
+from distcrawl.base.names.exits import STATE_LOST as EXIT_STATE_LOST
 from distcrawl.base.names.terms import Family, term
 
 __all__ = ["DEAD_LETTER", "REFUSAL", "exception_reason", "http_reason"]
@@ -88,32 +90,37 @@ NODE_ID_IN_USE = term(
     REFUSAL,
     "node_id_in_use",
     "node: another live process runs under its DISTCRAWL_NODE_ID; it does not start (its "
-    "finish reason; scrapy crawl exits with status 5)",
+    "finish reason; scrapy crawl exits with status "
+    f"{EXIT_REFUSED})",
 )
 OTHER_FORMAT = term(
     REFUSAL,
     "other_frontier_format",
     "node: the crawl's keys are in another frontier format than this distcrawl's; it does not "
-    "start (its finish reason; scrapy crawl exits with status 5)",
+    "start (its finish reason; scrapy crawl exits with status "
+    f"{EXIT_REFUSED})",
 )
 CRAWL_STATE_LOST = term(
     REFUSAL,
     "crawl_state_lost",
     "node: the crawl's state is gone from Redis (its start marker missing or marked lost: "
     "Redis restarted empty, a flush, another database); it stops, or does not start (its "
-    "finish reason; scrapy crawl exits with status 6)",
+    "finish reason; scrapy crawl exits with status "
+    f"{EXIT_STATE_LOST})",
 )
 REDIS_UNREACHABLE = term(
     REFUSAL,
     "redis_unreachable",
     "node: Redis did not serve it within DISTCRAWL_REDIS_START_TIMEOUT of its start; it does "
-    "not start (its finish reason; scrapy crawl exits with status 5)",
+    "not start (its finish reason; scrapy crawl exits with status "
+    f"{EXIT_REFUSED})",
 )
 REDIS_EVICTS = term(
     REFUSAL,
     "redis_evicts",
     "node: Redis' maxmemory-policy may evict the crawl and DISTCRAWL_ALLOW_EVICTION does not "
-    "accept it; it does not start (its finish reason; scrapy crawl exits with status 5)",
+    "accept it; it does not start (its finish reason; scrapy crawl exits with status "
+    f"{EXIT_REFUSED})",
 )
 TOO_LARGE = term(
     REFUSAL,

@@ -260,6 +260,32 @@ JOURNAL_PATH = _stat(
 )
 ITEMS_DROPPED = Family(STATS, "pipeline/dropped/", "reason", "items dropped, by refusal reason")
 
+# -- what goes wrong, and who is told -----------------------------------------------------
+
+OBSERVED_ERRORS = _stat(
+    "observe/errors",
+    "failures this node counted into the crawl's error groups (every try of every kind)",
+)
+SNAPSHOTS_WRITTEN = _stat(
+    "observe/snapshots/written", "first occurrences of error groups this node stored in MongoDB"
+)
+SNAPSHOTS_DROPPED = _stat(
+    "observe/snapshots/dropped",
+    "first occurrences given up: MongoDB refused them or was away for every try, or too many "
+    "waited (the group keeps its count, without a snapshot)",
+)
+FINDINGS = _stat("observe/findings", "data-quality findings this node found first")
+ALERTS_SENT = _stat("alerts/sent", "notices this node POSTed to a webhook (each URL counted)")
+ALERTS_FAILED = _stat(
+    "alerts/failed", "notices given up after every try of DISTCRAWL_ALERT_RETRIES (each URL)"
+)
+ALERTS_DUPLICATE = _stat(
+    "alerts/duplicate", "events another node had already claimed the notice of (not sent again)"
+)
+ALERTS_RATE_LIMITED = _stat(
+    "alerts/rate_limited", "notices not sent: the cluster had sent DISTCRAWL_ALERT_RATE this minute"
+)
+
 # -- safety --------------------------------------------------------------------------------
 
 SAFETY_REFUSED = Family(

@@ -91,20 +91,34 @@ class Claim(NamedTuple):
     age_ms: int
 
 
-def heartbeat(store: FrontierStore, node: str, info_json: str) -> Step[int]:
+def heartbeat_calls(store: FrontierStore, node: str, info_json: str) -> list[Call]:
+    """The heartbeat's calls: the control slot's ``heartbeat`` and a read of the crawl's start
+    marker, in one round trip (:func:`read_beat` reads their answers)."""
     idle = "1" if store.is_idle(node) else "0"
-    sent = time.time()
     keys = store.keys
-    [raw, origin] = yield [
+    return [
         control_call(keys, "heartbeat", node=node, info=info_json, idle=idle),
         redis_command("GET", keys.origin),
     ]
+
+
+def read_beat(store: FrontierStore, replies: list[Any], sent: float) -> Beat:
+    """A heartbeat's answers (the calls were sent at *sent*, this host's clock), kept in
+    *store*: the live and idle nodes, the pause, the offset of Redis' clock and the crawl's
+    start marker."""
+    raw, origin = replies[0], replies[1]
     store.origin = Origin.of(origin)
     beat = Beat(int(raw[0]), max(1, int(raw[1])), int(raw[2]), bool(int(raw[3])))
     # the server read its clock about half way through the round trip
     store.clock_offset = beat.now_ms / 1000 - (sent + time.time()) / 2
     store.live_nodes, store.idle_nodes, store.paused = beat.live, beat.idle, beat.paused
-    return beat.now_ms
+    return beat
+
+
+def heartbeat(store: FrontierStore, node: str, info_json: str) -> Step[int]:
+    sent = time.time()
+    replies = yield heartbeat_calls(store, node, info_json)
+    return read_beat(store, replies, sent).now_ms
 
 
 def claim(keys: FrontierKeys, node: str, owner: str, timeout_ms: int, force: bool) -> Step[Claim]:

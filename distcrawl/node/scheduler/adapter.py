@@ -17,6 +17,8 @@ from distcrawl.frontier.store import FrontierStore
 from distcrawl.node import compat
 from distcrawl.node import signals as dc_signals
 from distcrawl.node.internals import check_engine
+from distcrawl.node.observe.buffer import Observations
+from distcrawl.node.observe.watch import Watch
 from distcrawl.node.revisit.schedule import RevisitPolicy
 from distcrawl.node.scheduler.crawlwide import admit
 from distcrawl.node.scheduler.drain import DrainWatch, waits_for_seeds
@@ -144,6 +146,15 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             self._refused = True  # no claim, no lease, no heartbeat: close touches nothing
             self.crawler.signals.connect(self._refuse, signal=signals.spider_opened)
             return
+        observations = Observations.of(self.crawler)
+        self._watch = watch = Watch.from_settings(
+            settings,
+            store=store,
+            observations=observations,
+            stats=self.stats,
+            spider=spider.name,
+            node_id=self.node_id,
+        )
         membership = Membership(
             store=store,
             node_id=self.node_id,
@@ -151,6 +162,8 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             heartbeat_interval=self.heartbeat_interval,
             heartbeat_timeout=self.heartbeat_timeout,
             sites=self._sites,
+            observations=observations,
+            on_recovered=watch.nodes_dead,
         )
         drain = DrainWatch(
             store=store,
@@ -237,6 +250,9 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             origin=origin,
         )
         self._wrote = loop.wrote
+        loop.outage.on_start = watch.outage
+        recovery = self.budget.recovery
+        loop.on_site_events = lambda events: watch.site_events(events, recovery)
         logger.info(
             "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
             self.node_id,
@@ -250,6 +266,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             if self._refused:
                 return
             await start.run(lambda: rejoin(store, node_id=self.node_id, stats=self.stats))
+            await start.run(watch.open)
             limits = site_limits(profiles, self.site_limits)
             await start.run(lambda: publish_site_limits(store, limits))
             shared_budget = self.budget.rate > 0 or self.budget.concurrency > 0 or bool(limits)
@@ -356,6 +373,10 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
                 exc,
                 self.heartbeat_timeout,
             )
+        if self._watch is not None:
+            # what the last heartbeat brought back is judged and notified, with Redis still open
+            Observations.of(self.crawler).drained = loop.drained
+            await self._watch.close()
         await self._client.aclose()
 
     def leases_held(self) -> int:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
-    from distcrawl.frontier.batch import Child, Lease, SiteBudget
+    from distcrawl.frontier.batch import Child, Lease, SiteBudget, SiteEvent
     from distcrawl.frontier.store import FrontierStore, SyncResult
     from distcrawl.node.scheduler.buffers import WriteBuffers
     from distcrawl.node.scheduler.drain import DrainWatch
@@ -173,6 +173,8 @@ class FrontierLoop:
         #: the node has had no work since: the scheduler tells Scrapy it has nothing pending
         self.drained = False
         self.outage = RedisOutage(node_id, stats, heartbeat_timeout=heartbeat_timeout)
+        #: hears of the adaptive cuts and recoveries each round trip reports (the watch)
+        self.on_site_events: Callable[[list[SiteEvent]], None] | None = None
         # Redis rewind detection: every sync writes a new mark in each shard it calls and
         # expects to find the last one there; the tag goes into the rids this node creates and
         # changes after a rewind
@@ -476,6 +478,8 @@ class FrontierLoop:
             self.on_own(result.own)
         if result.site_events:
             log_site_events(result.site_events, recovery=self.budget.recovery, stats=self.stats)
+            if self.on_site_events is not None:
+                self.on_site_events(result.site_events)
             for event in result.site_events:
                 if event.kind == "cut":
                     self.cut_sites.add(event.site)

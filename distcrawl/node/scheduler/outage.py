@@ -59,6 +59,8 @@ class RedisOutage:
         self._served_since: float | None = None  # first success since the last failure
         self._reasons: dict[str, int] = {}  # failed round trips of this outage, by class
         self._waiting = ""  # what the node held for Redis at the last failure
+        #: called with the reason when an outage begins (a notice: see node/observe/watch.py)
+        self.on_start: Callable[[str], None] | None = None
 
     def failed(self, exc: BaseException, *, waiting: str = "") -> None:
         """A round trip failed with an outage (see :func:`classify`); ``waiting`` says what
@@ -94,6 +96,8 @@ class RedisOutage:
             self.node_id,
             advice,
         )
+        if self.on_start is not None:
+            self.on_start(outage.reason)
 
     def answered(self) -> bool:
         """A round trip succeeded; returns whether it is the first since a failure (the caller

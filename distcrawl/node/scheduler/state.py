@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.batch import Lease
     from distcrawl.frontier.store import FrontierStore
+    from distcrawl.node.observe.watch import Watch
     from distcrawl.node.revisit.schedule import RevisitPolicy
     from distcrawl.node.scheduler.loop import FrontierLoop
     from distcrawl.node.scheduler.revisits import RevisitHooks
@@ -129,6 +130,8 @@ class SchedulerState(BaseScheduler):
         #: revisit mode (set at open, from the settings and the spider's profiles)
         self.revisit: RevisitPolicy | None = None
         self._revisits: RevisitHooks | None = None
+        #: judges findings and sends notices (set at open)
+        self._watch: Watch | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
