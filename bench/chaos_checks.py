@@ -30,39 +30,81 @@ KEYS = FrontierKeys("catalog", START_URLS_KEY)
 RECOVERED_LINE = re.compile(r"Recovered (\d+) requests from dead node\(s\) (.+?) \(no heartbeat")
 
 
+def product_check(mongo_uri: str, database: str, truth: dict[str, Any]) -> dict[str, Any]:
+    """The products MongoDB holds against the shop's ground truth (``truth``: the shop's
+    ``/_shop/truth``), by product identity."""
+    skus: dict[str, str] = truth["skus"]
+    expected = {skus[urlsplit(url).path] for url in truth["expected"]}
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+        mongo_uri, serverSelectionTimeoutMS=10000
+    )
+    try:
+        docs = list(client[database]["products"].find({}, {"url": 1, "sku": 1, "_id": 1}))
+    finally:
+        client.close()
+    # a product's identity is the shop's SKU of the page a document names, whatever URL
+    # reached it: two documents of one product are a duplicate, which _id cannot show
+    identities = [
+        skus.get(urlsplit(str(d.get("url") or d["_id"])).path) or str(d.get("sku") or d["_id"])
+        for d in docs
+    ]
+    per_product = Counter(identities)
+    stored = set(per_product)
+    return {
+        "expected": len(expected),
+        "stored": len(stored & expected),
+        "lost": len(expected - stored),
+        "duplicates": sum(n - 1 for n in per_product.values()),
+        "documents": len(docs),
+        "unexpected": len(stored - expected),
+        "lost_sample": sorted(expected - stored)[:5],
+    }
+
+
+def frontier_left(r: redis.Redis) -> dict[str, Any]:
+    """What the catalog crawl's frontier still holds: leases, queued, seeds, dead letters."""
+    shards = KEYS.all_shards()
+    leases = {
+        key.decode(): int(r.hlen(key))
+        for sh in shards
+        for key in r.scan_iter(match=sh.held("*"), count=1000)
+    }
+    waiting = sum(
+        int(r.zcard(key)) for sh in shards for key in r.scan_iter(match=sh.wait("*"), count=1000)
+    )
+    seeding = int(r.llen(KEYS.seeds.returned)) + sum(
+        int(r.llen(key)) for key in r.scan_iter(match=KEYS.seeds.taken("*"), count=1000)
+    )
+    queued = sum(int(r.zcard(sh.queue)) for sh in shards)
+    delayed = sum(int(r.zcard(sh.delayed)) for sh in shards)
+    return {
+        "inflight_left": sum(leases.values()),
+        "queued_left": queued + delayed + waiting,
+        "queued_breakdown": {"queue": queued, "delayed": delayed, "waiting": waiting},
+        "leases_left": {k: v for k, v in leases.items() if v},
+        "seeding_left": seeding,
+        "dead_letters": sum(int(r.hlen(sh.dead)) for sh in shards),
+    }
+
+
+def recovered_names(log: str) -> tuple[set[str], int]:
+    """The nodes a node's log says it recovered as dead, and how many requests it took back."""
+    names: set[str] = set()
+    requests = 0
+    for match in RECOVERED_LINE.finditer(log):
+        names |= {n.strip() for n in match[2].split(",")}
+        requests += int(match[1])
+    return names, requests
+
+
 class Checks:
     """The checks of a :class:`chaos_run.Chaos` run."""
 
     def _check(self, r: redis.Redis, shop: ShopProcess, total_pages: int) -> dict[str, Any]:
         """MongoDB against the shop's ground truth, and what the frontier still holds."""
         truth = self.truth = shop.truth()
-        skus: dict[str, str] = truth["skus"]
-        expected = {skus[urlsplit(url).path] for url in truth["expected"]}
-        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
-            self.services.mongo_uri, serverSelectionTimeoutMS=10000
-        )
-        try:
-            docs = list(client["catalog"]["products"].find({}, {"url": 1, "sku": 1, "_id": 1}))
-        finally:
-            client.close()
-        # a product's identity is the shop's SKU of the page a document names, whatever URL
-        # reached it: two documents of one product are a duplicate, which _id cannot show
-        identities = [
-            skus.get(urlsplit(str(d.get("url") or d["_id"])).path) or str(d.get("sku") or d["_id"])
-            for d in docs
-        ]
-        per_product = Counter(identities)
-        stored = set(per_product)
-        result: dict[str, Any] = {
-            "expected": len(expected),
-            "stored": len(stored & expected),
-            "lost": len(expected - stored),
-            "duplicates": sum(n - 1 for n in per_product.values()),
-            "documents": len(docs),
-            "unexpected": len(stored - expected),
-            "lost_sample": sorted(expected - stored)[:5],
-            "pages": total_pages,
-        }
+        result = product_check(self.services.mongo_uri, "catalog", truth)
+        result["pages"] = total_pages
         if self.baseline:
             result.update(
                 inflight_left=None,
@@ -70,30 +112,7 @@ class Checks:
                 dupefilter_size=int(r.scard(SCRAPY_REDIS_DUPEFILTER)),
             )
         else:
-            shards = KEYS.all_shards()
-            leases = {
-                key.decode(): int(r.hlen(key))
-                for sh in shards
-                for key in r.scan_iter(match=sh.held("*"), count=1000)
-            }
-            waiting = sum(
-                int(r.zcard(key))
-                for sh in shards
-                for key in r.scan_iter(match=sh.wait("*"), count=1000)
-            )
-            seeding = int(r.llen(KEYS.seeds.returned)) + sum(
-                int(r.llen(key)) for key in r.scan_iter(match=KEYS.seeds.taken("*"), count=1000)
-            )
-            queued = sum(int(r.zcard(sh.queue)) for sh in shards)
-            delayed = sum(int(r.zcard(sh.delayed)) for sh in shards)
-            result.update(
-                inflight_left=sum(leases.values()),
-                queued_left=queued + delayed + waiting,
-                queued_breakdown={"queue": queued, "delayed": delayed, "waiting": waiting},
-                leases_left={k: v for k, v in leases.items() if v},
-                seeding_left=seeding,
-                dead_letters=sum(int(r.hlen(sh.dead)) for sh in shards),
-            )
+            result.update(frontier_left(r))
         result["start_left"] = int(r.llen(START_URLS_KEY))
         return result
 
@@ -104,11 +123,10 @@ class Checks:
         recovered_any: set[str] = set()
         logged = 0
         for node in self.nodes:
-            for match in RECOVERED_LINE.finditer(node.log()):
-                names = {n.strip() for n in match[2].split(",")}
-                recovered_any |= names
-                recovered_live |= names - killed
-                logged += int(match[1])
+            names, requests = recovered_names(node.log())
+            recovered_any |= names
+            recovered_live |= names - killed
+            logged += requests
         stale = counted = 0
         for key in r.scan_iter(match=KEYS.node("*"), count=1000):
             raw = r.hget(key, "info")
