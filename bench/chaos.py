@@ -40,6 +40,15 @@ unless ``--kills`` is given too):
 - ``--site-concurrency N``: a per-site concurrency limit (``DISTCRAWL_SITE_CONCURRENCY``);
   reports ``site_active_left`` (slots still taken once the crawl drained: must be 0).
 
+The fault search (``--search N``): N fault schedules drawn from ``--seed``, each a short crawl
+(2-3 nodes, 100-200 products) through a fault-injecting Redis proxy, with a random mix of
+proxy faults (error replies of every class, replies dropped, cut, delayed or stalled), node
+SIGTERM / SIGKILL / SIGSTOP, Redis restarted, crashed, wiped or flushed, MongoDB stopped or
+slow (:mod:`chaos_schedule`); each checked against every promise (:mod:`chaos_invariants`).
+A violation prints its schedule's seed and the schedule; ``--replay SEED`` runs that schedule
+again. The JSON has ``schedules``, ``violations`` (seed, invariant, what was seen, the
+schedule) and ``violations_by_invariant``.
+
 Duplicates are counted by product identity (the shop's SKU of the page a document names),
 not by ``_id`` (the URL, which can never repeat).
 
@@ -51,6 +60,8 @@ not by ``_id`` (the URL, which can never repeat).
     .venv/bin/python bench/chaos.py --redis-oom 30 --json
     .venv/bin/python bench/chaos.py --redis-freeze 45 --json
     .venv/bin/python bench/chaos.py --node-freeze 40 --json
+    .venv/bin/python bench/chaos.py --search 20 --seed 1 --json
+    .venv/bin/python bench/chaos.py --replay 1234567 --json
 """
 
 from __future__ import annotations
@@ -77,6 +88,7 @@ from chaos_run import (
     DEFAULT_MIN_AGE,
     Chaos,
 )
+from chaos_search import DEFAULT_TIMEOUT, search
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,7 +156,21 @@ def main(argv: list[str] | None = None) -> int:
         "--fault-at", type=float, default=0.3, metavar="F",
         help="inject the server fault once this fraction of the pages is fetched",
     )  # fmt: skip
+    parser.add_argument(
+        "--search", type=int, default=0, metavar="N",
+        help="run N fault schedules drawn from --seed, checked against every promise",
+    )  # fmt: skip
+    parser.add_argument(
+        "--replay", type=int, default=None, metavar="SEED",
+        help="run the one fault schedule of this seed (as a violation printed it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--schedule-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+        help="--search: a schedule not over after S seconds is reported hung",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.search or args.replay is not None:
+        return search(args)
     faults = [
         bool(args.redis_outage),
         bool(args.redis_rewind),
