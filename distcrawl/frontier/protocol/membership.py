@@ -86,12 +86,17 @@ class Seeds(NamedTuple):
         return bool(self.again or self.fresh)
 
 
-def take_seeds(keys: FrontierKeys, node: str, n: int) -> Step[Seeds]:
+def take_seeds(keys: FrontierKeys, node: str, n: int, resume: bool) -> Step[Seeds]:
     # a member first (seeds taken by a node that is not one would escape recovery), then the
     # take, in the seed list's slot wherever it hashes
     yield [control_call(keys, "heartbeat", node=node, info="", idle="-1")]
-    [(again, fresh)] = yield [seeds_call(keys, "take_seeds", node=node, n=n)]
-    return Seeds(list(again), list(fresh))
+    calls = [seeds_call(keys, "take_seeds", node=node, n=n)]
+    if resume:
+        # what the node's taken list holds before this take: seeds of a take whose reply the
+        # node never heard (it ran, the connection broke), read in the same round trip
+        calls.insert(0, redis_command("LRANGE", keys.seeds.taken(node), 0, -1))
+    *lost, (again, fresh) = yield calls
+    return Seeds([*(lost[0] if lost else ()), *again], list(fresh))
 
 
 def ever_used(keys: FrontierKeys) -> Step[bool]:
