@@ -10,7 +10,8 @@
   the seconds before a Redis crash (the acks an append-only file may lose);
 - ``log_lines_bounded``: each node logs at most :data:`LOG_BASE` records plus
   :data:`LOG_PER_EVENT` per event;
-- ``no_tracebacks``: no node logs a traceback (an expected fault deserves a line, not a stack);
+- ``no_tracebacks``: no node logs a traceback (an expected fault deserves a line, not a stack;
+  an error reply of a class nobody knows may show one);
 - ``exit_status``: each node exits with the status the docs give for what happened: 0 for a
   clean stop or a drained crawl; 3 when products still wait in its journal (never 0 then); 4
   only when Redis was away as it stopped; the status of a vanished crawl after a wipe; never 1,
@@ -34,6 +35,8 @@ from _common import page_fetches
 from chaos_checks import frontier_left, product_check, recovered_names
 from chaos_schedule import HEARTBEAT_TIMEOUT, REDIS_EVENTS
 
+from distcrawl.servers.faultproxy import ERRORS
+
 if TYPE_CHECKING:
     from chaos_search import Member, ScheduleRun
 
@@ -54,6 +57,8 @@ INVARIANTS = (
 LOG_BASE = 150
 #: and for each event of its schedule
 LOG_PER_EVENT = 40
+#: the error reply of a class no client knows (the proxy's UNKNOWN)
+UNKNOWN_ERROR = ERRORS["UNKNOWN"][0].split(" ", 1)[0]
 #: a log record's first line (Scrapy's default format)
 _RECORD = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
 #: seconds before a Redis crash whose acks its append-only file may not hold
@@ -143,7 +148,9 @@ def check(run: ScheduleRun) -> dict[str, Any]:
     record.update(
         {k: products[k] for k in ("expected", "stored", "lost", "duplicates", "lost_sample")}
     )
-    record["frontier_left"] = {k: left.get(k) for k in ("inflight_left", "queued_left")}
+    record["frontier_left"] = {
+        k: left.get(k) for k in ("inflight_left", "queued_left", "seeding_left")
+    }
     if products["duplicates"]:
         violations.append(
             _violation(run, "stored_once", f"{products['duplicates']} products stored twice")
@@ -219,7 +226,10 @@ def check(run: ScheduleRun) -> dict[str, Any]:
                     (j for j in range(i + 1, len(lines)) if not lines[j].startswith((" ", "\t"))),
                     len(lines) - 1,
                 )
-                tracebacks.append(f"{member.node_id}: {lines[end].strip()[:200]}")
+                error = lines[end].strip()
+                # an error reply of a class nobody knows may be a bug: its traceback is due
+                if UNKNOWN_ERROR not in error:
+                    tracebacks.append(f"{member.node_id}: {error[:200]}")
     if tracebacks:
         counted = Counter(tracebacks)
         seen = "; ".join(f"{t} (x{n})" if n > 1 else t for t, n in counted.most_common(3))

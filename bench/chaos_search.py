@@ -276,6 +276,7 @@ class ScheduleRun:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(member.node.pid, signal.SIGCONT)
             if member.node.alive:
+                member.signals.append((self.now(), "SIGKILL (harness)"))
                 member.node.kill9()
         self._note_exits()
         for thread in self._threads:
