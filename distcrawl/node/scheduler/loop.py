@@ -256,9 +256,10 @@ class FrontierLoop:
         errors = _ErrorStreak(self.node_id, self.stats)
         while not self.closing:
             failed = False
-            if self.outage.down:
+            if self.outage.down or errors.count:
                 # the first round trip that Redis may serve again recovers nobody: every
-                # heartbeat went stale meanwhile, the live nodes' as well as ours
+                # heartbeat went stale meanwhile, the live nodes' as well as ours (whatever
+                # failed the round trips: an error no outage names fails theirs alike)
                 self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
             try:
                 if self._needs_reconcile:
