@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import page_fetches
-from chaos_checks import frontier_left, product_check, recovered_names
+from chaos_checks import RECOVERED_LINE, frontier_left, product_check, recovered_names
 from chaos_schedule import HEARTBEAT_TIMEOUT, REDIS_EVENTS
 
 from distcrawl.servers.faultproxy import ERRORS
@@ -59,6 +59,8 @@ LOG_BASE = 150
 LOG_PER_EVENT = 40
 #: the error reply of a class no client knows (the proxy's UNKNOWN)
 UNKNOWN_ERROR = ERRORS["UNKNOWN"][0].split(" ", 1)[0]
+#: a node's log line when it took back the leases of an earlier run under its id
+RETURNED_LINE = re.compile(r"Returned (\d+) requests leased by an earlier run of node (\S+)")
 #: a log record's first line (Scrapy's default format)
 _RECORD = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", re.MULTILINE)
 #: seconds before a Redis crash whose acks its append-only file may not hold
@@ -190,8 +192,18 @@ def check(run: ScheduleRun) -> dict[str, Any]:
         until = start + run.wiped_at
     fetches = [e for e in log if e["t"] >= start and (until is None or e["t"] < until)]
     twice = sum(1 for c in Counter(e["path"] for e in fetches).values() if c > 1)
+    # what each node held when it was signalled or frozen, or (when Redis could not say so
+    # then) what other nodes recovered of it, or a later run of it returned
+    taken_back: Counter[str] = Counter()
+    for member in run.members:
+        text = _log_text(member)
+        for match in RECOVERED_LINE.finditer(text):
+            for name in match[2].split(","):
+                taken_back[name.strip()] += int(match[1])
+        for match in RETURNED_LINE.finditer(text):
+            taken_back[match[2]] += int(match[1])
     budget = sum(
-        m.leases_at_fault
+        max(m.leases_at_fault, taken_back[m.node_id])
         for m in run.members
         if _killed(m) or _terminated(m) or _frozen_long(m) or m.exit_code not in (None, 0, 3)
     )
@@ -256,7 +268,8 @@ def check(run: ScheduleRun) -> dict[str, Any]:
             elif vanished is not None:
                 allowed.add(vanished)
         if code not in allowed:
-            why = f" with {member.journal_at_exit} products in its journal" if code == 0 else ""
+            held = member.journal_at_exit
+            why = f" with {held} products in its journal" if code == 0 and held else ""
             violations.append(
                 _violation(
                     run,
