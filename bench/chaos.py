@@ -77,11 +77,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    load_average,
-    median,
-    write_result,
-)
+from _accounting import load_average, median
+from _results import write_result
 from chaos_run import (
     DEFAULT_JITTER,
     DEFAULT_LATENCY,

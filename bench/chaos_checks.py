@@ -17,12 +17,8 @@ from distcrawl.frontier.keys import FrontierKeys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    SCRAPY_REDIS_DUPEFILTER,
-    SCRAPY_REDIS_QUEUE,
-    START_URLS_KEY,
-    ShopProcess,
-)
+from _processes import ShopProcess
+from _settings import SCRAPY_REDIS_DUPEFILTER, SCRAPY_REDIS_QUEUE, START_URLS_KEY
 
 #: the frontier's key prefix (hash tag) for the catalog spider
 KEYS = FrontierKeys("catalog", START_URLS_KEY)

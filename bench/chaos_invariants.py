@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import page_fetches
+from _processes import page_fetches
 from chaos_checks import RECOVERED_LINE, frontier_left, product_check, recovered_names
 from chaos_schedule import HEARTBEAT_TIMEOUT, REDIS_EVENTS
 

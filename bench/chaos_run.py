@@ -17,15 +17,11 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
+from _processes import Node, Services, ShopProcess, expected_pages, page_fetches
+from _settings import (
     SCRAPY_REDIS_QUEUE,
     SCRAPY_REDIS_SETTINGS,
     START_URLS_KEY,
-    Node,
-    Services,
-    ShopProcess,
-    expected_pages,
-    page_fetches,
     spider_modules_setting,
 )
 from chaos_checks import KEYS, Checks

@@ -31,7 +31,8 @@ from distcrawl.servers.process import MongoServer, RedisServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import START_URLS_KEY, Node, ShopProcess, expected_pages, page_fetches
+from _processes import Node, ShopProcess, expected_pages, page_fetches
+from _settings import START_URLS_KEY
 from chaos_checks import KEYS
 from chaos_schedule import HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT, Event, Schedule
 
@@ -486,7 +487,8 @@ def search(args: Any) -> int:
     import tempfile
     from collections import Counter
 
-    from _common import load_average, write_result
+    from _accounting import load_average
+    from _results import write_result
     from chaos_invariants import INVARIANTS
     from chaos_schedule import schedule_seeds
 

@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import write_result  # noqa: E402
+from _results import write_result  # noqa: E402
 
 from distcrawl.demo import pages  # noqa: E402
 from distcrawl.demo.catalog import Catalog  # noqa: E402

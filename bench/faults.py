@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _common import Node, Services, print_report, stop_process, wait_all
+from _processes import Node, Services, stop_process, wait_all
+from _results import print_report
 
 from distcrawl.demo.checks import attempts_by_path, check_store, retry_gap_violations
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 from distcrawl.frontier.keys import FrontierKeys
 
 

@@ -59,7 +59,9 @@ from distcrawl.servers.cluster import LocalRedisCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Services, print_report, redis_delta, redis_snapshot
+from _accounting import redis_delta, redis_snapshot
+from _processes import Services
+from _results import print_report
 
 SPIDER = "catalog"
 #: the seed list inside the control slot, as on a Redis Cluster

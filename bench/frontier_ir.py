@@ -45,7 +45,7 @@ from redis.crc import key_slot
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import frontier as fb
-from _common import print_report
+from _results import print_report
 
 from distcrawl.base.recent import RecentKeys
 from distcrawl.frontier import connection

@@ -51,15 +51,9 @@ from distcrawl.frontier.keys import FrontierKeys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    START_URLS_KEY,
-    Node,
-    Services,
-    ShopProcess,
-    page_fetches,
-    wait_all,
-    write_result,
-)
+from _processes import Node, Services, ShopProcess, page_fetches, wait_all
+from _results import write_result
+from _settings import START_URLS_KEY
 
 from distcrawl.demo.pages import HOSTILE_LINKS
 

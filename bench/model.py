@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from _common import print_report
+from _results import print_report
 from frontier_model import run_model
 
 from distcrawl.servers.process import RedisServer

@@ -19,10 +19,12 @@ from typing import Any
 
 import pymongo
 import redis
-from _common import Node, Services, print_report, stop_process, wait_all
+from _processes import Node, Services, stop_process, wait_all
+from _results import print_report
 
 from distcrawl.demo.checks import check_store
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 
 
 def stored_count(uri: str) -> int:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pymongo
-from _common import write_result
+from _results import write_result
 from itemadapter import ItemAdapter
 
 from distcrawl.node.items import Product

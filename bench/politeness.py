@@ -38,9 +38,12 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import START_URLS_KEY, Node, Services, wait_all, write_result
+from _processes import Node, Services, wait_all
+from _results import write_result
+from _settings import START_URLS_KEY
 
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 from distcrawl.frontier.store import FrontierKeys
 
 #: site A, rate-limited, and site B, free: two loopback addresses are two host names

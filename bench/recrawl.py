@@ -46,11 +46,13 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Node, Services, print_report
+from _processes import Node, Services
+from _results import print_report
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.demo.change_checks import check_changes
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 
 HEADLINE = (
     "changes_made",

@@ -40,7 +40,7 @@ ROOT = BENCH.parent
 CACHE = ROOT / ".scrapy-suite"
 sys.path.insert(0, str(BENCH))
 
-from _common import write_result  # noqa: E402
+from _results import write_result  # noqa: E402
 from scrapy_suite_differences import EXPECTED_DIFFERENCES  # noqa: E402
 
 #: the modules of Scrapy's test suite that crawl through a scheduler

@@ -39,26 +39,16 @@ from distcrawl.ops.control import pause, resume
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
+from _accounting import CpuSampler, load_average, measure_rtt, median, redis_delta, redis_snapshot
+from _processes import Node, Services, ShopProcess, expected_pages, page_fetches, wait_all
+from _proxy import Proxy
+from _results import write_result
+from _settings import (
     COMMON_SETTINGS,
     SCRAPY_REDIS_SETTINGS,
     START_URLS_KEY,
-    CpuSampler,
-    Node,
-    Proxy,
-    Services,
-    ShopProcess,
-    expected_pages,
-    load_average,
-    measure_rtt,
-    median,
-    page_fetches,
     plain_settings,
-    redis_delta,
-    redis_snapshot,
     spider_modules_setting,
-    wait_all,
-    write_result,
 )
 
 #: products of the shop when the site answers at once: even distcrawl on 2 nodes with Redis

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pymongo
 
 if TYPE_CHECKING:
-    from distcrawl.demo.server import DemoShop
+    from distcrawl.demo.shop import DemoShop
 
 TESTS = Path(__file__).resolve().parent
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 
 #: the catalog size of the shared ``demo_shop``
 DEMO_SHOP_PRODUCTS = 300

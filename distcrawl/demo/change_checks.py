@@ -1,7 +1,7 @@
 """A re-crawl against the changing demo shop's ground truth: which of its changes the store
 recorded, how late, which recorded changes never happened, and which removals it noticed.
 
-*truth* is :meth:`distcrawl.demo.server.DemoShop.changes` (``GET /_shop/changes``); the
+*truth* is :meth:`distcrawl.demo.shop.DemoShop.changes` (``GET /_shop/changes``); the
 store's side is the change log (``{url, field, old, new, seen_at}`` documents) and the
 product documents (``price_history``, ``gone_at``) of :mod:`distcrawl.storage.documents`.
 Products are matched by URL path (the host a crawl reached the shop by does not matter).

@@ -24,7 +24,8 @@ from scrapy.settings import Settings
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import mask_url
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
-from distcrawl.demo.server import VARIANTS, DemoShop, ShopConfig
+from distcrawl.demo.config import VARIANTS, ShopConfig
+from distcrawl.demo.shop import DemoShop
 from distcrawl.frontier import connection
 from distcrawl.frontier.keys import MAX_SHARDS, default_shards
 from distcrawl.frontier.store import FrontierKeys, FrontierStore

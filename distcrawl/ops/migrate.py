@@ -34,6 +34,8 @@ from distcrawl.base.names import reasons
 from distcrawl.frontier.store import Child, FrontierStore
 from distcrawl.node.compat import redis_url_from_settings, scrapy_redis_fingerprint
 from distcrawl.node.requests import callbacks, classes, codec
+from distcrawl.node.requests.checks import looks_like_pickle
+from distcrawl.node.requests.payload import BadEntry
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -98,7 +100,7 @@ class _PlainValues(pickle.Unpickler):
 
 def load_entry(raw: bytes, *, trust_pickle: bool) -> dict[str, Any]:
     """The ``request.to_dict()`` a queue entry holds, or :class:`MigrationRefused`."""
-    if codec._looks_like_pickle(raw):
+    if looks_like_pickle(raw):
         if not trust_pickle:
             raise MigrationRefused(
                 reasons.PICKLE_REFUSED, "pass --trust-pickle to read pickled queues"
@@ -197,7 +199,7 @@ def entry_request(data: dict[str, Any]) -> tuple[Request, str]:
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     try:
         codec.decode(text, None, allow_private=True)  # what a node will accept
-    except codec.BadEntry as exc:
+    except BadEntry as exc:
         raise MigrationRefused(exc.reason, exc.detail[:120]) from None
     return request, text
 

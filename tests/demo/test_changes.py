@@ -23,7 +23,7 @@ import pytest
 
 from distcrawl.demo.catalog import Catalog
 from distcrawl.demo.changes import CatalogHistory, ChangePlan
-from distcrawl.demo.server import DemoShop
+from distcrawl.demo.shop import DemoShop
 
 ShopFactory = Callable[..., DemoShop]
 START = 1_800_000_000.0  # a fixed epoch 0, so two shops (and two runs) agree

@@ -22,8 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distcrawl.demo.catalog import Catalog, ean13
+from distcrawl.demo.config import ShopConfig
 from distcrawl.demo.pages import HOSTILE_LINKS
-from distcrawl.demo.server import BIG_PAGE_BYTES, DemoShop, ShopConfig
+from distcrawl.demo.routes import BIG_PAGE_BYTES
+from distcrawl.demo.shop import DemoShop
 
 ShopFactory = Callable[..., DemoShop]
 HOSTILE_PATHS = {path for path, _ in HOSTILE_LINKS}

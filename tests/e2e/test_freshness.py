@@ -28,7 +28,8 @@ from pymongo.write_concern import WriteConcern
 from scrapy import signals
 
 from distcrawl.demo.change_checks import check_changes
-from distcrawl.demo.server import DemoShop, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.shop import DemoShop
 from distcrawl.storage.documents import (
     InvalidItem,
     Record,

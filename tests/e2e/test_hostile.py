@@ -31,6 +31,7 @@ from distcrawl import settings as project_settings
 from distcrawl.base.processes import free_port
 from distcrawl.demo.pages import HOSTILE_LINKS
 from distcrawl.node.requests import codec
+from distcrawl.node.requests.payload import SHORT_NAMES, BadEntry
 from distcrawl.node.seeds.parse import BadSeed, parse_seed
 from distcrawl.node.spiders.catalog import CatalogSpider
 from distcrawl.servers.process import MongoServer, redis_server_binary
@@ -108,10 +109,10 @@ SPIDER = CatalogSpider()
 def test_hostile_queue_entries_are_refused_with_a_reason(
     entry: dict[str, Any], reason: str
 ) -> None:
-    # the payload's field names as the codec writes them (``codec.SHORT_NAMES``)
-    short = {codec.SHORT_NAMES[k]: v for k, v in entry.items()}
+    # the payload's field names as the codec writes them (``payload.SHORT_NAMES``)
+    short = {SHORT_NAMES[k]: v for k, v in entry.items()}
     payload = json.dumps({"u": "http://shop.test/", **short})
-    with pytest.raises(codec.BadEntry) as info:
+    with pytest.raises(BadEntry) as info:
         codec.decode(payload, SPIDER, allow_private=True)
     assert info.value.reason == reason
 
@@ -119,7 +120,7 @@ def test_hostile_queue_entries_are_refused_with_a_reason(
 def test_pickles_of_every_protocol_are_refused_unloaded(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
-        with pytest.raises(codec.BadEntry) as info:
+        with pytest.raises(BadEntry) as info:
             codec.decode(pickle.dumps(Marker(marker), protocol=protocol), SPIDER)
         assert info.value.reason == "pickle_refused", protocol
     assert not marker.exists()

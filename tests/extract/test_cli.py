@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from distcrawl.cli import main
-from distcrawl.demo.server import DemoShop
+from distcrawl.demo.shop import DemoShop
 
 CORPUS = Path(__file__).parent / "corpus"
 DEMO_PLAIN = Path(__file__).parents[2] / "distcrawl" / "demo" / "profiles" / "demo-plain.toml"

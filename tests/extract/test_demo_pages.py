@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from distcrawl.demo.server import DemoShop
+from distcrawl.demo.shop import DemoShop
 from distcrawl.extract import SiteProfile, analyze, load_profiles
 
 DEMO_PLAIN = Path(__file__).parents[2] / "distcrawl" / "demo" / "profiles" / "demo-plain.toml"

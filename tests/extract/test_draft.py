@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from distcrawl.cli import main
-from distcrawl.demo.server import DemoShop
+from distcrawl.demo.shop import DemoShop
 from distcrawl.extract import load_profiles
 
 #: the fields compared between the generic reading and the drafted profile

@@ -9,6 +9,7 @@ import pytest
 import scrapy
 
 from distcrawl.node.requests import codec
+from distcrawl.node.requests.payload import BadEntry
 
 
 class Spider(scrapy.Spider):
@@ -80,14 +81,14 @@ class _Marker:
     ],
 )
 def test_hostile_payloads_are_refused_with_a_reason(payload: bytes, reason: str) -> None:
-    with pytest.raises(codec.BadEntry) as info:
+    with pytest.raises(BadEntry) as info:
         codec.decode(payload, Spider())
     assert info.value.reason == reason
 
 
 def test_private_addresses_can_be_refused() -> None:
     payload = json.dumps({"u": "http://169.254.169.254/latest/meta-data"})
-    with pytest.raises(codec.BadEntry) as info:
+    with pytest.raises(BadEntry) as info:
         codec.decode(payload, Spider(), allow_private=False)
     assert info.value.reason == "private_address"
     assert codec.decode(payload, Spider(), allow_private=True).url.startswith("http://169.254")
@@ -123,8 +124,8 @@ def test_payload_is_compact_and_decodes_back_exactly() -> None:
     # a Referer of another site keeps its header; a field of no payload is refused
     other = scrapy.Request("http://shop.test/", headers={"Referer": "http://else.test/"})
     assert json.loads(codec.encode(other))["h"] == {"Referer": ["http://else.test/"]}
-    with pytest.raises(codec.BadEntry) as info:
+    with pytest.raises(BadEntry) as info:
         codec.decode(b'{"u": "http://a.test/", "url": "http://b.test/"}')
     assert info.value.reason == "unknown_fields"
-    with pytest.raises(codec.BadEntry):
+    with pytest.raises(BadEntry):
         codec.decode(b'{"u": "http://a.test/", "r": "http://evil.test/"}')

@@ -11,6 +11,7 @@ import pytest
 import scrapy
 
 from distcrawl.node.requests import codec
+from distcrawl.node.requests.payload import BadEntry
 
 
 class Spider(scrapy.Spider):
@@ -57,6 +58,6 @@ def test_cb_kwargs_a_middleware_adds_after_the_lease_reach_the_callback() -> Non
 
 
 def test_a_method_that_takes_no_response_is_no_callback() -> None:
-    with pytest.raises(codec.BadEntry) as exc:
+    with pytest.raises(BadEntry) as exc:
         codec.decode(json.dumps({"u": "http://shop.test/", "cb": "helper"}), SPIDER)
     assert exc.value.reason == "bad_callback"

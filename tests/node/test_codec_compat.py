@@ -12,6 +12,7 @@ from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
 
 from distcrawl.node.requests import classes, codec
+from distcrawl.node.requests.payload import BadEntry
 
 
 class RulesSpider(CrawlSpider):
@@ -77,14 +78,14 @@ def test_decoded_rule_request_runs_the_rule_callback_with_its_cb_kwargs() -> Non
 def test_a_rule_reference_to_no_rule_is_refused(rule: object) -> None:
     spider = RulesSpider()
     payload = json.dumps({"u": "http://shop.test/", "cb": "@rule", "mt": {"rule": rule}})
-    with pytest.raises(codec.BadEntry) as exc:
+    with pytest.raises(BadEntry) as exc:
         codec.decode(payload, spider)
     assert exc.value.reason == "bad_rule"
 
 
 def test_a_rule_reference_on_a_spider_without_rules_is_refused() -> None:
     payload = json.dumps({"u": "http://shop.test/", "cb": "@rule", "mt": {"rule": 0}})
-    with pytest.raises(codec.BadEntry) as exc:
+    with pytest.raises(BadEntry) as exc:
         codec.decode(payload, scrapy.Spider(name="plain"))
     assert exc.value.reason == "bad_rule"
 
@@ -95,7 +96,7 @@ def test_private_methods_stay_unqueueable() -> None:
         codec.encode(scrapy.Request("http://shop.test/", callback=spider._private), spider)
     for name in ("_private", "_callback", "_parse"):
         payload = json.dumps({"u": "http://shop.test/", "cb": name})
-        with pytest.raises(codec.BadEntry):
+        with pytest.raises(BadEntry):
             codec.decode(payload, spider)
 
 
@@ -135,7 +136,7 @@ def test_other_request_classes_need_the_allow_list() -> None:
     with pytest.raises(ValueError, match="DISTCRAWL_REQUEST_CLASSES"):
         codec.encode(_Custom("http://shop.test/"))
     payload = json.dumps({"u": "http://shop.test/", "cl": "os.system"})
-    with pytest.raises(codec.BadEntry) as exc:
+    with pytest.raises(BadEntry) as exc:
         codec.decode(payload)
     assert exc.value.reason == "unknown_request_class"
     classes.allow_request_classes([f"{__name__}._Custom"])

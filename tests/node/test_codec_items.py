@@ -12,6 +12,7 @@ import pytest
 import scrapy
 
 from distcrawl.node.requests import classes, codec
+from distcrawl.node.requests.payload import BadEntry
 
 
 class Product(scrapy.Item):
@@ -125,6 +126,6 @@ def _entry(**fields: Any) -> str:
     ],
 )
 def test_hostile_item_entries_are_refused(fields: dict[str, Any], reason: str) -> None:
-    with pytest.raises(codec.BadEntry) as exc:
+    with pytest.raises(BadEntry) as exc:
         codec.decode(_entry(**fields))
     assert exc.value.reason == reason

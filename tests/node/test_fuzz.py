@@ -18,6 +18,7 @@ from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
 
 from distcrawl.node.requests import codec
+from distcrawl.node.requests.payload import ALLOWED_METHODS, SHORT_NAMES, UNSAFE_META_KEYS, BadEntry
 from distcrawl.node.seeds.parse import BadSeed, parse_seed
 from distcrawl.node.spiders.catalog import CatalogSpider
 
@@ -144,7 +145,7 @@ def test_every_seed_is_a_request_or_refused_with_a_reason(raw: bytes | str) -> N
     request = node_takes_seed(raw)
     if request is not None:
         assert request.url.startswith(("http://", "https://"))
-        assert not codec.UNSAFE_META_KEYS.intersection(request.meta)
+        assert not UNSAFE_META_KEYS.intersection(request.meta)
 
 
 @FUZZ
@@ -185,7 +186,7 @@ fields = {
 }
 token = st.text(alphabet=string.ascii_letters + string.digits + "-_", min_size=1, max_size=10)
 good_fields = {
-    "method": st.sampled_from(sorted(codec.ALLOWED_METHODS)),
+    "method": st.sampled_from(sorted(ALLOWED_METHODS)),
     "headers": st.dictionaries(token, st.lists(st.text(max_size=12), max_size=2), max_size=3),
     "body": st.binary(max_size=30).map(lambda b: base64.b64encode(b).decode()),
     "cookies": st.dictionaries(token, json_scalars.filter(lambda v: v is not None), max_size=2),
@@ -208,7 +209,7 @@ entry_objects = (
     | near_entries
     | st.fixed_dictionaries({"url": urls}, optional={k: v for k, v in fields.items() if k != "url"})
     | st.fixed_dictionaries({}, optional={**fields, "_class": json_values})
-).map(lambda entry: {codec.SHORT_NAMES.get(k, k): v for k, v in entry.items()})
+).map(lambda entry: {SHORT_NAMES.get(k, k): v for k, v in entry.items()})
 
 
 class Marker:
@@ -235,7 +236,7 @@ def node_takes_entry(payload: bytes | str) -> Request | None:
     """What the scheduler does with one leased payload: a request, or None if moved aside."""
     try:
         request = codec.decode(payload, SPIDER, allow_private=True)
-    except codec.BadEntry as exc:
+    except BadEntry as exc:
         assert exc.reason and exc.reason.replace("_", "").isalnum()
         event(f"moved aside: {exc.reason}")
         return None
@@ -268,7 +269,7 @@ def test_every_queue_entry_is_a_request_or_moved_aside_with_a_reason(
     if request is not None:
         assert request.callback in (None, SPIDER.parse)
         assert request.errback in (None, SPIDER.parse)
-        assert not codec.UNSAFE_META_KEYS.intersection(request.meta)
+        assert not UNSAFE_META_KEYS.intersection(request.meta)
 
 
 @FUZZ

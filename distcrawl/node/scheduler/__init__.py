@@ -11,15 +11,17 @@ durable), and every child request is in the same flush, ahead of the ack. Reques
 never started are returned to the queue on a clean stop; a node that dies is recovered by any
 live node once its heartbeat is older than ``DISTCRAWL_HEARTBEAT_TIMEOUT``.
 
-The parts, one job each: ``adapter`` (Scrapy's scheduler API, signals and engine hooks),
-``loop`` (the I/O loop: round trips, write holding, backoff), ``buffers`` (what waits to be
-written), ``leases`` (leased payloads into requests), ``identity`` (node id claim and
-refusal), ``membership`` (heartbeats, recovery of dead nodes), ``drain`` (drain detection),
-``seeds`` (seed intake), ``reconcile`` (leases after a failed round trip or a rewind),
-``outage`` (Redis out of reach or refusing writes), ``memory`` (Redis' memory and eviction
-policy), ``revisits`` (revisit mode's hooks), ``sites`` (per-site budgets), ``tracking`` (the
-engine's in-progress set, site feedback), ``crawlwide`` (the crawl-wide settings, recorded by
-the crawl's first node and checked by every later one).
+The parts, one job each: ``adapter`` (the scheduler Scrapy names: its open and close),
+``state`` (its settings and local window), ``window`` (requests in and out), ``refusal`` (a
+node that refuses to start), ``hooks`` (the engine's hooks and Scrapy's signals), ``loop`` (the
+I/O loop: round trips, write holding, backoff), ``buffers`` (what waits to be written),
+``leases`` (leased payloads into requests), ``identity`` (node id claim and refusal),
+``membership`` (heartbeats, recovery of dead nodes), ``drain`` (drain detection), ``seeds``
+(seed intake), ``reconcile`` (leases after a failed round trip or a rewind), ``outage`` (Redis
+out of reach or refusing writes), ``memory`` (Redis' memory and eviction policy), ``revisits``
+(revisit mode's hooks), ``sites`` (per-site budgets), ``tracking`` (the engine's in-progress
+set, site feedback), ``crawlwide`` (the crawl-wide settings, recorded by the crawl's first node
+and checked by every later one).
 """
 
 from __future__ import annotations

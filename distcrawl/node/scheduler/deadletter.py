@@ -11,6 +11,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from distcrawl.frontier.batch import DeadLetter
 from distcrawl.node.requests import codec
+from distcrawl.node.requests.values import json_safe
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -47,7 +48,7 @@ def dead_letter(
         "reason": reason,
         "node": node_id,
         "at": time.time(),
-        **{k: v for k, v in details.items() if codec.json_safe(v)},
+        **{k: v for k, v in details.items() if json_safe(v)},
     }
     return DeadLetter(
         fingerprint.hex(), json.dumps(record, separators=(",", ":")), record["site"], lease

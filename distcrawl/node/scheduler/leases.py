@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.urls import printable
 from distcrawl.node.requests import codec
+from distcrawl.node.requests.payload import BadEntry
 from distcrawl.node.seeds.intake import rejection_record
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class LeaseIntake:
         for lease, payload, priority, paced in leased:
             try:
                 request = codec.decode(payload, spider, allow_private=True, priority=priority)
-            except codec.BadEntry as exc:
+            except BadEntry as exc:
                 self._refuse(lease, payload, exc)
                 bad.append(lease)
                 continue
@@ -82,7 +83,7 @@ class LeaseIntake:
             self.wake_engine()
         return n + len(bad)
 
-    def _refuse(self, lease: Lease, payload: bytes, exc: codec.BadEntry) -> None:
+    def _refuse(self, lease: Lease, payload: bytes, exc: BadEntry) -> None:
         rid = lease.rid
         shown = rid if isinstance(rid, str) else rid.decode("utf-8", "backslashreplace")
         logger.warning("Refused queue entry %s: %s", printable(shown), printable(str(exc)))

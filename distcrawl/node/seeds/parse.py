@@ -17,7 +17,8 @@ from scrapy import Request
 
 from distcrawl.base.names import reasons
 from distcrawl.base.urls import UrlRefused, check_url, printable
-from distcrawl.node.requests.codec import MAX_PRIORITY, UNSAFE_META_KEYS, json_safe
+from distcrawl.node.requests.payload import MAX_PRIORITY, UNSAFE_META_KEYS
+from distcrawl.node.requests.values import json_safe
 
 __all__ = [
     "DEFAULT_MAX_SEED_BYTES",

@@ -27,7 +27,8 @@ from scrapy_redis.spiders import RedisMixin
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.urls import UrlRefused, check_url
 from distcrawl.frontier.keys import SeedKeys
-from distcrawl.node.requests.codec import ALLOWED_METHODS, json_safe
+from distcrawl.node.requests.payload import ALLOWED_METHODS
+from distcrawl.node.requests.values import json_safe
 from distcrawl.node.seeds.parse import (
     DEFAULT_MAX_SEED_BYTES,
     RESERVED_META_KEYS,

@@ -1,0 +1,116 @@
+"""The engine's hooks and Scrapy's signals the scheduler listens to: acks of finished
+requests, dead letters, per-site feedback, idleness, a rewind of Redis."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.httpobj import urlparse_cached
+
+from distcrawl.base.names import stats as stat_keys
+from distcrawl.node import signals as dc_signals
+from distcrawl.node.scheduler.deadletter import dead_letter
+from distcrawl.node.scheduler.reconcile import report_rewind
+from distcrawl.node.scheduler.state import SchedulerState
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+
+    from distcrawl.frontier.batch import Child, Lease
+
+__all__ = ["EngineHooks"]
+
+
+class EngineHooks(SchedulerState):
+    """What the engine and the signals tell the scheduler."""
+
+    def _request_done(self, request: Request) -> None:
+        """The engine is done with ``request`` for good (see :class:`InProgress`): ack it."""
+        lease = self._leased.pop(request, None)
+        if lease is None:
+            # one of the node's own not written yet (acked once it is), or one kept in memory
+            self._own.finished(request)
+            return
+        revisits = self._revisits
+        if revisits is None or not revisits.schedule(request, lease):
+            self._writes.acks.append(lease)
+        self._wrote()
+
+    def _dead_letter(self, request: Request, reason: str, **details: Any) -> None:
+        """``request_dead_lettered``: the request goes to the dead letters with its reason."""
+        if self._revisits is not None:
+            self._revisits.dead_lettered(request)
+        self._writes.dead.append(
+            dead_letter(
+                request,
+                reason,
+                details,
+                spider=self.spider,
+                node_id=self.node_id,
+                fingerprint=self.crawler.request_fingerprinter.fingerprint(request),
+                lease=self._leased.get(request),
+            )
+        )
+        self.stats.inc_value(stat_keys.DEAD_LETTERED)
+        self._wake.set()
+
+    def _response_received(self, response: Any, request: Request, spider: Spider) -> None:
+        site = urlparse_cached(request).hostname
+        if not site:
+            return
+        self._feedback.record(
+            site,
+            response.status,
+            b"Retry-After" in response.headers,
+            float(request.meta.get("download_latency", 0.0)),
+        )
+
+    def _page_received(self, response: Any, request: Request, spider: Spider) -> None:
+        site = urlparse_cached(request).hostname
+        if site:
+            self._sites.record(site)
+
+    def _spider_idle(self, spider: Spider) -> None:
+        # a spider that ends once the crawl is drained is idle only then (see
+        # has_pending_requests): Scrapy closes it, or its own handlers keep it open
+        if not self.close_when_drained and (self._loop is None or not self._loop.closing):
+            raise DontCloseSpider("waiting for the frontier")
+
+    def _downloading(self) -> int:
+        engine = self.crawler.engine
+        if engine is None:
+            return len(self._leased) - len(self._ready)
+        return len(engine.downloader.active)
+
+    def _wake_engine(self) -> None:
+        # The engine polls next_request() only when it is told to (or on a 5 s heartbeat);
+        # without this nudge a prefetched batch would wait for that heartbeat.
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    def _forget_pushed(self, found: bytes) -> None:
+        """A shard lacked this node's last mark (see :func:`report_rewind`): what the node
+        remembers having pushed may be gone, so it and the spider forget it."""
+        report_rewind(
+            found,
+            node_id=self.node_id,
+            heartbeat_timeout=self.heartbeat_timeout,
+            forgotten=len(self._known),
+            stats=self.stats,
+        )
+        self._known.clear()
+        if self._solo is not None:
+            self._solo.leave("Redis lost writes")
+        self.crawler.signals.send_catch_log(dc_signals.frontier_rewound)
+
+    def _own_written(self, own: list[tuple[Child, Lease | None]]) -> None:
+        self._own.written(own, queue=self._local, leased=self._leased, acks=self._writes.acks)
+        self._wrote()
+
+    def _holds_work(self) -> bool:
+        """Work of this node the I/O loop does not see: requests kept in memory, and a
+        ``start()`` not exhausted yet (it may still yield requests)."""
+        engine = self.crawler.engine
+        return bool(self._local) or (engine is not None and engine._start is not None)
