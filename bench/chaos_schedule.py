@@ -5,8 +5,8 @@ schedule's own ``random.Random(seed)``: the same seed gives the same schedule (w
 SEED`` runs again). An event fires at a moment of the crawl (seconds after the start, for the
 first seconds of the nodes, or a share of the pages fetched) and does one of:
 
-- a fault of the Redis proxy between the nodes and Redis: error replies of one class (all
-  commands its class refuses, or one frontier command), replies dropped or cut after the
+- a fault of the Redis proxy between the nodes and Redis: error replies of one class or a few
+  (all commands each class refuses, or one frontier command), replies dropped or cut after the
   command ran, replies delayed, one reply stalled, the whole proxy stalled, every connection
   closed (and, for a while, refused);
 - a node signalled: SIGTERM (a graceful stop), SIGKILL, SIGSTOP for a while then SIGCONT
@@ -34,7 +34,8 @@ HEARTBEAT_INTERVAL = 0.5
 FRONTIER_COMMANDS = ("sync", "heartbeat", "release", "recover", "claim", "take_seeds", "staged")
 #: event kinds and their weights in a draw
 EVENT_WEIGHTS: dict[str, int] = {
-    "proxy-error": 8,
+    # twelve classes of error replies: the largest space of faults, drawn most often
+    "proxy-error": 14,
     "proxy-drop": 3,
     "proxy-cut": 2,
     "proxy-delay": 2,
@@ -178,7 +179,8 @@ def _draw_event(rng: random.Random, kind: str) -> Event:
         event.seconds = _duration(rng, *outage)
         event.fault = {
             "kind": "error",
-            "error": rng.choice(sorted(ERRORS)),
+            # one class, or a few at once (each command refused gets one of them)
+            "error": ",".join(rng.sample(sorted(ERRORS), rng.choice((1, 2, 3, 4)))),
             "match": _match(rng, 0.3),
             "probability": rng.choice((1.0, 1.0, 0.5, 0.2)),
         }

@@ -15,8 +15,9 @@ e.g. ``"FCALL distcrawl_*_heartbeat"``) or by ``scope`` (``all`` commands; ``dat
 those of the connection and the server; ``writes``: all but the reads Redis serves under
 ``MISCONF`` or ``OOM``), and does one thing to each:
 
-- ``error``: answers an error reply of the class ``error`` (see :data:`ERRORS`) instead of
-  running the command; inside ``MULTI`` the transaction's ``EXEC`` then fails as Redis' would;
+- ``error``: answers an error reply of the class ``error`` (see :data:`ERRORS`; several
+  classes: one of them each time) instead of running the command; inside ``MULTI`` the
+  transaction's ``EXEC`` then fails as Redis' would;
 - ``drop``: runs the command and closes the client's connection instead of answering (the
   write happened, the client never heard);
 - ``cut``: runs it and closes the connection half way through the reply;
@@ -142,7 +143,8 @@ class Fault:
     """What to do to the commands a fault picks (see the module's docstring)."""
 
     kind: str
-    #: the error class of an ``error`` fault (a key of :data:`ERRORS`)
+    #: the error class of an ``error`` fault (a key of :data:`ERRORS`), or several separated
+    #: by commas: each command it picks gets one of them (at random) whose scope covers it
     error: str = ""
     #: shell patterns on "NAME" and "NAME ARG1" (names in capitals); empty: ``scope`` decides
     match: tuple[str, ...] = ()
@@ -161,41 +163,49 @@ class Fault:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"fault kind {self.kind!r}: one of {', '.join(KINDS)}")
-        if self.kind == "error" and self.error not in ERRORS:
+        if self.kind == "error" and not all(c in ERRORS for c in self.classes):
             raise ValueError(f"error class {self.error!r}: one of {', '.join(ERRORS)}")
         if self.scope not in ("", ALL, DATA, WRITES):
             raise ValueError(f"fault scope {self.scope!r}: {ALL}, {DATA} or {WRITES}")
 
     @property
-    def effective_scope(self) -> str:
+    def classes(self) -> tuple[str, ...]:
+        """The error classes of an ``error`` fault."""
+        return tuple(c.strip() for c in self.error.split(",")) if self.error else ()
+
+    def scope_of(self, error: str = "") -> str:
+        """The commands it picks: its own scope, else that of the error class ``error``."""
         if self.scope:
             return self.scope
-        return ERRORS[self.error][1] if self.kind == "error" else ALL
+        return ERRORS[error][1] if error else ALL
 
-    def matches(self, name: str, arg: str) -> bool:
+    def matches(self, name: str, arg: str, error: str = "") -> bool:
+        """Whether it may pick this command (answering it with the class ``error``)."""
         if self.kind == "error" and name in _EXEMPT:
             return False
         if self.match:
             call = f"{name} {arg}"
             return any(fnmatch.fnmatchcase(w, p) for p in self.match for w in (name, call))
-        scope = self.effective_scope
+        scope = self.scope_of(error)
         if scope == ALL:
             return True
         if scope == DATA:
             return name not in SERVER_COMMANDS
-        if self.error == "MISCONF" and name in _MISCONF_TOO:
+        if error == "MISCONF" and name in _MISCONF_TOO:
             return True
         return name not in READ_COMMANDS
 
-    def reply(self, name: str) -> bytes:
-        """The error reply of an ``error`` fault to the command ``name``."""
-        return error_reply(ERRORS[self.error][0].format(command=name.lower()))
+    def reply(self, name: str, error: str) -> bytes:
+        """The error reply of the class ``error`` to the command ``name``."""
+        return error_reply(ERRORS[error][0].format(command=name.lower()))
 
     def describe(self) -> str:
         what = self.error if self.kind == "error" else self.kind
         if self.kind in ("delay", "stall") and self.seconds:
             what += f" {self.seconds:g}s"
-        scope = ",".join(self.match) if self.match else self.effective_scope
+        classes = self.classes
+        scopes = {self.scope_of(c) for c in classes} if classes else {self.scope_of()}
+        scope = ",".join(self.match) if self.match else "/".join(sorted(scopes))
         count = f" x{self.count}" if self.count is not None else ""
         chance = f" p={self.probability:g}" if self.probability < 1 else ""
         return f"{what} on {scope}{count}{chance}"
@@ -280,12 +290,12 @@ class _Connection:
         if name in _SUBSCRIBE:
             self.passthrough = True
             return _Slot("passthrough"), message
-        fault = self.proxy.pick(name, arg)
+        fault, error = self.proxy.pick(name, arg)
         if name == "MULTI":
             self.in_multi, self.multi_failed = True, False
-        if fault is not None and fault.kind == "error":
+        if fault is not None and error:
             self.multi_failed = self.in_multi
-            return _Slot("reply", data=fault.reply(name)), b""
+            return _Slot("reply", data=fault.reply(name, error)), b""
         if name in ("EXEC", "DISCARD"):
             failed = self.in_multi and self.multi_failed and name == "EXEC"
             self.in_multi = False
@@ -502,11 +512,13 @@ class FaultProxy:
         with self._lock:
             return list(self._faults)
 
-    def pick(self, name: str, arg: str) -> Fault | None:
-        """The fault that picks this command, if one does (counted; a spent one removed)."""
+    def pick(self, name: str, arg: str) -> tuple[Fault | None, str]:
+        """The fault that picks this command, if one does (counted; a spent one removed), and
+        the error class it answers with ("" for a fault of another kind)."""
         with self._lock:
             for fault in self._faults:
-                if not fault.matches(name, arg):
+                error = self._rng.choice(fault.classes) if fault.classes else ""
+                if not fault.matches(name, arg, error):
                     continue
                 if fault.probability < 1 and self._rng.random() >= fault.probability:
                     continue
@@ -515,10 +527,10 @@ class FaultProxy:
                     fault.count -= 1
                     if fault.count <= 0:
                         self._faults.remove(fault)
-                key = f"faults/{fault.error or fault.kind}"
+                key = f"faults/{error or fault.kind}"
                 self._counts[key] = self._counts.get(key, 0) + 1
-                return fault
-        return None
+                return fault, error
+        return None, ""
 
     # -- the whole proxy ---------------------------------------------------------------------
 

@@ -341,3 +341,24 @@ def _error(c: redis.Redis, key: str) -> str | None:
     except redis.exceptions.ResponseError as exc:
         return str(exc)
     return None
+
+
+def test_an_error_fault_of_several_classes_answers_each_command_with_one_of_them(
+    proxy: FaultProxy, client: redis.Redis, direct: redis.Redis
+) -> None:
+    client.ping()
+    fault = proxy.add(Fault("error", error="OOM,LOADING,UNKNOWN", match=("SET",)))
+    seen = set()
+    for _ in range(60):
+        with pytest.raises(redis.RedisError) as refused:
+            client.set("k", "v")
+        seen.add(str(refused.value).split(" ", 1)[0])
+    assert direct.get("k") is None
+    assert fault.hits == 60
+    stats = proxy.stats()
+    assert {k for k in stats if k.startswith("faults/")} == {
+        "faults/OOM",
+        "faults/LOADING",
+        "faults/UNKNOWN",
+    }
+    assert len(seen) == 3  # OOM and LOADING with their class word stripped by redis-py
