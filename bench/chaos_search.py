@@ -11,6 +11,7 @@ harness is reported as such, and both go on to the next schedule.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -168,6 +169,9 @@ class ScheduleRun:
             self.log = self.shop.log()
             self.truth = self.shop.truth()
             record = check(self)
+            if record["violations"]:
+                # the evidence beside the nodes' logs: every request the shop served
+                (self.work / "shop-log.json").write_text(json.dumps(self.log))
         finally:
             self._stop_everything()
             self.proxy.stop()
@@ -482,7 +486,6 @@ MONGO_FRESH_EVERY = 20
 
 def search(args: Any) -> int:
     """``--search N`` / ``--replay SEED``: run the schedules, print and return the report."""
-    import json
     import random
     import tempfile
     from collections import Counter
