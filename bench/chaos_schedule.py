@@ -171,9 +171,16 @@ def _match(rng: random.Random, share: float) -> list[str]:
     return [f"FCALL distcrawl_*_{rng.choice(FRONTIER_COMMANDS)}"]
 
 
+#: events that may lose the seed list before a node took the seed (a crash loses the last
+#: second of writes): a crawl that never began is lost with it, and its nodes wait for a seed
+#: as they should; these come once the crawl has begun
+LATE_EVENTS = frozenset({"redis-crash", "redis-wipe", "redis-flush"})
+
+
 def _draw_event(rng: random.Random, kind: str) -> Event:
     event = Event(kind)
-    _moment(rng, event, early=0.4 if kind.startswith("node-") else 0.2)
+    early = 0.0 if kind in LATE_EVENTS else 0.4 if kind.startswith("node-") else 0.2
+    _moment(rng, event, early=early)
     outage = (0.3, 2.0), (HEARTBEAT_TIMEOUT - 2.0, HEARTBEAT_TIMEOUT + 3.0)
     if kind == "proxy-error":
         event.seconds = _duration(rng, *outage)
