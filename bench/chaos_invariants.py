@@ -220,9 +220,11 @@ def check(run: ScheduleRun) -> dict[str, Any]:
     # -- the nodes' logs --------------------------------------------------------------------
     bound = LOG_BASE + LOG_PER_EVENT * len(fired_kinds)
     tracebacks: list[str] = []
+    record["log_records_max"] = 0
     for member in run.members:
         text = _log_text(member)
         records = len(_RECORD.findall(text.encode()))
+        record["log_records_max"] = max(record["log_records_max"], records)
         if records > bound:
             violations.append(
                 _violation(
