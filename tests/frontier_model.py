@@ -226,8 +226,10 @@ class FrontierMachine(RuleBasedStateMachine):
         self.generation[node] += 1
         moved = store.rejoin(node)
         assert moved == self.model.give_back(node)
+        # its open writes a mark of its own in every shard
+        opened = store.fence(node).last
         for s in range(SHARDS):
-            self.model.marks.pop((node, s), None)
+            self.model.marks[(node, s)] = opened[s]
         store.heartbeat(node, "{}")
         self.model.members.add(node)
         self.believed[node] = {}
@@ -251,6 +253,7 @@ class FrontierMachine(RuleBasedStateMachine):
         writes = {model.shard(_url(c.payload)) for c in children}
         writes |= {a.shard for a in acks} | {d.lease.shard for d in dead if d.lease}
         expected = {s: _rewinds(model, node, s, before.get(s, "")) for s in writes}
+        idle = store.is_idle(node)
         result = store.sync(
             node, children=children, acks=acks, dead=dead, lease=lease, tag=self._tag(node)
         )
@@ -258,6 +261,8 @@ class FrontierMachine(RuleBasedStateMachine):
         for batch in result.unsent:
             unsent |= {model.shard(_url(c.payload)) for c in batch.children}
             unsent |= {a.shard for a in batch.acks} | {d.lease.shard for d in batch.dead if d.lease}
+        if store.is_idle(node) != idle:
+            model.members.add(node)  # the call told the control slot it sleeps or wakes
         for s in writes:
             assert (s in unsent) == expected[s], (s, expected, unsent, result.rewound)
         if again:
@@ -311,14 +316,15 @@ class FrontierMachine(RuleBasedStateMachine):
                 self.believed[node][key] = lease
 
     def _rewound(self, node: str, result: SyncResult) -> None:
-        """What a node does when a shard lacked its last mark: a new tag, a heartbeat when it
-        was presumed dead, its leases reconciled, and what was not taken sent again."""
+        """What a node does when a shard lacked its last mark: a new tag, a heartbeat, its
+        leases reconciled, and what was not taken sent again."""
         assert result.rewound is not None
         self.generation[node] += 1
         store = self.stores[node]
-        if _is_tombstone(result.rewound.decode()):
-            store.heartbeat(node, "{}")
-            self.model.members.add(node)
+        # a member again before it leases (Redis may have lost its membership, or another
+        # node presumed it dead)
+        store.heartbeat(node, "{}")
+        self.model.members.add(node)
         held = store.held_leases(node)
         in_redis = {(s, str(rid)) for s, rids in held.items() for rid in rids}
         believed = self.believed[node]
@@ -553,7 +559,9 @@ class FrontierMachine(RuleBasedStateMachine):
         parked = sum(len(p) for p in model.parked.values())
         leased = sum(len(x) for x in model.leases.values())
         store = FrontierStore(r, self.keys)
-        assert store.drained() == [queued, parked, leased, 0, 0]
+        counts = {n: len(x) for n, x in model.leases.items() if x}
+        got = store.drained()
+        assert got == [queued, parked, leased, 0, 0], (got, counts, sorted(model.members))
         assert store.seen() == len(model.seen)
 
 
