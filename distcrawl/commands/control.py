@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from distcrawl.base.names import commands as words
+from distcrawl.base.names.commands import RESUME_CRAWL
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
 from distcrawl.ops import control
 from distcrawl.ops.context import Context
@@ -85,14 +86,15 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     ctx = Context(settings, opts.spider)
     client = ctx.client()
     try:
-        warn_if_no_crawl(ctx, client)
+        # a reset is what clears a crawl whose state a node found gone
+        warn_if_no_crawl(ctx, client, lost_ok=opts.action == words.RESET)
         if opts.action == words.RESET and not opts.yes_really:
             return _dry_run(ctx, client, opts)
         if opts.action == words.PAUSE:
             outcome = control.pause(client, ctx.keys)
             message = (
                 f"paused crawl {opts.spider}: nodes finish what they hold, keep their leases "
-                "and take nothing new until `control resume`"
+                f"and take nothing new until `{RESUME_CRAWL.line(spider=opts.spider)}`"
             )
         elif opts.action == words.RESUME:
             outcome = control.resume(client, ctx.keys)

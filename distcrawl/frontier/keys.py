@@ -4,15 +4,15 @@ names (:func:`lua_keys`) and the key layout document (:func:`layout`) all come f
 
 from __future__ import annotations
 
-import binascii
 import os
 import zlib
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.entries import MAX_SHARDS
+from distcrawl.base.identifiers import BadName, check_crawl_name, seed_list_problem
+from distcrawl.base.names.commands import PAUSE_CRAWL
 from distcrawl.frontier.schema import (
     CONTROL,
     SEEDS,
@@ -24,6 +24,7 @@ from distcrawl.frontier.schema import (
     declared,
     lua_key_builders,
 )
+from distcrawl.frontier.tags import CLUSTER_SLOTS, shard_tags
 
 __all__ = [
     "CLUSTER_SLOTS",
@@ -49,75 +50,12 @@ __all__ = [
 #: rebalances), few enough that a single Redis needs no tuning and an idle node's refresh of
 #: every shard stays cheap (the setting ``DISTCRAWL_SHARDS``)
 DEFAULT_SHARDS: int = SETTINGS.default("DISTCRAWL_SHARDS")
-#: hash slots of a Redis Cluster (a key's slot: CRC16 of its hash tag, modulo this)
-CLUSTER_SLOTS = 16384
 
 
 def default_shards() -> int:
     """The project's ``DISTCRAWL_SHARDS``: its environment variable, else its default."""
     shards: int = SETTINGS.from_environment(os.environ, "DISTCRAWL_SHARDS")
     return shards
-
-
-#: digits of the suffix that places a shard's hash tag on its slot
-_SUFFIX_DIGITS = 5
-
-
-@lru_cache(maxsize=64)
-def shard_tags(spider: str, shards: int) -> tuple[str, ...]:
-    """The hash tags of the ``shards`` shards of ``spider``'s crawl, spread evenly over the
-    hash slots: shard k's tag is ``spider:k.ddddd``, the five digits chosen so that its slot
-    (CRC16 % 16384, as Redis Cluster computes it) is the middle of the k-th of ``shards``
-    equal slot ranges (or the slot nearest it that a suffix reaches).
-
-    A cluster whose M masters hold equal slot ranges (as ``redis-cli --cluster create`` and
-    :class:`~distcrawl.servers.cluster.LocalRedisCluster` assign them) so holds S // M or
-    S // M + 1 shards on every master (plain ``spider:k`` tags put 8 of 16 shards on one of
-    3 masters). Every node and tool computes the same tags; a one-shard crawl has the control
-    slot's tag, ``spider``."""
-    if shards == 1:
-        return (spider,)
-    table = _suffix_table()
-    zeros = bytes(_SUFFIX_DIGITS)
-    tags = []
-    for k in range(shards):
-        base = f"{spider}:{k}."
-        # CRC16 is linear: crc(base + x) = crc(x) ^ crc(zeros, from the register after base)
-        shift = binascii.crc_hqx(
-            zeros, binascii.crc_hqx(base.encode("utf-8", "surrogateescape"), 0)
-        )
-        middle = (2 * k + 1) * CLUSTER_SLOTS // (2 * shards)
-        tags.append(base + _nearest(table, middle, shift))
-    return tuple(tags)
-
-
-def _nearest(table: dict[int, str], slot: int, shift: int) -> str:
-    """The suffix whose tag's slot is ``slot``, else the nearest one reached."""
-    for d in range(CLUSTER_SLOTS):
-        for target in (slot + d, slot - d):
-            suffix = table.get((target % CLUSTER_SLOTS) ^ (shift % CLUSTER_SLOTS))
-            if suffix is not None:
-                return suffix
-    raise AssertionError("the suffix table reaches no slot")  # pragma: no cover
-
-
-@lru_cache(maxsize=1)
-def _suffix_table() -> dict[int, str]:
-    """The low 14 bits of the CRC16 of each five-digit suffix -> the least such suffix (covers
-    98 % of the 16,384 values)."""
-    # CRC16 from register 0 is linear in the message: a suffix's CRC is the XOR of what each
-    # of its digits gives at its position with zero bytes elsewhere (100,000 XORs, not CRCs)
-    crcs = [0]
-    for position in range(_SUFFIX_DIGITS):
-        digits = [
-            binascii.crc_hqx(bytes(position) + d + bytes(_SUFFIX_DIGITS - position - 1), 0)
-            for d in (str(i).encode() for i in range(10))
-        ]
-        crcs = [c ^ d for c in crcs for d in digits]
-    table: dict[int, str] = {}
-    for n, crc in enumerate(crcs):
-        table.setdefault(crc % CLUSTER_SLOTS, f"{n:0{_SUFFIX_DIGITS}d}")
-    return table
 
 
 def _checked(n: int) -> int:
@@ -213,7 +151,11 @@ class ShardKeys:
         "HASH",
         "the shard's counters: stale_acks (acks and dead letters for leases the node did not hold)",
     )
-    paused = Key("paused", "STRING", "a copy of the control slot's pause flag (`control pause`)")
+    paused = Key(
+        "paused",
+        "STRING",
+        f"a copy of the control slot's pause flag (`{PAUSE_CRAWL.line(spider='SPIDER')}`)",
+    )
     site = KeyOf(
         "site:<site>",
         "HASH",
@@ -290,11 +232,15 @@ class ShardKeys:
 
 @dataclass(frozen=True)
 class ControlKeys:
-    """The crawl-wide keys: one small slot, ``{spider}``."""
+    """The crawl-wide keys: one small slot, ``{spider}`` (:class:`BadName` for a name no
+    crawl may have)."""
 
     SLOT = CONTROL
 
     spider: str
+
+    def __post_init__(self) -> None:
+        check_crawl_name(self.spider)
 
     @property
     def prefix(self) -> str:
@@ -307,7 +253,18 @@ class ControlKeys:
         """the frontier format the crawl's keys are written in, set by the first node; a node
         or operator command of another format refuses to open the crawl""",
     )
+    origin = Key(
+        "origin",
+        "STRING",
+        """"<ms> <node>": the crawl's start, set by its first node; one that finds it gone stops
+        and writes "lost <ms> <node> <marker>", refused by nodes and commands until a reset""",
+    )
     nodes = Key("nodes", "ZSET", "node -> last heartbeat (ms, Redis server clock)")
+    dashboards = Key(
+        "dashboards",
+        "HASH",
+        "host:port -> ms: where the crawl's dashboards listen (nodes never fetch them)",
+    )
     node = KeyOf(
         "node:<node>",
         "HASH",
@@ -403,17 +360,15 @@ def seed_slot_prefix(start_key: str) -> str:
     """The hash tag that puts a key in the same slot as the seed list *start_key*, wherever
     that name hashes: its own hash tag if it has one (``{catalog}:start_urls``: ``{catalog}``),
     else the whole name (``catalog:start_urls``: ``{catalog:start_urls}``), as Redis Cluster
-    hashes a key without one."""
+    hashes a key without one. :class:`BadName` for a name no seed list may have."""
+    problem = seed_list_problem(start_key)
+    if problem:
+        raise BadName(problem)
     opening = start_key.find("{")
     if opening != -1:
         closing = start_key.find("}", opening + 1)
         if closing > opening + 1:
             return start_key[opening : closing + 1]
-    if "}" in start_key:
-        raise ValueError(
-            f"seed list {start_key!r}: a '}}' outside a hash tag makes its slot one no other key "
-            "can share; name it without one"
-        )
     return "{" + start_key + "}"
 
 
@@ -463,6 +418,7 @@ class FrontierKeys(ControlKeys):
     shards: int = field(default_factory=default_shards)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checked(self.shards)
 
     @classmethod

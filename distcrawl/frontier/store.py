@@ -39,7 +39,7 @@ from distcrawl.frontier.protocol import sync as sync_protocol
 from distcrawl.frontier.protocol.admin import LeasesKeptChanging
 from distcrawl.frontier.protocol.budgets import effective_factor
 from distcrawl.frontier.protocol.dupefilter import Dupefilter
-from distcrawl.frontier.protocol.membership import Claim, CrawlFormatError, Seeds
+from distcrawl.frontier.protocol.membership import Claim, CrawlFormatError, Origin, Seeds
 from distcrawl.frontier.protocol.runner import Runner
 from distcrawl.frontier.protocol.solo import Share, SoloState
 from distcrawl.frontier.protocol.spec import FORMAT
@@ -60,6 +60,7 @@ __all__ = [
     "Lease",
     "Leased",
     "LeasesKeptChanging",
+    "Origin",
     "Revisit",
     "Seeds",
     "ShardKeys",
@@ -110,6 +111,8 @@ class FrontierStore:
         self.paused = False
         #: Redis' clock minus this host's (seconds), as the last heartbeat measured it
         self.clock_offset = 0.0
+        #: the crawl's start marker as the last heartbeat (or read) found it
+        self.origin = Origin("")
         self._idle: set[str] = set()
         self._fences: dict[str, Fence] = {}
 
@@ -186,6 +189,30 @@ class FrontierStore:
         heartbeat measured: times nodes store for one another agree however their clocks
         drift."""
         return time.time() + self.clock_offset
+
+    # -- the crawl's start marker (control slot) --------------------------------------------------
+
+    def start(self, node: str) -> Any:
+        """The crawl's :class:`Origin`, its start marker written by ``node`` if it has none."""
+        return self._drive(membership.start(self, node))
+
+    def read_origin(self) -> Any:
+        """The crawl's :class:`Origin` as Redis holds it (empty: none)."""
+        return self._drive(membership.read_origin(self))
+
+    def mark_lost(self, node: str, known: str) -> Any:
+        """Write that the crawl's state is gone, where Redis holds no marker; the
+        :class:`Origin` Redis holds after."""
+        return self._drive(membership.mark_lost(self, node, known))
+
+    def announce_dashboard(self, addresses: Sequence[str]) -> Any:
+        """Record where a dashboard of the crawl listens (``host:port`` each): its nodes
+        never fetch it."""
+        return self._drive(membership.announce_dashboard(self.keys, list(addresses)))
+
+    def dashboards(self) -> Any:
+        """The ``host:port`` of the crawl's dashboards heard from within a minute."""
+        return self._drive(membership.dashboards(self.keys))
 
     def ever_used(self) -> Any:
         """Whether the frontier ever held a request or refused a seed (a shard's rid counter,

@@ -97,4 +97,4 @@ class Frontier:
         if previous and previous != SCHEDULER:
             done.insert(0, f"SCHEDULER {previous} -> {SCHEDULER}")
         logger.info("distcrawl.Frontier add-on: %s", "; ".join(done) or "frontier scheduler")
-        check(settings)
+        check(settings, spidercls=spidercls)

@@ -31,7 +31,7 @@ from distcrawl.storage.store import ProductStore, Rejected
 from distcrawl.storage.writer import MongoWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -117,6 +117,7 @@ class MongoPipeline:
         journal_close_timeout: float,
         retry_backoff: float,
         retry_backoff_max: float,
+        stopped: Callable[[], bool] | None = None,
     ) -> None:
         if not uri:
             raise ValueError(
@@ -146,6 +147,8 @@ class MongoPipeline:
         self.journal_close_timeout = journal_close_timeout
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
+        #: the node was asked to stop (a closing node waiting for MongoDB then stops waiting)
+        self.stopped = stopped or (lambda: False)
 
         self._store: ProductStore | None = None
 
@@ -182,6 +185,8 @@ class MongoPipeline:
             journal_close_timeout=get("MONGO_JOURNAL_CLOSE_TIMEOUT"),
             retry_backoff=get("MONGO_RETRY_BACKOFF"),
             retry_backoff_max=get("MONGO_RETRY_BACKOFF_MAX"),
+            # Scrapy's graceful stop (SIGTERM, Ctrl-C) says so here first
+            stopped=lambda: not crawler.crawling,
         )
 
     # ------------------------------------------------------------------ Scrapy's interface
@@ -212,6 +217,7 @@ class MongoPipeline:
             journal_close_timeout=self.journal_close_timeout,
             retry_backoff=self.retry_backoff,
             retry_backoff_max=self.retry_backoff_max,
+            stopped=self.stopped,
         )
         await self._store.open()
 

@@ -18,6 +18,7 @@ __all__ = [
     "commands",
     "keys",
     "metrics",
+    "outage_replies",
     "scrapy_changes",
     "settings",
     "stats",
@@ -78,6 +79,11 @@ def commands(records: Iterable[Command]) -> str:
             ]
             parts.append(_table(("option", "what it does", "default"), rows) + "\n")
     return "".join(parts)
+
+
+def outage_replies(rows: Iterable[tuple[str, str, str]]) -> str:
+    body = [(f"`{code}`", reason, advice or "wait: it passes") for code, reason, advice in rows]
+    return _GENERATED + _table(("error reply", "Redis", "what to do"), body)
 
 
 def stats(records: Iterable[Stat]) -> str:

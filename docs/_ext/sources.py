@@ -365,6 +365,7 @@ def metrics_from_vocabulary() -> list[Metric]:
 
 # --------------------------------------------------------------------------- Redis keys
 
+
 def keys_from_schema() -> list[Key]:
     """The key layout, from the key schema (``distcrawl.frontier.keys.layout()``), written for
     a crawl named ``catalog``: ``{catalog}:...`` in the control slot, ``{catalog:k}:...`` in a
@@ -422,6 +423,14 @@ def bench_results(folder: Path | None = None) -> list[dict[str, Any]]:
         data["_file"] = str(path.relative_to(ROOT))
         out.append(data)
     return out
+
+
+def outage_replies() -> list[tuple[str, str, str]]:
+    """The error replies a node waits out as an outage: class, meaning, advice
+    (:data:`distcrawl.frontier.outages.OUTAGE_REPLIES`)."""
+    from distcrawl.frontier.outages import OUTAGE_REPLIES
+
+    return [(o.code, o.reason, o.advice) for o in OUTAGE_REPLIES.values()]
 
 
 # --------------------------------------------------------------------------- the sources

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from crawl_nodes import Node, assert_clean_log, stop_all, stored_urls, wait_for
+from crawl_nodes import Node, assert_clean_log, stats_of, stop_all, stored_urls, wait_for
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from scrapy.settings import Settings
@@ -517,7 +517,7 @@ def test_seeds_from_redis_cli_and_distcrawl_seed_are_crawled_once_after_a_node_d
         # the dead node's seeds were given back and taken again, none left anywhere
         logs = "".join(n.log() for n in nodes)
         assert "Recovered" in logs
-        assert logs.count("Seed taken again") == 3
+        assert sum(stats_of(n.log()).get("frontier/seeds/taken_again", 0) for n in nodes) == 3
         seeds = keys.seeds
         assert not client.exists(START_KEY, seeds.returned, seeds.taken("stager"))
         for node in nodes:

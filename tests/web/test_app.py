@@ -20,6 +20,8 @@ import pymongo
 import pytest
 import redis
 import redis.asyncio as aioredis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from distcrawl.frontier.protocol.spec import SCORE_SPAN
@@ -179,6 +181,51 @@ def test_a_blank_or_short_token_is_refused_wherever_the_dashboard_listens(redis_
         assert message in done.stderr
 
 
+#: tokens as they come: typed, pasted, read from a file with its final newline
+tokens = st.one_of(
+    st.text(min_size=14, max_size=40),
+    st.from_regex(r"[ \t\n]{0,2}[A-Za-z0-9_-]{16,40}[ \t\r\n]{0,2}", fullmatch=True),
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(token=tokens)
+def test_a_token_the_dashboard_accepts_at_start_is_one_a_request_can_match(
+    redis_url: str, token: str
+) -> None:
+    """No token is accepted at start and then never matched: a request carrying it, as an
+    HTTP client sends it, may act; any other is refused at start, without showing it."""
+    try:
+        server = dashboard(redis_url, token=token)
+    except UnsafeBind as refused:
+        assert token.strip() not in str(refused) or not token.strip()
+        return
+    try:
+        status, body = post(server, "/api/resume", token=token)
+        assert status == 200, (token, body)
+    finally:
+        server.stop()
+
+
+def test_a_token_with_a_trailing_newline_or_space_is_refused_at_start(redis_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DISTCRAWL_WEB_TOKEN"}
+    env["REDIS_URL"] = redis_url
+    for token in (TOKEN + "\n", TOKEN + " ", " " + TOKEN):
+        done = subprocess.run(
+            [sys.executable, "-m", "distcrawl.cli", "web", "catalog"],
+            cwd=Path(__file__).resolve().parents[2],
+            env={**env, "DISTCRAWL_WEB_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "refusing a DISTCRAWL_WEB_TOKEN with spaces or a newline around it" in done.stderr
+        assert TOKEN not in done.stderr
+
+
 def raw_get(server: DashboardServer, path: str, host: str | None) -> tuple[int, bytes]:
     """GET *path* with exactly the ``Host`` header given (None: none at all), HTTP/1.0."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
@@ -281,7 +328,7 @@ def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.R
     assert values[("distcrawl_frontier_requests", (("kind", "product"),))] == 1
     assert values[("distcrawl_frontier_requests", (("kind", "category"),))] == 1
     assert values[("distcrawl_frontier_queued_requests", ())] == 2
-    assert values[("distcrawl_pages_total", ())] == 12
+    assert values[("distcrawl_responses_total", ())] == 12
     assert values[("distcrawl_items_total", ())] == 9
     assert values[("distcrawl_nodes", (("state", "live"),))] == 1
     assert values[("distcrawl_nodes", (("state", "dead"),))] == 0
@@ -374,17 +421,20 @@ def test_mongodb_products_write_rate_and_outage(mongo_uri: str) -> None:
     )
     try:
         sampler = Sampler(client=None, keys=KEYS, heartbeat_timeout=30.0)
-        sampler.count_products = store.count
-        assert asyncio.run(sampler.refresh_store())["products"] == 5
+        sampler.store_figures = store.figures
+        assert asyncio.run(sampler.refresh_store())["in_collection"] == 5
         collection.insert_many([{"_id": f"q{i}", "name": f"product {i}"} for i in range(5)])
         state = asyncio.run(sampler.refresh_store())
-        assert state["reachable"] and state["products"] == 10 and state["writes_per_s"] > 0
+        assert state["reachable"] and state["in_collection"] == 10 and state["writes_per_s"] > 0
+        # no node has started the crawl: no start to count this crawl's products from, and why
+        assert state["this_crawl"] is None and "no node has started" in state["error"]
         assert metric_values(render_metrics(sampler).decode())[("distcrawl_store_up", ())] == 1
         assert [p["name"] for p in store.latest(3) or []]  # the latest products, named
 
-        sampler.count_products = away.count
+        sampler.store_figures = away.figures
         state = asyncio.run(sampler.refresh_store())
-        assert not state["reachable"] and state["outage_since"] and state["products"] == 10
+        assert not state["reachable"] and state["outage_since"] and state["in_collection"] == 10
+        assert state["error"].startswith("MongoDB at mongodb://127.0.0.1:1/"), state["error"]
         values = metric_values(render_metrics(sampler).decode())
         assert values[("distcrawl_store_up", ())] == 0
         assert away.latest(3) is None

@@ -20,6 +20,7 @@ from distcrawl.base.config.kinds import (
     Kind,
 )
 from distcrawl.base.config.registry import Registry, Setting
+from distcrawl.base.identifiers import seed_list_problem, unsafe_characters
 
 __all__ = ["SETTINGS"]
 
@@ -47,6 +48,21 @@ def _within(low: float, high: float) -> Callable[[Any], str | None]:
 
 def _one_of(*choices: str) -> Callable[[Any], str | None]:
     return lambda v: None if v in choices else " or ".join(choices)
+
+
+def _usable_name(*, seed_list: bool = False) -> Callable[[Any], str | None]:
+    """A name's check (see :mod:`distcrawl.base.identifiers`): no character that forges or
+    hides log lines; a seed list's, no '}' outside its hash tag either."""
+
+    def check(value: Any) -> str | None:
+        bad = unsafe_characters(str(value))
+        if bad:
+            return f"free of control and invisible characters (it holds {', '.join(bad[:5])})"
+        if seed_list and value and seed_list_problem(str(value)):
+            return "a name with no '}' outside its hash tag"
+        return None
+
+    return check
 
 
 def _kind_of(kind: Kind, normalise: Callable[[Any], Any]) -> Kind:
@@ -122,6 +138,7 @@ _DISTCRAWL = [
         "DISTCRAWL_NODE_ID", STR, "",
         "the node's identity; the same id after a restart takes its old leases back; unset: "
         "host-pid",
+        check=_usable_name(),
     ),
     Setting(
         "DISTCRAWL_CLOSE_WHEN_DRAINED", BOOL, False,
@@ -216,7 +233,7 @@ _DISTCRAWL = [
     Setting(
         "DISTCRAWL_START_URLS_KEY", STR, "",
         "the seed list (%(name)s: the spider's name); unset: <spider>:start_urls",
-        scope="crawl",
+        scope="crawl", check=_usable_name(seed_list=True),
     ),
     Setting(
         "DISTCRAWL_REQUEST_CLASSES", LIST, [],

@@ -61,6 +61,12 @@ PRIVATE_ADDRESS = term(
     "seed, entry, request: a private or loopback host (or one resolving to such an address), "
     "not listed in DISTCRAWL_ALLOW_PRIVATE",
 )
+OWN_ADDRESS = term(
+    REFUSAL,
+    "own_address",
+    "request: the node's own Redis or MongoDB, or a dashboard of the crawl (in any notation "
+    "of its address), never fetched whatever DISTCRAWL_ALLOW_PRIVATE allows",
+)
 METADATA_ADDRESS = term(
     REFUSAL, "metadata_address", "request: a cloud metadata address, never fetched"
 )
@@ -89,6 +95,25 @@ OTHER_FORMAT = term(
     "other_frontier_format",
     "node: the crawl's keys are in another frontier format than this distcrawl's; it does not "
     "start (its finish reason; scrapy crawl exits with status 5)",
+)
+CRAWL_STATE_LOST = term(
+    REFUSAL,
+    "crawl_state_lost",
+    "node: the crawl's state is gone from Redis (its start marker missing or marked lost: "
+    "Redis restarted empty, a flush, another database); it stops, or does not start (its "
+    "finish reason; scrapy crawl exits with status 6)",
+)
+REDIS_UNREACHABLE = term(
+    REFUSAL,
+    "redis_unreachable",
+    "node: Redis did not serve it within DISTCRAWL_REDIS_START_TIMEOUT of its start; it does "
+    "not start (its finish reason; scrapy crawl exits with status 5)",
+)
+REDIS_EVICTS = term(
+    REFUSAL,
+    "redis_evicts",
+    "node: Redis' maxmemory-policy may evict the crawl and DISTCRAWL_ALLOW_EVICTION does not "
+    "accept it; it does not start (its finish reason; scrapy crawl exits with status 5)",
 )
 TOO_LARGE = term(
     REFUSAL,

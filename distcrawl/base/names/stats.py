@@ -99,6 +99,11 @@ PRESUMED_DEAD = _stat(
 REDIS_REWINDS = _stat(
     "frontier/redis_rewinds", "times this node found that Redis had lost its last writes"
 )
+STATE_LOST = _stat(
+    "frontier/state_lost",
+    "1 once this node found the crawl's state gone from Redis (its start marker missing) and "
+    "stopped",
+)
 LEASES_LOST = _stat("frontier/leases/lost", "leases Redis no longer knew (after a rewind), dropped")
 REDIS_ERRORS = _stat("frontier/redis_errors", "failed round trips to Redis (outages included)")
 OUTAGES = _stat(

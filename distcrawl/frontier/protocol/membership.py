@@ -7,6 +7,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from distcrawl.base.names.commands import RESET_CRAWL_FORCE
 from distcrawl.frontier.batch import Lease, raw_text, text
 from distcrawl.frontier.protocol.runner import (
     Call,
@@ -19,10 +20,13 @@ from distcrawl.frontier.protocol.runner import (
 from distcrawl.frontier.protocol.spec import FORMAT, TOMBSTONE
 
 if TYPE_CHECKING:
-    from distcrawl.frontier.keys import FrontierKeys
+    from distcrawl.frontier.keys import ControlKeys, FrontierKeys
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["Beat", "Claim", "CrawlFormatError", "Seeds"]
+__all__ = ["LOST", "Beat", "Claim", "CrawlFormatError", "Origin", "Seeds", "lost_advice"]
+
+#: the first word of a start marker a node wrote when it found the crawl's state gone
+LOST = "lost"
 
 
 class CrawlFormatError(RuntimeError):
@@ -33,7 +37,7 @@ class CrawlFormatError(RuntimeError):
         super().__init__(
             f"crawl {spider!r} is stored in frontier format {found}; this distcrawl reads and "
             f"writes format {FORMAT}. Finish that crawl with the distcrawl that wrote it, or "
-            f"reset it (`scrapy control {spider} reset --yes-really --force`, which deletes it)"
+            f"reset it (`{RESET_CRAWL_FORCE.line(spider=spider)}`, which deletes it)"
         )
 
 
@@ -44,6 +48,38 @@ class Beat(NamedTuple):
     live: int
     idle: int
     paused: bool
+
+
+def lost_advice(spider: str) -> str:
+    """What an operator does about a crawl whose state is gone."""
+    return (
+        f"to crawl it again from nothing (every URL fetched again), run `distcrawl control "
+        f"{spider} reset --yes-really` and seed it again; to keep what was crawled, bring "
+        "Redis' data back first (its append-only file, a backup)"
+    )
+
+
+class Origin(NamedTuple):
+    """The crawl's start marker as Redis holds it: ``marker`` ("<ms> <node>", empty when there
+    is none); ``lost``: a node found the crawl's state gone, and this says when, which node,
+    and the marker it knew."""
+
+    marker: str
+    lost: bool = False
+
+    @classmethod
+    def of(cls, raw: Any) -> Origin:
+        marker = text(raw) if raw is not None else ""
+        return cls(marker, marker.split(" ", 1)[0] == LOST)
+
+    def refusal(self, spider: str) -> str:
+        """The one line of a node or command that meets a crawl marked lost."""
+        fields = self.marker.split(" ")
+        when, node = (fields[1], fields[2]) if len(fields) > 2 else ("?", "?")
+        return (
+            f"the state of crawl {spider!r} is gone from Redis (node {node} found it so at "
+            f"{when} ms, unix time): nothing is crawled again in silence; {lost_advice(spider)}"
+        )
 
 
 class Claim(NamedTuple):
@@ -58,7 +94,12 @@ class Claim(NamedTuple):
 def heartbeat(store: FrontierStore, node: str, info_json: str) -> Step[int]:
     idle = "1" if store.is_idle(node) else "0"
     sent = time.time()
-    [raw] = yield [control_call(store.keys, "heartbeat", node=node, info=info_json, idle=idle)]
+    keys = store.keys
+    [raw, origin] = yield [
+        control_call(keys, "heartbeat", node=node, info=info_json, idle=idle),
+        redis_command("GET", keys.origin),
+    ]
+    store.origin = Origin.of(origin)
     beat = Beat(int(raw[0]), max(1, int(raw[1])), int(raw[2]), bool(int(raw[3])))
     # the server read its clock about half way through the round trip
     store.clock_offset = beat.now_ms / 1000 - (sent + time.time()) / 2
@@ -97,6 +138,56 @@ def take_seeds(keys: FrontierKeys, node: str, n: int, resume: bool) -> Step[Seed
         calls.insert(0, redis_command("LRANGE", keys.seeds.taken(node), 0, -1))
     *lost, (again, fresh) = yield calls
     return Seeds([*(lost[0] if lost else ()), *again], list(fresh))
+
+
+def start(store: FrontierStore, node: str) -> Step[Origin]:
+    """The crawl's start marker, written by ``node`` if the crawl has none: what Redis holds
+    after (another node's, or a lost one)."""
+    keys = store.keys
+    marker = f"{int(time.time() * 1000)} {node}"
+    _, raw = yield [
+        redis_command("SET", keys.origin, marker, "NX"),
+        redis_command("GET", keys.origin),
+    ]
+    store.origin = Origin.of(raw)
+    return store.origin
+
+
+def read_origin(store: FrontierStore) -> Step[Origin]:
+    [raw] = yield [redis_command("GET", store.keys.origin)]
+    store.origin = Origin.of(raw)
+    return store.origin
+
+
+def mark_lost(store: FrontierStore, node: str, known: str) -> Step[Origin]:
+    """Say in the crawl that its state is gone (``known``: the marker ``node`` knew), unless
+    Redis holds a marker again (another node's: a lost one, or a crawl begun since)."""
+    keys = store.keys
+    lost = f"{LOST} {int(time.time() * 1000)} {node} {known}"
+    _, raw = yield [
+        redis_command("SET", keys.origin, lost, "NX"),
+        redis_command("GET", keys.origin),
+    ]
+    store.origin = Origin.of(raw)
+    return store.origin
+
+
+#: milliseconds after which a dashboard that wrote no address again is taken for gone
+DASHBOARD_MAX_AGE_MS = 60_000
+
+
+def announce_dashboard(keys: ControlKeys, addresses: list[str]) -> Step[None]:
+    """Record where a dashboard listens (``host:port`` each), now."""
+    now = str(int(time.time() * 1000))
+    yield [redis_command("HSET", keys.dashboards, *(x for a in addresses for x in (a, now)))]
+
+
+def dashboards(keys: ControlKeys) -> Step[list[str]]:
+    """The addresses of the dashboards that announced themselves within a minute."""
+    [raw] = yield [redis_command("HGETALL", keys.dashboards)]
+    since = int(time.time() * 1000) - DASHBOARD_MAX_AGE_MS
+    items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
+    return sorted(text(a) for a, ms in items if text(ms).isdigit() and int(text(ms)) >= since)
 
 
 def ever_used(keys: FrontierKeys) -> Step[bool]:

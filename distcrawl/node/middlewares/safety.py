@@ -6,7 +6,9 @@ middleware again). Three downloader middlewares:
 
 - :class:`AddressGuardMiddleware` refuses private, loopback, link-local, reserved and cloud
   metadata addresses, checked on the address the host name resolves to, so neither a seed, a
-  queue entry nor a redirect can point the cluster at its own Redis, MongoDB or metadata service.
+  queue entry nor a redirect can point the cluster at its own Redis, MongoDB or metadata service;
+  the node's own Redis and MongoDB and the crawl's dashboards are refused even where
+  ``DISTCRAWL_ALLOW_PRIVATE`` allows their addresses (``own.py``).
 - :class:`RobotsTxtMiddleware` is Scrapy's, fixed so robots.txt binds every request.
 - :class:`PageLimitsMiddleware` ends traps and hostile pages with a counted reason: a page budget
   per site shared by the whole cluster, redirect loops, bodies over ``DOWNLOAD_MAXSIZE``.
@@ -50,8 +52,9 @@ from distcrawl.base.urls import (
     private_allowed,
 )
 from distcrawl.frontier import connection
-from distcrawl.frontier.keys import ControlKeys
+from distcrawl.frontier.keys import ControlKeys, FrontierKeys
 from distcrawl.node.internals import check_robots_middleware
+from distcrawl.node.middlewares.own import OwnAddresses, endpoints
 
 if TYPE_CHECKING:
     from typing import Self
@@ -161,9 +164,12 @@ class AddressGuardMiddleware:
         dns_cache_size: int = DNS_CACHE_SIZE,
         resolve: Resolver = resolve_with_reactor,
         clock: Callable[[], float] = time.monotonic,
+        own: OwnAddresses | None = None,
     ) -> None:
         self.stats = stats
         self.allow_private = allow_private
+        #: the node's own Redis, MongoDB and the crawl's dashboards: never fetched
+        self.own = own
         self._clock = clock  # when cached answers expire (a test's clock can be moved by hand)
         self.dns_ttl = dns_ttl
         self.dns_cache_size = max(1, dns_cache_size)
@@ -172,16 +178,41 @@ class AddressGuardMiddleware:
         # lookups under way: requests to a host not cached yet wait for the same answer
         self._pending: dict[tuple[str, int], asyncio.Future[list[str]]] = {}
         self._logged: set[tuple[str, str, int]] = set()
+        self._client: Any = None  # the crawl's Redis, read for its dashboards' addresses
+        self._signals: tuple[Any, ...] = ()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
         assert crawler.stats is not None
-        return cls(
+        redis_url = connection.settings_url(s)
+        own = OwnAddresses(
+            endpoints(redis_url, SETTINGS.value(s, "MONGO_URI")), resolve=resolve_with_reactor
+        )
+        mw = cls(
             stats=crawler.stats,
             allow_private=SETTINGS.value(s, "DISTCRAWL_ALLOW_PRIVATE"),
             dns_ttl=SETTINGS.value(s, "DISTCRAWL_DNS_TTL"),
+            own=own,
         )
+
+        def opened(spider: Spider) -> None:
+            # the crawl's dashboards record where they listen in the crawl
+            mw._client = connection.async_client(
+                redis_url, socket_timeout=10, socket_connect_timeout=10
+            )
+            own.open(mw._client, FrontierKeys.for_spider(spider.name, s))
+
+        async def closed(spider: Spider) -> None:
+            own.close()
+            if mw._client is not None:
+                await mw._client.aclose()
+                mw._client = None
+
+        mw._signals = (opened, closed)  # signals hold their receivers weakly
+        crawler.signals.connect(opened, signal=signals.spider_opened)
+        crawler.signals.connect(closed, signal=signals.spider_closed)
+        return mw
 
     async def process_request(self, request: Request) -> None:
         try:
@@ -197,6 +228,16 @@ class AddressGuardMiddleware:
             raise _refuse(self.stats, reasons.BAD_SCHEME, url)
         if not host or port is None:
             raise _refuse(self.stats, reasons.MALFORMED_URL, url)
+        if self.own is not None:
+            await self.own.refresh()
+            if port in self.own.ports():
+                # whatever DISTCRAWL_ALLOW_PRIVATE allows, in any notation of the address
+                addresses = [host] if _is_ip(host) else await self._addresses(host, port)
+                what = await self.own.whose(host, port, addresses)
+                if what is not None:
+                    raise _refuse(
+                        self.stats, reasons.OWN_ADDRESS, f"{host}:{port} is the crawl's {what}"
+                    )
         if self.allow_private is True or private_allowed(self.allow_private, host, port):
             return
         if is_metadata_address(host):
@@ -326,7 +367,7 @@ class PageLimitsMiddleware:
         # small budgets are reserved page by page, so that they are spent exactly
         self.chunk = budget_chunk or max(1, min(BUDGET_CHUNK, self.max_pages // 100))
         self._client: Any = None
-        self._keys = ControlKeys("")
+        self._keys: ControlKeys | None = None  # the crawl's, once its spider is open
         self._allowance: dict[str, int] = {}  # site -> pages reserved and not used yet
         self._reserving: dict[str, asyncio.Lock] = {}
         self._spent: dict[str, float] = {}  # site -> monotonic time to ask Redis again
@@ -364,6 +405,8 @@ class PageLimitsMiddleware:
             self._client = None
 
     def budget_key(self, site: str) -> str:
+        if self._keys is None:
+            raise RuntimeError("a page budget is reserved only once the spider is open")
         return self._keys.pages(site)
 
     async def process_request(self, request: Request) -> None:

@@ -30,9 +30,11 @@ from distcrawl.node.scheduler.outage import RedisUnreachableAtStart, StartWait
 from distcrawl.node.scheduler.refusal import StartRefusal
 from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
 from distcrawl.node.scheduler.seeds import SeedFeed
+from distcrawl.node.scheduler.shutdown import ShutdownGuard
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
 from distcrawl.node.scheduler.solo import SoloMode
 from distcrawl.node.scheduler.tracking import InProgress
+from distcrawl.node.scheduler.vanished import CrawlOrigin
 from distcrawl.node.scheduler.window import RequestWindow
 from distcrawl.node.seeds.sources import SeedSource
 
@@ -90,6 +92,14 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
 
     async def _open(self, spider: Spider) -> None:
         self.spider = spider
+        self._shutdown = guard = ShutdownGuard(
+            self.crawler,
+            node_id=self.node_id,
+            closing=lambda: self._closing,
+            closed=lambda: self._closed,
+            close=self._close,
+        )
+        guard.install()
         settings = self.crawler.settings
         keys = FrontierKeys.for_spider(spider.name, settings)
         # a scrapy-redis spider's own redis_key; a set or zset is staged into a list
@@ -106,9 +116,16 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         )
         # a node that cannot reach Redis at its start gives up after start_timeout (a wrong
         # REDIS_URL must not look like a node waiting); an outage later is waited out
-        start = StartWait(timeout=self.start_timeout, where=mask_url(self.redis_url))
+        start = StartWait(
+            timeout=self.start_timeout,
+            where=mask_url(self.redis_url),
+            stopped=lambda: guard.stopping,
+        )
         try:
             await start.run(self._check_format)
+            if self._refused:
+                return
+            await start.run(self._check_origin)
             if self._refused:
                 return
             # an evicting Redis is refused before the node writes anything, the record included
@@ -120,7 +137,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             )
         except (RedisUnreachableAtStart, EvictingRedis) as exc:
             self._refused_at_start(exc)
-            raise
+            return
         if not admitted:
             # Scrapy closes a spider cleanly on a CloseSpider from spider_opened; raised from
             # the scheduler's open it would skip opening the scraper, whose close then fails
@@ -160,6 +177,9 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             self._revisits = self._revisit_hooks(policy, store, keys)
             # the answer that leaves the downloader middlewares (not one turned into a retry)
             self.crawler.signals.connect(self._revisits.answered, signal=signals.response_received)
+        self._origin = origin = CrawlOrigin(
+            store, node_id=self.node_id, stats=self.stats, on_lost=self._state_lost
+        )
         self._solo = solo = SoloMode(
             store=store,
             node_id=self.node_id,
@@ -214,6 +234,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             memory=MemoryWatch(client, self.stats),
             on_own=self._own_written,
             solo=solo,
+            origin=origin,
         )
         self._wrote = loop.wrote
         logger.info(
@@ -240,9 +261,12 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             )
             # a member already: a node that finds it holding solo sees it live
             await start.run(lambda: solo.open(eligible=eligible))
+            await start.run(self._open_origin)
+            if self._refused:
+                return
         except RedisUnreachableAtStart as exc:
             self._refused_at_start(exc)
-            raise
+            return
         _HOLDING[self.node_id] = self
         loop.start(wake_channel=keys.wake)
 
@@ -264,12 +288,32 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         )
 
     async def _close(self, reason: str) -> None:
+        if self._closing:
+            return  # a graceful stop before the engine ran closed the node already
+        self._closing = True
+        try:
+            await self._close_node(reason)
+        finally:
+            self._closed = True
+            if self._shutdown is not None:
+                self._shutdown.remove()
+
+    async def _close_node(self, reason: str) -> None:
         loop = self._loop
         if loop is not None:
             loop.closing = True
         if self._refused or loop is None or self.store is None:
             if self._client is not None:
                 await self._client.aclose()
+            return
+        if loop.origin is not None and loop.origin.lost:
+            # the crawl's state is gone: its leases with it; writing anything now would begin
+            # a crawl again in silence
+            await loop.stop()
+            self._local.clear()
+            self._unreturned = 0
+            _HOLDING.pop(self.node_id, None)
+            await self._client.aclose()
             return
         if self._solo is not None:
             self._solo.leave("the node closes")

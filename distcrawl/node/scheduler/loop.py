@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.config.entries import PREFETCH_PER_SLOT
 from distcrawl.base.names import stats as stat_keys
+from distcrawl.base.rates import SITE_DEFAULTS
 from distcrawl.frontier.batch import new_rid_tag
-from distcrawl.frontier.connection import outage_reason
+from distcrawl.frontier.outages import classify
 from distcrawl.frontier.wake import WakeListener
 from distcrawl.node.scheduler.outage import RedisOutage
 from distcrawl.node.scheduler.reconcile import reconcile_leases
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from distcrawl.node.scheduler.revisits import RevisitHooks
     from distcrawl.node.scheduler.seeds import SeedFeed
     from distcrawl.node.scheduler.solo import SoloMode
+    from distcrawl.node.scheduler.vanished import CrawlOrigin
 
 __all__ = [
     "DEFAULT_IDLE_MAX_WAIT",
@@ -130,6 +132,7 @@ class FrontierLoop:
         memory: MemoryWatch | None = None,
         on_own: Callable[[list[tuple[Child, Lease | None]]], None] | None = None,
         solo: SoloMode | None = None,
+        origin: CrawlOrigin | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -156,6 +159,9 @@ class FrontierLoop:
         self.on_own = on_own
         #: solo mode (None: the node always shares the crawl, as the benches' loops do)
         self.solo = solo
+        #: the crawl's start marker (None: not watched, as the benches' loops do): a crawl
+        #: whose state vanished ends the loop
+        self.origin = origin
         #: sites an adaptive cut holds (their requests are never the node's own)
         self.cut_sites: set[str] = set()
         self.holds_work = holds_work
@@ -235,7 +241,14 @@ class FrontierLoop:
                 break
 
     def heartbeat_info(self) -> dict[str, Any]:
-        return {"started": self.started(), "prefetched": len(self.ready)}
+        """What the node publishes of its work with each heartbeat, and the per-site budget
+        defaults it leases with (0: no limit), which ``status`` shows for sites without
+        limits of their own."""
+        return {
+            "started": self.started(),
+            "prefetched": len(self.ready),
+            SITE_DEFAULTS: {"rate": self.budget.rate, "concurrency": self.budget.concurrency},
+        }
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -254,12 +267,12 @@ class FrontierLoop:
     async def _run(self) -> None:
         wait = _BUSY_WAIT
         errors = _ErrorStreak(self.node_id, self.stats)
-        while not self.closing:
+        while not self.closing and not self._lost():
             failed = False
             if self.outage.down or errors.count:
                 # the first round trip that Redis may serve again recovers nobody: every
-                # heartbeat went stale meanwhile, the live nodes' as well as ours (whatever
-                # failed the round trips: an error no outage names fails theirs alike)
+                # heartbeat may have gone stale meanwhile, the live nodes' as well as ours
+                # (an error of a class no outage names may be the whole server's too)
                 self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
             try:
                 if self._needs_reconcile:
@@ -270,11 +283,10 @@ class FrontierLoop:
                     await self._reconcile()
                     self._needs_reconcile = False
                 got = await self._cycle()
-                if self.outage.answered():
+                if self.outage.answered() | errors.ended():
                     # every heartbeat went stale while Redis was away, ours as well as the
                     # live nodes': silence counts again only from now
                     self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
-                errors.ended()
                 wait = _BUSY_WAIT if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
             except Exception as exc:
                 # the outcome of a failed round trip is unknown: reconcile before leasing
@@ -282,14 +294,14 @@ class FrontierLoop:
                 failed = True
                 if self.solo is not None:
                     self.solo.leave("a round trip failed")
-                if outage_reason(exc) is not None:
+                if classify(exc) is not None:
                     self.outage.failed(exc, waiting=self._waiting())
                 else:
                     errors.failed(exc)
                 # a node retries well within a heartbeat timeout: once Redis is back, the
                 # others' guard against recovering it lasts that long
                 wait = min(max(wait * 2, _RETRY_WAIT), _RETRY_WAIT_MAX, self.heartbeat_timeout / 4)
-            if self.closing:
+            if self.closing or self._lost():
                 break
             if self.writes.pending() and not failed:
                 hold = self._hold_writes()
@@ -321,6 +333,11 @@ class FrontierLoop:
             except TimeoutError:
                 pass
         self.outage.finish()
+        self.seeds.finish()
+
+    def _lost(self) -> bool:
+        """Whether the crawl's state vanished (the node then writes nothing more)."""
+        return self.origin is not None and self.origin.lost
 
     def _waiting(self) -> str:
         """What the node holds for Redis, for the outage's log line."""
@@ -394,11 +411,15 @@ class FrontierLoop:
             self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
         if await self.membership.tick(self.heartbeat_info()):
             self.wake.set()
+        if self.origin is not None and await self.origin.check():
+            return False  # the crawl's state vanished: nothing more is written or judged
         if self.memory is not None:
             await self.memory.tick()
         if self.close_when_drained and not progressed and not self.drained and not blocked:
             busy = bool(self.ready or self.started() or self.writes.pending() or self.holds_work())
             if await self.drain.check(busy=busy):
+                if self.origin is not None and await self.origin.check(read=True):
+                    return False  # drained because the crawl's state vanished: not finished
                 # Scrapy finds the spider idle and closes it (or its idle handlers keep it)
                 self.drained = True
                 self.on_drained()
@@ -440,6 +461,12 @@ class FrontierLoop:
             self.writes.restore(out)
             raise
         self.writes.sent(out, result)
+        if (
+            result.rewound is not None
+            and self.origin is not None
+            and await self.origin.check(read=True)
+        ):
+            return 0  # not a rewind: the crawl's state vanished; nothing is pushed again
         if result.rewound is not None:
             # the node forgets what it pushed, takes a new tag, and reconciles before it leases
             self.on_rewind(result.rewound)
@@ -514,12 +541,15 @@ class _ErrorStreak:
             exc_info=exc,
         )
 
-    def ended(self) -> None:
-        if self.count:
-            logger.warning(
-                "Frontier loop of node %s works again after %d failed round trips",
-                self.node_id,
-                self.count,
-            )
-            self.count = 0
-            self._seen.clear()
+    def ended(self) -> bool:
+        """A round trip succeeded; returns whether it ended a streak."""
+        if not self.count:
+            return False
+        logger.warning(
+            "Frontier loop of node %s works again after %d failed round trips",
+            self.node_id,
+            self.count,
+        )
+        self.count = 0
+        self._seen.clear()
+        return True

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     from distcrawl.node.revisit.schedule import RevisitPolicy
     from distcrawl.node.scheduler.loop import FrontierLoop
     from distcrawl.node.scheduler.revisits import RevisitHooks
+    from distcrawl.node.scheduler.shutdown import ShutdownGuard
     from distcrawl.node.scheduler.solo import SoloMode
+    from distcrawl.node.scheduler.vanished import CrawlOrigin
 
 __all__ = ["SchedulerState"]
 
@@ -116,6 +118,13 @@ class SchedulerState(BaseScheduler):
         self._loop: FrontierLoop | None = None
         self._refused = False  # another live process has this node id: this one never ran
         self._unreturned: int | None = None  # leases a close could not return (None: no close)
+        self._closing = False  # the close has begun
+        self._closed = False  # the close is over
+        #: a graceful stop before the engine runs still returns the leases (``shutdown.py``)
+        self._shutdown: ShutdownGuard | None = None
+        #: the crawl's start marker (``vanished.py``), and the close it asks for once gone
+        self._origin: CrawlOrigin | None = None
+        self._closing_task: asyncio.Future[None] | None = None
         self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
         #: revisit mode (set at open, from the settings and the spider's profiles)
         self.revisit: RevisitPolicy | None = None
