@@ -62,12 +62,18 @@ not by ``_id`` (the URL, which can never repeat).
     .venv/bin/python bench/chaos.py --node-freeze 40 --json
     .venv/bin/python bench/chaos.py --search 20 --seed 1 --json
     .venv/bin/python bench/chaos.py --replay 1234567 --json
+    .venv/bin/python bench/chaos.py --search 20 --seed 1 --plant-bug misconf --json
+
+``--plant-bug misconf`` (with ``--search`` or ``--replay``) plants a known bug in the nodes (a
+``MISCONF`` reply is no outage), to show that the search finds one
+(``tests/e2e/test_search_finds_planted_bug.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import sys
@@ -86,6 +92,8 @@ from chaos_run import (
     Chaos,
 )
 from chaos_search import DEFAULT_TIMEOUT, search
+
+from distcrawl.base.config import PLANTED_BUG
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,7 +173,16 @@ def main(argv: list[str] | None = None) -> int:
         "--schedule-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
         help="--search: a schedule not over after S seconds is reported hung",
     )  # fmt: skip
+    parser.add_argument(
+        "--plant-bug", choices=("misconf",), default=None,
+        help="--search / --replay: plant a known bug in the nodes (misconf: MISCONF is no "
+        "outage), to show that the search finds it",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.plant_bug and not (args.search or args.replay is not None):
+        parser.error("--plant-bug goes with --search or --replay")
+    if args.plant_bug:
+        os.environ[PLANTED_BUG] = args.plant_bug  # the nodes inherit it
     if args.search or args.replay is not None:
         return search(args)
     faults = [

@@ -3,7 +3,14 @@
 A schedule is a short crawl (2-3 nodes, 100-200 products) and 1-4 events, each drawn from the
 schedule's own ``random.Random(seed)``: the same seed gives the same schedule (what ``--replay
 SEED`` runs again). An event fires at a moment of the crawl (seconds after the start, for the
-first seconds of the nodes, or a share of the pages fetched) and does one of:
+first seconds of the nodes, or a share of the pages fetched) and does one of the faults below.
+
+Besides those, each schedule refuses the writes of every command with one class of error
+reply for a while mid-crawl, its seed's class (:func:`focus_class`): a search's seeds take the
+classes in turn (:func:`schedule_seeds`), so that every class meets a crawl that writes in
+every run of 13 schedules, whatever the draws.
+
+The faults:
 
 - a fault of the Redis proxy between the nodes and Redis: error replies of one class or a few
   (all commands each class refuses, or one frontier command), replies dropped or cut after the
@@ -129,12 +136,12 @@ class Schedule:
         )
         kinds = list(EVENT_WEIGHTS)
         weights = [EVENT_WEIGHTS[k] for k in kinds]
-        count = rng.choice((1, 1, 2, 2, 3, 4))
+        count = rng.choice((0, 1, 1, 2, 3))
         drawn = rng.choices(kinds, weights, k=count)
         # at most one event that wipes the crawl: after it, the crawl is over
         wipes = [k for k in drawn if k in WIPE_EVENTS]
         drawn = [k for k in drawn if k not in WIPE_EVENTS] + wipes[:1]
-        schedule.events = [_draw_event(rng, kind) for kind in drawn]
+        schedule.events = [_focus_event(rng, seed), *(_draw_event(rng, kind) for kind in drawn)]
         return schedule
 
     @property
@@ -177,11 +184,28 @@ def _match(rng: random.Random, share: float) -> list[str]:
 LATE_EVENTS = frozenset({"redis-crash", "redis-wipe", "redis-flush"})
 
 
+#: an outage's length: short, or about the heartbeat timeout
+OUTAGE = (0.3, 2.0), (HEARTBEAT_TIMEOUT - 2.0, HEARTBEAT_TIMEOUT + 3.0)
+
+
+def _focus_event(rng: random.Random, seed: int) -> Event:
+    """Every command's writes refused with the seed's class of error reply, mid-crawl."""
+    event = Event("proxy-error", at_progress=round(rng.uniform(0.1, 0.8), 3))
+    event.seconds = _duration(rng, *OUTAGE)
+    event.fault = {
+        "kind": "error",
+        "error": focus_class(seed),
+        "match": [],
+        "probability": rng.choice((1.0, 0.5)),
+    }
+    return event
+
+
 def _draw_event(rng: random.Random, kind: str) -> Event:
     event = Event(kind)
     early = 0.0 if kind in LATE_EVENTS else 0.4 if kind.startswith("node-") else 0.2
     _moment(rng, event, early=early)
-    outage = (0.3, 2.0), (HEARTBEAT_TIMEOUT - 2.0, HEARTBEAT_TIMEOUT + 3.0)
+    outage = OUTAGE
     if kind == "proxy-error":
         event.seconds = _duration(rng, *outage)
         event.fault = {
@@ -247,7 +271,18 @@ def _draw_event(rng: random.Random, kind: str) -> Event:
     return event
 
 
+#: the classes of error replies, in the order a search's schedules take them
+ERROR_CLASSES = tuple(sorted(ERRORS))
+
+
+def focus_class(seed: int) -> str:
+    """The class of error reply the schedule of ``seed`` refuses writes with, mid-crawl."""
+    return ERROR_CLASSES[seed % len(ERROR_CLASSES)]
+
+
 def schedule_seeds(seed: int, count: int) -> list[int]:
-    """The seeds of the ``count`` schedules of a search from ``seed``."""
+    """The seeds of the ``count`` schedules of a search from ``seed``: random, and the i-th
+    one's class (:func:`focus_class`) the i-th of :data:`ERROR_CLASSES`, round and round."""
     rng = random.Random(seed)
-    return [rng.randrange(1 << 31) for _ in range(count)]
+    n = len(ERROR_CLASSES)
+    return [rng.randrange((1 << 31) // n) * n + i % n for i in range(count)]

@@ -506,6 +506,33 @@ def search(args: Any) -> int:
     records: list[dict[str, Any]] = []
     mongo: MongoServer | None = None
     kept: list[str] = []
+
+    def report_of(complete: bool) -> dict[str, Any]:
+        violations = [{**v, "schedule": r["schedule"]} for r in records for v in r["violations"]]
+        by_invariant = Counter(v["invariant"] for v in violations)
+        runs = records
+        events = Counter(e["kind"] for r in runs for e in r["events"] if e["note"] != "skipped")
+        return {
+            "schedules": len(records),
+            "schedules_asked": len(seeds),
+            "complete": complete,
+            "seed": seed,
+            "replay": args.replay,
+            "planted_bug": plant,
+            "violations": violations,
+            "violations_by_invariant": {k: by_invariant.get(k, 0) for k in INVARIANTS},
+            "schedules_with_violations": sum(1 for r in records if r["violations"]),
+            "events_fired": dict(sorted(events.items())),
+            "events_skipped": sum(1 for r in runs for e in r["events"] if e["note"] == "skipped"),
+            "seconds": round(time.monotonic() - started, 1),
+            "seconds_per_schedule": [r["seconds"] for r in records],
+            "runs": [{k: v for k, v in r.items() if k not in ("schedule",)} for r in records],
+            "kept_logs": kept,
+            "machine": {"load_before": load_before, "load_after": load_average()},
+        }
+
+    plant = getattr(args, "plant_bug", None)
+    planted = f" --plant-bug {plant}" if plant else ""
     try:
         for i, schedule_seed in enumerate(seeds):
             if mongo is None or i % MONGO_FRESH_EVERY == 0:
@@ -521,13 +548,12 @@ def search(args: Any) -> int:
                 work,
                 mongo,
                 timeout=args.schedule_timeout,
-                settings=getattr(args, "plant_settings", None),
                 quiet=args.quiet,
             ).run()
             for v in record["violations"]:
                 print(
                     f"VIOLATION seed {v['seed']}: {v['invariant']}: {v['seen']}\n"
-                    f"  replay: .venv/bin/python bench/chaos.py --replay {v['seed']}",
+                    f"  replay: .venv/bin/python bench/chaos.py --replay {v['seed']}{planted}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -536,6 +562,9 @@ def search(args: Any) -> int:
             else:
                 shutil.rmtree(work, ignore_errors=True)
             records.append(record)
+            if len(seeds) > 1:
+                # a search stopped early leaves what it ran, with its real count
+                write_result(report_of(complete=False))
     finally:
         if mongo is not None:
             mongo.stop()
@@ -544,24 +573,8 @@ def search(args: Any) -> int:
             shutil.rmtree(path, ignore_errors=True)
         if not kept:
             shutil.rmtree(root, ignore_errors=True)
-    violations = [{**v, "schedule": r["schedule"]} for r in records for v in r["violations"]]
-    by_invariant = Counter(v["invariant"] for v in violations)
-    events = Counter(e["kind"] for r in records for e in r["events"] if e["note"] != "skipped")
-    report: dict[str, Any] = {
-        "schedules": len(records),
-        "seed": seed,
-        "replay": args.replay,
-        "violations": violations,
-        "violations_by_invariant": {k: by_invariant.get(k, 0) for k in INVARIANTS},
-        "schedules_with_violations": sum(1 for r in records if r["violations"]),
-        "events_fired": dict(sorted(events.items())),
-        "events_skipped": sum(1 for r in records for e in r["events"] if e["note"] == "skipped"),
-        "seconds": round(time.monotonic() - started, 1),
-        "seconds_per_schedule": [r["seconds"] for r in records],
-        "runs": [{k: v for k, v in r.items() if k not in ("schedule",)} for r in records],
-        "kept_logs": kept,
-        "machine": {"load_before": load_before, "load_after": load_average()},
-    }
+    report = report_of(complete=True)
+    violations = report["violations"]
     write_result(report)
     if args.json:
         print(json.dumps(report))
