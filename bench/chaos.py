@@ -62,7 +62,7 @@ not by ``_id`` (the URL, which can never repeat).
     .venv/bin/python bench/chaos.py --node-freeze 40 --json
     .venv/bin/python bench/chaos.py --search 20 --seed 1 --json
     .venv/bin/python bench/chaos.py --replay 1234567 --json
-    .venv/bin/python bench/chaos.py --search 20 --seed 1 --plant-bug misconf --json
+    .venv/bin/python bench/chaos.py --search 20 --seed 1 --plant-bug misconf --until-violation
 
 ``--plant-bug misconf`` (with ``--search`` or ``--replay``) plants a known bug in the nodes (a
 ``MISCONF`` reply is no outage), to show that the search finds one
@@ -177,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         "--plant-bug", choices=("misconf",), default=None,
         help="--search / --replay: plant a known bug in the nodes (misconf: MISCONF is no "
         "outage), to show that the search finds it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--until-violation", action="store_true",
+        help="--search: stop after the first schedule with a violation",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.plant_bug and not (args.search or args.replay is not None):

@@ -516,6 +516,7 @@ def search(args: Any) -> int:
             "schedules": len(records),
             "schedules_asked": len(seeds),
             "complete": complete,
+            "until_violation": bool(getattr(args, "until_violation", False)),
             "seed": seed,
             "replay": args.replay,
             "planted_bug": plant,
@@ -565,6 +566,8 @@ def search(args: Any) -> int:
             if len(seeds) > 1:
                 # a search stopped early leaves what it ran, with its real count
                 write_result(report_of(complete=False))
+            if record["violations"] and getattr(args, "until_violation", False):
+                break
     finally:
         if mongo is not None:
             mongo.stop()
