@@ -528,7 +528,8 @@ def search(args: Any) -> int:
             "seconds": round(time.monotonic() - started, 1),
             "seconds_per_schedule": [r["seconds"] for r in records],
             "runs": [{k: v for k, v in r.items() if k not in ("schedule",)} for r in records],
-            "kept_logs": kept,
+            # the folders' names: their paths (this machine's) go to stderr and --json only
+            "kept_logs": [Path(k).name for k in kept],
             "machine": {"load_before": load_before, "load_after": load_average()},
         }
 
@@ -579,8 +580,10 @@ def search(args: Any) -> int:
     report = report_of(complete=True)
     violations = report["violations"]
     write_result(report)
+    if kept:
+        print(f"logs kept in {root}: {', '.join(report['kept_logs'])}", file=sys.stderr)
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps({**report, "kept_logs": kept}))
     else:
         print(
             f"{report['schedules']} schedules, {len(violations)} violations "
