@@ -13,9 +13,10 @@
 - ``no_tracebacks``: no node logs a traceback (an expected fault deserves a line, not a stack;
   an error reply of a class nobody knows may show one);
 - ``exit_status``: each node exits with the status the docs give for what happened: 0 for a
-  clean stop or a drained crawl; 3 when products still wait in its journal (never 0 then); 4
-  only when Redis was away as it stopped; the status of a vanished crawl after a wipe; never 1,
-  2 or 5 here;
+  clean stop or a drained crawl (or the signal's own status for a SIGTERM that came before
+  Scrapy started the node's log: Python was still importing, nothing was reached); 3 when
+  products still wait in its journal (never 0 then); 4 only when Redis was away as it
+  stopped; the status of a vanished crawl after a wipe; never 1, 2 or 5 here;
 - ``wiped_reported``: a crawl whose Redis was wiped or flushed is reported (the nodes exit with
   the vanished crawl's status), never crawled again in silence;
 - ``hung``: the schedule ended within its time; ``harness``: the bench itself failed.
@@ -24,6 +25,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -256,6 +258,12 @@ def check(run: ScheduleRun) -> dict[str, Any]:
         code = member.exit_code
         if code is None or _killed(member):
             continue
+        if (
+            code == -signal.SIGTERM
+            and _terminated(member)
+            and not _RECORD.search(_log_text(member).encode())
+        ):
+            continue  # stopped before Scrapy started its log: the docs' "first moments"
         allowed = {_CLEAN}
         if mongo_events:
             allowed.add(_JOURNAL)
