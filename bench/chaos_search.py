@@ -466,6 +466,18 @@ class ScheduleRun:
             status = vanished_status()
             after = [m for m in self.members if m.exit_s is not None and m.exit_s >= self.wiped_at]
             if status is not None and any(m.exit_code == status for m in after):
+                # what the nodes' message says: reset the crawl, seed it again
+                cli = Path(sys.executable).parent / "distcrawl"
+                reset = [str(cli), "control", "catalog", "reset", "--yes-really"]
+                done = subprocess.run(
+                    reset,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    env={**os.environ, **self._settings_env(), "REDIS_URL": self.redis.url},
+                    cwd=self.work,
+                )
+                self.operator.append(f"control catalog reset: exit {done.returncode}")
                 self.operator.append("re-seeded the vanished crawl and started the nodes again")
                 self.reseeded_at = self.now()
                 self.direct.lpush(START_URLS_KEY, self.shop.url)
