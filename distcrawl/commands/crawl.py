@@ -50,15 +50,26 @@ EXIT_FINDINGS = exits.FINDINGS
 class Command(ScrapyCrawlCommand):
     """``scrapy crawl <spider>``, with the exit statuses of :mod:`distcrawl.base.names.exits`."""
 
+    _early: _EarlyStop | None = None
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        # a graceful stop asked for before Scrapy's own handlers are in place is kept and
+        # given to them once they are: from here, the first of distcrawl's code that only
+        # `scrapy crawl` runs (Scrapy starts its log next, then runs the command)
+        self._early = _EarlyStop()
+        super().process_options(args, opts)
+
+    def stop_asked(self) -> list[int]:
+        """The signals that asked for a stop before Scrapy's handlers were in place."""
+        return list(self._early.asked) if self._early is not None else []
+
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args:
             raise UsageError
         if len(args) > 1:
             raise UsageError("running 'scrapy crawl' with more than one spider is not supported")
         assert self.crawler_process is not None
-        # a graceful stop asked for before Scrapy's own handlers are in place is kept and
-        # given to them once they are (see _stop_asked_early)
-        early = _EarlyStop()
+        early = self._early if self._early is not None else _EarlyStop()
         # the crawl's name goes into every key and many log lines (as given, as the spider
         # class says, as a ``-a name=`` argument gives the spider)
         named = crawl_name_problem(args[0])
@@ -119,10 +130,11 @@ class Command(ScrapyCrawlCommand):
 
 
 class _EarlyStop:
-    """SIGTERM or SIGINT between the start of ``scrapy crawl`` and the reactor's start (before
-    Scrapy installs its handlers, a signal would kill the process at once): kept, and sent
-    again once the reactor runs, so Scrapy stops the crawl gracefully (the node's scheduler
-    then returns whatever it leased meanwhile: ``node/scheduler/shutdown.py``)."""
+    """SIGTERM or SIGINT between the reading of ``scrapy crawl``'s options and the reactor's
+    start (before Scrapy installs its handlers, a signal would kill the process at once):
+    kept, and sent again once the reactor runs, so Scrapy stops the crawl gracefully (the
+    node's scheduler then returns whatever it leased meanwhile:
+    ``node/scheduler/shutdown.py``)."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -11,11 +11,14 @@ them is rendered from it.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
 import redis
 from redis import exceptions as rex
+
+from distcrawl.base.config import PLANTED_BUG
 
 __all__ = ["OUTAGE_REPLIES", "UNREACHABLE", "Outage", "classify", "error_code"]
 
@@ -121,10 +124,16 @@ def error_code(exc: BaseException) -> str | None:
     return word if _CODE.fullmatch(word) else None
 
 
+#: the bug a test plants to show that the fault search finds one (see PLANTED_BUG): read once
+_PLANTED_BUG = os.environ.get(PLANTED_BUG, "")
+
+
 def classify(exc: BaseException) -> Outage | None:
     """The outage *exc* means, or None for an error that waiting will not mend (a bug, a reply
     the node cannot read, an error reply of another class)."""
     code = error_code(exc)
+    if code == "MISCONF" and _PLANTED_BUG == "misconf":
+        return None
     if code is not None and code in OUTAGE_REPLIES:
         return OUTAGE_REPLIES[code]
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):

@@ -309,11 +309,13 @@ class FrontierStore:
         its format; raises :class:`CrawlFormatError` when the crawl is in another one."""
         return self._drive(membership.claim(self.keys, node, owner, timeout_ms, force))
 
-    def take_seeds(self, node: str, n: int) -> Any:
+    def take_seeds(self, node: str, n: int, *, resume: bool = False) -> Any:
         """Up to ``n`` raw seeds into ``node``'s taken list (a :class:`Seeds`: first those
         given back by nodes that stopped or died holding them, then from the seed list); they
-        leave it with the flush whose ``seeds_done`` says their requests are in the shards."""
-        return self._drive(membership.take_seeds(self.keys, node, n))
+        leave it with the flush whose ``seeds_done`` says their requests are in the shards.
+        ``resume``: the node has no taken seed pending, so any its taken list holds were left
+        by a take whose reply it never heard; they come first, among ``again``."""
+        return self._drive(membership.take_seeds(self.keys, node, n, resume))
 
     def release(self, node: str, leases: Sequence[Lease] = ()) -> Any:
         """Return ``leases`` of ``node`` to the queue; with none named, all of them and its

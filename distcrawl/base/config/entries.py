@@ -22,7 +22,7 @@ from distcrawl.base.config.kinds import (
 from distcrawl.base.config.registry import Registry, Setting
 from distcrawl.base.identifiers import seed_list_problem, unsafe_characters
 
-__all__ = ["SETTINGS"]
+__all__ = ["PLANTED_BUG", "SETTINGS"]
 
 #: most shards a crawl may have
 MAX_SHARDS = 1024
@@ -599,8 +599,14 @@ _SCRAPY = [
 ]
 # fmt: on
 
+#: a bug planted on purpose, only by the test that shows the fault search finds one
+#: (``tests/e2e/test_search_finds_planted_bug.py``): ``misconf`` makes a ``MISCONF`` reply no
+#: outage (:func:`distcrawl.frontier.outages.classify`); no user knob
+PLANTED_BUG = "DISTCRAWL_TEST_PLANTED_BUG"
+
 #: environment variables of distcrawl's tooling that are no settings (not reported unknown)
 _TOOLING = (
+    PLANTED_BUG,
     "DISTCRAWL_TEST_WORKERS",  # dev.py test: pytest-xdist workers
     "DISTCRAWL_CHROMIUM",  # the dashboard's browser tests: the Chromium to drive
     "DISTCRAWL_SCRAPYD_PROJECT",  # the scrapyd test: the project copy to deploy

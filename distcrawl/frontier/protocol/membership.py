@@ -141,12 +141,17 @@ class Seeds(NamedTuple):
         return bool(self.again or self.fresh)
 
 
-def take_seeds(keys: FrontierKeys, node: str, n: int) -> Step[Seeds]:
+def take_seeds(keys: FrontierKeys, node: str, n: int, resume: bool) -> Step[Seeds]:
     # a member first (seeds taken by a node that is not one would escape recovery), then the
     # take, in the seed list's slot wherever it hashes
     yield [control_call(keys, "heartbeat", node=node, info="", idle="-1")]
-    [(again, fresh)] = yield [seeds_call(keys, "take_seeds", node=node, n=n)]
-    return Seeds(list(again), list(fresh))
+    calls = [seeds_call(keys, "take_seeds", node=node, n=n)]
+    if resume:
+        # what the node's taken list holds before this take: seeds of a take whose reply the
+        # node never heard (it ran, the connection broke), read in the same round trip
+        calls.insert(0, redis_command("LRANGE", keys.seeds.taken(node), 0, -1))
+    *lost, (again, fresh) = yield calls
+    return Seeds([*(lost[0] if lost else ()), *again], list(fresh))
 
 
 def start(store: FrontierStore, node: str) -> Step[Origin]:
@@ -223,17 +228,27 @@ def release(store: FrontierStore, node: str, leases: list[Lease]) -> Step[int]:
     return sum(moved)
 
 
-def _release(keys: FrontierKeys, shard: int, node: str, rids: list[str]) -> Call:
-    return shard_call(keys, shard, "release", node=node, wake=keys.wake, shard=shard, rids=rids)
+def _release(keys: FrontierKeys, shard: int, node: str, rids: list[str], mark: str = "") -> Call:
+    return shard_call(
+        keys, shard, "release", node=node, wake=keys.wake, shard=shard, mark=mark, rids=rids
+    )
 
 
 def return_all(store: FrontierStore, node: str, then: str) -> Step[int]:
     """Every lease of ``node`` back to the queue, and its seeds given back (the control
-    command ``then``: ``stop`` leaves the cluster, ``rejoin`` stays in it)."""
+    command ``then``: ``stop`` leaves the cluster, its marks cleared; ``rejoin`` stays in it,
+    a fresh mark of the node in every shard)."""
     keys = store.keys
-    calls = [_release(keys, s, node, []) for s in range(keys.shards)]
+    # at an open, a mark in every shard: a Redis that comes back with data from before the
+    # open (which lost the node's membership too) is noticed at the node's first call of any
+    # shard, before it leases outside the members that recovery and drains read
+    mark = f"open.{secrets.token_urlsafe(6)}" if then == "rejoin" else ""
+    calls = [_release(keys, s, node, [], mark) for s in range(keys.shards)]
     calls.append(seeds_call(keys, "give_back", nodes=[node]))
     moved = sum(int(n) for n in (yield calls))
+    store.forget_marks(node)
+    if mark:
+        store.fence(node).last.update(dict.fromkeys(range(keys.shards), mark))
     # only then: a node out of the members with leases or seeds still held (on a cluster the
     # control slot's master could run its part first) would be seen by no recovery
     yield [control_call(keys, then, node=node)]

@@ -149,7 +149,7 @@ COMMANDS: dict[str, CommandSpec] = {
         MARK_SEEN,
         CommandSpec("take_token", SHARD, ("site", "rate", "burst")),
         CommandSpec("set_site_limits", SHARD, ("site", "rate", "conc")),
-        CommandSpec("release", SHARD, ("node", "wake", "shard", "*rids")),
+        CommandSpec("release", SHARD, ("node", "wake", "shard", "mark", "*rids")),
         CommandSpec("release_dead", SHARD, ("node", "wake", "shard", "tombstone")),
         CommandSpec("drained", SHARD, ("*nodes",)),
         CommandSpec("revisit_status", SHARD, ("grace",)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from scrapy import signals
@@ -285,6 +286,10 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             self._refused_at_start(exc)
             return
         _HOLDING[self.node_id] = self
+        if start.waited:
+            # as after an outage of a running node: the live nodes' beats failed alike, and
+            # their silence counts again only from now
+            membership.recover_after(time.monotonic() + self.heartbeat_timeout)
         loop.start(wake_channel=keys.wake)
 
     def _revisit_hooks(

@@ -377,7 +377,7 @@ class FrontierLoop:
             self.store,
             self.node_id,
             leased=self.leased,
-            acks=writes.held_leases(),
+            acks=writes.held_leases,
             ready=self.ready,
             stats=self.stats,
             own=[c for c in writes.children if c.own],

@@ -58,7 +58,7 @@ class Membership:
         self.stats = stats
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
-        self._last_heartbeat = 0.0
+        self._last_heartbeat = time.monotonic()
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         #: this node's rates, published with its heartbeat (one set of figures for all readers)
@@ -75,9 +75,13 @@ class Membership:
         """Heart-beat and recover when due; returns whether dead nodes' work came back."""
         now = time.monotonic()
         if now - self._last_heartbeat >= self.heartbeat_interval:
+            # this node's beats came this far apart (its first: since it began)
+            gap = now - self._last_heartbeat
             await self.heartbeat(info)
-            if time.monotonic() - now > self.heartbeat_timeout / 2:
-                # the heartbeat waited on a Redis that stood still: so did everyone's
+            late = max(self.heartbeat_timeout / 2, 2 * self.heartbeat_interval)
+            if time.monotonic() - now > self.heartbeat_timeout / 2 or gap > late:
+                # the heartbeat waited on a Redis that stood still, or this node's own beats
+                # were held up (slow replies, a stalled loop): so may everyone's have been
                 self.recover_after(time.monotonic() + self.heartbeat_timeout)
         now = time.monotonic()
         due = now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4)

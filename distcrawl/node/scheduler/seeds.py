@@ -136,7 +136,10 @@ class SeedFeed:
         if self.source.kind != "list":
             # a set or zset of seeds is staged into a list first
             await self.source.stage(self.client, self.batch)
-        taken = await self.store.take_seeds(self.node_id, self.batch)
+        # with no taken seed pending, any in this node's taken list come from a take whose
+        # reply was lost: they are taken again (resume)
+        pending = self.writes.seeds_pending
+        taken = await self.store.take_seeds(self.node_id, self.batch, resume=not pending)
         if not taken:
             return False
         await self.drain.seeds_taken()
@@ -144,8 +147,9 @@ class SeedFeed:
             self.spider, node_id=self.node_id, allow_private=self.allow_private, stats=self.stats
         )
         if taken.again:
-            # given back by a node that stopped or died before it said they were in the crawl:
-            # they may be, so the dupefilter decides (a repeat is harmless)
+            # given back by a node that stopped or died before it said they were in the crawl,
+            # or taken by this node in a take whose reply was lost: they may be in the crawl,
+            # so the dupefilter decides (a repeat is harmless)
             again, rejected = intake.read(taken.again)
             self.writes.rejected += rejected
             for request in again:

@@ -147,22 +147,23 @@ local function take_all(ls, popped)
 end
 
 -- the common case first: an inline entry whose payload names its site is granted as it comes,
--- with no site read and no budget; the rest (bare rids, "<site>\n" values) as take_all does
+-- with no site read and no budget; from the first other entry on (a bare rid, a "<site>\n"
+-- value), the rest as take_all does, so that the grants keep the queue's order
 local function take(ls, popped)
   ls.qlen = ls.qlen - #popped / 2
   if ls.need_site then return take_all(ls, popped) end
-  local rest
   for j = 1, #popped, 2 do
     local entry = popped[j]
     local tab = string.find(entry, '\t', 1, true)
     if tab and string.byte(entry, tab + 1) == 123 then
       grant(ls, string.sub(entry, 1, tab - 1), popped[j + 1] .. '\t' .. entry, false)
     else
-      rest = rest or {}
-      rest[#rest + 1] = entry; rest[#rest + 1] = popped[j + 1]
+      local rest = {}
+      for k = j, #popped do rest[#rest + 1] = popped[k] end
+      take_all(ls, rest)
+      break
     end
   end
-  if rest then take_all(ls, rest) end
   return #popped / 2
 end
 
