@@ -41,7 +41,7 @@ DOWNLOADER_MIDDLEWARES = {
     "distcrawl.node.middlewares.safety.AddressGuardMiddleware": 60,
     # Scrapy's, fixed: requests that arrive while robots.txt is being fetched wait for it
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "distcrawl.node.middlewares.safety.RobotsTxtMiddleware": 100,
+    "distcrawl.node.middlewares.robots.RobotsTxtMiddleware": 100,
     # pages-per-site budget shared by the cluster, redirect loops, oversized bodies
     "distcrawl.node.middlewares.safety.PageLimitsMiddleware": 110,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,

@@ -14,21 +14,27 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy.downloadermiddlewares.robotstxt import (
+    RobotsTxtMiddleware as _ScrapyRobotsTxtMiddleware,
+)
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.frontier import connection
 from distcrawl.frontier.store import FrontierKeys, FrontierStore, SiteBudget
+from distcrawl.node.internals import check_robots_middleware
 
 if TYPE_CHECKING:
     from typing import Self
 
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.robotstxt import RobotParser
 
-__all__ = ["SharedRobotsTxt"]
+__all__ = ["RobotsTxtMiddleware", "SharedRobotsTxt"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,3 +138,27 @@ class SharedRobotsTxt:
             except connection.REDIS_FAILURES as exc:
                 logger.warning("robots.txt of %s not shared: %s", request.url, exc)
         return response
+
+
+class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
+    """Scrapy's RobotsTxtMiddleware, obeyed also by requests that wait for the robots.txt fetch.
+
+    Scrapy 2.19 lets every request that arrives while a site's robots.txt is being fetched await
+    one shared Deferred; the first one takes its result and every other one gets None, which
+    reads as "no robots.txt, everything allowed" (so a crawl's first burst of requests ignores
+    robots.txt). Such a request looks the parser up again once the fetch is over.
+
+    Settings: as Scrapy's (``ROBOTSTXT_OBEY``, ``ROBOTSTXT_PARSER``, ``ROBOTSTXT_USER_AGENT``).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        check_robots_middleware(self)  # robot_parser() below reads Scrapy's private _parsers
+
+    async def robot_parser(self, request: Request) -> RobotParser | None:
+        parser = await super().robot_parser(request)
+        if parser is None:
+            again = self._parsers.get(urlparse_cached(request).netloc)
+            if again is not None and not isinstance(again, Deferred):
+                return again
+        return parser
