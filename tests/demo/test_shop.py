@@ -440,6 +440,41 @@ def test_faults_never_touch_robots_or_the_control_api(shop_factory: ShopFactory)
         assert get(shop, "/_shop/truth").status == 200
 
 
+def test_robots_txt_faults_and_crawl_delay(shop_factory: ShopFactory) -> None:
+    shop = shop_factory(products=10, crawl_delay=2.5)
+    assert "Crawl-delay: 2.5\n" in get(shop, "/robots.txt").text
+    shop.set_faults(robots_fault="503")
+    assert get(shop, "/robots.txt").status == 503
+    assert get(shop, "/").status == 200  # only robots.txt fails
+    shop.set_faults(robots_fault="404")
+    assert get(shop, "/robots.txt").status == 404
+    shop.set_faults(robots_fault="close")
+    with pytest.raises(http.client.RemoteDisconnected):
+        get(shop, "/robots.txt")
+    with pytest.raises(ValueError, match="robots_fault"):
+        shop.set_faults(robots_fault="teapot")
+
+
+def test_a_hanging_shop_never_answers_until_it_stops(shop_factory: ShopFactory) -> None:
+    shop = shop_factory(products=10, hang=True, robots_fault="hang")
+    for path in ("/", "/robots.txt"):
+        conn = http.client.HTTPConnection("127.0.0.1", shop.port, timeout=0.5)
+        conn.request("GET", path)
+        with pytest.raises(TimeoutError):
+            conn.getresponse()
+        conn.close()
+    assert shop.peak_in_flight() >= 1
+    shop.set_faults(hang=False)
+    assert get(shop, "/").status == 200
+    shop.stop()  # the hanging request ends with it, at once
+
+
+def test_retry_after_may_be_an_http_date(shop_factory: ShopFactory) -> None:
+    date = "Wed, 21 Oct 2037 07:28:00 GMT"
+    shop = shop_factory(products=10, rate_limit_429=1.0, retry_after=date)
+    assert get(shop, "/").headers["retry-after"] == date
+
+
 def test_fail_products_always_answer_500(shop_factory: ShopFactory) -> None:
     shop = shop_factory(products=50, fail_products=5, seed=2)
     failing = shop.failing_product_urls()
