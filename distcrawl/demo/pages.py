@@ -30,8 +30,8 @@ __all__ = [
     "render_home",
     "render_listing",
     "render_private",
-    "render_robots",
     "render_product",
+    "render_robots",
     "render_trap",
 ]
 
