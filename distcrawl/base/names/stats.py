@@ -65,6 +65,11 @@ STARVED = _stat(
 )
 ROUNDTRIPS = _stat("frontier/roundtrips", "round trips to Redis (one pipelined flush each)")
 DEAD_LETTERED = _stat("frontier/dead_lettered", "requests this node sent to the dead letters")
+DEAD_LETTERS_UNWRITABLE = _stat(
+    "frontier/dead_letters/unwritable",
+    "requests given up on that no dead letter can carry (kept in memory for that reason): "
+    "each logged",
+)
 REQUEUED_DEAD_LETTERS = _stat(
     "frontier/requeued_dead_letters", "dead letters an operator re-queued, leased by this node"
 )

@@ -7,7 +7,9 @@ frontier parks it in Redis until it falls due, so any node may take it and a nod
 while it waits loses nothing. When the last try fails, the request goes to the dead letters
 with its reason (:mod:`distcrawl.base.names.reasons`): ``http_503`` for an answer, the
 exception's class name (``DownloadConnectionRefusedError``) for a failure; its errback gets
-the last download error, as on Scrapy.
+the last download error, as on Scrapy. A request of the downloader's own (``NO_CALLBACK``: a
+robots.txt fetch, a middleware's download) is never a dead letter: its failure goes back to
+whoever made it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.http.request import NO_CALLBACK
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
@@ -115,6 +118,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
         stats = self.crawler.stats
         assert stats is not None
         if retry is None:
+            if request.callback is NO_CALLBACK:
+                return None  # the downloader's own request: its maker handles the failure
             attempts = int(request.meta.get("retry_times", 0)) + 1
             details: dict[str, Any] = {
                 "attempts": attempts,

@@ -3,12 +3,15 @@ requests, dead letters, per-site feedback, idleness, a rewind of Redis."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DontCloseSpider
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
 from distcrawl.base.names import stats as stat_keys
+from distcrawl.base.urls import mask_url
 from distcrawl.node import signals as dc_signals
 from distcrawl.node.scheduler.deadletter import dead_letter
 from distcrawl.node.scheduler.reconcile import report_rewind
@@ -20,6 +23,8 @@ if TYPE_CHECKING:
     from distcrawl.frontier.batch import Child, Lease
 
 __all__ = ["EngineHooks"]
+
+logger = logging.getLogger(__name__)
 
 
 class EngineHooks(SchedulerState):
@@ -38,11 +43,15 @@ class EngineHooks(SchedulerState):
         self._wrote()
 
     def _dead_letter(self, request: Request, reason: str, **details: Any) -> None:
-        """``request_dead_lettered``: the request goes to the dead letters with its reason."""
-        if self._revisits is not None:
-            self._revisits.dead_lettered(request)
-        self._writes.dead.append(
-            dead_letter(
+        """``request_dead_lettered``: the request goes to the dead letters with its reason.
+
+        A request of the downloader's own (``NO_CALLBACK``: robots.txt, a middleware's
+        download) is no request of the spider: never a dead letter. One that no dead letter can
+        carry (it was kept in memory for that reason) is logged and counted instead."""
+        if request.callback is NO_CALLBACK:
+            return
+        try:
+            letter = dead_letter(
                 request,
                 reason,
                 details,
@@ -51,7 +60,18 @@ class EngineHooks(SchedulerState):
                 fingerprint=self.crawler.request_fingerprinter.fingerprint(request),
                 lease=self._leased.get(request),
             )
-        )
+        except ValueError as exc:
+            logger.warning(
+                "Gave up on %s (%s); no dead letter can carry it: %s",
+                mask_url(request.url),
+                reason,
+                exc,
+            )
+            self.stats.inc_value(stat_keys.DEAD_LETTERS_UNWRITABLE)
+            return
+        if self._revisits is not None:
+            self._revisits.dead_lettered(request)
+        self._writes.dead.append(letter)
         self.stats.inc_value(stat_keys.DEAD_LETTERED)
         self._wake.set()
 
