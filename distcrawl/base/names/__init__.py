@@ -19,6 +19,8 @@ GROUPS = (
     status.NODE_STATE,
     status.ERROR_KIND,
     status.CUT_CAUSE,
+    status.HOLD_CAUSE,
+    status.DELAY_SOURCE,
     metrics.METRIC,
     commands.COMMAND,
     commands.ACTION,
