@@ -275,6 +275,33 @@ _DISTCRAWL = [
         check=_at_least(1),
     ),
     Setting(
+        "DISTCRAWL_MAX_CRAWL_DELAY", FLOAT, 30.0,
+        "longest robots.txt Crawl-delay honoured, seconds; a site asking for more is set aside "
+        "or capped (DISTCRAWL_CRAWL_DELAY_OVER_MAX)", check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_CRAWL_DELAY_OVER_MAX", _kind_of(STR, lambda v: v.strip().lower()), "set_aside",
+        "a site whose Crawl-delay is over DISTCRAWL_MAX_CRAWL_DELAY: set_aside (its requests "
+        "become dead letters, crawl_delay_over_max) or cap (crawled at the longest delay)",
+        check=_one_of("set_aside", "cap"),
+    ),
+    Setting(
+        "DISTCRAWL_ROBOTS_HOLD_MAX", FLOAT, 3600.0,
+        "seconds a site whose robots.txt cannot be read (5xx, timeout, connection error) is "
+        "held, robots.txt retried with backoff; then its requests become dead letters "
+        "(robots_unavailable)", check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_SERVER_CONCURRENCY", INT, 0,
+        "requests in flight on all nodes together to one server (IP address), whatever site "
+        "they are for (0: no server budget)", check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_SERVER_RATE", FLOAT, 0.0,
+        "requests/s to one server (IP address) on all nodes together, whatever site they are "
+        "for (0: no limit)", check=_at_least(0),
+    ),
+    Setting(
         "DISTCRAWL_DNS_TTL", FLOAT, 60.0,
         "seconds the address guard trusts a checked DNS answer", public=False,
         check=_at_least(0),

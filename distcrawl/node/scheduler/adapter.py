@@ -20,6 +20,7 @@ from distcrawl.node.internals import check_engine
 from distcrawl.node.revisit.schedule import RevisitPolicy
 from distcrawl.node.scheduler.crawlwide import admit
 from distcrawl.node.scheduler.drain import DrainWatch, waits_for_seeds
+from distcrawl.node.scheduler.gate import Gate
 from distcrawl.node.scheduler.hooks import EngineHooks
 from distcrawl.node.scheduler.identity import rejoin
 from distcrawl.node.scheduler.leases import LeaseIntake
@@ -214,8 +215,17 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             memory=MemoryWatch(client, self.stats),
             on_own=self._own_written,
             solo=solo,
+            before_flush=self._politeness.before_flush,
         )
         self._wrote = loop.wrote
+        self._gate = Gate(
+            politeness=self._politeness,
+            ready=self._ready,
+            concurrency=self.concurrency,
+            give_back=self._give_back,
+            dead_letter=self._set_aside,
+            wake_engine=self._wake_engine,
+        )
         logger.info(
             "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
             self.node_id,
@@ -244,6 +254,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             self._refused_at_start(exc)
             raise
         _HOLDING[self.node_id] = self
+        self._politeness.open(store, self.node_id, self.budget)
         loop.start(wake_channel=keys.wake)
 
     def _revisit_hooks(
@@ -274,6 +285,9 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         if self._solo is not None:
             self._solo.leave("the node closes")
         await loop.stop()
+        if self._gate is not None:
+            self._gate.close()
+        await self._politeness.close()
         kept, own = self._local.clear()
         if kept:
             logger.warning(

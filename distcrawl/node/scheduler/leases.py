@@ -13,7 +13,6 @@ from distcrawl.node.requests.payload import BadEntry
 from distcrawl.node.seeds.intake import rejection_record
 
 if TYPE_CHECKING:
-    from collections import deque
     from collections.abc import Callable
 
     from scrapy import Request, Spider
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.batch import Lease, Leased
     from distcrawl.node.scheduler.buffers import WriteBuffers
+    from distcrawl.node.scheduler.ready import ReadyQueue
     from distcrawl.node.scheduler.revisits import RevisitHooks
 
 __all__ = ["LeaseIntake"]
@@ -37,7 +37,7 @@ class LeaseIntake:
         *,
         spider: Spider,
         node_id: str,
-        ready: deque[Request],
+        ready: ReadyQueue,
         leased: dict[Request, Lease],
         writes: WriteBuffers,
         revisits: RevisitHooks | None,

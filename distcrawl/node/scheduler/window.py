@@ -110,19 +110,28 @@ class RequestWindow(SchedulerState):
         return all(c.own for c in self._writes.children)
 
     def next_request(self) -> Request | None:
-        ready, local = self._ready, self._local
-        if local and (not ready or local.priority() > ready[0].priority):
-            return local.pop()
-        if not ready:
-            if len(self._leased) < self.concurrency:
+        ready, local, gate = self._ready, self._local, self._gate
+        startable = ready.startable
+        if local and (not startable or local.priority() > startable[0].priority):
+            request = local.pop()
+            if gate is not None and request is not None:
+                # the node's own (solo mode) passed its checks; one kept in memory never went
+                # through the queue: it waits for its site's budget at the downloader
+                own = request in self._own or request in self._leased
+                gate.started(request, passed=own)
+            return request
+        # the gate holds back what may not start yet (its robots.txt, a hold, its share of
+        # the slots, its server's budget), or sends it back
+        request = gate.next() if gate is not None else (ready.popleft() if startable else None)
+        if request is None:
+            if not startable and len(self._leased) < self.concurrency:
                 # the engine had a free slot and nothing was leased for it
                 self.stats.inc_value(stat_keys.STARVED)
             self._wake.set()
             return None
-        request = ready.popleft()
         self.stats.inc_value(stat_keys.STARTED)
         self.stats.inc_value(stat_keys.SCHEDULER_DEQUEUED)
         self.stats.inc_value(stat_keys.SCHEDULER_DEQUEUED_REDIS)
-        if len(ready) <= self.low_water:
+        if len(startable) <= self.low_water:
             self._wake.set()
         return request
