@@ -269,6 +269,7 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
         site = url.hostname or ""
         rules = self.rules
         rules.fetching(netloc, site)
+        await rules.forgotten(netloc)
         robots = Request(
             f"{url.scheme}://{netloc}/robots.txt",
             priority=self.DOWNLOAD_PRIORITY,

@@ -12,7 +12,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
+from scrapy.utils.httpobj import urlparse_cached
+
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names import reasons
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.names.status import RETRY_AFTER_HOLD
 from distcrawl.frontier import connection
@@ -127,6 +130,12 @@ class Politeness:
         except BaseException:
             self.given_back[:0] = leases
             raise
+
+    def requeued(self, request: Request, reason: str) -> None:
+        """An operator re-queued ``request``, a dead letter for ``reason``: a site given up on
+        because its robots.txt could not be read is tried again."""
+        if reason == reasons.ROBOTS_UNAVAILABLE:
+            self.robots.forget(urlparse_cached(request).netloc)
 
     # -- what sites answered ----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ instead of each fetching a failing robots.txt.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import time
@@ -148,6 +149,7 @@ class RobotsRules:
         self._sites: dict[str, SiteRobots] = {}
         #: called with a netloc whose robots.txt state changed (the scheduler's gate)
         self.listeners: list[Callable[[str], None]] = []
+        self._forgetting: dict[str, asyncio.Future[Any]] = {}
 
     def get(self, netloc: str) -> SiteRobots | None:
         return self._sites.get(netloc)
@@ -167,6 +169,31 @@ class RobotsRules:
             self._sites[netloc] = SiteRobots(site, RobotsState.FETCHING)
         else:
             entry.state = RobotsState.FETCHING
+
+    def forget(self, netloc: str) -> None:
+        """A site given up on is tried again (its dead letters were re-queued): its state here
+        and its shared failure are forgotten, the latter before robots.txt is fetched again
+        (:meth:`forgotten`)."""
+        entry = self._sites.get(netloc)
+        if entry is not None:
+            if entry.state is not RobotsState.GIVEN_UP:
+                return  # read, or being fetched: nothing to forget
+            del self._sites[netloc]
+        store = self.store
+        if store is not None and netloc not in self._forgetting:
+            key = store.keys.robots(netloc)
+            self._forgetting[netloc] = asyncio.ensure_future(
+                store.client.hdel(key, *FAILURE_FIELDS)
+            )
+
+    async def forgotten(self, netloc: str) -> None:
+        """Wait until the shared failure of ``netloc`` is forgotten, if it is being."""
+        pending = self._forgetting.pop(netloc, None)
+        if pending is not None:
+            try:
+                await pending
+            except connection.REDIS_FAILURES as exc:
+                logger.warning("robots.txt failure of %s not forgotten: %s", netloc, exc)
 
     def no_rules(self, netloc: str, site: str) -> None:
         """robots.txt of ``netloc`` could not be handled at all (a bug): read as no rules, so

@@ -183,6 +183,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
                 revisits=self._revisits,
                 stats=self.stats,
                 wake_engine=self._wake_engine,
+                requeued=self._politeness.requeued,
             ),
             seeds=SeedFeed(
                 store=store,

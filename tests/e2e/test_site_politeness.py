@@ -1,0 +1,234 @@
+"""Politeness as sites ask for it, with three real nodes: a robots.txt Crawl-delay for the
+whole cluster, robots.txt that cannot be read (RFC 9309), servers shared by several sites, and
+sites that answer 429/503 with Retry-After. The shops log every request they answer; the
+checks read those logs (orders and counts, and the gaps the delay promises)."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from crawl_nodes import (
+    Node,
+    assert_clean_log,
+    assert_each_product_once,
+    stop_all,
+    stored_urls,
+    wait_for,
+)
+from frontier_state import KEYS, dead_records, site_shard
+
+from distcrawl.base.names import reasons
+from distcrawl.base.names.status import ROBOTS_TXT_DELAY
+
+pytestmark = pytest.mark.slow
+
+NODES = 3
+SITE = "127.0.0.1"
+
+
+def max_in_window(times: list[float], window: float) -> int:
+    """Most arrivals in any half-open window ``[t, t + window)``."""
+    ts = sorted(times)
+    return max((bisect.bisect_left(ts, t + window, lo=i) - i for i, t in enumerate(ts)), default=0)
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def start_nodes(
+    redis_url: str, mongo_uri: str, tmp_path: Path, settings: dict[str, Any], n: int = NODES
+) -> list[Node]:
+    """``n`` nodes, all registered in Redis before this returns (the crawl is not seeded)."""
+    nodes = [
+        Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id=f"polite{i}",
+            settings=settings,
+        )
+        for i in range(1, n + 1)
+    ]
+    client = redis.Redis.from_url(redis_url)
+    try:
+        if not wait_for(lambda: client.zcard(KEYS.nodes) >= n, 60):
+            stop_all(nodes)
+            raise AssertionError("the nodes did not all start")
+    finally:
+        client.close()
+    return nodes
+
+
+def paths(log: list[dict[str, Any]]) -> list[str]:
+    return [e["path"] for e in log]
+
+
+def node_logs(nodes: list[Node]) -> str:
+    return "".join(node.log() for node in nodes)
+
+
+# -- Crawl-delay ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("revisit", [False, True], ids=["once", "revisit"])
+def test_a_crawl_delay_is_one_request_per_delay_for_the_whole_cluster(
+    r, redis_url, mongo_uri, shop_factory, tmp_path, revisit: bool
+) -> None:
+    delay = 1.0
+    shop = shop_factory(products=4, crawl_delay=delay, page_size=4)
+    settings: dict[str, Any] = {"CONCURRENT_REQUESTS": 8}
+    if revisit:
+        settings.update({"DISTCRAWL_REVISIT": "*:1s", "DISTCRAWL_CLOSE_WHEN_DRAINED": "0"})
+    nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings)
+    try:
+        r.lpush("catalog:start_urls", shop.url)
+        if revisit:
+            # every page fetched, and fetched again: the revisits go through the delay too
+            first = len(shop.expected_product_urls()) + 4
+            assert wait_for(lambda: len(shop.request_log()) >= 2 * first, 120)
+            for node in nodes:
+                node.terminate()
+        assert [n.wait() for n in nodes] == [0] * NODES
+    finally:
+        stop_all(nodes)
+    log = shop.request_log()
+    times = [e["t"] for e in log]
+    # robots.txt included: one request in any window of the delay, for all nodes together
+    assert max_in_window(times, delay) == 1, sorted(times)
+    assert paths(log).count("/robots.txt") == 1
+    assert paths(log)[0] == "/robots.txt"
+    if not revisit:
+        assert_each_product_once(mongo_uri, shop)
+    budget = {k.decode(): v.decode() for k, v in r.hgetall(KEYS.site(SITE)).items()}
+    assert budget["delay_ms"] == "1000" and budget["delay_src"] == ROBOTS_TXT_DELAY
+    logs = node_logs(nodes)
+    assert f"Site {SITE} asks for a Crawl-delay of 1s" in logs
+    for node in nodes:
+        assert_clean_log(node.log())
+
+
+def test_a_crawl_delay_over_the_maximum_sets_the_site_aside(
+    r, redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shop = shop_factory(products=4, crawl_delay=120, page_size=4)
+    nodes = start_nodes(redis_url, mongo_uri, tmp_path, {}, n=1)
+    try:
+        r.lpush("catalog:start_urls", shop.url)
+        assert [n.wait() for n in nodes] == [0]
+    finally:
+        stop_all(nodes)
+    assert paths(shop.request_log()) == ["/robots.txt"]  # nothing else was fetched
+    letters = dead_records(r)
+    assert [d["reason"] for d in letters] == [reasons.CRAWL_DELAY_OVER_MAX]
+    assert "over DISTCRAWL_MAX_CRAWL_DELAY (30s): set aside" in nodes[0].log()
+    assert_clean_log(nodes[0].log())
+
+
+# -- robots.txt that cannot be read -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["503", "close", "hang"])
+def test_a_site_whose_robots_txt_fails_is_held_then_crawled_once_it_answers(
+    r, redis_url, mongo_uri, shop_factory, tmp_path, fault: str
+) -> None:
+    shop = shop_factory(products=6, page_size=6, robots_fault=fault)
+    other = shop_factory(products=6, page_size=6, host="127.0.0.2", seed=2)
+    settings = {
+        "RETRY_BACKOFF_BASE": 0.5,
+        "RETRY_BACKOFF_MAX": 1.0,
+        "DOWNLOAD_TIMEOUT": 2,
+    }
+    nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings)
+    try:
+        r.lpush("catalog:start_urls", shop.url, other.url)
+        shard = site_shard(SITE)
+        # held for every node while robots.txt cannot be read; the other site goes on
+        assert wait_for(lambda: r.zscore(shard.holds, SITE) is not None, 60)
+        assert wait_for(lambda: len(other.request_log()) > 6, 60)
+        assert wait_for(lambda: paths(shop.request_log()).count("/robots.txt") >= 3, 60)
+        assert set(paths(shop.request_log())) == {"/robots.txt"}
+        shop.set_faults(robots_fault="")
+        assert [n.wait() for n in nodes] == [0] * NODES
+    finally:
+        stop_all(nodes)
+    log = shop.request_log()
+    first_page = next(i for i, e in enumerate(log) if e["path"] != "/robots.txt")
+    assert log[first_page - 1]["path"] == "/robots.txt" and log[first_page - 1]["status"] == 200
+    urls = stored_urls(mongo_uri)
+    assert sorted(urls) == sorted(shop.expected_product_urls() | other.expected_product_urls())
+    assert not dead_records(r)
+    assert r.zscore(site_shard(SITE).holds, SITE) is None
+    logs = node_logs(nodes)
+    assert f"robots.txt of {SITE}:{shop.port} could not be read" in logs
+    for node in nodes:
+        assert_clean_log(node.log())
+
+
+def test_a_robots_txt_that_fails_for_good_dead_letters_the_site_once_and_requeues(
+    r, redis_url, mongo_uri, shop_factory, tmp_path, cli
+) -> None:
+    """The fault issue's item 4: a robots.txt failing for good used to give one traceback per
+    site (a robots.txt request in the dead-letter path); now the site is held, then its
+    requests are dead letters an operator re-queues."""
+    shop = shop_factory(products=4, page_size=4, robots_fault="503")
+    settings = {
+        "RETRY_BACKOFF_BASE": 0.3,
+        "RETRY_BACKOFF_MAX": 0.6,
+        "DISTCRAWL_ROBOTS_HOLD_MAX": 3,
+    }
+    nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings)
+    try:
+        r.lpush("catalog:start_urls", shop.url)
+        assert [n.wait() for n in nodes] == [0] * NODES
+    finally:
+        stop_all(nodes)
+    assert set(paths(shop.request_log())) == {"/robots.txt"}
+    letters = dead_records(r)
+    assert [d["reason"] for d in letters] == [reasons.ROBOTS_UNAVAILABLE]
+    assert letters[0]["url"] == shop.url
+    logs = node_logs(nodes)
+    assert "Error caught on signal handler" not in logs
+    assert "NO_CALLBACK" not in logs
+    assert logs.count("given up, the site's requests become dead letters") >= 1
+    for node in nodes:
+        assert_clean_log(node.log())
+    # the site is back: an operator re-queues its dead letters, and the crawl completes
+    shop.set_faults(robots_fault="")
+    code, _out, err = cli(
+        "deadletters", "catalog", "requeue", "--reason", reasons.ROBOTS_UNAVAILABLE
+    )
+    assert code == 0, err
+    again = tmp_path / "again"
+    again.mkdir()
+    nodes = start_nodes(redis_url, mongo_uri, again, settings, n=1)
+    try:
+        assert [n.wait() for n in nodes] == [0]
+    finally:
+        stop_all(nodes)
+    assert_each_product_once(mongo_uri, shop)
+    assert not dead_records(r)
+
+
+def test_a_robots_txt_answering_404_means_no_rules(
+    r, redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shop = shop_factory(products=6, page_size=6, robots_fault="404")
+    nodes = start_nodes(redis_url, mongo_uri, tmp_path, {}, n=2)
+    try:
+        r.lpush("catalog:start_urls", shop.url)
+        assert [n.wait() for n in nodes] == [0, 0]
+    finally:
+        stop_all(nodes)
+    assert paths(shop.request_log()).count("/robots.txt") == 1
+    assert_each_product_once(mongo_uri, shop)
+    assert not dead_records(r)
+    assert "robotstxt/no_rules" in node_logs(nodes)
