@@ -9,6 +9,7 @@ import bisect
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -45,7 +46,12 @@ def r(redis_url: str) -> Iterator[redis.Redis]:
 
 
 def start_nodes(
-    redis_url: str, mongo_uri: str, tmp_path: Path, settings: dict[str, Any], n: int = NODES
+    redis_url: str,
+    mongo_uri: str,
+    tmp_path: Path,
+    settings: dict[str, Any],
+    n: int = NODES,
+    env: dict[str, str] | None = None,
 ) -> list[Node]:
     """``n`` nodes, all registered in Redis before this returns (the crawl is not seeded)."""
     nodes = [
@@ -55,6 +61,7 @@ def start_nodes(
             log_dir=tmp_path,
             node_id=f"polite{i}",
             settings=settings,
+            env=env,
         )
         for i in range(1, n + 1)
     ]
@@ -232,3 +239,46 @@ def test_a_robots_txt_answering_404_means_no_rules(
     assert_each_product_once(mongo_uri, shop)
     assert not dead_records(r)
     assert "robotstxt/no_rules" in node_logs(nodes)
+
+
+# -- servers shared by several sites ----------------------------------------------------------
+
+LOCALHOST_RESOLVER = "distcrawl.demo.hosts.LocalhostResolver"
+
+
+def test_sites_on_one_server_share_its_budget_and_another_server_keeps_its_own(
+    r, redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    """Six host names that all resolve to 127.0.0.1 (one server, as on shared hosting) and a
+    shop on 127.0.0.2 (another server): with a server limit of 2, the first server never
+    answers more than 2 requests at once, whichever of its sites and nodes they come from."""
+    shared = shop_factory(products=6, page_size=6, latency_ms=30)
+    other = shop_factory(products=30, page_size=10, host="127.0.0.2", latency_ms=30, seed=2)
+    names = [f"shop{i}.localhost" for i in range(6)]
+    settings = {
+        "TWISTED_DNS_RESOLVER": LOCALHOST_RESOLVER,
+        "DISTCRAWL_SERVER_CONCURRENCY": 2,
+        "CONCURRENT_REQUESTS": 8,
+    }
+    allow = {"DISTCRAWL_ALLOW_PRIVATE": ",".join(["127.0.0.1", "127.0.0.2", *names])}
+    nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings, env=allow)
+    try:
+        r.lpush(
+            "catalog:start_urls", other.url, *(f"http://{n}:{shared.port}/" for n in names)
+        )
+        assert [n.wait() for n in nodes] == [0] * NODES
+    finally:
+        stop_all(nodes)
+    assert shared.peak_in_flight() <= 2
+    # the other server was not held to it (its own budget, the same limit, spread over nodes)
+    assert other.peak_in_flight() >= 1
+    paths_shared = {urlsplit(u).path for u in shared.expected_product_urls()}
+    expected = {f"http://{n}:{shared.port}{p}" for n in names for p in paths_shared}
+    urls = stored_urls(mongo_uri)
+    assert set(urls) == expected | other.expected_product_urls()
+    assert len(urls) == len(set(urls))
+    assert r.zscore(KEYS.servers, "127.0.0.1") == len(names)
+    assert {m.decode() for m in r.smembers(KEYS.server_sites("127.0.0.1"))} == set(names)
+    assert int(r.hget(KEYS.server("127.0.0.1"), "inuse") or 0) == 0  # every grant came back
+    for node in nodes:
+        assert_clean_log(node.log())
