@@ -6,7 +6,9 @@ checks read those logs (orders and counts, and the gaps the delay promises)."""
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Iterator
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,11 +19,13 @@ from crawl_nodes import (
     Node,
     assert_clean_log,
     assert_each_product_once,
+    stats_of,
     stop_all,
     stored_urls,
     wait_for,
 )
 from frontier_state import KEYS, dead_records, site_shard
+from politeness_probe import PROBE
 
 from distcrawl.base.names import reasons
 from distcrawl.base.names.status import ROBOTS_TXT_DELAY
@@ -263,9 +267,7 @@ def test_sites_on_one_server_share_its_budget_and_another_server_keeps_its_own(
     allow = {"DISTCRAWL_ALLOW_PRIVATE": ",".join(["127.0.0.1", "127.0.0.2", *names])}
     nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings, env=allow)
     try:
-        r.lpush(
-            "catalog:start_urls", other.url, *(f"http://{n}:{shared.port}/" for n in names)
-        )
+        r.lpush("catalog:start_urls", other.url, *(f"http://{n}:{shared.port}/" for n in names))
         assert [n.wait() for n in nodes] == [0] * NODES
     finally:
         stop_all(nodes)
@@ -282,3 +284,103 @@ def test_sites_on_one_server_share_its_budget_and_another_server_keeps_its_own(
     assert int(r.hget(KEYS.server("127.0.0.1"), "inuse") or 0) == 0  # every grant came back
     for node in nodes:
         assert_clean_log(node.log())
+
+
+# -- 429/503 with Retry-After -----------------------------------------------------------------
+
+
+def _http_date(seconds_from_now: float) -> str:
+    return formatdate(time.time() + seconds_from_now, usegmt=True)
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "hold", "settings"),
+    [
+        ("3", 3.0, {}),
+        ("date", 2.0, {}),  # an HTTP date 3-4 s ahead (whole seconds): at least 2 s
+        ("259200", 3.0, {"RETRY_AFTER_MAX": 3}),  # three days, capped
+    ],
+    ids=["seconds", "http-date", "days-capped"],
+)
+def test_retry_after_holds_every_request_of_the_site_however_it_comes(
+    r,
+    redis_url,
+    mongo_uri,
+    shop_factory,
+    tmp_path,
+    retry_after: str,
+    hold: float,
+    settings: dict[str, Any],
+) -> None:
+    """One request at a time (so nothing else is in flight when the 429 comes): after it, no
+    request of the site reaches it before the hold is over, whether it is the retry, the next
+    leased page, or a middleware's own download (the probe)."""
+    shop = shop_factory(products=12, page_size=4, latency_ms=50)
+    node_settings = {"CONCURRENT_REQUESTS": 1, "RETRY_BACKOFF_BASE": 0.2, **settings}
+    nodes = [
+        Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id="held",
+            settings=node_settings,
+            settings_module="politeness_probe",
+        )
+    ]
+    try:
+        r.lpush("catalog:start_urls", shop.url)
+        assert wait_for(lambda: len(shop.request_log()) >= 4, 60)
+        value = _http_date(4) if retry_after == "date" else retry_after
+        shop.set_faults(rate_limit_429=1.0, retry_after=value)
+        assert wait_for(lambda: any(e["status"] == 429 for e in shop.request_log()), 60)
+        shop.set_faults(rate_limit_429=0.0)
+        assert [n.wait() for n in nodes] == [0]
+    finally:
+        stop_all(nodes)
+    log = shop.request_log()
+    first = next(i for i, e in enumerate(log) if e["status"] == 429)
+    after = log[first + 1 :]
+    assert after, "the crawl went on after the 429"
+    assert after[0]["t"] >= log[first]["t"] + hold, (log[first], after[:3])
+    assert "/" + PROBE in paths(after)  # the middleware's own download came, after the hold
+    assert_each_product_once(mongo_uri, shop)
+    logs = nodes[0].log()
+    assert "answered 429/503: its shared rate is cut for every node" in logs
+    if retry_after == "259200":
+        assert "asked to wait 259200s (Retry-After): capped at RETRY_AFTER_MAX" in logs
+        assert stats_of(logs)["retry/retry_after_capped"] >= 1
+    assert_clean_log(logs)
+
+
+def test_retry_after_zero_keeps_the_backoff_and_the_cut(
+    r, redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    shop = shop_factory(products=12, page_size=4, latency_ms=50)
+    base = 1.0
+    nodes = [
+        Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id="zero",
+            settings={"CONCURRENT_REQUESTS": 1, "RETRY_BACKOFF_BASE": base},
+        )
+    ]
+    try:
+        r.lpush("catalog:start_urls", shop.url)
+        assert wait_for(lambda: len(shop.request_log()) >= 4, 60)
+        shop.set_faults(rate_limit_429=1.0, retry_after=0)
+        assert wait_for(lambda: any(e["status"] == 429 for e in shop.request_log()), 60)
+        shop.set_faults(rate_limit_429=0.0)
+        assert [n.wait() for n in nodes] == [0]
+    finally:
+        stop_all(nodes)
+    log = shop.request_log()
+    first = next(i for i, e in enumerate(log) if e["status"] == 429)
+    again = next(e for e in log[first + 1 :] if e["path"] == log[first]["path"])
+    # Retry-After: 0 asks for no wait; the backoff still waits (and the site was cut)
+    assert again["t"] >= log[first]["t"] + base
+    logs = nodes[0].log()
+    assert "answered 429/503: its shared rate is cut for every node" in logs
+    assert stats_of(logs).get("frontier/site_holds/retry_after", 0) == 0
+    assert_each_product_once(mongo_uri, shop)

@@ -73,9 +73,8 @@ def test_no_bids_placed_keeps_the_starting_bid() -> None:
 
 
 def test_a_bid_labelled_apart_from_its_amount_and_a_count_in_brackets() -> None:
-    body = (
-        "<p><span>Starting bid:</span> <span>£115.00</span></p>"
-        + _ebay_like(3, "Current bid", "£130.00")
+    body = "<p><span>Starting bid:</span> <span>£115.00</span></p>" + _ebay_like(
+        3, "Current bid", "£130.00"
     )
     product, _, _ = _analyze(_ld("115.00", "GBP") + body)
     assert product["price"] == Decimal("130.00")

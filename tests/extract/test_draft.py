@@ -33,9 +33,7 @@ def test_a_drafted_profile_gives_the_same_fields_on_pages_it_never_saw(
     leaf = shop.catalog.leaves()[0]
     draft = tmp_path / "draft.toml"
     # drafted from four products (one of them on sale), a listing and a category page ...
-    status = main(
-        ["profile", "draft", *products[:4], base + leaf.path, shop.url, "-o", str(draft)]
-    )
+    status = main(["profile", "draft", *products[:4], base + leaf.path, shop.url, "-o", str(draft)])
     assert status == 0
     capsys.readouterr()
     text = draft.read_text()

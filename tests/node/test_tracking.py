@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from distcrawl.base.recent import RecentKeys, RecentMap
+from distcrawl.base.recent import RecentKeys
 from distcrawl.node.scheduler.tracking import InProgress, SiteFeedback
 
 

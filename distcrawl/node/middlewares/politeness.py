@@ -4,9 +4,10 @@ would: a middleware's own download, a request kept in a node's memory, a robots.
 A leased request was admitted by its site's shared budget when it was leased, and the
 scheduler's gate held it for its site's hold and its server's budget; any other request is
 checked here, just before it is sent: it waits for its site's hold (robots.txt unavailable,
-Retry-After), its Crawl-delay and its rate (a robots.txt fetch is charged to the rate without
-waiting, by :class:`~distcrawl.node.middlewares.robots.SharedRobotsTxt`), and for a grant of its
-server's budget, given back when its answer (or failure) is in.
+Retry-After; one this node met waits here at once), its Crawl-delay and its rate (a robots.txt
+fetch is charged to the rate without waiting, by
+:class:`~distcrawl.node.middlewares.robots.SharedRobotsTxt`), and for a grant of its server's
+budget, given back when its answer (or failure) is in.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class OutsideRequestsMiddleware:
     async def process_request(self, request: Request) -> None:
         politeness = self.politeness
         if request in politeness.passed:
-            return  # leased (admitted by its site's budget and the gate) or the node's own
+            return  # leased (admitted by its site's budget and the gate), or the node's own
         url = urlparse_cached(request)
         site = url.hostname
         if not site or url.scheme not in ("http", "https"):
@@ -57,7 +58,7 @@ class OutsideRequestsMiddleware:
         robots = bool(request.meta.get("dont_obey_robotstxt")) and url.path == "/robots.txt"
         if not robots:
             waited = False
-            while (wait := await politeness.outside_token(site)) > 0:
+            while (wait := politeness.held_for(site) or await politeness.outside_token(site)) > 0:
                 if not waited:
                     politeness.stats.inc_value(stat_keys.OUTSIDE_WAITS)
                     waited = True

@@ -100,7 +100,7 @@ class RequestWindow(SchedulerState):
         loop, store, solo = self._loop, self.store, self._solo
         if solo is None or loop is None or store is None or not solo.solo:
             return False
-        if store.paused or site in loop.cut_sites:
+        if store.paused or site in loop.cut_sites or self._politeness.held_for(site) > 0:
             return False
         limit = max(self.prefetch, self.concurrency * LEASE_WINDOW)
         if self._local.own >= limit or len(self._own) >= limit + self.concurrency:
@@ -115,10 +115,12 @@ class RequestWindow(SchedulerState):
         if local and (not startable or local.priority() > startable[0].priority):
             request = local.pop()
             if gate is not None and request is not None:
-                # the node's own (solo mode) passed its checks; one kept in memory never went
-                # through the queue: it waits for its site's budget at the downloader
+                # the node's own (solo mode) passed its checks, unless its site is held now;
+                # one kept in memory never went through the queue: both wait for their site's
+                # budget at the downloader
                 own = request in self._own or request in self._leased
-                gate.started(request, passed=own)
+                held = self._politeness.held_for(urlparse_cached(request).hostname or "") > 0
+                gate.started(request, passed=own and not held)
             return request
         # the gate holds back what may not start yet (its robots.txt, a hold, its share of
         # the slots, its server's budget), or sends it back
