@@ -6,6 +6,7 @@ checks read those logs (orders and counts, and the gaps the delay promises)."""
 from __future__ import annotations
 
 import bisect
+import json
 import time
 from collections.abc import Iterator
 from email.utils import formatdate
@@ -261,7 +262,7 @@ def test_sites_on_one_server_share_its_budget_and_another_server_keeps_its_own(
     names = [f"shop{i}.localhost" for i in range(6)]
     settings = {
         "TWISTED_DNS_RESOLVER": LOCALHOST_RESOLVER,
-        "DISTCRAWL_SERVER_CONCURRENCY": 2,
+        "DISTCRAWL_SERVER_LIMITS": json.dumps({"concurrency": 2}),
         "CONCURRENT_REQUESTS": 8,
     }
     allow = {"DISTCRAWL_ALLOW_PRIVATE": ",".join(["127.0.0.1", "127.0.0.2", *names])}

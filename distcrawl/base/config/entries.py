@@ -53,6 +53,17 @@ def _kind_of(kind: Kind, normalise: Callable[[Any], Any]) -> Kind:
     return Kind(kind.name, lambda raw: normalise(kind.read(raw)), kind.show)
 
 
+def _server_limits(given: dict[str, Any]) -> str | None:
+    unknown = set(given) - {"concurrency", "rate"}
+    if unknown:
+        return f'{{"concurrency": c, "rate": r}} (unknown: {", ".join(sorted(unknown))})'
+    for name in ("concurrency", "rate"):
+        value = given.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            return f"{{{name!r}: a number of 0 or more}}"
+    return None
+
+
 def _page_priorities(given: dict[str, Any]) -> dict[str, int]:
     # a partial mapping changes only the kinds it names
     try:
@@ -286,20 +297,16 @@ _DISTCRAWL = [
         check=_one_of("set_aside", "cap"),
     ),
     Setting(
-        "DISTCRAWL_ROBOTS_HOLD_MAX", FLOAT, 3600.0,
+        "DISTCRAWL_ROBOTS_HOLD_MAX", FLOAT, 900.0,
         "seconds a site whose robots.txt cannot be read (5xx, timeout, connection error) is "
         "held, robots.txt retried with backoff; then its requests become dead letters "
         "(robots_unavailable)", check=_at_least(0),
     ),
     Setting(
-        "DISTCRAWL_SERVER_CONCURRENCY", INT, 0,
-        "requests in flight on all nodes together to one server (IP address), whatever site "
-        "they are for (0: no server budget)", check=_at_least(0),
-    ),
-    Setting(
-        "DISTCRAWL_SERVER_RATE", FLOAT, 0.0,
-        "requests/s to one server (IP address) on all nodes together, whatever site they are "
-        "for (0: no limit)", check=_at_least(0),
+        "DISTCRAWL_SERVER_LIMITS", DICT, {},
+        'a budget per server (IP address) that its sites share on all nodes: {"concurrency": '
+        'c, "rate": r} (requests in flight, requests/s; 0: no limit); {}: none',
+        check=_server_limits,
     ),
     Setting(
         "DISTCRAWL_DNS_TTL", FLOAT, 60.0,

@@ -58,6 +58,7 @@ class Politeness:
 
         assert crawler.stats is not None
         self.stats = crawler.stats
+        server: dict[str, Any] = get("DISTCRAWL_SERVER_LIMITS")
         self.signals = crawler.signals
         self.obey_robots: bool = get("ROBOTSTXT_OBEY")
         self.retry_after_max: float = get("RETRY_AFTER_MAX")
@@ -76,8 +77,8 @@ class Politeness:
         )
         self.servers = ServerBudget(
             limits=ServerLimits(
-                get("DISTCRAWL_SERVER_CONCURRENCY"),
-                get("DISTCRAWL_SERVER_RATE"),
+                int(server.get("concurrency", 0)),
+                float(server.get("rate", 0.0)),
                 get("DISTCRAWL_SITE_BURST"),
             ),
             dns_ttl=get("DISTCRAWL_DNS_TTL"),

@@ -64,7 +64,7 @@ def _literal(host: str) -> str | None:
 class ServerBudget:
     """The server budgets as one node takes part in them.
 
-    Settings: ``DISTCRAWL_SERVER_CONCURRENCY``, ``DISTCRAWL_SERVER_RATE``,
+    Settings: ``DISTCRAWL_SERVER_LIMITS``,
     ``DISTCRAWL_SITE_BURST`` (the rate's burst), ``DISTCRAWL_DNS_TTL`` (how long a resolved
     server is trusted), ``DISTCRAWL_HEARTBEAT_TIMEOUT`` (grants of a silent node come back).
     """

@@ -12,7 +12,10 @@ the site is set aside.
 
 A site's share is the node's ``CONCURRENT_REQUESTS`` over the sites with work on the node (in
 progress or waiting): a site that hangs or trickles keeps at most that many slots, whatever
-its queue; it may take more only while no other site waits, and never once it timed out.
+its queue. A site may take more only while it flows (a request of it finished on this node in
+the last :data:`FLOWING` seconds) and no other site waits for a slot: a site whose requests
+never finish never holds more than its share, and never more than half the slots even when it
+is alone (the next site to come finds room).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -40,6 +44,9 @@ __all__ = ["GO", "Gate", "Verdict"]
 
 logger = logging.getLogger(__name__)
 
+#: seconds since a site's last finished request on this node within which it *flows*: then it
+#: may use slots no other site waits for, beyond its share
+FLOWING = 1.0
 #: what kinds of wait a held request's key names (SHARE: it only waits for a slot)
 ROBOTS, SERVER, RESOLVE, HOLD = "robots", "server", "resolve", "hold"
 
@@ -87,6 +94,8 @@ class Gate:
         #: sites with work on the node: queued or in progress
         self.work: Counter[str] = Counter()
         self._fetching: set[str] = set()
+        #: site -> monotonic time a request of it last finished here
+        self._finished: dict[str, float] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         ready.on_queued = self._queued
         politeness.robots.listeners.append(self._robots_changed)
@@ -127,6 +136,7 @@ class Gate:
         if got is None:
             return
         site, server = got
+        self._finished[site] = time.monotonic()
         self.in_progress[site] -= 1
         if self.in_progress[site] <= 0:
             del self.in_progress[site]
@@ -150,9 +160,9 @@ class Gate:
             if verdict.kind == "go":
                 return request
             self._act(request, verdict)
-        # nothing else waits: a site at its share may take a slot nobody else wants
+        # nothing else waits: a site at its share that flows may take a slot nobody else wants
         for key in ready.held_keys():
-            if isinstance(key, tuple) and key[0] == SHARE and not self.politeness.is_slow(key[1]):
+            if isinstance(key, tuple) and key[0] == SHARE and self._flows(key[1]):
                 ready.release(key, 1)
                 request = ready.popleft()
                 verdict = self.check(request, spare=True)
@@ -183,8 +193,9 @@ class Gate:
         verdict = self._robots(request, site)
         if verdict is not None:
             return verdict
-        if self.in_progress[site] >= self._share() and (
-            politeness.is_slow(site) or (not spare and self.queued_total > self.queued[site])
+        flows = self._flows(site)
+        if self.in_progress[site] >= self._share(flows) and (
+            not flows or (not spare and self.queued_total > self.queued[site])
         ):
             return Verdict("hold", (SHARE, site))
         server = ""
@@ -200,8 +211,17 @@ class Gate:
         self.started(request, server)
         return GO
 
-    def _share(self) -> int:
-        return math.ceil(self.concurrency / max(1, len(self.work)))
+    def _flows(self, site: str) -> bool:
+        """Whether a request of ``site`` finished here lately, and it did not time out."""
+        last = self._finished.get(site)
+        if last is None or time.monotonic() - last > FLOWING:
+            return False
+        return not self.politeness.is_slow(site)
+
+    def _share(self, flows: bool) -> int:
+        """A site's share of the node's slots: over the sites with work; a site that does not
+        flow keeps room for one more site even while it is alone (the next one to come)."""
+        return math.ceil(self.concurrency / max(1 if flows else 2, len(self.work)))
 
     def _robots(self, request: Request, site: str) -> Verdict | None:
         politeness = self.politeness
