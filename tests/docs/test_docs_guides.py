@@ -58,6 +58,32 @@ def test_politeness_and_mongodb_examples(tmp_path: Path) -> None:
         sh.close(homes=(tmp_path / "work" / ".distcrawl", tmp_path / "work" / "demo-home"))
 
 
+def test_politeness_site_rules_examples(tmp_path: Path) -> None:
+    """The guide's Crawl-delay, robots.txt and server examples, one after another as a
+    reader runs them."""
+    sh = Shell(tmp_path / "work", ports={"8000": str(free_port())})
+    try:
+        out = sh.run_ok(block("politeness-crawl-delay"), timeout=400).output
+        assert re.search(r"stored products\s+4\b", out), out
+        logs = sh.stderr(tail=10**7)
+        assert "asks for a Crawl-delay of 1s: one request at a time" in logs, logs[-3000:]
+
+        out = sh.run_ok(block("politeness-robots"), timeout=400).output
+        assert re.search(r"robots_unavailable\s+1\b", out), out
+        assert "re-queued 1 of 1 matching dead letters" in out, out
+        assert re.search(r"stored products\s+10\b", out), out
+        logs = sh.stderr(tail=10**7)
+        assert "given up, the site's requests become dead letters" in logs, logs[-3000:]
+
+        out = sh.run_ok(block("politeness-servers"), timeout=400).output
+        assert "Servers with more than one site" in out, out
+        assert re.search(r"127\.0\.0\.1\s+3\b", out), out
+        assert re.search(r"stored products\s+30\b", out), out
+    finally:
+        work = tmp_path / "work"
+        sh.close(homes=tuple(work / h for h in ("delay-home", "robots-home", "servers-home")))
+
+
 def _scrapy_redis_crawl(redis_url: str) -> int:
     """What stopped scrapy-redis nodes leave: a pickled priority queue and a dupefilter."""
     from scrapy_redis import picklecompat

@@ -13,9 +13,9 @@ the site is set aside.
 A site's share is the node's ``CONCURRENT_REQUESTS`` over the sites with work on the node (in
 progress or waiting): a site that hangs or trickles keeps at most that many slots, whatever
 its queue. A site may take more only while it flows (a request of it finished on this node in
-the last :data:`FLOWING` seconds) and no other site waits for a slot: a site whose requests
-never finish never holds more than its share, and never more than half the slots even when it
-is alone (the next site to come finds room).
+the last :data:`FLOWING` seconds) and no other site waits for a slot. A site that does not flow
+(its requests never finish, or finish seconds apart) gets half its share, and never more than
+a quarter of the slots even when it is alone: the next site to come finds room.
 """
 
 from __future__ import annotations
@@ -219,9 +219,12 @@ class Gate:
         return not self.politeness.is_slow(site)
 
     def _share(self, flows: bool) -> int:
-        """A site's share of the node's slots: over the sites with work; a site that does not
-        flow keeps room for one more site even while it is alone (the next one to come)."""
-        return math.ceil(self.concurrency / max(1 if flows else 2, len(self.work)))
+        """A site's share of the node's slots: over the sites with work. A site that does not
+        flow gets half its share, and keeps room for one more site even while it is alone
+        (the next one to come): a quarter of the slots at most."""
+        if flows:
+            return math.ceil(self.concurrency / max(1, len(self.work)))
+        return max(1, math.ceil(self.concurrency / max(2, len(self.work)) / 2))
 
     def _robots(self, request: Request, site: str) -> Verdict | None:
         politeness = self.politeness
