@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
 from frontier_state import clear_frontier
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from distcrawl.base.names.status import RETRY_AFTER_HOLD, ROBOTS_TXT_DELAY, ROBOTS_UNAVAILABLE_HOLD
 from distcrawl.frontier.store import (
@@ -19,6 +22,7 @@ from distcrawl.frontier.store import (
     Feedback,
     FrontierKeys,
     FrontierStore,
+    Revisit,
     ServerLimits,
     SiteBudget,
     SyncResult,
@@ -251,3 +255,99 @@ def test_sites_of_one_server_are_noted_for_the_status(store: FrontierStore) -> N
     store.note_servers([("b.test", "10.0.0.2")])  # moved
     assert store.client.zscore(store.keys.servers, "10.0.0.1") == 1
     assert store.client.smembers(store.keys.server_sites("10.0.0.2")) == {b"b.test", b"c.test"}
+
+
+# -- a search: random schedules of three nodes against the Crawl-delay ------------------------
+
+DELAY_MS = 60
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["push", "lease", "lease", "ack", "ack", "release", "revisit", "delay", "hold", "wait"]
+        ),
+        st.sampled_from(NODES),
+        st.sampled_from(["a.test", "b.test"]),
+        st.integers(1, 4),
+    ),
+    min_size=5,
+    max_size=40,
+)
+
+
+@given(ops=_OPS)
+@example(
+    ops=[
+        ("push", "n1", "a.test", 4),
+        ("wait", "n1", "a.test", 4),
+        ("lease", "n1", "a.test", 4),
+        ("ack", "n1", "a.test", 1),
+        ("lease", "n2", "a.test", 4),
+    ]
+)
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_whatever_the_schedule_a_crawl_delay_site_has_one_request_at_a_time_spaced_by_it(
+    store: FrontierStore, ops: list[tuple[str, str, str, int]]
+) -> None:
+    """Three nodes push, lease, ack, return leases and revisit in a random order while the
+    sites' Crawl-delay and holds change: a site with a delay never has two requests in
+    flight, and each lease of it starts a delay after the last one finished (server times
+    read just before each finish and just after each lease)."""
+    clear_frontier(store.client, store.keys)
+    # revisit mode: its acks (revisits) end a lease too
+    store = FrontierStore(store.client, store.keys, refresh=0.0, forget_ms=600_000)
+    held: dict[str, list[Any]] = {n: [] for n in NODES}
+    delays = {"a.test": DELAY_MS, "b.test": 0}
+    store.set_site_robots("a.test", delay_ms=DELAY_MS, source=ROBOTS_TXT_DELAY)
+    finished_at: dict[str, int] = {}
+    in_flight: dict[str, int] = {"a.test": 0, "b.test": 0}
+    seq = 0
+    for op, node, site, n in ops:
+        if op == "push":
+            kids = [child(f"{site}/{seq + i}", site) for i in range(n)]
+            seq += n
+            store.sync(node, children=kids)
+        elif op == "lease":
+            got = store.sync(node, lease=n).leased
+            now = server_ms(store)
+            for leased in got:
+                s = leased.lease.site or json.loads(leased.payload)["url"].split("/")[0]
+                if delays[s]:
+                    assert in_flight[s] == 0, "two requests of a Crawl-delay site in flight"
+                    if s in finished_at:
+                        assert now >= finished_at[s] + delays[s], (now, finished_at[s])
+                in_flight[s] += 1
+                held[node].append((leased.lease, s))
+        elif op in ("ack", "release", "revisit") and held[node]:
+            leases, held[node] = held[node][:n], held[node][n:]
+            before = server_ms(store)
+            if op == "ack":
+                store.sync(node, acks=[lease for lease, _ in leases])
+            elif op == "release":
+                store.release(node, [lease for lease, _ in leases])
+            else:
+                revisits = [Revisit(lease, 10_000, '{"u":"x"}', b"") for lease, _ in leases]
+                store.sync(node, revisits=revisits)
+            for _, s in leases:
+                in_flight[s] -= 1
+                finished_at[s] = before
+        elif op == "delay":
+            delays[site] = DELAY_MS if not delays[site] else 0
+            store.set_site_robots(site, delay_ms=delays[site], source=ROBOTS_TXT_DELAY)
+            if delays[site] and in_flight[site]:
+                # requests leased before the delay: the nodes give them back (the gate)
+                for other in NODES:
+                    back = [(lease, s) for lease, s in held[other] if s == site]
+                    held[other] = [(lease, s) for lease, s in held[other] if s != site]
+                    if back:
+                        before = server_ms(store)
+                        store.release(other, [lease for lease, _ in back])
+                        in_flight[site] -= len(back)
+                        finished_at[site] = before
+        elif op == "hold":
+            store.set_site_robots(site, hold_ms=40, why=ROBOTS_UNAVAILABLE_HOLD)
+        else:
+            time.sleep(n * DELAY_MS / 2000)
