@@ -385,3 +385,40 @@ def test_retry_after_zero_keeps_the_backoff_and_the_cut(
     assert "answered 429/503: its shared rate is cut for every node" in logs
     assert stats_of(logs).get("frontier/site_holds/retry_after", 0) == 0
     assert_each_product_once(mongo_uri, shop)
+
+
+# -- a site that hangs ------------------------------------------------------------------------
+
+
+def test_a_hanging_site_keeps_a_quarter_of_a_nodes_slots_and_its_timeouts_cut_its_rate(
+    r, redis_url, mongo_uri, shop_factory, tmp_path
+) -> None:
+    """One node with 8 slots, a shop and four URLs of a site whose pages never answer: the
+    hanging site gets 2 slots (a quarter: it never flows), the shop is crawled whole meanwhile,
+    and the hanging site's timeouts cut its shared rate."""
+    shop = shop_factory(products=30, page_size=10)
+    stall = shop_factory(products=10, host="127.0.0.3", hang=True)
+    settings = {"CONCURRENT_REQUESTS": 8, "DOWNLOAD_TIMEOUT": 20, "RETRY_TIMES": 0}
+    env = {"DISTCRAWL_ALLOW_PRIVATE": "127.0.0.1,127.0.0.3"}
+    nodes = start_nodes(redis_url, mongo_uri, tmp_path, settings, n=1, env=env)
+    try:
+        r.lpush("catalog:start_urls", shop.url, *(f"{stall.url}p/{i}.html" for i in range(4)))
+        want = {urlsplit(u).path for u in shop.expected_product_urls()}
+
+        def shop_done() -> bool:
+            return want <= {e["path"] for e in shop.request_log() if e["status"] == 200}
+
+        assert wait_for(shop_done, 120)
+        hanging = [e for e in stall.request_log() if e["path"] != "/robots.txt"]
+        # the shop's 30 products went while the hanging site held no more than its bound
+        assert len(hanging) == 2, hanging
+        site_key = site_shard("127.0.0.3").site("127.0.0.3")
+        assert wait_for(lambda: float(r.hget(site_key, "factor") or 1) < 1, 120)
+        assert r.hget(site_key, "cut_why") == b"slow"
+        assert [n.wait() for n in nodes] == [0]
+    finally:
+        stop_all(nodes)
+    assert {urlsplit(u).path for u in stored_urls(mongo_uri)} >= want
+    assert {d["reason"] for d in dead_records(r)} == {"DownloadTimeoutError"}
+    logs = nodes[0].log()
+    assert "Site 127.0.0.3 answered slowly: its shared rate is cut for every node" in logs
