@@ -365,6 +365,7 @@ def metrics_from_vocabulary() -> list[Metric]:
 
 # --------------------------------------------------------------------------- Redis keys
 
+
 def keys_from_schema() -> list[Key]:
     """The key layout, from the key schema (``distcrawl.frontier.keys.layout()``), written for
     a crawl named ``catalog``: ``{catalog}:...`` in the control slot, ``{catalog:k}:...`` in a

@@ -150,9 +150,23 @@ class RobotsRules:
         #: called with a netloc whose robots.txt state changed (the scheduler's gate)
         self.listeners: list[Callable[[str], None]] = []
         self._forgetting: dict[str, asyncio.Future[Any]] = {}
+        #: site -> the netloc whose robots.txt this node read last for it
+        self._netloc_of: dict[str, str] = {}
 
     def get(self, netloc: str) -> SiteRobots | None:
         return self._sites.get(netloc)
+
+    def plain(self, site: str) -> bool:
+        """Whether robots.txt of ``site`` was read on this node and asks nothing of its
+        budget (no Crawl-delay, not set aside): its requests may skip the queue (solo mode)."""
+        netloc = self._netloc_of.get(site)
+        entry = self._sites.get(netloc) if netloc is not None else None
+        return (
+            entry is not None
+            and entry.state is RobotsState.READ
+            and not entry.delay
+            and not entry.set_aside
+        )
 
     def fetch_due(self, netloc: str) -> bool:
         """Whether robots.txt of ``netloc`` is to be fetched (again) now."""
@@ -202,6 +216,9 @@ class RobotsRules:
         self._changed(netloc)
 
     def _changed(self, netloc: str) -> None:
+        entry = self._sites.get(netloc)
+        if entry is not None:
+            self._netloc_of[entry.site] = netloc
         for listener in self.listeners:
             listener(netloc)
 

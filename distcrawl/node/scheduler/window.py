@@ -94,13 +94,19 @@ class RequestWindow(SchedulerState):
         """Whether a request of ``site`` found now is this node's own: the node is solo (no
         other node or tool can have recorded its URL: see ``solo.py``), the crawl is not
         paused, no adaptive cut holds the site, nothing the node knows of waits in the shared
-        queue or its write buffers (it would come first), and the node has fewer of its own
+        queue or its write buffers (it would come first), the node read the site's robots.txt
+        and it asks nothing of its budget (no Crawl-delay), and the node has fewer of its own
         queued than it would lease at once, and fewer not written yet than that plus those in
         progress (its held hash stays the size of a prefetch, not of the crawl)."""
         loop, store, solo = self._loop, self.store, self._solo
         if solo is None or loop is None or store is None or not solo.solo:
             return False
-        if store.paused or site in loop.cut_sites or self._politeness.held_for(site) > 0:
+        politeness = self._politeness
+        if store.paused or site in loop.cut_sites or politeness.held_for(site) > 0:
+            return False
+        if politeness.robots_parser is not None and not politeness.robots.plain(site):
+            # its robots.txt not read here yet, or it asks for a Crawl-delay: through the
+            # queue, where the site's budget and the gate apply
             return False
         limit = max(self.prefetch, self.concurrency * LEASE_WINDOW)
         if self._local.own >= limit or len(self._own) >= limit + self.concurrency:
