@@ -192,6 +192,7 @@ def test_a_token_outside_the_queue_waits_for_holds_delays_and_tokens(store: Fron
     assert store.take_token("c.test", SiteBudget(), debt=False) > 20_000
     store.set_site_robots("d.test", delay_ms=30_000, source=ROBOTS_TXT_DELAY)
     assert store.take_token("d.test", SiteBudget(), debt=False) > 20_000
+    assert store.take_token("d.test", SiteBudget()) > 20_000  # robots.txt fetched again too
 
 
 # -- server budgets ---------------------------------------------------------------------------

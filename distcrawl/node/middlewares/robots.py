@@ -304,7 +304,8 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
                         signal=signals.robots_parsed, robotparser=parser, request=request
                     )
                     delay = parser.crawl_delay(self._useragent(request))
-                    await rules.read(netloc, site, delay, status=response.status)
+                    fresh = "shared" not in response.flags
+                    await rules.read(netloc, site, delay, status=response.status, fresh=fresh)
         except Exception:
             logger.exception("robots.txt of %s could not be handled: read as no rules", netloc)
             rules.no_rules(netloc, site)

@@ -224,11 +224,15 @@ class RobotsRules:
 
     # -- read ------------------------------------------------------------------------------
 
-    async def read(self, netloc: str, site: str, delay: float | None, *, status: int) -> None:
+    async def read(
+        self, netloc: str, site: str, delay: float | None, *, status: int, fresh: bool = False
+    ) -> None:
         """robots.txt of ``netloc`` answered ``status`` with this Crawl-delay: the site's
-        budget gets it for every node before any request of the site waiting here goes."""
+        budget gets it for every node before any request of the site waiting here goes.
+        ``fresh``: this node fetched it (not another's shared copy), so it ends a hold an
+        earlier failure left, wherever that failure was met."""
         entry = self._sites.get(netloc) or SiteRobots(site, RobotsState.FETCHING)
-        was_failed = entry.retry_at > 0
+        was_failed = entry.retry_at > 0 or fresh
         if 400 <= status < 500:
             self.stats.inc_value(stat_keys.ROBOTSTXT_NO_RULES)
         asked = max(0.0, float(delay or 0.0))

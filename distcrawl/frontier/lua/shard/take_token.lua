@@ -4,9 +4,9 @@ middleware's own download, a request kept in a node's memory).
 
 A robots.txt fetch (debt 1) spends its token at once and into debt if need be: it must not wait,
 since the node holds that site's leased requests until robots.txt is in and would then send
-them in one burst; the queue pays the debt back. Only a Retry-After hold makes it wait. Any
-other request (debt 0) waits as a leased one would: for a hold, for the Crawl-delay after the
-site's last request, and for a token.
+them in one burst; the queue pays the debt back. Only a Retry-After hold and the site's
+Crawl-delay make it wait. Any other request (debt 0) waits as a leased one would: for a hold,
+for the Crawl-delay after the site's last request, and for a token.
 
 KEYS[1]  the shard's prefix (the site's shard)
 ARGV     site, rate (the node's default), burst, debt (1: robots.txt)
@@ -26,7 +26,8 @@ local function take_token(keys, args)
   local hold = tonumber(st[8])
   if hold and hold > now and (not debt or st[9] == RETRY_AFTER_HOLD) then return hold - now end
   local delay, next_ok = tonumber(st[10]), tonumber(st[11])
-  if not debt and delay and delay > 0 then
+  if delay and delay > 0 then
+    -- a Crawl-delay binds robots.txt fetched again (its shared copy expired) as well
     if next_ok and next_ok > now then return next_ok - now end
     redis.call('HSET', k, 'next_ok', now + delay)
   end
