@@ -8,6 +8,7 @@ __all__ = [
     "request_dead_lettered",
     "site_crawl_delay",
     "site_held",
+    "site_set_aside",
 ]
 
 #: sent when a request has failed for the last time and must go to the dead letters;
@@ -34,3 +35,8 @@ site_held = object()
 #: ``set_aside`` (True when the site asks for more than DISTCRAWL_MAX_CRAWL_DELAY and is set
 #: aside: its requests become dead letters)
 site_crawl_delay = object()
+
+#: sent once when this node sets a site aside: its requests become dead letters from now on;
+#: arguments: ``site`` and ``reason`` (a dead-letter reason: ``robots_unavailable``,
+#: ``crawl_delay_over_max``)
+site_set_aside = object()

@@ -245,6 +245,10 @@ class RobotsRules:
                 aside, in_force = True, 0.0
         if asked and not (entry.state is RobotsState.READ and entry.delay == in_force):
             self._log_delay(site, asked, in_force, aside)
+            if aside:
+                self.signals.send_catch_log(
+                    dc_signals.site_set_aside, site=site, reason=reasons.CRAWL_DELAY_OVER_MAX
+                )
         if asked:
             self.stats.inc_value(stat_keys.ROBOTSTXT_CRAWL_DELAY)
         store = self.store
@@ -379,6 +383,9 @@ class RobotsRules:
                 why,
                 attempts,
                 reasons.ROBOTS_UNAVAILABLE,
+            )
+            self.signals.send_catch_log(
+                dc_signals.site_set_aside, site=site, reason=reasons.ROBOTS_UNAVAILABLE
             )
         store = self.store
         if store is not None:
