@@ -68,6 +68,11 @@ def test_politeness_site_rules_examples(tmp_path: Path) -> None:
         logs = sh.stderr(tail=10**7)
         assert "asks for a Crawl-delay of 1s: one request at a time" in logs, logs[-3000:]
 
+        out = sh.run_ok(block("politeness-crawl-delay-cap"), timeout=400).output
+        assert re.search(r"stored products\s+2\b", out), out
+        logs = sh.stderr(tail=10**7)
+        assert "Crawl-delay of 120s: capped at DISTCRAWL_MAX_CRAWL_DELAY" in logs, logs[-3000:]
+
         out = sh.run_ok(block("politeness-robots"), timeout=400).output
         assert re.search(r"robots_unavailable\s+1\b", out), out
         assert "re-queued 1 of 1 matching dead letters" in out, out
@@ -81,7 +86,8 @@ def test_politeness_site_rules_examples(tmp_path: Path) -> None:
         assert re.search(r"stored products\s+30\b", out), out
     finally:
         work = tmp_path / "work"
-        sh.close(homes=tuple(work / h for h in ("delay-home", "robots-home", "servers-home")))
+        homes = ("delay-home", "cap-home", "robots-home", "servers-home")
+        sh.close(homes=tuple(work / h for h in homes))
 
 
 def _scrapy_redis_crawl(redis_url: str) -> int:
