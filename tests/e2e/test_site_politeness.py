@@ -72,7 +72,8 @@ def start_nodes(
     ]
     client = redis.Redis.from_url(redis_url)
     try:
-        if not wait_for(lambda: client.zcard(KEYS.nodes) >= n, 60):
+        # a node starts in seconds; on a loaded machine, much longer
+        if not wait_for(lambda: client.zcard(KEYS.nodes) >= n, 240):
             stop_all(nodes)
             raise AssertionError("the nodes did not all start")
     finally:
