@@ -11,9 +11,11 @@ import importlib
 import re
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from distcrawl.base.names import commands as words
 from distcrawl.base.names import vocabulary
+from distcrawl.base.pipes import end_quietly, reader_gone
 
 #: sub-command name -> module with ``add_arguments(parser)`` and ``run(args) -> int``
 MODULES: dict[str, str] = {
@@ -48,6 +50,18 @@ def plain_text(doc: str) -> str:
     return text.replace("::\n", ":\n").strip()
 
 
+def command_parser(name: str) -> tuple[ModuleType, argparse.ArgumentParser]:
+    """The module of the sub-command *name* and its argument parser."""
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    parser = argparse.ArgumentParser(
+        prog=f"distcrawl {name}",
+        description=plain_text(module.__doc__ or ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    module.add_arguments(parser)
+    return module, parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="distcrawl", description=plain_text(__doc__ or ""))
@@ -58,17 +72,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     name = argv[0]
-    module = importlib.import_module(SUBCOMMANDS[name][0])
-    cmd_parser = argparse.ArgumentParser(
-        prog=f"distcrawl {name}",
-        description=plain_text(module.__doc__ or ""),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    module.add_arguments(cmd_parser)
+    module, cmd_parser = command_parser(name)
     # options may follow positional arguments (`distcrawl seed catalog --priority 5 URL`)
     args = cmd_parser.parse_intermixed_args(argv[1:])
     try:
         return int(module.run(args) or 0)
+    except BrokenPipeError:
+        if not reader_gone():
+            raise
+        return end_quietly()  # its reader had enough (`| head`), as `git log | head`
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: every cleanup on the way out has run
         print(f"distcrawl {name}: interrupted", file=sys.stderr)
         return 130

@@ -12,11 +12,13 @@ from distcrawl.base.names import stats as stat_keys
 __all__ = [
     "PAGES_PREFIX",
     "PUBLISHED_RATE_WINDOW",
+    "SITE_DEFAULTS",
     "OwnRates",
     "counters",
     "is_number",
     "prune",
     "published_rates",
+    "published_site_defaults",
 ]
 
 #: the node stats counting pages parsed, by page kind
@@ -89,6 +91,24 @@ class OwnRates:
         if t1 <= t0:
             return None
         return (t1 - t0) / 60_000, first, last
+
+
+#: the field of a node's published info with the per-site budget defaults it leases with
+SITE_DEFAULTS = "site_defaults"
+
+
+def published_site_defaults(info: Mapping[str, Any]) -> tuple[float, int] | None:
+    """The per-site budget defaults a node published (requests/s, requests in flight; 0: no
+    limit), None when it published none that read as numbers."""
+    defaults = info.get(SITE_DEFAULTS)
+    if not isinstance(defaults, dict):
+        return None
+    rate, concurrency = defaults.get("rate"), defaults.get("concurrency")
+    if not (isinstance(rate, int | float) and isinstance(concurrency, int | float)):
+        return None
+    if isinstance(rate, bool) or isinstance(concurrency, bool):
+        return None
+    return float(rate), int(concurrency)
 
 
 def published_rates(info: Mapping[str, Any]) -> dict[str, float] | None:

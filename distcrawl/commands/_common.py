@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from distcrawl.base.pipes import reader_gone
 from distcrawl.base.urls import mask_url
 from distcrawl.ops.context import Context, NoCrawl
 
@@ -25,6 +26,10 @@ def warn_if_no_crawl(ctx: Context, client: Any) -> bool:
 
 
 def redis_error(url: str, exc: BaseException, doing: str = "") -> int:
-    """Say on stderr that Redis at *url* failed, its password masked; the exit status, 1."""
+    """Say on stderr that Redis at *url* failed, its password masked; the exit status, 1.
+    A broken pipe that is standard output's (its reader went away) is no Redis failure: it
+    goes on up, where the command ends quietly."""
+    if isinstance(exc, BrokenPipeError) and reader_gone():
+        raise exc
     print(f"error: {doing}{mask_url(url)}: {exc}", file=sys.stderr)
     return 1

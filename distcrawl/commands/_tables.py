@@ -13,6 +13,7 @@ from rich.console import Console, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
+from distcrawl.base.pipes import quiet_when_closed
 from distcrawl.base.urls import shorten_middle
 
 __all__ = ["Column", "console", "fit_table"]
@@ -45,8 +46,8 @@ def console() -> Console:
     enough that nothing is cut (tables take only the width they need)."""
     found = Console()
     if found.is_terminal:
-        return found
-    return Console(width=int(os.environ.get("COLUMNS") or 0) or PIPE_WIDTH)
+        return quiet_when_closed(found)
+    return quiet_when_closed(Console(width=int(os.environ.get("COLUMNS") or 0) or PIPE_WIDTH))
 
 
 def _cut(text: str, width: int, how: str | None) -> str:

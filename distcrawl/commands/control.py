@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from distcrawl.base.names import commands as words
+from distcrawl.base.names.commands import RESUME_CRAWL
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
 from distcrawl.ops import control
 from distcrawl.ops.context import Context
@@ -92,7 +93,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
             outcome = control.pause(client, ctx.keys)
             message = (
                 f"paused crawl {opts.spider}: nodes finish what they hold, keep their leases "
-                "and take nothing new until `control resume`"
+                f"and take nothing new until `{RESUME_CRAWL.line(spider=opts.spider)}`"
             )
         elif opts.action == words.RESUME:
             outcome = control.resume(client, ctx.keys)

@@ -77,10 +77,25 @@ def _refused(message: str) -> None:
     print(f"refused by MongoDB: {message}", file=sys.stderr)
 
 
+#: what a missing journal folder means, and when a node writes one
+NO_JOURNAL = (
+    "no journal: a node writes one only while MongoDB is unreachable (after "
+    "MONGO_JOURNAL_AFTER seconds of outage, or once more than MONGO_BUFFER_MAX_ITEMS products "
+    "wait), into MONGO_JOURNAL_PATH (by default <DISTCRAWL_HOME>/journal/<database>.<collection>)"
+)
+
+
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     directory: Path = opts.directory
+    if not directory.exists():
+        # nothing was ever journaled there: nothing to show or replay, which is no error
+        if opts.json:
+            print(json.dumps({"directory": str(directory), "targets": [], "journal": False}))
+        else:
+            print(f"{directory}: {NO_JOURNAL}")
+        return 0
     if not directory.is_dir():
-        print(f"error: {directory} is not a directory", file=sys.stderr)
+        print(f"error: {directory} is a file, not a journal folder", file=sys.stderr)
         return 2
     if opts.action == words.SHOW:
         return _show(directory, journal.held(directory), opts.json)

@@ -68,8 +68,9 @@ def _progress(done: migrate.Migration) -> None:
     )
 
 
-def _refused(exc: migrate.MigrationRefused) -> None:
-    print(f"refused entry: {exc}", file=sys.stderr)
+def _refused(exc: migrate.MigrationRefused, count: int) -> None:
+    entries = "queue entry" if count == 1 else f"{count} queue entries"
+    print(f"refused {entries}: {exc}", file=sys.stderr)
 
 
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:

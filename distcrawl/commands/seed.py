@@ -4,8 +4,10 @@ why each refused one was refused.
 ``scrapy seed catalog URL... [--priority P] [--meta JSON] [--file F]`` (or ``distcrawl seed``).
 A seed is a URL or a JSON object ``{"url", "priority", "meta"}``; ``--priority`` / ``--meta``
 turn plain URLs into JSON seeds and fill the keys a JSON seed leaves out. The check is the
-nodes' own, with ``DISTCRAWL_ALLOW_PRIVATE`` as the nodes read it. Exit status: 0 when every
-seed was queued, 1 when any was refused, 2 on a usage error.
+nodes' own, with ``DISTCRAWL_ALLOW_PRIVATE`` as the nodes read it. A crawl name that no spider
+of the project has and no crawl in Redis has used (a misspelt name) is a warning: no node would
+take the seeds. Exit status: 0 when every seed was queued, 1 when any was refused, 2 on a usage
+error.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from distcrawl.commands._common import redis_error
 from distcrawl.ops import seeds
-from distcrawl.ops.context import Context
+from distcrawl.ops.context import Context, project_spiders
 from distcrawl.ops.entry import add_spider_argument, entry_points
 
 if TYPE_CHECKING:
@@ -57,6 +59,26 @@ def read_lines(paths: Iterable[str]) -> list[str]:
     return lines
 
 
+def _warn_if_nobody_reads(ctx: Context, client: Any, settings: BaseSettings) -> None:
+    """A warning on stderr when no spider of the project has the crawl's name and no node
+    ever ran that crawl (it has no record of its settings, no node in Redis): no node would
+    take the seeds (a misspelt name, an empty one). Seeds pushed there before do not count."""
+    spiders = project_spiders(settings)
+    if ctx.spider in spiders:
+        return
+    keys = ctx.keys
+    if client.exists(keys.config, keys.nodes, keys.gone):
+        return  # nodes (of another project) ran this crawl: they read the list
+    name = repr(ctx.spider) if ctx.spider else "'' (an empty name)"
+    known = f" (its spiders: {', '.join(spiders)})" if spiders else ""
+    print(
+        f"warning: no spider of this project is named {name}{known} and no node ever ran a "
+        f"crawl of that name: no node would take seeds from {keys.start_urls}; is the name "
+        "misspelt?",
+        file=sys.stderr,
+    )
+
+
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     meta = None
     if opts.meta is not None:
@@ -87,6 +109,7 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
         client = ctx.client()
         try:
             ctx.check_stored(client)
+            _warn_if_nobody_reads(ctx, client, settings)
             seeds.push(client, keys, checked.accepted)
         except (redis.RedisError, OSError) as exc:
             return redis_error(ctx.redis_url, exc, "cannot push to ")

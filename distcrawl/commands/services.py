@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from distcrawl.base.names import commands as words
+from distcrawl.base.names.commands import START_SERVICES
 from distcrawl.base.urls import mask_url
 from distcrawl.servers.embedded import (
     DEFAULT_HOME,
@@ -24,14 +25,14 @@ from distcrawl.servers.process import ServiceError
 __all__ = ["add_arguments", "run"]
 
 
-CLI_DESCRIPTION = """\
+CLI_DESCRIPTION = f"""\
 The embedded Redis and MongoDB of one machine, kept under one home folder
 (DISTCRAWL_HOME, default ./.distcrawl). Nodes without REDIS_URL / MONGO_URI start
 or reuse them on their own; these commands start, show or stop them by hand.
 
   start   start both servers (or reuse running ones) and print, as shell lines,
           export REDIS_URL=... and export MONGO_URI=... for this machine:
-          eval "$(distcrawl services start)" points the current shell at them
+          eval "$({START_SERVICES.line()})" points the current shell at them
   status  show both servers; exit status 1 unless both answer
   stop    stop both servers (their data stays in the home folder)
 """

@@ -24,15 +24,18 @@ from rich.text import Text
 
 from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
+from distcrawl.base.names.commands import RESUME_CRAWL
+from distcrawl.base.pipes import quiet_when_closed
 from distcrawl.base.urls import shorten_middle
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
 from distcrawl.commands._tables import Column, fit_table
 from distcrawl.ops.context import Context
 from distcrawl.ops.entry import add_spider_argument, entry_points
-from distcrawl.ops.products import ProductStore
+from distcrawl.ops.products import ProductStore, no_store_reason
 from distcrawl.ops.progress import progress_line
 from distcrawl.ops.rates import RateTracker
-from distcrawl.ops.status import read_status
+from distcrawl.ops.sites import DEFAULT_LIMIT
+from distcrawl.ops.status import products_accounted, read_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,12 +83,13 @@ def collect(
     ctx: Context,
     client: Any,
     *,
-    products: Callable[[], int | None] | None,
+    products: Callable[[int | None], dict[str, Any]] | None,
     sample: float | None = None,
     tracker: RateTracker | None = None,
 ) -> dict[str, Any]:
     """One status, with the Redis it was read from (masked) and, given a way to count them,
-    the products in MongoDB (None when it cannot be reached or none is configured).
+    the products in MongoDB (``store``: :meth:`~distcrawl.ops.products.ProductStore.figures`
+    of the crawl's start) and how they add up with the nodes' counts.
     Without a *tracker* (one-shot), it samples for *sample* seconds (default: a heartbeat
     interval and one second) to give each live node's rates."""
     wait = ctx.heartbeat_interval + 1.0 if sample is None else sample
@@ -100,7 +104,8 @@ def collect(
     )
     status["redis"] = ctx.masked_url
     if products is not None:
-        status["store"] = {"products": products()}
+        status["store"] = products(status["started_ms"])
+        status["products_accounted"] = products_accounted(status, ctx.heartbeat_interval)
     return status
 
 
@@ -147,16 +152,14 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
     """The status as rich renderables (what ``status`` and ``status --watch`` show); with a
     *width*, the nodes table leaves out its least needed columns until it fits."""
     frontier, totals = status["frontier"], status["totals"]
+    unreadable = status.get("unreadable", {})
     when = dt.datetime.fromtimestamp(status["server_time_ms"] / 1000, tz=dt.UTC)
-    state = Text("PAUSED", style="bold yellow") if status["paused"] else Text("running", "green")
-    if status["drained"]:
-        state = Text("drained", style="bold green")
     header = Text.assemble(
         ("crawl ", "bold"),
         (status["crawl"], "bold cyan"),
         "  ",
-        state,
-        f"  {totals['live_nodes']} live / {totals['dead_nodes']} dead nodes",
+        Text(status["state"], style=_STATE_STYLES.get(status["state"], "")),
+        f"  {_nodes_summary(totals)}",
         f"  {when:%Y-%m-%d %H:%M:%S} UTC\n",
         (f"redis {status.get('redis', '?')}", "dim"),
     )
@@ -198,21 +201,38 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
     if frontier["rejected"]:
         queue.add_row("refused entries", _num(frontier["rejected"]), "seeds / queue entries")
     if "store" in status:
-        queue.add_row("stored products", _num(status["store"]["products"]), "MongoDB")
+        for label, value, note in _store_rows(status["store"]):
+            queue.add_row(label, value, note)
     memory = status.get("redis_memory")
     if memory:
         queue.add_row("Redis memory", _memory(memory), memory["warning"] or memory["policy"])
+    elif "redis_memory" in unreadable:
+        queue.add_row("Redis memory", "-", unreadable["redis_memory"])
     trend = status["backlog_per_min"]
     trend_text = f"backlog {'+' if (trend or 0) > 0 else ''}{_num(trend)}/min" if trend else ""
     if status["paused"] and not status["drained"]:
-        queue.add_row("time to drain", "paused", "nothing drains until `control resume`")
+        queue.add_row(
+            "time to drain",
+            "paused",
+            f"nothing drains until `{RESUME_CRAWL.line(spider=status['crawl'])}`",
+        )
+    elif status.get("revisit"):
+        queue.add_row("time to drain", "continuous", unreadable.get("eta_seconds", ""))
+    elif status["eta_seconds"] is None:
+        queue.add_row("time to drain", "-", unreadable.get("eta_seconds", ""))
     else:
         queue.add_row("time to drain", _duration(status["eta_seconds"]), trend_text)
 
     nodes = _nodes_table(status, width)
-    parts: list[RenderableType] = [header, Text(""), queue, Text(""), nodes, Text("")]
+    parts: list[RenderableType] = [header, Text(""), queue, Text(""), nodes]
+    accounted = _accounted(status.get("products_accounted"))
+    if accounted is not None:
+        parts.append(accounted)
+    if "rates" in unreadable and status["nodes"]:
+        parts.append(Text(f"rates: - ({unreadable['rates']})", style="dim"))
+    parts.append(Text(""))
     if status.get("sites"):
-        parts += [_sites(status["sites"], width), Text("")]
+        parts += [_sites(status["sites"], width, status.get("site_defaults")), Text("")]
     if status.get("servers"):
         parts += [_servers(status["servers"], width), Text("")]
     politeness = _politeness(status.get("politeness") or {})
@@ -228,16 +248,65 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
     side.add_row(Text(""), Text(""))
     side.add_row(
         _pairs("Dead letters by site", dead["by_site"]),
-        _pairs("Pages by kind", status["pages_by_kind"]),
+        _pairs("Pages parsed by kind", status["pages_by_kind"]),
     )
     return Group(*parts, side)
 
 
+_STATE_STYLES = {
+    words.RUNNING: "green",
+    words.WAITING: "bold yellow",
+    words.PAUSED: "bold yellow",
+    words.DRAINED: "bold green",
+}
+
+
+def _nodes_summary(totals: dict[str, Any]) -> str:
+    """``2 live, 1 dead, 2 stopped nodes``: the live nodes, and every other state any node
+    is in."""
+    by_state = totals.get("nodes_by_state") or {}
+    parts = [f"{totals['live_nodes']} live"]
+    parts += [f"{n} {state}" for state, n in by_state.items() if n and state != words.LIVE]
+    return ", ".join(parts) + " nodes"
+
+
+def _store_rows(store: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The stored products: this crawl's, and the collection's over every crawl."""
+    where = f"MongoDB {store['collection']}" if store.get("collection") else "MongoDB"
+    error = store.get("error")
+    rows = [
+        (
+            "stored by this crawl",
+            _num(store.get("this_crawl")),
+            error
+            if store.get("this_crawl") is None and error
+            else f"products seen since the crawl started ({where})",
+        ),
+    ]
+    if store.get("in_collection") is not None or not error:
+        rows.append(
+            ("in the collection", _num(store.get("in_collection")), "every crawl's products")
+        )
+    return rows
+
+
+def _accounted(accounted: dict[str, Any] | None) -> Text | None:
+    """A line under the nodes when their products do not add up to this crawl's: why."""
+    if not accounted or not accounted.get("difference"):
+        return None
+    return Text(
+        f"The nodes counted {accounted['counted_by_nodes']:,} products; this crawl stored "
+        f"{accounted['stored_by_this_crawl']:,}: " + "; ".join(accounted["why"]),
+        style="yellow",
+    )
+
+
 #: the nodes table's columns, and the order in which a narrow screen leaves them out
 _NODE_COLUMNS = (
-    "node", "state", "heartbeat", "in flight", "pages", "products", "pages/min", "products/min",
+    "node", "state", "heartbeat", "in flight", "responses", "products", "responses/min",
+    "products/min",
 )  # fmt: skip
-_DROP_FIRST = ("heartbeat", "pages", "products", "in flight", "pages/min")
+_DROP_FIRST = ("heartbeat", "responses", "products", "in flight", "responses/min")
 
 
 def _nodes_table(status: dict[str, Any], width: int | None) -> Table:
@@ -258,15 +327,15 @@ def _nodes_table(status: dict[str, Any], width: int | None) -> Table:
                 node["state"] + (" (recovered)" if node["recovered"] else ""),
                 "-" if age is None else f"{_duration(age)} ago",
                 _num(node["in_flight"]),
-                _num(node["pages"]),
+                _num(node["responses"]),
                 _num(node["products"]),
-                _num(node["pages_per_min"]),
+                _num(node["responses_per_min"]),
                 _num(node["products_per_min"]),
             ]
         )
         styles.append(colours.get(node["state"], ""))
-    total = ["total", "", "", _num(frontier["in_flight"]), _num(totals["pages"])]
-    total += [_num(totals["products"]), _num(totals["pages_per_min"])]
+    total = ["total", "", "", _num(frontier["in_flight"]), _num(totals["responses"])]
+    total += [_num(totals["products"]), _num(totals["responses_per_min"])]
     total.append(_num(totals["products_per_min"]))
     columns = list(_NODE_COLUMNS)
     if totals.get("journal_held"):  # products only in a node's local journal, not in MongoDB yet
@@ -299,7 +368,7 @@ def _nodes_table(status: dict[str, Any], width: int | None) -> Table:
 
 _SITE_COLUMNS = (
     Column("site", shrink="middle", least=16),
-    Column("pages/min", justify="right"),
+    Column("responses/min", justify="right"),
     Column("limit/s", justify="right", drop=2),
     Column("allowed/s", justify="right"),
     Column("factor", justify="right"),
@@ -315,15 +384,45 @@ _SERVER_COLUMNS = (
 )
 
 
-def _sites(sites: list[dict[str, Any]], width: int | None) -> RenderableType:
-    """Busy sites and their shared budget: the rate allowed now is the limit times the
-    adaptive factor (below 1 after the site answered 429 or slowly); under it, why each site
-    under a cut runs slower, and until when."""
+def _limit(site: dict[str, Any], defaults: dict[str, Any] | None) -> str:
+    """A site's rate limit in force: ``2`` (its own), ``2 default`` (the nodes'), ``none``, or
+    ``?`` when no live node says what its default is."""
+    if site["limit_rate"] is not None:
+        shown = _num(site["limit_rate"])
+        return f"{shown} default" if site.get("limit_rate_from") == DEFAULT_LIMIT else shown
+    if defaults is not None and defaults.get("rate") is None:
+        return "?"
+    return "none"
+
+
+def _defaults_line(defaults: dict[str, Any] | None) -> Text:
+    """The per-site defaults the live nodes lease with, for sites without limits of their own."""
+    if not defaults or (defaults.get("rate") is None and defaults.get("concurrency") is None):
+        why = (defaults or {}).get("why", "no live node publishes its defaults")
+        return Text(f"default limits: ? ({why})", style="dim")
+    rate, conc = defaults.get("rate"), defaults.get("concurrency")
+    rate_text = "?" if rate is None else (f"{rate:g}/s" if rate else "none")
+    conc_text = "?" if conc is None else (f"{conc} in flight" if conc else "none")
+    why = f" ({defaults['why']})" if defaults.get("why") else ""
+    return Text(
+        f"default limits of the live nodes, for sites without their own: "
+        f"DISTCRAWL_SITE_RATE {rate_text}, DISTCRAWL_SITE_CONCURRENCY {conc_text}{why}",
+        style="dim",
+    )
+
+
+def _sites(
+    sites: list[dict[str, Any]], width: int | None, defaults: dict[str, Any] | None = None
+) -> RenderableType:
+    """Busy sites and their shared budget: the limit in force (the site's own, or the nodes'
+    default), the rate allowed now (the limit times the adaptive factor, below 1 after the
+    site answered 429 or slowly); under it, why each site under a cut runs slower, and until
+    when."""
     rows = [
         [
             site["site"],
-            _num(site.get("pages_per_min", 0)),
-            "none" if site["limit_rate"] is None else _num(site["limit_rate"]),
+            _num(site.get("responses_per_min", 0)),
+            _limit(site, defaults),
             "-" if site["allowed_rate"] is None else _num(site["allowed_rate"]),
             f"{site['factor']:.2f}",
             "-" if site.get("crawl_delay_s") is None else f"{site['crawl_delay_s']:g}",
@@ -332,7 +431,10 @@ def _sites(sites: list[dict[str, Any]], width: int | None) -> RenderableType:
         ]
         for site in sites
     ]
-    table = fit_table(_SITE_COLUMNS, rows, width or 10**6, title="Sites (shared budget)")
+    table = Group(
+        fit_table(_SITE_COLUMNS, rows, width or 10**6, title="Sites (shared budget)"),
+        _defaults_line(defaults),
+    )
     cut = [site for site in sites if site.get("slower_because")]
     if not cut:
         return table
@@ -349,7 +451,7 @@ def _sites(sites: list[dict[str, Any]], width: int | None) -> RenderableType:
 
 def _servers(servers: list[dict[str, Any]], width: int | None) -> RenderableType:
     """Servers (IP addresses) more than one site answers from: with server budgets
-    (``DISTCRAWL_SERVER_*``) they share one, across the cluster."""
+    (``DISTCRAWL_SERVER_LIMITS``) they share one, across the cluster."""
     rows = [
         [s["server"], _num(s["sites"]), _num(s["in_flight"]), ", ".join(s["some_sites"])]
         for s in servers
@@ -388,7 +490,16 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     ctx = Context(settings, opts.spider)
     client = ctx.client()
     store = None if opts.no_store else ProductStore.from_settings(settings)
-    products = None if opts.no_store else (store.count if store else lambda: None)
+    products: Callable[[int | None], dict[str, Any]] | None = None
+    if store is not None:
+        products = store.figures
+    elif not opts.no_store:
+        missing = no_store_reason(settings)
+
+        def products(since_ms: int | None) -> dict[str, Any]:
+            return {"collection": None, "in_collection": None, "this_crawl": None,
+                    "since_ms": since_ms, "error": missing}  # fmt: skip
+
     try:
         warn_if_no_crawl(ctx, client)
         if opts.watch:
@@ -413,14 +524,14 @@ def _console() -> Console:
     (``COLUMNS`` if set, else 200: tables take only the width they need)."""
     console = Console()
     if console.is_terminal:
-        return console
-    return Console(width=int(os.environ.get("COLUMNS") or 0) or 200)
+        return quiet_when_closed(console)
+    return quiet_when_closed(Console(width=int(os.environ.get("COLUMNS") or 0) or 200))
 
 
 def _watch(
     ctx: Context,
     client: Any,
-    products: Callable[[], int | None] | None,
+    products: Callable[[int | None], dict[str, Any]] | None,
     opts: argparse.Namespace,
 ) -> int:
     """Redraw until Ctrl-C; with ``--json``, print one JSON object per line instead."""

@@ -22,6 +22,7 @@ import pymongo
 from scrapy.settings import Settings
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names.commands import LIST_DEAD_LETTERS, STOP_SERVICES
 from distcrawl.base.urls import mask_url
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
 from distcrawl.demo.config import VARIANTS, ShopConfig
@@ -236,7 +237,7 @@ def _services_left(home: Path) -> list[str]:
     if not running:
         return []
     names = " and ".join(f"{n} ({mask_url(str(i['url']))})" for n, i in running.items())
-    return [f"{names} of {home} keep running: `distcrawl services stop --home {home}` stops them"]
+    return [f"{names} of {home} keep running: `{STOP_SERVICES.line(home=home)}` stops them"]
 
 
 def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
@@ -331,7 +332,7 @@ def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
             reasons = ", ".join(f"{k} {v}" for k, v in summary["dead_letter_reasons"].items())
             say(
                 f"dead letters {summary['dead_letters']} ({reasons}): the shop failed them on "
-                "every try; `distcrawl deadletters catalog list` shows them"
+                f"every try; `{LIST_DEAD_LETTERS.line(spider='catalog')}` shows them"
             )
     if not args.home and not ok:
         say(f"node logs and server data kept in {home}")

@@ -238,7 +238,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    shop.start()
+    try:
+        shop.start()
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        print(
+            f"distcrawl shop: cannot listen on {config.host}:{config.port}: "
+            f"{exc.strerror or exc} (another shop still running? stop it, or give another "
+            "--port; --port 0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         print(json.dumps({"url": shop.url, "pid": os.getpid()}), flush=True)
         while not stopping.wait(0.2):

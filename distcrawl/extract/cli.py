@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 
 from parsel import Selector
 
+from distcrawl.base.pipes import quiet_when_closed
+
 from .. import __version__
 from .page import PRODUCT_FIELDS, PageAnalysis, analyze
 from .profile import ProfileError, SiteProfile, load_profiles
@@ -229,7 +231,7 @@ def json_ready(value: Any) -> Any:
 def _console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    return quiet_when_closed(Console(highlight=False, soft_wrap=True))
 
 
 def _print_summary(console: Console, record: dict[str, Any], links_shown: int) -> None:

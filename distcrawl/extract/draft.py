@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from distcrawl.base.names.commands import EXPLAIN_PROFILE
+
 from .canonical import canonicalize_url, join_url
 from .cli import DEFAULT_TIMEOUT, InputError, json_ready, read_input
 from .heuristics import HEURISTIC_FIELDS, heuristic_product
@@ -365,9 +367,9 @@ def _render(
     kinds: dict[str, str],
 ) -> str:
     lines = [
-        f"# Draft site profile for {host}, written by `distcrawl profile draft` from what the",
+        f"# Draft site profile for {host}, drafted by distcrawl's profile command from what the",
         "# generic extraction found. Each rule points where that value was read; check it with",
-        "#   distcrawl extract --explain --profile THIS_FILE URL...",
+        f"#   {EXPLAIN_PROFILE.line(profile='THIS_FILE')}",
         "# and edit freely: every key is explained in distcrawl/profiles/example.toml.",
         "",
         "[site]",

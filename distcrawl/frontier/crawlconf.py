@@ -4,7 +4,9 @@ every later node and by the operator commands that depend on it.
 
 The record maps a setting's name to its value as text (the registry's form; ``-`` for a
 setting not in effect, such as the Bloom filter's size on an exact dupefilter). Fields whose
-name starts with ``_`` describe the record (``_by``: the node that wrote it). It is written
+name starts with ``_`` describe the record (``_by``: the node that wrote it; ``_started``: when,
+in ms of that node's clock, the clock its products' ``last_seen`` is written in: the start of
+this crawl, from which ``status`` counts the products it stored). It is written
 once per crawl: one HSETNX per field, then HGETALL, in one pipeline on one key (one slot on
 a Redis Cluster). Each field keeps the first value written to it, and every node compares
 every field it has, so no two nodes ever run with different values, even when two start at
@@ -18,15 +20,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from distcrawl.base.names.commands import RESET_CRAWL
+
 if TYPE_CHECKING:
     from distcrawl.frontier.keys import FrontierKeys
 
-__all__ = ["NOT_IN_EFFECT", "Mismatch", "differences", "layout", "read", "record", "refusal"]
+__all__ = [
+    "BY",
+    "NOT_IN_EFFECT",
+    "STARTED",
+    "Mismatch",
+    "differences",
+    "layout",
+    "read",
+    "record",
+    "refusal",
+    "started_ms",
+]
 
 #: the recorded value of a crawl-wide setting that does not apply to the crawl
 NOT_IN_EFFECT = "-"
 #: the record's field naming the node that wrote it
 BY = "_by"
+#: the record's field saying when it was written (ms): when the crawl's first node started
+STARTED = "_started"
 
 
 class Mismatch(NamedTuple):
@@ -59,7 +76,7 @@ def refusal(mismatch: Mismatch, keys: FrontierKeys, recorded: Mapping[str, str])
         fix = f"set {name}={crawl} here"
     return (
         f"{name} {mine}, but {theirs} ({where}): {fix}, or stop every node and "
-        f"`distcrawl control reset {keys.spider}` to start the crawl over"
+        f"`{RESET_CRAWL.line(spider=keys.spider)}` to start the crawl over"
     )
 
 
@@ -68,11 +85,12 @@ def _shown(value: str) -> str:
 
 
 async def record(
-    client: Any, keys: FrontierKeys, values: Mapping[str, str], *, by: str
+    client: Any, keys: FrontierKeys, values: Mapping[str, str], *, by: str, at_ms: int
 ) -> dict[str, str]:
-    """Record *values* where the crawl has none yet (the first node's win); the record."""
+    """Record *values* where the crawl has none yet (the first node's win), with the node's
+    name and the time (*at_ms*); the record."""
     pipe = client.pipeline(transaction=False)
-    for name, value in {**values, BY: by}.items():
+    for name, value in {**values, BY: by, STARTED: str(at_ms)}.items():
         pipe.hsetnx(keys.config, name, value)
     pipe.hgetall(keys.config)
     replies = await pipe.execute()
@@ -82,6 +100,16 @@ async def record(
 def read(client: Any, keys: FrontierKeys) -> dict[str, str]:
     """The crawl's record (empty before its first node started), with a blocking client."""
     return _text(client.hgetall(keys.config))
+
+
+def started_ms(value: Any) -> int | None:
+    """The record's start time (ms) from its raw field, None when absent or not a number."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _text(reply: Mapping[Any, Any]) -> dict[str, str]:

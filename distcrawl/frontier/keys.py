@@ -11,6 +11,7 @@ from typing import Any
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.entries import MAX_SHARDS
+from distcrawl.base.names.commands import PAUSE_CRAWL
 from distcrawl.frontier.schema import (
     CONTROL,
     SEEDS,
@@ -153,7 +154,11 @@ class ShardKeys:
         "HASH",
         "the shard's counters: stale_acks (acks and dead letters for leases the node did not hold)",
     )
-    paused = Key("paused", "STRING", "a copy of the control slot's pause flag (`control pause`)")
+    paused = Key(
+        "paused",
+        "STRING",
+        f"a copy of the control slot's pause flag (`{PAUSE_CRAWL.line(spider='SPIDER')}`)",
+    )
     site = KeyOf(
         "site:<site>",
         "HASH",

@@ -18,6 +18,7 @@ from scrapy.utils.python import to_unicode
 from w3lib.url import canonicalize_url
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names.commands import MIGRATE_CRAWL, RESET_CRAWL
 from distcrawl.frontier.connection import redis_url_from_settings
 
 if TYPE_CHECKING:
@@ -38,15 +39,15 @@ logger = logging.getLogger(__name__)
 #: setting -> why it changes nothing on the frontier (reported only if the project set it)
 IGNORED: dict[str, str] = {
     "SCHEDULER_PERSIST": "the frontier always keeps its queue and dupefilter when a node "
-    "stops (`distcrawl control reset` empties them)",
+    f"stops (`{RESET_CRAWL.line(spider='SPIDER')}` empties them)",
     "SCHEDULER_FLUSH_ON_START": "a starting node never empties the shared frontier "
-    "(`distcrawl control reset` does)",
+    f"(`{RESET_CRAWL.line(spider='SPIDER')}` does)",
     "SCHEDULER_QUEUE_CLASS": "the frontier has one queue: priority first, then first in "
     "first out, leased to nodes instead of popped",
     "SCHEDULER_QUEUE_KEY": "the frontier's keys are {<spider>}:queue, {<spider>}:req, ...; "
-    "`distcrawl migrate` moves an old queue in",
+    f"`{MIGRATE_CRAWL.line(spider='SPIDER')}` moves an old queue in",
     "SCHEDULER_DUPEFILTER_KEY": "the shared dupefilter is {<spider>}:dupefilter; "
-    "`distcrawl migrate` copies old fingerprints in",
+    f"`{MIGRATE_CRAWL.line(spider='SPIDER')}` copies old fingerprints in",
     "SCHEDULER_DUPEFILTER_CLASS": "the frontier filters duplicates itself, in Redis",
     "DUPEFILTER_CLASS": "the frontier filters duplicates itself, in Redis",
     "DUPEFILTER_KEY": "the shared dupefilter is {<spider>}:dupefilter",

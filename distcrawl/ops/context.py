@@ -5,6 +5,7 @@ nodes themselves read them."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from importlib import import_module
@@ -16,6 +17,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.project import get_project_settings
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.names.commands import START_SERVICES
 from distcrawl.base.urls import mask_url
 from distcrawl.frontier import connection, crawlconf
 from distcrawl.frontier.keys import FrontierKeys
@@ -95,7 +97,7 @@ def redis_url(settings: BaseSettings) -> str:
         raise NoRedis(
             f"REDIS_URL is not set and no embedded Redis runs under {home}. Set REDIS_URL to "
             "the crawl's Redis, or DISTCRAWL_HOME to the folder of the nodes' embedded "
-            "services (`distcrawl services start` starts them and prints REDIS_URL)."
+            f"services (`{START_SERVICES.line()}` starts them and prints REDIS_URL)."
         )
     return str(embedded["url"])
 
@@ -106,6 +108,15 @@ def crawl_keys(settings: BaseSettings, spider: str) -> FrontierKeys:
     keys = FrontierKeys.for_spider(spider, settings)
     source = SeedSource.named(spider, _spider_class(settings, spider), settings, keys.start_urls)
     return dataclasses.replace(keys, start_urls=source.list_key)
+
+
+def project_spiders(settings: BaseSettings) -> list[str]:
+    """The names of the project's spiders ([] when they do not load)."""
+    try:
+        loader = load_object(settings["SPIDER_LOADER_CLASS"]).from_settings(settings.frozencopy())
+        return sorted(loader.list())
+    except Exception:  # a spider module that does not import: no names to go by
+        return []
 
 
 def project_spider(settings: BaseSettings) -> str:
@@ -187,13 +198,19 @@ class Context:
         """:class:`CrawlRefused` when the crawl is stored in another frontier format than
         this distcrawl's, or when its nodes recorded another shard count or seed list than
         these settings give (two reads); every tool asks before it reads or writes the
-        crawl."""
+        crawl. A shard count the operator did not give (no ``DISTCRAWL_SHARDS`` in the
+        environment, on the command line or in the project) is the one the crawl recorded:
+        the tool then works on the crawl's keys."""
         keys = self.keys
         try:
             FrontierStore(client, keys).check_format()
         except CrawlFormatError as exc:
             raise CrawlRefused([str(exc)]) from exc
         recorded = crawlconf.read(client, keys)
+        shards = recorded.get("DISTCRAWL_SHARDS", "")
+        if shards.isdigit() and int(shards) != keys.shards and not _given(self.settings, _SHARDS):
+            keys = dataclasses.replace(keys, shards=int(shards))
+            self.__dict__["keys"] = keys  # the cached property, now the crawl's own layout
         differ = crawlconf.differences(recorded, crawlconf.layout(keys))
         if differ:
             raise CrawlRefused([crawlconf.refusal(m, keys, recorded) for m in differ])
@@ -214,6 +231,17 @@ class Context:
             f"{self.masked_url} holds no crawl {keys.spider!r} (no nodes, queue, seen URLs, "
             f"dead letters or seeds under {keys.prefix}); check the spider name and REDIS_URL"
         )
+
+
+_SHARDS = "DISTCRAWL_SHARDS"
+
+
+def _given(settings: BaseSettings, name: str) -> bool:
+    """Whether the operator gave setting *name*: in the environment, with ``-s``, or in the
+    project's settings with another value than the registry's default."""
+    if name in os.environ or (settings.getpriority(name) or 0) > SETTINGS_PRIORITIES["project"]:
+        return True
+    return bool(SETTINGS.value(settings, name) != SETTINGS.default(name))
 
 
 def page_priorities(settings: BaseSettings) -> dict[str, int]:

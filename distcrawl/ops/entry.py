@@ -17,6 +17,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from distcrawl.base.config import SettingError
+from distcrawl.base.pipes import end_quietly, reader_gone
 from distcrawl.node.settings_check import unknown_names
 from distcrawl.ops.context import CrawlRefused, NoRedis, NoSpider, load_settings, project_spider
 
@@ -76,8 +77,9 @@ def _guarded(execute: Execute, opts: argparse.Namespace, settings: BaseSettings)
     """*execute*, after the unknown-name warnings. Without a Redis to work on, it says so on
     stderr and exits 1; a setting that cannot be used, or a crawl the tool must not touch
     (:class:`~distcrawl.ops.context.CrawlRefused`), is one error line each and exit status 2,
-    not a traceback. An optional spider left out is the project's only one (none or several:
-    say so, exit 2)."""
+    not a traceback; output whose reader went away (``| head``) ends it quietly, status 0.
+    An optional spider left out is the project's only one (none or several: say so, exit 2).
+    """
     report_unknown(settings)
     try:
         if getattr(opts, "spider", "") is None:
@@ -93,6 +95,10 @@ def _guarded(execute: Execute, opts: argparse.Namespace, settings: BaseSettings)
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        if not reader_gone():
+            raise
+        return end_quietly()
 
 
 def entry_points(

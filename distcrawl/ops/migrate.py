@@ -64,7 +64,7 @@ SHARE_WAIT = 60.0
 #: seconds between two asks while it waits
 _SHARE_POLL = 0.2
 _FINGERPRINT = re.compile(rb"[0-9a-f]{40}")
-#: refused entries reported one by one before only the counts go on
+#: kinds of refusal (reason and detail) reported, each once with its count
 _REPORTED = 20
 
 
@@ -340,12 +340,14 @@ def migrate(
     trust_pickle: bool = False,
     batch: int = DEFAULT_BATCH,
     dry_run: bool = False,
-    refused: Callable[[MigrationRefused], None] | None = None,
+    refused: Callable[[MigrationRefused, int], None] | None = None,
     progress: Callable[[Migration], None] | None = None,
 ) -> Migration:
     """Move the queue, then the dupefilter (the queue's fingerprints are in it too), through
     the frontier's own ``sync`` and ``mark_seen``: moving is idempotent, so a migration stopped
-    halfway is run again. *refused* hears the first refused entries, *progress* each batch."""
+    halfway is run again. *refused* hears each kind of refusal once, with how many entries it
+    refused, once the queue is read (the first :data:`_REPORTED` kinds); *progress* each
+    batch."""
     done = Migration(
         queue_key=queue_key,
         dupefilter_key=dupefilter_key,
@@ -359,6 +361,7 @@ def migrate(
     if not dry_run:
         share_crawl(store, node)
     withheld: set[bytes] = set()  # fingerprints of the requests that stay behind
+    kinds: dict[str, tuple[MigrationRefused, int]] = {}  # refusal text -> (first, count)
     for raws in _queue_entries(client, queue_key, batch):
         children: list[Child] = []
         for raw in raws:
@@ -374,8 +377,9 @@ def migrate(
                 elif fp_refused:
                     withheld.add(fp_refused.encode())
                 done.refused_by_reason[exc.reason] += 1
-                if refused is not None and done.refused <= _REPORTED:
-                    refused(exc)
+                first, count = kinds.get(str(exc), (exc, 0))
+                if count or len(kinds) < _REPORTED:
+                    kinds[str(exc)] = (first, count + 1)
                 continue
             # dont_filter requests neither check nor mark the dupefilter (Scrapy's rule)
             fp = "" if request.dont_filter else scrapy_redis_fingerprint(request)
@@ -389,6 +393,9 @@ def migrate(
             done.migrated += len(children)
         if progress is not None:
             progress(done)
+    if refused is not None:
+        for first, count in kinds.values():
+            refused(first, count)
     for fps in _fingerprints(client, dupefilter_key, batch):
         good = [fp for fp in fps if _FINGERPRINT.fullmatch(fp)]
         done.fingerprints += len(fps)

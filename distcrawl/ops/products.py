@@ -1,8 +1,9 @@
-"""The crawl's products in MongoDB as operators see them: how many are stored, and the latest
-few (``status``, the dashboard)."""
+"""The crawl's products in MongoDB as operators see them: how many the collection holds, how
+many of them this crawl stored, and the latest few (``status``, the dashboard)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -10,12 +11,13 @@ import pymongo
 from pymongo.errors import PyMongoError
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.urls import mask_url
 from distcrawl.servers.embedded import DEFAULT_MONGO_DATABASE, resolve_home, services_status
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = ["ProductStore", "mongo_uri"]
+__all__ = ["ProductStore", "mongo_uri", "no_store_reason"]
 
 #: fields of a product the dashboard shows
 _SHOWN = ("url", "name", "price", "currency", "availability", "last_seen")
@@ -29,6 +31,18 @@ def mongo_uri(settings: BaseSettings) -> str:
     home = resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None)
     mongo = services_status(home)["mongo"]
     return str(mongo["url"]) if mongo["running"] else ""
+
+
+def no_store_reason(settings: BaseSettings) -> str:
+    """Why a tool has no MongoDB to count products in (:func:`mongo_uri` is empty)."""
+    home = resolve_home(SETTINGS.value(settings, "DISTCRAWL_HOME") or None)
+    return f"MONGO_URI is not set and no embedded MongoDB runs under {home}"
+
+
+def _reason(exc: BaseException) -> str:
+    """A driver's error in one line (a server-selection timeout lists every attempt)."""
+    text = str(exc).split(", Timeout:")[0].split(" (configured timeouts")[0]
+    return f"{type(exc).__name__}: {text}"[:300]
 
 
 class ProductStore:
@@ -60,11 +74,40 @@ class ProductStore:
             collection=SETTINGS.value(settings, "MONGO_COLLECTION"),
         )
 
+    @property
+    def where(self) -> str:
+        """``database.collection``."""
+        return f"{self._collection.database.name}.{self._collection.name}"
+
     def count(self) -> int | None:
         try:
             return int(self._collection.estimated_document_count())
         except PyMongoError:
             return None
+
+    def figures(self, since_ms: int | None, *, this_crawl: bool = True) -> dict[str, Any]:
+        """The collection's products over every crawl (``in_collection``, a cheap estimate),
+        and those this crawl stored or saw again (``this_crawl``: ``last_seen`` at or after
+        *since_ms*, when the crawl's first node started; one scan of the collection, skipped
+        without *this_crawl*). A figure that cannot be read is None, and ``error`` says why."""
+        out: dict[str, Any] = {
+            "collection": self.where,
+            "in_collection": None,
+            "this_crawl": None,
+            "since_ms": since_ms,
+            "error": None,
+        }
+        try:
+            out["in_collection"] = int(self._collection.estimated_document_count())
+            if since_ms is None:
+                out["error"] = "no node has started this crawl yet (no start time recorded)"
+            elif this_crawl:
+                since = dt.datetime.fromtimestamp(since_ms / 1000, tz=dt.UTC)
+                count = self._collection.count_documents({"last_seen": {"$gte": since}})
+                out["this_crawl"] = int(count)
+        except PyMongoError as exc:
+            out["error"] = f"MongoDB at {mask_url(self.uri)}: {_reason(exc)}"
+        return out
 
     def latest(self, limit: int) -> list[dict[str, Any]] | None:
         """The *limit* products seen last (``last_seen``, newest first)."""

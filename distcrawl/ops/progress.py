@@ -43,12 +43,20 @@ def _minutes(seconds: float | None) -> str:
     return f"{seconds / 60:.0f}min"
 
 
+def _drains(status: dict[str, Any]) -> str:
+    if status["paused"]:
+        return "drains when resumed"  # nothing drains while paused: no time from earlier acks
+    if status.get("revisit"):
+        return "continuous (revisit mode)"
+    return f"drains in {_minutes(status['eta_seconds'])}"
+
+
 def progress_line(status: dict[str, Any]) -> str:
     """One line of cluster-wide figures from a :func:`distcrawl.ops.status.build_status` dict."""
     frontier, totals = status["frontier"], status["totals"]
     queued = frontier["queued"]
     rate = totals["products_per_min"]
-    pages = totals["pages_per_min"]
+    responses = totals["responses_per_min"]
     parts = [
         f"queued {queued}",
         f"in flight {frontier['in_flight']}",
@@ -57,11 +65,8 @@ def progress_line(status: dict[str, Any]) -> str:
         f"nodes {totals['live_nodes']} live"
         + (f", {totals['dead_nodes']} dead" if totals["dead_nodes"] else ""),
         f"{'-' if rate is None else f'{rate:.0f}'} products/min",
-        f"{'-' if pages is None else f'{pages:.0f}'} pages/min",
-        # nothing drains while paused: no time from the acks before the pause
-        "drains when resumed"
-        if status["paused"]
-        else f"drains in {_minutes(status['eta_seconds'])}",
+        f"{'-' if responses is None else f'{responses:.0f}'} responses/min",
+        _drains(status),
     ]
     if status["paused"]:
         parts.insert(0, "PAUSED")

@@ -1,5 +1,6 @@
-"""Sites and their shared budget as the status shows them: the limit, the rate allowed now
-(the adaptive factor applied), requests in flight and waiting, and pages per minute."""
+"""Sites and their shared budget as the status shows them: the limits in force (the site's own,
+else the defaults the nodes lease with), the rate allowed now (the adaptive factor applied),
+requests in flight and waiting, and responses per minute."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from distcrawl.frontier.keys import FrontierKeys, ShardKeys
 
 __all__ = [
+    "DEFAULT_LIMIT",
+    "SITE_LIMIT",
     "TOP_SITES",
     "SitesPage",
     "cut_of",
@@ -155,27 +158,47 @@ def explain_cut(cut: Mapping[str, Any]) -> str:
     )
 
 
+#: where a site's limit in force comes from: its own (``DISTCRAWL_SITE_LIMITS``), or the
+#: defaults the live nodes lease with (``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``)
+SITE_LIMIT, DEFAULT_LIMIT = "site", "default"
+
+
+def _in_force(own: str | None, default: float | None) -> tuple[float | None, str | None]:
+    """A limit in force and where it comes from; (None, None): no limit."""
+    if own:
+        return float(own), SITE_LIMIT
+    if default:
+        return float(default), DEFAULT_LIMIT
+    return None, None
+
+
 def site_rows(
     budgets: Mapping[str, Mapping[str, str]],
     waiting: Mapping[str, int],
     rates: Mapping[str, float] | None = None,
     now_ms: float | None = None,
+    *,
+    defaults: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Each busy site's shared budget: its limit, the rate it is allowed now (the limit, or
+    """Each busy site's shared budget: its limits in force (its own, else the nodes'
+    *defaults*, as :func:`~distcrawl.ops.status.site_defaults` gives them; ``limit_rate_from``
+    and ``limit_concurrency_from`` say which), the rate it is allowed now (the rate limit, or
     for a site without one the rate its cut applies to, times the adaptive factor, cut when
-    the site pushes back and wearing off with time), requests in flight and waiting; the top
-    :data:`TOP_SITES`, most waiting first.
+    the site pushes back and wearing off with time), requests in flight and waiting, and
+    responses per minute; the top :data:`TOP_SITES`, most waiting first.
 
     A cut wears off with time: it is read at *now_ms*, the snapshot's server time (a reader
     that has none uses its own clock, near enough for a display).
     """
     rates = rates or {}
+    defaults = defaults or {}
     now = now_ms if now_ms is not None else time.time() * 1000
     out: list[dict[str, Any]] = []
     for site in sorted(set(budgets) | set(waiting)):
         fields = budgets.get(site, {})
         factor = effective_factor(dict(fields), now)
-        limit = float(fields["limit_rate"]) if fields.get("limit_rate") else None
+        limit, limit_from = _in_force(fields.get("limit_rate"), defaults.get("rate"))
+        conc, conc_from = _in_force(fields.get("limit_conc"), defaults.get("concurrency"))
         base = limit if limit is not None else float(fields.get("base_rate") or 0) or None
         if factor >= 1.0 and limit is None:
             base = None  # no limit and no cut: as fast as the site answers
@@ -185,7 +208,6 @@ def site_rows(
         hold = hold_of(fields, now)
         if not (in_flight or queued or rate or factor < 1.0 or hold):
             continue  # not busy
-        conc = fields.get("limit_conc")
         delay, source = delay_of(fields)
         out.append(
             {
@@ -196,15 +218,17 @@ def site_rows(
                 "slower_because": _slower(cut_of(fields, factor, now), hold, delay, source),
                 "site": site,
                 "limit_rate": limit,
-                "limit_concurrency": int(conc) if conc else None,
+                "limit_rate_from": limit_from,
+                "limit_concurrency": int(conc) if conc is not None else None,
+                "limit_concurrency_from": conc_from,
                 "factor": round(factor, 3),
                 "allowed_rate": round(base * factor, 2) if base is not None else None,
                 "in_flight": in_flight,
                 "waiting": queued,
-                "pages_per_min": round(rate, 1),
+                "responses_per_min": round(rate, 1),
             }
         )
-    out.sort(key=lambda s: (-s["waiting"], -s["in_flight"], -s["pages_per_min"]))
+    out.sort(key=lambda s: (-s["waiting"], -s["in_flight"], -s["responses_per_min"]))
     return out[:TOP_SITES]
 
 
@@ -231,9 +255,12 @@ class SitesPage:
         self.rows = rows
 
 
-def slowest(keys: FrontierKeys, page: int, per_page: int) -> Plan[SitesPage]:
+def slowest(
+    keys: FrontierKeys, page: int, per_page: int, *, defaults: Mapping[str, Any] | None = None
+) -> Plan[SitesPage]:
     """Page *page* (from 0) of every site waiting for its budget, longest waiting first:
-    each shard's longest-waiting sites down to this page, merged (a bounded read)."""
+    each shard's longest-waiting sites down to this page, merged (a bounded read); *defaults*
+    as :func:`site_rows` takes them."""
     shards = keys.all_shards()
     batch = Batch()
     for shard in shards:
@@ -262,7 +289,7 @@ def slowest(keys: FrontierKeys, page: int, per_page: int) -> Plan[SitesPage]:
     in_flight = in_flight_of(got)
     budgets = {site: site_budget(got[("budget", site)], in_flight.get(site)) for site in sites}
     waiting = {site: int(got[("waiting", site)]) for site in sites}
-    rows = site_rows(budgets, waiting)
+    rows = site_rows(budgets, waiting, defaults=defaults)
     order = {site: i for i, site in enumerate(sites)}
     rows.sort(key=lambda r: order.get(r["site"], 0))
     return SitesPage(total, rows)

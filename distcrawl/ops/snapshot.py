@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
 
+from distcrawl.frontier import crawlconf
 from distcrawl.frontier.keys import STATUS_LEASES_FIELD, seen_counted
 from distcrawl.frontier.memory import read_memory, read_memory_async
 from distcrawl.ops import deadletters
@@ -146,8 +147,11 @@ class Snapshot:
     dead_letters: Tally = field(default_factory=Tally)
     revisit: Revisits = field(default_factory=Revisits)
     #: Redis' memory (``INFO memory``; of a cluster, the fullest master's); None where an ACL
-    #: refuses ``INFO``
+    #: refuses ``INFO`` (``redis_memory_error`` says so)
     redis_memory: dict[str, Any] | None = None
+    redis_memory_error: str | None = None
+    #: when the crawl's first node started (ms, its clock; the crawl's record), None before
+    started_ms: int | None = None
     #: sites whose robots.txt asks for a Crawl-delay, all sites
     delayed_sites: int = 0
     #: sites held (robots.txt unavailable, Retry-After), all sites
@@ -177,6 +181,7 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
     batch.add("seeds_returned", "llen", keys.seeds.returned)
     batch.add("rejected", "llen", keys.rejected)
     batch.add("paused", "get", keys.paused)
+    batch.add("started", "hget", keys.config, crawlconf.STARTED)
     # servers that more than one site answers from, most sites first
     batch.add(
         "servers", "zrevrangebyscore", keys.servers, "+inf", 2,
@@ -220,6 +225,7 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     snap.start_list, snap.rejected = int(got["start_list"]), int(got["rejected"])
     snap.seeds_returned = int(got["seeds_returned"])
     snap.paused = got["paused"] is not None
+    snap.started_ms = crawlconf.started_ms(got["started"])
     snap.queued_by_kind = {kind: 0 for kind, _, _ in bands}
     first_due: list[tuple[ShardKeys, str]] = []
     cuts: list[tuple[float, ShardKeys, str]] = []
@@ -356,8 +362,9 @@ def read_snapshot(
     snap = run(client, _plan(keys, priority_bands(page_priorities), dead_sample))
     try:
         memory = read_memory(client)
-    except ResponseError:  # INFO refused (an ACL): no memory shown
+    except ResponseError as exc:  # INFO refused (an ACL): no memory shown, and why
         memory = None
+        snap.redis_memory_error = f"Redis refused INFO memory: {exc}"
     snap.redis_memory = memory.as_dict() if memory is not None else None
     return snap
 
@@ -373,7 +380,8 @@ async def aread_snapshot(
     snap = await arun(client, _plan(keys, priority_bands(page_priorities), dead_sample))
     try:
         memory = await read_memory_async(client)
-    except ResponseError:  # INFO refused (an ACL): no memory shown
+    except ResponseError as exc:  # INFO refused (an ACL): no memory shown, and why
         memory = None
+        snap.redis_memory_error = f"Redis refused INFO memory: {exc}"
     snap.redis_memory = memory.as_dict() if memory is not None else None
     return snap

@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.config import SETTINGS
+from distcrawl.base.durations import short_duration
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.names import status as words
 from distcrawl.base.names.reasons import exception_reason
-from distcrawl.base.rates import PAGES_PREFIX, is_number, published_rates
+from distcrawl.base.rates import PAGES_PREFIX, is_number, published_rates, published_site_defaults
 from distcrawl.base.rates import counters as node_counters
 from distcrawl.frontier.memory import DEFAULT_MEMORY_WARN, EVICTION_COST, evicts_frontier
 from distcrawl.ops.rates import RateTracker, backlog
@@ -28,11 +29,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_REVISIT_GRACE",
     "build_status",
+    "crawl_state",
     "error_kinds",
     "memory_status",
     "node_state",
     "politeness_figures",
+    "products_accounted",
     "read_status",
+    "site_defaults",
 ]
 
 #: seconds within which a revisit falling due keeps a revisit crawl from counting as drained:
@@ -168,9 +172,10 @@ def _node(
         "working": info.get("started"),
         "prefetched": info.get("prefetched"),
         "seeding": node.seeding,
-        "pages": int(counters["pages"]),
+        # every answer the node received (pages parsed, robots.txt, error answers, 304s)
+        "responses": int(counters["pages"]),
         "products": int(counters["products"]),
-        "pages_per_min": _round(rates["pages"]) if rates else None,
+        "responses_per_min": _round(rates["pages"]) if rates else None,
         "products_per_min": _round(rates["products"]) if rates else None,
         "acked_per_min": _round(rates["acked"]) if rates else None,
         # products only in the node's local journal (not in MongoDB yet)
@@ -230,7 +235,7 @@ def build_status(
     nodes: list[dict[str, Any]] = []
     errors: dict[str, float] = {}
     pages_by_kind: dict[str, float] = {}
-    totals = {"pages": 0.0, "products": 0.0}
+    totals = {"responses": 0.0, "products": 0.0}
     rate_totals = {"pages": 0.0, "products": 0.0, "acked": 0.0}
     rated = False
     for name, node in sorted(snapshot.nodes.items()):
@@ -240,7 +245,7 @@ def build_status(
             for key in rate_totals:
                 rate_totals[key] += rates[key]
         if row["state"] != words.ORPHAN:
-            totals["pages"] += row["pages"]
+            totals["responses"] += row["responses"]
             totals["products"] += row["products"]
         for label, n in error_kinds(node.stats).items():
             errors[label] = errors.get(label, 0) + n
@@ -251,6 +256,7 @@ def build_status(
         nodes.append(row)
     left = backlog(snapshot)
     drain = rate_totals["acked"]
+    live = sum(1 for n in nodes if n["state"] == words.LIVE)
     eta: float | None = None
     if left == 0:
         eta = 0.0
@@ -262,12 +268,34 @@ def build_status(
     if revisit is not None and revisit["next_due_s"] is not None:
         # revisit mode: drained while nothing falls due within the grace period
         drained = drained and revisit["next_due_s"] > revisit_grace
+    state = crawl_state(paused=snapshot.paused, drained=drained, live=live)
+    # a figure that cannot be read now: why (what the screen shows beside its "-")
+    unreadable: dict[str, str] = {}
+    if snapshot.redis_memory_error:
+        unreadable["redis_memory"] = snapshot.redis_memory_error
+    if not rated:
+        unreadable["rates"] = (
+            "no live node" if not live else "each live node's rates need two of its heartbeats"
+        )
+    if revisit is not None:
+        # a continuous crawl never drains: what is left now clears in eta, then pages come back
+        unreadable["eta_seconds"] = _continuous(revisit, eta)
+        eta = None
+    elif eta is None:
+        unreadable["eta_seconds"] = (
+            "no live node takes the work" if not live else "no acks yet to measure a rate by"
+        )
+    by_state = {s: sum(1 for n in nodes if n["state"] == s) for s in words.NODE_STATES}
     dead = snapshot.dead_letters.as_dict()
     dead["by_site"] = dict(sorted(dead["by_site"].items(), key=lambda kv: -kv[1])[:TOP_SITES])
     waiting = snapshot.waiting_total
+    defaults = site_defaults(snapshot)
     return {
         "crawl": snapshot.spider,
         "server_time_ms": at,
+        # when its first node started (ms): this crawl's products are those seen since
+        "started_ms": snapshot.started_ms,
+        "state": state,
         "paused": snapshot.paused,
         "frontier": {
             # everything not leased yet: the queue and the sites' waiting rooms
@@ -291,8 +319,13 @@ def build_status(
             "sites_held": snapshot.held_sites,
         },
         "dead_letters": dead,
+        "site_defaults": defaults,
         "sites": site_rows(
-            snapshot.site_budgets, snapshot.waiting, snapshot.site_rates, snapshot.at_ms or None
+            snapshot.site_budgets,
+            snapshot.waiting,
+            snapshot.site_rates,
+            snapshot.at_ms or None,
+            defaults=defaults,
         ),
         "servers": [
             {
@@ -306,15 +339,17 @@ def build_status(
         "politeness": politeness_figures(snapshot.nodes),
         "nodes": nodes,
         "totals": {
-            "live_nodes": sum(1 for n in nodes if n["state"] == words.LIVE),
-            "dead_nodes": sum(1 for n in nodes if n["state"] == words.DEAD),
-            "pages": int(totals["pages"]),
+            "live_nodes": live,
+            "dead_nodes": by_state[words.DEAD],
+            "nodes_by_state": by_state,
+            "responses": int(totals["responses"]),
             "products": int(totals["products"]),
-            "pages_per_min": _round(rate_totals["pages"]) if rated else None,
+            "responses_per_min": _round(rate_totals["pages"]) if rated else None,
             "products_per_min": _round(rate_totals["products"]) if rated else None,
             "acked_per_min": _round(drain) if rated else None,
             "journal_held": sum(n["journal_held"] for n in nodes),
         },
+        # pages parsed, by page kind (the responses less robots.txt, error answers and 304s)
         "pages_by_kind": {k: int(v) for k, v in sorted(pages_by_kind.items())},
         "errors": {k: int(v) for k, v in sorted(errors.items())},
         "eta_seconds": eta,
@@ -322,7 +357,117 @@ def build_status(
         "drained": drained,
         "revisit": revisit,
         "redis_memory": memory_status(snapshot.redis_memory),
+        "unreadable": unreadable,
     }
+
+
+def products_accounted(
+    status: Mapping[str, Any], heartbeat_interval: float | None = None
+) -> dict[str, Any]:
+    """The products the nodes counted (their last heartbeats) beside those this crawl stored
+    (``status["store"]``), and why they differ where they do: the causes that apply, from
+    what the status holds."""
+    counted = int(status["totals"]["products"])
+    store = status.get("store") or {}
+    stored = store.get("this_crawl")
+    out: dict[str, Any] = {
+        "counted_by_nodes": counted,
+        "stored_by_this_crawl": stored,
+        "difference": None if stored is None else stored - counted,
+        "why": [],
+    }
+    if stored is None:
+        out["why"] = [store.get("error") or "this crawl's products were not counted"]
+        return out
+    nodes = status["nodes"]
+    dead = [n["node"] for n in nodes if n["state"] == words.DEAD]
+    live = [n for n in nodes if n["state"] == words.LIVE]
+    every = f" (every {heartbeat_interval:g} s)" if heartbeat_interval else ""
+    if stored > counted:
+        if live:
+            ages = [n["heartbeat_age_s"] for n in live if n["heartbeat_age_s"] is not None]
+            ago = f", up to {short_duration(max(ages))} ago" if ages else ""
+            out["why"].append(
+                f"the live nodes' counts are those of their last heartbeat{ago}: what they "
+                "stored since is not counted yet"
+            )
+        if dead:
+            out["why"].append(
+                f"node(s) {', '.join(dead)} died: a node's counts are those of its last "
+                f"heartbeat{every}, so what it stored after that is stored but not counted"
+            )
+        if not live and not dead:
+            out["why"].append(
+                "the counts of nodes gone for more than a day are not kept, and products "
+                "replayed from a journal by hand are counted by no node"
+            )
+    elif counted > stored:
+        held = int(status["totals"].get("journal_held") or 0)
+        if held:
+            out["why"].append(f"{held} products wait in the nodes' journals, not in MongoDB yet")
+        if status.get("revisit"):
+            out["why"].append("revisit mode: a product is counted each time its page is fetched")
+        if dead or any(n["recovered"] for n in nodes):
+            out["why"].append(
+                "pages a dead node held are fetched again by another: their products are "
+                "counted twice and stored once"
+            )
+        out["why"].append(
+            "a product found on two pages, or stored under one key from two URLs, is counted "
+            "twice and stored once"
+        )
+    return out
+
+
+def crawl_state(*, paused: bool, drained: bool, live: int) -> str:
+    """The crawl's state in one word (:data:`~distcrawl.base.names.status.CRAWL_STATES`)."""
+    if drained:
+        return words.DRAINED
+    if paused:
+        return words.PAUSED
+    return words.RUNNING if live else words.WAITING
+
+
+def _continuous(revisit: Mapping[str, Any], eta: float | None) -> str:
+    """Why a revisit crawl has no time to drain, and what it has instead."""
+    nxt = revisit["next_due_s"]
+    due = "none scheduled" if nxt is None else ("now" if nxt <= 0 else f"in {short_duration(nxt)}")
+    now = "nothing due now" if eta == 0 else (
+        f"what is due clears in {short_duration(eta)}" if eta is not None else "what is due waits"
+    )  # fmt: skip
+    return f"continuous (revisit mode: it never drains): {now}; next revisit due {due}"
+
+
+def site_defaults(snapshot: Snapshot) -> dict[str, Any]:
+    """The per-site budget defaults in force: those the live nodes lease with
+    (``DISTCRAWL_SITE_RATE``, ``DISTCRAWL_SITE_CONCURRENCY``; 0: no limit), as they publish
+    them. ``rate`` / ``concurrency`` are None when no live node published them, or when the
+    nodes' differ (``why`` says which)."""
+    published = [
+        found
+        for node in snapshot.nodes.values()
+        if node.heartbeat_ms is not None and node.stopped_ms is None
+        for found in [published_site_defaults(node.info)]
+        if found is not None
+    ]
+    rates = sorted({rate for rate, _ in published})
+    concs = sorted({conc for _, conc in published})
+    out: dict[str, Any] = {"rate": None, "concurrency": None, "nodes": len(published)}
+    if not published:
+        out["why"] = "no live node publishes its defaults"
+        return out
+    differ = []
+    if len(rates) == 1:
+        out["rate"] = rates[0]
+    else:
+        differ.append(f"DISTCRAWL_SITE_RATE {', '.join(f'{r:g}' for r in rates)}")
+    if len(concs) == 1:
+        out["concurrency"] = concs[0]
+    else:
+        differ.append(f"DISTCRAWL_SITE_CONCURRENCY {', '.join(map(str, concs))}")
+    if differ:
+        out["why"] = "the live nodes differ: " + "; ".join(differ)
+    return out
 
 
 def _revisit_status(snapshot: Snapshot, at: int) -> dict[str, Any] | None:
@@ -370,7 +515,7 @@ def read_status(
     while True:
         first = status(dead_sample=0)
         live = [n for n in first["nodes"] if n["state"] == words.LIVE]
-        if all(n["pages_per_min"] is not None for n in live) or time.monotonic() >= deadline:
+        if all(n["responses_per_min"] is not None for n in live) or time.monotonic() >= deadline:
             break
         time.sleep(_POLL)
     return status()

@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from distcrawl.base.names.commands import REPLAY_JOURNAL
 from distcrawl.base.urls import mask_url
 from distcrawl.storage.replay import distinct_rounds, replay_journal
 
@@ -271,14 +272,14 @@ class ProductStore:
         logger.error(
             "%d products are NOT in MongoDB: they wait in the journal %s (%d segments: %s); "
             "MongoDB did not take them within %.0f s (%s). Replay them with "
-            "`distcrawl journal replay %s --mongo-uri URI`, or start a node on this journal",
+            "`%s`, or start a node on this journal",
             products,
             self.journal_path,
             len(paths),
             ", ".join(p.name for p in paths),
             self.journal_close_timeout,
             failure,
-            self.journal_path,
+            REPLAY_JOURNAL.line(directory=self.journal_path),
         )
         return products
 

@@ -39,7 +39,7 @@ from distcrawl.ops import control, deadletters, seeds, sites
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
 from distcrawl.ops.products import ProductStore
 from distcrawl.ops.reads import arun
-from distcrawl.ops.status import DEFAULT_REVISIT_GRACE
+from distcrawl.ops.status import DEFAULT_REVISIT_GRACE, products_accounted
 from distcrawl.web.metrics import CONTENT_TYPE, render_metrics
 from distcrawl.web.sampler import DEFAULT_INTERVAL, Sampler
 from distcrawl.web.security import Guard, HostCheck
@@ -153,14 +153,19 @@ def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
         page_priorities=config.page_priorities,
         revisit_grace=config.revisit_grace,
         interval=config.interval,
-        count_products=store.count if store is not None else None,
+        store_figures=store.figures if store is not None else None,
     )
     template = _HERE.joinpath("templates", "index.html").read_text("utf-8")
 
     def state() -> dict[str, Any]:
+        status = sampler.status
+        accounted = None
+        if status is not None and sampler.store.get("configured"):
+            accounted = products_accounted({**status, "store": sampler.store})
         return {
-            "status": sampler.status,
+            "status": status,
             "store": sampler.store,
+            "products_accounted": accounted,
             "error": sampler.error,
             "writable": guard.writable,
         }
@@ -211,7 +216,8 @@ def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
             return JSONResponse(
                 {"total": len(rows), "page": page, "rows": rows[start : start + per_page]}
             )
-        found = await arun(aclient, sites.slowest(keys, page, per_page))
+        defaults = (sampler.status or {}).get("site_defaults")
+        found = await arun(aclient, sites.slowest(keys, page, per_page, defaults=defaults))
         return JSONResponse({"total": found.total, "page": page, "rows": found.rows})
 
     async def api_deadletters(request: Request) -> Response:

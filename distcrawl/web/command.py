@@ -60,11 +60,17 @@ def add_command_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def web_config(
-    settings: BaseSettings, spider: str, *, interval: float = DEFAULT_INTERVAL, store: bool = True
+    settings: BaseSettings,
+    spider: str,
+    *,
+    interval: float = DEFAULT_INTERVAL,
+    store: bool = True,
+    ctx: Context | None = None,
 ) -> WebConfig:
-    """The dashboard's view of *spider*'s crawl, from the project's settings."""
+    """The dashboard's view of *spider*'s crawl, from the project's settings (and *ctx*, the
+    crawl as :func:`check_stored` found it)."""
     token = SETTINGS.value(settings, TOKEN_ENV) or None
-    ctx = Context(settings, spider)
+    ctx = ctx or Context(settings, spider)
     hosts: list[str] = SETTINGS.value(settings, HOSTS_ENV)
     return WebConfig(
         keys=ctx.keys,
@@ -80,27 +86,30 @@ def web_config(
     )
 
 
-def check_stored(settings: BaseSettings, spider: str) -> None:
+def check_stored(settings: BaseSettings, spider: str) -> Context:
     """The operator tools' check of how the crawl is stored, once at start: the dashboard's
-    views and actions must find the crawl where its nodes put it, in its format (raises
-    :class:`~distcrawl.ops.context.CrawlRefused`). Redis away is no refusal: the dashboard
-    shows the outage, and says so."""
+    views and actions must find the crawl where its nodes put it, in its format and layout
+    (raises :class:`~distcrawl.ops.context.CrawlRefused`); the crawl as found. Redis away is
+    no refusal: the dashboard shows the outage, and says so."""
     ctx = Context(settings, spider)
     try:
         client = ctx.client()
     except (RedisError, RedisClusterException, OSError):
-        return
+        return ctx
     try:
         ctx.check_stored(client)
     except (RedisError, RedisClusterException, OSError):
         pass
     finally:
         client.close()
+    return ctx
 
 
 def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
-    config = web_config(settings, opts.spider, interval=opts.interval, store=not opts.no_store)
-    check_stored(settings, opts.spider)
+    ctx = check_stored(settings, opts.spider)
+    config = web_config(
+        settings, opts.spider, interval=opts.interval, store=not opts.no_store, ctx=ctx
+    )
     try:
         server = DashboardServer(config, host=opts.host, port=opts.port)
     except UnsafeBind as exc:

@@ -67,8 +67,10 @@ class _StatusCollector(Collector):
         store = sampler.store
         if store.get("configured"):
             yield _family(m.STORE_UP, 1 if store.get("reachable") else 0)
-            if store.get("products") is not None:
-                yield _family(m.STORE_PRODUCTS, store["products"])
+            if store.get("in_collection") is not None:
+                yield _family(m.STORE_PRODUCTS, store["in_collection"])
+            if store.get("this_crawl") is not None:
+                yield _family(m.STORE_THIS_CRAWL, store["this_crawl"])
         if status is None:
             return
         frontier, totals = status["frontier"], status["totals"]
@@ -91,14 +93,14 @@ class _StatusCollector(Collector):
         yield _family(m.SEEN_URLS, frontier["seen"])
         yield _family(m.REJECTED_ENTRIES, frontier["rejected"])
         yield _family(m.SEEDS_WAITING, frontier["start_list"] + frontier["seeding"])
-        yield _family(m.PAGES, totals["pages"])
+        yield _family(m.RESPONSES, totals["responses"])
         yield _family(m.ITEMS, totals["products"])
         eta = status["eta_seconds"]
         yield _family(m.DRAIN_ETA_SECONDS, math.nan if eta is None else eta)
 
         # every state, 0 when none, so an alert on live == 0 fires
         states = dict.fromkeys(NODE_STATES, 0)
-        pages = _family(m.NODE_PAGES)
+        responses = _family(m.NODE_RESPONSES)
         items = _family(m.NODE_ITEMS)
         leased = _family(m.NODE_IN_FLIGHT)
         age = _family(m.NODE_HEARTBEAT_AGE)
@@ -106,7 +108,7 @@ class _StatusCollector(Collector):
         for node in status["nodes"]:
             states[node["state"]] = states.get(node["state"], 0) + 1
             name = node["node"]
-            pages.add_metric([name], node["pages"])
+            responses.add_metric([name], node["responses"])
             items.add_metric([name], node["products"])
             leased.add_metric([name], node["in_flight"])
             if node["heartbeat_age_s"] is not None:
@@ -115,7 +117,7 @@ class _StatusCollector(Collector):
         by_state = _family(m.NODES)
         for state, n in states.items():
             by_state.add_metric([state], n)
-        yield from (by_state, pages, items, leased, age, journal)
+        yield from (by_state, responses, items, leased, age, journal)
 
         dead = status["dead_letters"]
         reasons = _top(dead["by_reason"])

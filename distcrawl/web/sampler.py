@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_INTERVAL = 1.0
 #: seconds between two counts of the products in MongoDB
 DEFAULT_STORE_INTERVAL = 2.0
+#: this crawl's products are a scan of the collection: the next one waits this many times
+#: as long as the last took (so MongoDB spends at most a tenth of its time on the dashboard)
+CRAWL_COUNT_SPACING = 10.0
 #: samples kept for the charts (at the default interval: the last 10 minutes)
 DEFAULT_HISTORY = 600
 #: seconds over which the charts' rates are averaged (short, so the charts follow the crawl)
@@ -45,8 +48,10 @@ CHART_NODES = 8
 class Sampler:
     """Reads the cluster status every *interval* seconds with a ``redis.asyncio`` client.
 
-    *count_products* (blocking, run in a thread) returns the products stored in MongoDB, or
-    None when MongoDB cannot be reached; None for *count_products* means no store to watch.
+    *store_figures* (blocking, run in a thread) is
+    :meth:`~distcrawl.ops.products.ProductStore.figures`: the products in MongoDB, in the
+    collection and this crawl's (those seen since the crawl's start); None means no store to
+    watch.
     """
 
     client: Any
@@ -58,7 +63,7 @@ class Sampler:
     store_interval: float = DEFAULT_STORE_INTERVAL
     history: int = DEFAULT_HISTORY
     dead_sample: int = DEFAULT_DEAD_SAMPLE
-    count_products: Callable[[], int | None] | None = None
+    store_figures: Callable[..., dict[str, Any]] | None = None
 
     status: dict[str, Any] | None = None
     error: str | None = None
@@ -70,6 +75,7 @@ class Sampler:
     )
     _series: deque[dict[str, Any]] = field(default_factory=deque)
     _store_samples: deque[tuple[float, int]] = field(default_factory=deque)
+    _next_crawl_count: float = 0.0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -102,27 +108,27 @@ class Sampler:
     def _record(self, status: Mapping[str, Any]) -> None:
         frontier = status["frontier"]
         per_node: dict[str, dict[str, float]] = {}
-        total_pages = total_products = 0.0
+        total_responses = total_products = 0.0
         for node in status["nodes"]:
             rates = self._chart_tracker.node_rates(node["node"])
             if node["state"] != words.LIVE or rates is None:
                 continue
             per_node[node["node"]] = {
-                "pages": round(rates["pages"] / 60, 2),
+                "responses": round(rates["pages"] / 60, 2),
                 "products": round(rates["products"] / 60, 2),
             }
-            total_pages += rates["pages"] / 60
+            total_responses += rates["pages"] / 60
             total_products += rates["products"] / 60
-        busiest = sorted(per_node, key=lambda n: -per_node[n]["pages"])[:CHART_NODES]
+        busiest = sorted(per_node, key=lambda n: -per_node[n]["responses"])[:CHART_NODES]
         self._series.append(
             {
                 "t": status["server_time_ms"] / 1000,
                 "queued_by_kind": dict(frontier["queued_by_kind"]),
                 "parked": frontier["parked"],
                 "in_flight": frontier["in_flight"],
-                "pages_per_s": round(total_pages, 2),
+                "responses_per_s": round(total_responses, 2),
                 "products_per_s": round(total_products, 2),
-                "nodes": {n: per_node[n]["pages"] for n in sorted(busiest)},
+                "nodes": {n: per_node[n]["responses"] for n in sorted(busiest)},
             }
         )
         while len(self._series) > self.history:
@@ -132,17 +138,29 @@ class Sampler:
         return list(self._series)
 
     async def refresh_store(self) -> dict[str, Any]:
-        """Count the stored products; the write rate comes from the last counts."""
-        if self.count_products is None:
+        """Count the stored products (this crawl's at most every :data:`CRAWL_COUNT_SPACING`
+        times as long as its last count took); the write rate comes from the last counts."""
+        if self.store_figures is None:
             self.store = {"configured": False}
             return self.store
-        products = await asyncio.to_thread(self.count_products)
+        since = (self.status or {}).get("started_ms")
+        recount = time.monotonic() >= self._next_crawl_count
+        began = time.monotonic()
+        figures = await asyncio.to_thread(self.store_figures, since, this_crawl=recount)
         now = time.monotonic()
+        if recount:
+            took = now - began
+            self._next_crawl_count = now + max(self.store_interval, CRAWL_COUNT_SPACING * took)
+        elif figures["this_crawl"] is None and figures["since_ms"] == self.store.get("since_ms"):
+            figures["this_crawl"] = self.store.get("this_crawl")  # the last count, kept
+        products = figures["in_collection"]
         if products is None:
             self.store = {
+                **figures,
                 "configured": True,
                 "reachable": False,
-                "products": self.store.get("products"),
+                "in_collection": self.store.get("in_collection"),
+                "this_crawl": self.store.get("this_crawl"),
                 "writes_per_s": None,
                 "outage_since": self.store.get("outage_since") or time.time(),
             }
@@ -156,9 +174,9 @@ class Sampler:
                 (t0, n0), (t1, n1) = self._store_samples[0], self._store_samples[-1]
                 rate = round((n1 - n0) / (t1 - t0), 2) if t1 > t0 else None
             self.store = {
+                **figures,
                 "configured": True,
                 "reachable": True,
-                "products": products,
                 "writes_per_s": rate,
                 "outage_since": None,
             }

@@ -7,6 +7,9 @@ build reads the sources, and accounts for every shell example.
 - Every shell block of README.md and docs/ must carry ``<!-- run: id -->`` or
   ``<!-- norun: reason -->`` (``docblocks.py``): an unmarked one is a warning (so an error,
   with ``-W``); the blocks no test runs are printed with their reasons at the end.
+- What the docs say that the code contradicts (``contradictions.py``): a setting said not to
+  be read from the environment, a command line its command refuses, a status figure whose key
+  or label the status lacks; each a warning at its page and line.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import contradictions
 import docblocks
 import render
 import sources
@@ -61,6 +65,10 @@ def _builder_inited(app: Any) -> None:
                     "code block without a language (```bash, ```text, ...)",
                     location=(str(block.path), block.line),
                 )
+    for found in contradictions.find_all():
+        logger.warning(
+            f"the docs contradict the code: {found.message}", location=(str(found.path), found.line)
+        )
 
 
 def _build_finished(app: Any, exception: BaseException | None) -> None:
@@ -70,7 +78,8 @@ def _build_finished(app: Any, exception: BaseException | None) -> None:
     norun = [b for b in blocks if b.kind == "norun"]
     run = [b for b in blocks if b.kind == "run"]
     out = sys.stdout
-    print(f"shell examples: {len(run)} run by tests/docs, {len(norun)} not run:", file=out)
+    walk = "the docs walk (tests/docs/test_walk.py)"
+    print(f"shell examples: {len(run)} run by {walk}, {len(norun)} not run:", file=out)
     for block in norun:
         first = block.text.strip().splitlines()[0] if block.text.strip() else ""
         print(f"  {block.where}: {block.arg}  [{first[:60]}]", file=out)

@@ -2,8 +2,12 @@
 
 Every shell block (```bash) is preceded by one of
 
-    <!-- run: <id> -->             a test in tests/docs/ executes it (the id names the block)
+    <!-- run: <id> -->             the docs walk (tests/docs/test_walk.py) runs it, in the
+                                   order a reader meets it (the id names the block)
     <!-- norun: <reason> -->       it cannot run on one machine, and why
+
+:func:`site_pages` and :func:`reading_order` give that order: the README, then the site's
+pages as its toctrees list them, with the blocks a page includes from another file.
 
 Other comment lines may stand between the mark and the fence. Every fenced block names its
 language, so that a shell block cannot hide as an untagged one. No Sphinx and no distcrawl
@@ -17,7 +21,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SHELL", "Block", "blocks", "doc_files", "find", "shell_blocks"]
+__all__ = [
+    "SHELL",
+    "Block",
+    "blocks",
+    "doc_files",
+    "find",
+    "reading_order",
+    "shell_blocks",
+    "site_pages",
+]
 
 #: languages of the blocks that are commands to type
 SHELL = frozenset({"bash", "sh", "shell", "console"})
@@ -27,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 _COMMENT = re.compile(r"^\s*<!--\s*(?P<body>.*?)\s*-->\s*$")
 _MARK = re.compile(r"^(?P<kind>run|norun):\s*(?P<arg>.+)$")
+#: a MyST directive's fence: ```{toctree}, ```{include} path
+_DIRECTIVE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\{(?P<name>[a-z]+)\}\s*(?P<arg>.*)$")
 
 
 @dataclass(frozen=True)
@@ -107,3 +122,73 @@ def find(run_id: str, root: Path = ROOT) -> Block:
     if len(found) != 1:
         raise LookupError(f"{len(found)} blocks are marked run: {run_id} (expected one)")
     return found[0]
+
+
+def _directives(path: Path) -> Iterator[tuple[int, str, str, dict[str, str], list[str]]]:
+    """The MyST directives of a page: (line, name, argument, options, content lines)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        opening = _DIRECTIVE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence = opening.group("fence")
+        options: dict[str, str] = {}
+        content: list[str] = []
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence):
+            option = re.match(r"^:(?P<key>[a-z-]+):\s*(?P<value>.*)$", lines[j].strip())
+            if option and not content:
+                options[option.group("key")] = option.group("value")
+            elif lines[j].strip():
+                content.append(lines[j].strip())
+            j += 1
+        yield i + 1, opening.group("name"), opening.group("arg").strip(), options, content
+        i = j + 1
+
+
+def site_pages(root: Path = ROOT) -> list[Path]:
+    """The pages in the order a reader meets them: the README (the front page), then
+    ``docs/index.md`` and the pages of its toctrees, depth first, as the site's navigation
+    lists them."""
+    order: list[Path] = [root / "README.md"]
+
+    def visit(page: Path) -> None:
+        if page in order:
+            return
+        order.append(page)
+        for _, name, _, _, content in _directives(page):
+            if name == "toctree":
+                for entry in content:
+                    target = entry.split("<")[-1].rstrip(">").strip()
+                    visit((page.parent / f"{target}.md").resolve())
+
+    visit((root / "docs" / "index.md").resolve())
+    return order
+
+
+def reading_order(root: Path = ROOT) -> list[tuple[Path, Block]]:
+    """Every shell block as a reader meets it: (the page read, the block), page by page in
+    :func:`site_pages` order; a page that includes part of another file (``{include}`` with
+    ``:start-after:`` / ``:end-before:``) shows that file's blocks where it includes them."""
+    found: list[tuple[Path, Block]] = []
+    for page in site_pages(root):
+        shown: list[tuple[int, Block]] = [(b.line, b) for b in blocks(page) if b.is_shell]
+        for line, name, arg, options, _ in _directives(page):
+            if name != "include":
+                continue
+            source = (page.parent / arg).resolve()
+            if source.suffix != ".md" or "_generated" in source.parts:
+                continue
+            text = source.read_text(encoding="utf-8").splitlines()
+            start, end = 0, len(text)
+            if "start-after" in options:
+                start = next(n for n, ln in enumerate(text) if options["start-after"] in ln) + 1
+            if "end-before" in options:
+                end = next(n for n, ln in enumerate(text) if options["end-before"] in ln and n >= start)
+            shown += [
+                (line, b) for b in blocks(source) if b.is_shell and start < b.line <= end
+            ]
+        found += [(page, b) for _, b in sorted(shown, key=lambda t: t[0])]
+    return found

@@ -151,12 +151,13 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
         status = status_of(redis_url, mongo_uri, capsys, sample="5")
         live = {n["node"]: n for n in status["nodes"] if n["state"] == "live"}
         assert set(live) == {"s1", "s2", "s3"}
-        assert all(n["pages_per_min"] > 0 for n in live.values()), live
+        assert all(n["responses_per_min"] > 0 for n in live.values()), live
         assert status["totals"]["products_per_min"] > 0
         # one site: its pages/min is the nodes' pages/min, both over the nodes' same window
         # (each figure rounded to 0.1 by the node that publishes it)
         (site,) = [s for s in status["sites"] if s["site"] == urlsplit(shop.url).hostname]
-        assert abs(site["pages_per_min"] - status["totals"]["pages_per_min"]) <= 0.1 * len(live)
+        total = status["totals"]["responses_per_min"]
+        assert abs(site["responses_per_min"] - total) <= 0.1 * len(live)
 
         nodes[2].kill()  # kill -9: no goodbye, its leases wait for the heartbeat timeout
 
@@ -196,7 +197,7 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
             assert per_node[node.rsplit(":", 1)[1]]["in_flight"] == len(rids)
         assert {n for n, v in per_node.items() if v["state"] == "live"} == {"s1", "s2"}
         assert per_node["s3"]["state"] == "dead" and per_node["s3"]["recovered"]
-        assert status["store"]["products"] == stored
+        assert status["store"]["in_collection"] == status["store"]["this_crawl"] == stored
         assert sum(per_node[n]["products"] for n in ("s1", "s2")) <= stored
         buckets = r.keys(ONE_SHARD.shard(0).seen_bucket("[0-9]*"))  # every bucket
         assert status["frontier"]["seen"] == sum(r.scard(b) for b in buckets)
@@ -219,7 +220,7 @@ def test_status_follows_a_real_crawl_through_a_dead_node_a_pause_and_a_resume(
     assert_each_product_once(mongo_uri, shop)  # by SKU: _id (the URL) cannot show it
     assert set(urls) == shop.expected_product_urls()
     final = status_of(redis_url, mongo_uri, capsys)
-    assert final["drained"] and final["store"]["products"] == len(urls)
+    assert final["drained"] and final["store"]["this_crawl"] == len(urls)
     assert "Cluster: " in nodes[0].log() and "products/min" in nodes[0].log()
     assert "Cluster: PAUSED" in nodes[0].log()
 

@@ -1,5 +1,6 @@
 """Run the documentation's shell blocks as a user types them: in one bash session, one block
-after another, so exports, background jobs (``cmd & pid=$!``) and files carry over.
+after another, so exports, background jobs (``cmd & pid=$!``) and files carry over (the docs
+walk, tests/docs/test_walk.py, types every page's blocks into one).
 
 A session works in a folder of its own that looks like the project directory (``distcrawl/``,
 ``dev.py``, ``scrapy.cfg`` linked in), with ``.venv/bin`` first on the ``PATH`` and no
@@ -23,9 +24,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import docblocks
-
-from distcrawl.base.processes import free_port
 from distcrawl.servers.embedded import stop_services
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,12 +32,7 @@ BIN = Path(sys.executable).parent
 _DONE = "__DOCS_BLOCK_DONE__"
 _ERR = "__DOCS_BLOCK_ERROR__"
 
-__all__ = ["BIN", "ROOT", "Result", "Shell", "block", "free_port"]
-
-
-def block(run_id: str) -> str:
-    """The text of the shell block marked ``<!-- run: run_id -->``."""
-    return docblocks.find(run_id).text
+__all__ = ["BIN", "ROOT", "Result", "Shell", "wait_until"]
 
 
 @dataclass

@@ -22,7 +22,7 @@ from crawl_nodes import (
 )
 
 from distcrawl.base.processes import free_port
-from distcrawl.commands.crawl import EXIT_LEASES_HELD
+from distcrawl.commands.crawl import EXIT_LEASES_HELD, EXIT_REFUSED
 from distcrawl.frontier.store import FrontierKeys
 from distcrawl.servers.process import RedisServer
 
@@ -113,13 +113,19 @@ def test_a_node_that_cannot_reach_redis_at_start_exits_with_a_clear_error(
         settings={"DISTCRAWL_REDIS_START_TIMEOUT": "2"},
     )
     try:
-        assert node.wait() != 0
+        assert node.wait() == EXIT_REFUSED
     finally:
         stop_all([node])
     log = node.log()
     assert f"Node refuses to start: Redis at {url} did not serve this node within 2s" in log
     assert "check REDIS_URL, or wait longer with DISTCRAWL_REDIS_START_TIMEOUT" in log
-    assert "Redis unavailable at start (unreachable" in log
+    assert "Redis unavailable at start (unreachable" in log  # a warning per try
+    # one error, and no traceback: the spider closes with the refusal as its finish reason
+    assert [ln for ln in log.splitlines() if "] ERROR: " in ln] == [
+        next(ln for ln in log.splitlines() if "Node refuses to start" in ln)
+    ]
+    assert "Traceback" not in log
+    assert "Spider closed (redis_unreachable)" in log
 
 
 def test_a_node_refuses_a_redis_that_may_evict_the_crawl(
@@ -136,6 +142,7 @@ def test_a_node_refuses_a_redis_that_may_evict_the_crawl(
         stop_all([refused])
     log = refused.log()
     assert "Node refuses to start: Redis' maxmemory-policy is allkeys-lru" in log
+    assert "Traceback" not in log and "Spider closed (redis_evicts)" in log
     assert "DISTCRAWL_ALLOW_EVICTION = True" in log
     assert r.zcard(KEYS.nodes) == 0  # it never joined the crawl
     assert r.llen("catalog:start_urls") == 1  # nor took a seed

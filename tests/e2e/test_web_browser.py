@@ -153,7 +153,7 @@ def metrics_match_status(url: str, redis_url: str) -> list[str] | None:
         ("distcrawl_frontier_backlog_requests", ()): frontier["backlog"],
         ("distcrawl_frontier_seen_urls", ()): frontier["seen"],
         ("distcrawl_frontier_rejected_entries", ()): frontier["rejected"],
-        ("distcrawl_pages_total", ()): totals["pages"],
+        ("distcrawl_responses_total", ()): totals["responses"],
         ("distcrawl_items_total", ()): totals["products"],
         ("distcrawl_nodes", (("state", "live"),)): totals["live_nodes"],
         ("distcrawl_nodes", (("state", "dead"),)): totals["dead_nodes"],
@@ -162,7 +162,7 @@ def metrics_match_status(url: str, redis_url: str) -> list[str] | None:
     for kind, n in frontier["queued_by_kind"].items():
         want[("distcrawl_frontier_requests", (("kind", kind),))] = n
     for node in status["nodes"]:
-        want[("distcrawl_node_pages_total", (("node", node["node"]),))] = node["pages"]
+        want[("distcrawl_node_responses_total", (("node", node["node"]),))] = node["responses"]
         want[("distcrawl_node_items_total", (("node", node["node"]),))] = node["products"]
     dead = sum(v for (name, _), v in values.items() if name == "distcrawl_dead_letters")
     diffs = [
@@ -227,7 +227,9 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
                 ),
                 "the rates chart to redraw",
             )
-            wait_for(lambda: page.inner_text("#pages-rate") not in ("-", "0"), "a page rate")
+            wait_for(
+                lambda: page.inner_text("#responses-rate") not in ("-", "0"), "a response rate"
+            )
             wait_for(
                 lambda: _count(page.inner_text("#stored")) >= 40,
                 "40 products stored, for a screenshot mid-crawl",

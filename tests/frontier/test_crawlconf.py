@@ -18,7 +18,7 @@ def _record(url: str, values: dict[str, str], by: str) -> dict[str, str]:
     async def run() -> dict[str, str]:
         client = aioredis.Redis.from_url(url)
         try:
-            return await crawlconf.record(client, KEYS, values, by=by)
+            return await crawlconf.record(client, KEYS, values, by=by, at_ms=1)
         finally:
             await client.aclose()
 
@@ -27,9 +27,10 @@ def _record(url: str, values: dict[str, str], by: str) -> dict[str, str]:
 
 def test_the_first_node_records_and_a_later_one_reads_its_values(redis_url: str) -> None:
     first = {"DISTCRAWL_SHARDS": "16", "DISTCRAWL_DUPEFILTER": "exact"}
-    assert _record(redis_url, first, "a") == {**first, "_by": "a"}
+    assert _record(redis_url, first, "a") == {**first, "_by": "a", "_started": "1"}
     later = _record(redis_url, {"DISTCRAWL_SHARDS": "4", "DISTCRAWL_DUPEFILTER": "exact"}, "b")
-    assert later == {**first, "_by": "a"}  # nothing of b's replaced a's
+    assert later == {**first, "_by": "a", "_started": "1"}  # nothing of b's replaced a's
+    assert crawlconf.started_ms(later[crawlconf.STARTED]) == 1
     assert crawlconf.differences(later, {"DISTCRAWL_SHARDS": "4"}) == [
         crawlconf.Mismatch("DISTCRAWL_SHARDS", "4", "16")
     ]
@@ -65,7 +66,7 @@ def test_the_refusal_names_the_setting_both_values_and_the_ways_out() -> None:
     assert line == (
         "DISTCRAWL_SHARDS is 4 here, but crawl catalog runs with 16 (recorded by node node-a "
         "in {catalog}:config): set DISTCRAWL_SHARDS=16 here, or stop every node and "
-        "`distcrawl control reset catalog` to start the crawl over"
+        "`distcrawl control catalog reset --yes-really` to start the crawl over"
     )
     (bloom,) = crawlconf.differences(
         {"DISTCRAWL_BLOOM_CAPACITY": crawlconf.NOT_IN_EFFECT}, {"DISTCRAWL_BLOOM_CAPACITY": "5"}

@@ -90,3 +90,29 @@ def test_a_node_with_other_shards_is_refused_naming_both_values(
         "Node refuses to start: DISTCRAWL_SHARDS is 4 here, but crawl catalog runs with 16 "
         "(recorded by node first in {catalog}:config)"
     )
+
+
+def test_a_node_in_revisit_mode_in_a_crawl_without_it_is_refused_in_one_line(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not one line for each revisit setting it never set: the revisit mode explains them."""
+    keys = FrontierKeys("revisited", "revisited:start_urls", shards=16)
+
+    def check(mine: dict[str, str], node_id: str) -> None:
+        async def run() -> None:
+            client = aioredis.Redis.from_url(redis_url)
+            try:
+                await check_crawl_settings(client, keys, mine, node_id=node_id)
+            finally:
+                await client.aclose()
+
+        asyncio.run(run())
+
+    check(values(keys), "plain")
+    revisiting = values(keys, DISTCRAWL_REVISIT="product:10s", DISTCRAWL_DUPEFILTER="bloom")
+    with caplog.at_level(logging.ERROR), pytest.raises(CrawlSettingsDiffer):
+        check(revisiting, "revisiting")
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert [line.split(" ")[4] for line in lines] == [
+        "DISTCRAWL_DUPEFILTER", "DISTCRAWL_REVISIT"
+    ], lines  # fmt: skip

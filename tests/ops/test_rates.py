@@ -41,9 +41,9 @@ def test_rates_come_from_heartbeats_and_give_the_time_to_drain() -> None:
     last = snapshot(40_000, {"a": (40_000, 100, 100), "b": (40_000, 50, 50)}, queued=700)
     tracker.update(last)
     status = build_status(last, tracker, heartbeat_timeout=1e9)
-    assert status["totals"]["pages_per_min"] == 300.0  # (100 + 50) pages in 30 s
+    assert status["totals"]["responses_per_min"] == 300.0  # (100 + 50) pages in 30 s
     assert status["totals"]["products_per_min"] == 300.0
-    assert status["nodes"][0]["pages_per_min"] == 200.0
+    assert status["nodes"][0]["responses_per_min"] == 200.0
     assert status["eta_seconds"] == 140.0  # 700 left at 300 acks/min
     assert status["backlog_per_min"] == -600.0
     line = progress_line(status)

@@ -43,12 +43,14 @@ def test_busy_sites_show_their_limit_allowed_rate_in_flight_and_waiting(r) -> No
             "delay_source": None,
             "site": "slow.test",
             "limit_rate": 2.0,
+            "limit_rate_from": "site",
             "limit_concurrency": None,
+            "limit_concurrency_from": None,
             "factor": 0.5,
             "allowed_rate": 1.0,
             "in_flight": 1,
             "waiting": 5,
-            "pages_per_min": 0.0,
+            "responses_per_min": 0.0,
         }
     ]
     assert status["frontier"]["waiting_for_site"] == 5
@@ -70,7 +72,7 @@ def test_a_busy_site_with_nothing_waiting_shows_from_what_the_nodes_publish(r) -
     assert set(rows) == {"busy.test", "quiet.test"}
     # a crawl without limits keeps no in-flight counts per site (nothing to enforce)
     assert rows["busy.test"]["in_flight"] == 0 and rows["busy.test"]["waiting"] == 0
-    assert rows["busy.test"]["pages_per_min"] == 150.0  # both nodes' rates summed
+    assert rows["busy.test"]["responses_per_min"] == 150.0  # both nodes' rates summed
     assert [row["site"] for row in status["sites"]] == ["busy.test", "quiet.test"]
 
 

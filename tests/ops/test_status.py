@@ -14,8 +14,15 @@ from distcrawl.frontier.store import Dupefilter, FrontierKeys, FrontierStore
 from distcrawl.ops import control
 from distcrawl.ops.progress import progress_line
 from distcrawl.ops.rates import RateTracker
-from distcrawl.ops.snapshot import read_snapshot
-from distcrawl.ops.status import build_status, error_kinds
+from distcrawl.ops.sites import site_rows
+from distcrawl.ops.snapshot import NodeRecord, Revisits, Snapshot, read_snapshot
+from distcrawl.ops.status import (
+    build_status,
+    crawl_state,
+    error_kinds,
+    products_accounted,
+    site_defaults,
+)
 
 # several shards: the status reads every one of them
 KEYS = FrontierKeys(spider="catalog", start_urls="catalog:start_urls", shards=4)
@@ -187,8 +194,8 @@ def test_nodes_publish_their_own_rates_so_every_reader_sums_the_same(r) -> None:
     # two readers with their own (empty) trackers, as two nodes' progress lines are
     first = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
     second = build_status(read_snapshot(r, KEYS), RateTracker(), heartbeat_timeout=30)
-    assert first["totals"]["pages_per_min"] == second["totals"]["pages_per_min"] == 900
-    assert [n["pages_per_min"] for n in first["nodes"]] == [600, 300]
+    assert first["totals"]["responses_per_min"] == second["totals"]["responses_per_min"] == 900
+    assert [n["responses_per_min"] for n in first["nodes"]] == [600, 300]
 
 
 def test_a_node_shows_its_failures_and_its_journal(r) -> None:
@@ -207,3 +214,71 @@ def test_a_node_shows_its_failures_and_its_journal(r) -> None:
     }
     assert (nodes["n1"]["errors"], nodes["n1"]["journal_held"]) == (3, 5)
     assert (nodes["n2"]["errors"], nodes["n2"]["journal_held"]) == (0, 0)
+
+
+def _snapshot(**nodes: dict) -> Snapshot:
+    at = 1_800_000_000_000
+    return Snapshot(
+        spider="catalog",
+        at_ms=at,
+        queued=2,
+        nodes={name: NodeRecord(heartbeat_ms=at - 100, info=info) for name, info in nodes.items()},
+    )
+
+
+def test_the_site_defaults_in_force_are_the_live_nodes_and_their_differences_are_named() -> None:
+    agree = {"site_defaults": {"rate": 2.0, "concurrency": 4}}
+    assert site_defaults(_snapshot(a=agree, b=agree)) == {
+        "rate": 2.0, "concurrency": 4, "nodes": 2
+    }  # fmt: skip
+    other = {"site_defaults": {"rate": 5, "concurrency": 4}}
+    differ = site_defaults(_snapshot(a=agree, b=other))
+    assert differ["rate"] is None and differ["concurrency"] == 4
+    assert differ["why"] == "the live nodes differ: DISTCRAWL_SITE_RATE 2, 5"
+    nobody = site_defaults(_snapshot(a={}))
+    assert nobody["rate"] is None and nobody["why"] == "no live node publishes its defaults"
+    # a site without limits of its own: the default in force, and from where
+    budgets = {"shop.test": {"active": "1"}, "own.test": {"active": "1", "limit_rate": "0.5"}}
+    rows = {r["site"]: r for r in site_rows(budgets, {}, defaults={"rate": 2.0, "concurrency": 0})}
+    assert (rows["shop.test"]["limit_rate"], rows["shop.test"]["limit_rate_from"]) == (2.0,
+                                                                                      "default")
+    assert rows["shop.test"]["allowed_rate"] == 2.0
+    assert (rows["own.test"]["limit_rate"], rows["own.test"]["limit_rate_from"]) == (0.5, "site")
+    assert rows["shop.test"]["limit_concurrency"] is None  # 0: no limit
+
+
+def test_the_crawls_state_follows_its_live_nodes() -> None:
+    assert crawl_state(paused=False, drained=False, live=2) == "running"
+    assert crawl_state(paused=False, drained=False, live=0) == "waiting"
+    assert crawl_state(paused=True, drained=False, live=1) == "paused"
+    assert crawl_state(paused=True, drained=True, live=0) == "drained"
+    status = build_status(_snapshot(), heartbeat_timeout=30)
+    assert status["state"] == "waiting" and status["eta_seconds"] is None
+    assert status["unreadable"] == {
+        "rates": "no live node", "eta_seconds": "no live node takes the work"
+    }  # fmt: skip
+
+
+def test_a_continuous_crawl_has_no_time_to_drain_and_says_why() -> None:
+    snapshot = _snapshot()
+    snapshot.queued = 0
+    snapshot.revisit = Revisits(scheduled=4, next_due_ms=snapshot.at_ms + 90_000)
+    status = build_status(snapshot, heartbeat_timeout=30)
+    assert status["eta_seconds"] is None and status["revisit"]["scheduled"] == 4
+    assert status["unreadable"]["eta_seconds"] == (
+        "continuous (revisit mode: it never drains): nothing due now; next revisit due in 1m30s"
+    )
+    assert "continuous (revisit mode)" in progress_line(status)
+
+
+def test_the_nodes_products_beside_this_crawls_say_why_they_differ() -> None:
+    status = build_status(_snapshot(a={"stats": {"item_scraped_count": 5}}), heartbeat_timeout=30)
+    status["store"] = {"this_crawl": 8, "error": None}
+    accounted = products_accounted(status, 2.0)
+    assert accounted["difference"] == 3
+    assert accounted["why"] == [
+        "the live nodes' counts are those of their last heartbeat, up to 0.1s ago: what they "
+        "stored since is not counted yet"
+    ]
+    status["store"] = {"this_crawl": None, "error": "MongoDB at m: down"}
+    assert products_accounted(status)["why"] == ["MongoDB at m: down"]

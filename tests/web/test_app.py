@@ -281,7 +281,7 @@ def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.R
     assert values[("distcrawl_frontier_requests", (("kind", "product"),))] == 1
     assert values[("distcrawl_frontier_requests", (("kind", "category"),))] == 1
     assert values[("distcrawl_frontier_queued_requests", ())] == 2
-    assert values[("distcrawl_pages_total", ())] == 12
+    assert values[("distcrawl_responses_total", ())] == 12
     assert values[("distcrawl_items_total", ())] == 9
     assert values[("distcrawl_nodes", (("state", "live"),))] == 1
     assert values[("distcrawl_nodes", (("state", "dead"),))] == 0
@@ -407,17 +407,20 @@ def test_mongodb_products_write_rate_and_outage(mongo_uri: str) -> None:
     )
     try:
         sampler = Sampler(client=None, keys=KEYS, heartbeat_timeout=30.0)
-        sampler.count_products = store.count
-        assert asyncio.run(sampler.refresh_store())["products"] == 5
+        sampler.store_figures = store.figures
+        assert asyncio.run(sampler.refresh_store())["in_collection"] == 5
         collection.insert_many([{"_id": f"q{i}", "name": f"product {i}"} for i in range(5)])
         state = asyncio.run(sampler.refresh_store())
-        assert state["reachable"] and state["products"] == 10 and state["writes_per_s"] > 0
+        assert state["reachable"] and state["in_collection"] == 10 and state["writes_per_s"] > 0
+        # no node has started the crawl: no start to count this crawl's products from, and why
+        assert state["this_crawl"] is None and "no node has started" in state["error"]
         assert metric_values(render_metrics(sampler).decode())[("distcrawl_store_up", ())] == 1
         assert [p["name"] for p in store.latest(3) or []]  # the latest products, named
 
-        sampler.count_products = away.count
+        sampler.store_figures = away.figures
         state = asyncio.run(sampler.refresh_store())
-        assert not state["reachable"] and state["outage_since"] and state["products"] == 10
+        assert not state["reachable"] and state["outage_since"] and state["in_collection"] == 10
+        assert state["error"].startswith("MongoDB at mongodb://127.0.0.1:1/"), state["error"]
         values = metric_values(render_metrics(sampler).decode())
         assert values[("distcrawl_store_up", ())] == 0
         assert away.latest(3) is None

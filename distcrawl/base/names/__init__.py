@@ -16,6 +16,7 @@ GROUPS = (
     reasons.DEAD_LETTER,
     reasons.REFUSAL,
     stats.STATS,
+    status.CRAWL_STATE,
     status.NODE_STATE,
     status.ERROR_KIND,
     status.CUT_CAUSE,

@@ -1,11 +1,17 @@
 """The words of the command line: the operator commands and their actions, the same for
-``scrapy <command>`` and ``distcrawl <command>``, the dashboard's buttons and the docs."""
+``scrapy <command>`` and ``distcrawl <command>``, the dashboard's buttons and the docs; each
+command's positional arguments in their order, and the command lines messages suggest
+(:class:`Advice`), built from them."""
 
 from __future__ import annotations
 
+import re
+import shlex
+from dataclasses import dataclass
+
 from distcrawl.base.names.terms import term
 
-__all__ = ["ACTION", "COMMAND"]
+__all__ = ["ACTION", "ADVICE", "ARGUMENTS", "COMMAND", "SCRAPY_COMMANDS", "Advice", "advice"]
 
 COMMAND = "command"
 ACTION = "action"
@@ -41,3 +47,104 @@ DEADLETTERS_ACTIONS = (LIST, COUNT, REQUEUE, PURGE, REFUSED)
 CONTROL_ACTIONS = (PAUSE, RESUME, RESET)
 JOURNAL_ACTIONS = (SHOW, REPLAY)
 SERVICES_ACTIONS = (START, STATUS, STOP)
+
+#: each command's positional arguments, in the order its command line takes them (its parser
+#: adds them in this order: tests/commands/test_advice.py holds the two together)
+ARGUMENTS: dict[str, tuple[str, ...]] = {
+    DEMO: (),
+    SHOP: (),
+    EXTRACT: ("inputs",),
+    PROFILE: ("action", "inputs"),
+    STATUS: ("spider",),
+    SEED: ("spider", "urls"),
+    DEADLETTERS: ("spider", "action"),
+    CONTROL: ("spider", "action"),
+    JOURNAL: ("action", "directory"),
+    MIGRATE: ("spider",),
+    WEB: ("spider",),
+    SERVICES: ("action",),
+}
+#: the commands ``scrapy`` runs too, from the project directory (``scrapy status catalog``)
+SCRAPY_COMMANDS = (STATUS, SEED, DEADLETTERS, CONTROL, JOURNAL, MIGRATE, WEB)
+
+#: every command line a message suggests, in the order they are defined
+ADVICE: list[Advice] = []
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A command line a message suggests: the command, its positional arguments in the order
+    of :data:`ARGUMENTS`, then its options. A ``{name}`` in a value is filled in by
+    :meth:`line` (quoted for a shell where it must be); an upper-case word (``URI``) stands
+    for what the reader types."""
+
+    command: str
+    arguments: tuple[str, ...]
+    options: tuple[str, ...] = ()
+    prog: str = "distcrawl"
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The names :meth:`line` needs, in order."""
+        found = [m for part in self.words() for m in _PLACEHOLDER.findall(part)]
+        return tuple(dict.fromkeys(found))
+
+    def words(self) -> tuple[str, ...]:
+        return (self.prog, self.command, *self.arguments, *self.options)
+
+    def line(self, **values: object) -> str:
+        """The command line as a reader types it, with *values* for its placeholders."""
+        missing = set(self.placeholders) - set(values)
+        if missing:
+            raise TypeError(f"{self.command} advice needs {', '.join(sorted(missing))}")
+
+        def fill(part: str) -> str:
+            if part in (f"{{{name}}}" for name in values):
+                return shlex.quote(str(values[part[1:-1]]))
+            return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), part)
+
+        return " ".join(fill(part) for part in self.words())
+
+    def __str__(self) -> str:
+        return " ".join(self.words())
+
+
+def advice(command: str, *options: str, prog: str = "distcrawl", **arguments: str) -> Advice:
+    """Define a command line messages suggest: *command* with its positional *arguments* by
+    name (put in the order the command takes them) and its *options*, as typed."""
+    order = ARGUMENTS[command]
+    unknown = set(arguments) - set(order)
+    if unknown:
+        raise ValueError(f"{command} takes no argument {', '.join(sorted(unknown))}")
+    given = [name for name in order if name in arguments]
+    if given != list(order[: len(given)]):
+        raise ValueError(f"{command}: {order} are positional: give them from the first on")
+    if prog != "distcrawl" and command not in SCRAPY_COMMANDS:
+        raise ValueError(f"scrapy has no command {command}")
+    made = Advice(command, tuple(arguments[name] for name in given), options, prog)
+    ADVICE.append(made)
+    return made
+
+
+#: start a crawl over: delete its state (every node stopped, or their leases are kept)
+RESET_CRAWL = advice(CONTROL, "--yes-really", spider="{spider}", action=RESET)
+#: delete a crawl's state, the leases and seeds of live nodes too
+RESET_CRAWL_FORCE = advice(CONTROL, "--yes-really", "--force", spider="{spider}", action=RESET)
+#: stop every node of a crawl leasing (they finish what they hold)
+PAUSE_CRAWL = advice(CONTROL, spider="{spider}", action=PAUSE)
+#: let a paused crawl lease again
+RESUME_CRAWL = advice(CONTROL, spider="{spider}", action=RESUME)
+#: the crawl's dead letters
+LIST_DEAD_LETTERS = advice(DEADLETTERS, spider="{spider}", action=LIST)
+#: move a scrapy-redis crawl's queue and dupefilter into the frontier
+MIGRATE_CRAWL = advice(MIGRATE, "--trust-pickle", "--dry-run", spider="{spider}")
+#: write a journal's products into MongoDB
+REPLAY_JOURNAL = advice(JOURNAL, "--mongo-uri", "URI", action=REPLAY, directory="{directory}")
+#: start the embedded Redis and MongoDB and point the shell at them (wrapped in eval "$(...)")
+START_SERVICES = advice(SERVICES, action=START)
+#: stop the embedded servers of a home folder
+STOP_SERVICES = advice(SERVICES, "--home", "{home}", action=STOP)
+#: try a site profile on pages
+EXPLAIN_PROFILE = advice(EXTRACT, "--explain", "--profile", "{profile}", inputs="URL")

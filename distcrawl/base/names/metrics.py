@@ -57,14 +57,18 @@ REJECTED_ENTRIES = _gauge(
     "distcrawl_frontier_rejected_entries", "refused seeds and queue entries kept for inspection"
 )
 SEEDS_WAITING = _gauge("distcrawl_seeds_waiting", "seeds in the start list or being seeded")
-PAGES = _counter("distcrawl_pages", "pages crawled by all nodes (sum of the nodes' counters)")
+RESPONSES = _counter(
+    "distcrawl_responses",
+    "responses all nodes received: pages parsed, robots.txt, error answers, 304s (sum of the "
+    "nodes' counters)",
+)
 ITEMS = _counter("distcrawl_items", "products scraped by all nodes (sum of the nodes' counters)")
 DRAIN_ETA_SECONDS = _gauge(
     "distcrawl_drain_eta_seconds",
     "estimated seconds until the backlog is drained (NaN: unknown)",
 )
 NODES = _gauge("distcrawl_nodes", "nodes by state", "state")
-NODE_PAGES = _counter("distcrawl_node_pages", "pages crawled by a node", "node")
+NODE_RESPONSES = _counter("distcrawl_node_responses", "responses a node received", "node")
 NODE_ITEMS = _counter("distcrawl_node_items", "products scraped by a node", "node")
 NODE_IN_FLIGHT = _gauge("distcrawl_node_requests_in_flight", "requests leased to a node", "node")
 NODE_HEARTBEAT_AGE = _gauge(
@@ -132,7 +136,13 @@ ROBOTS_UNAVAILABLE = _counter(
     "robots.txt fetches that failed (5xx, timeout, connection error): the site was held",
 )
 STORE_UP = _gauge("distcrawl_store_up", "1 when MongoDB answered the dashboard's last count")
-STORE_PRODUCTS = _gauge("distcrawl_store_products", "products stored in MongoDB")
+STORE_PRODUCTS = _gauge(
+    "distcrawl_store_products", "products in the MongoDB collection, of every crawl (estimated)"
+)
+STORE_THIS_CRAWL = _gauge(
+    "distcrawl_store_crawl_products",
+    "products this crawl stored: last seen since its first node started",
+)
 REFRESHES = _counter("distcrawl_dashboard_refreshes", "reads of the cluster made by this dashboard")
 
 #: label values a metric shows for what is not named: the rest of the top labels, and what

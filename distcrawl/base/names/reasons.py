@@ -102,6 +102,18 @@ OTHER_FORMAT = term(
     "node: the crawl's keys are in another frontier format than this distcrawl's; it does not "
     "start (its finish reason; scrapy crawl exits with status 5)",
 )
+REDIS_UNREACHABLE = term(
+    REFUSAL,
+    "redis_unreachable",
+    "node: Redis did not serve it within DISTCRAWL_REDIS_START_TIMEOUT of its start; it does "
+    "not start (its finish reason; scrapy crawl exits with status 5)",
+)
+REDIS_EVICTS = term(
+    REFUSAL,
+    "redis_evicts",
+    "node: Redis' maxmemory-policy may evict the crawl and DISTCRAWL_ALLOW_EVICTION does not "
+    "accept it; it does not start (its finish reason; scrapy crawl exits with status 5)",
+)
 TOO_LARGE = term(
     REFUSAL,
     "too_large",

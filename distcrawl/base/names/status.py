@@ -1,11 +1,13 @@
-"""The words of the cluster status (``status``, the dashboard, ``/metrics`` labels): node states
-and the kinds of errors summed from the nodes' stats."""
+"""The words of the cluster status (``status``, the dashboard, ``/metrics`` labels): the crawl's
+state, node states and the kinds of errors summed from the nodes' stats."""
 
 from __future__ import annotations
 
 from distcrawl.base.names.terms import Family, term
 
 __all__ = [
+    "CRAWL_STATE",
+    "CRAWL_STATES",
     "CUT_CAUSE",
     "CUT_CAUSES",
     "DELAY_SOURCE",
@@ -16,11 +18,23 @@ __all__ = [
     "NODE_STATE",
 ]
 
+CRAWL_STATE = "crawl state"
 NODE_STATE = "node state"
 ERROR_KIND = "error kind"
 CUT_CAUSE = "cut cause"
 HOLD_CAUSE = "hold cause"
 DELAY_SOURCE = "crawl delay source"
+
+RUNNING = term(CRAWL_STATE, "running", "work is left and live nodes take it")
+WAITING = term(CRAWL_STATE, "waiting", "work is left but no node is live to take it: start one")
+PAUSED = term(CRAWL_STATE, "paused", "work is left; the nodes take none until the crawl resumes")
+DRAINED = term(
+    CRAWL_STATE,
+    "drained",
+    "nothing queued, parked, leased or seeding (revisit mode: none due within the grace)",
+)
+#: every state of a crawl, in the order the status names them
+CRAWL_STATES = (RUNNING, WAITING, PAUSED, DRAINED)
 
 LIVE = term(NODE_STATE, "live", "heart-beating within DISTCRAWL_HEARTBEAT_TIMEOUT")
 DEAD = term(

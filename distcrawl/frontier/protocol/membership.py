@@ -7,6 +7,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from distcrawl.base.names.commands import RESET_CRAWL_FORCE
 from distcrawl.frontier.batch import Lease, raw_text, text
 from distcrawl.frontier.protocol.runner import (
     Call,
@@ -33,7 +34,7 @@ class CrawlFormatError(RuntimeError):
         super().__init__(
             f"crawl {spider!r} is stored in frontier format {found}; this distcrawl reads and "
             f"writes format {FORMAT}. Finish that crawl with the distcrawl that wrote it, or "
-            f"reset it (`scrapy control {spider} reset --yes-really --force`, which deletes it)"
+            f"reset it (`{RESET_CRAWL_FORCE.line(spider=spider)}`, which deletes it)"
         )
 
 

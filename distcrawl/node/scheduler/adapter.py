@@ -121,7 +121,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             )
         except (RedisUnreachableAtStart, EvictingRedis) as exc:
             self._refused_at_start(exc)
-            raise
+            return
         if not admitted:
             # Scrapy closes a spider cleanly on a CloseSpider from spider_opened; raised from
             # the scheduler's open it would skip opening the scraper, whose close then fails
@@ -253,7 +253,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             await start.run(lambda: solo.open(eligible=eligible))
         except RedisUnreachableAtStart as exc:
             self._refused_at_start(exc)
-            raise
+            return
         _HOLDING[self.node_id] = self
         self._politeness.open(store, self.node_id, self.budget)
         loop.start(wake_channel=keys.wake)

@@ -5,12 +5,13 @@ start, naming the setting and both values."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.kinds import show_duration
 from distcrawl.frontier import crawlconf
-from distcrawl.frontier.crawlconf import NOT_IN_EFFECT
+from distcrawl.frontier.crawlconf import NOT_IN_EFFECT, Mismatch
 
 if TYPE_CHECKING:
     from distcrawl.frontier.keys import FrontierKeys
@@ -38,6 +39,18 @@ _REVISIT = (
     "DISTCRAWL_REVISIT_EARLY",
     "DISTCRAWL_REVISIT_FORGET",
 )
+
+
+#: a setting -> the settings in effect only with one of its values (revisit mode, a Bloom
+#: filter): where it differs, theirs differ because of it, and are not told apart
+_DEPENDS = {"DISTCRAWL_REVISIT": _REVISIT, "DISTCRAWL_DUPEFILTER": _BLOOM}
+
+
+def explained(differ: list[Mismatch]) -> list[Mismatch]:
+    """*differ* without the differences another one explains: a node in revisit mode in a
+    crawl without it differs in the revisit mode, not in the revisit backoff it never set."""
+    follows = {name for m in differ for name in _DEPENDS.get(m.name, ())}
+    return [m for m in differ if not (m.name in follows and NOT_IN_EFFECT in (m.here, m.crawl))]
 
 
 class CrawlSettingsDiffer(RuntimeError):
@@ -77,8 +90,9 @@ async def check_crawl_settings(
 ) -> None:
     """Record *values* if this node is the crawl's first; else compare them with the record.
     A difference is logged (one ERROR line per setting) and raised."""
-    recorded = await crawlconf.record(client, keys, values, by=node_id)
-    differ = crawlconf.differences(recorded, values)
+    at_ms = int(time.time() * 1000)  # the clock the node's products' last_seen is in
+    recorded = await crawlconf.record(client, keys, values, by=node_id, at_ms=at_ms)
+    differ = explained(crawlconf.differences(recorded, values))
     for mismatch in differ:
         logger.error("Node refuses to start: %s", crawlconf.refusal(mismatch, keys, recorded))
     if differ:

@@ -11,6 +11,7 @@ from scrapy_redis.spiders import RedisMixin
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
+from distcrawl.base.names.commands import RESET_CRAWL
 from distcrawl.node.seeds.sources import spider_redis_key
 
 if TYPE_CHECKING:
@@ -107,13 +108,13 @@ class DrainWatch:
         logger.warning(
             "Crawl %s drained with nothing new: every link found after the seeds was seen "
             "before (%d filtered on node %s; the dupefilter, which persists with the crawl, "
-            "holds %d URLs). To crawl afresh: distcrawl control %s reset --yes-really; to "
+            "holds %d URLs). To crawl afresh: %s; to "
             "fetch pages again on a schedule: revisit mode (DISTCRAWL_REVISIT)",
             spider,
             filtered,
             self.node_id,
             held,
-            spider,
+            RESET_CRAWL.line(spider=spider),
         )
         return True
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.config.entries import PREFETCH_PER_SLOT
 from distcrawl.base.names import stats as stat_keys
+from distcrawl.base.rates import SITE_DEFAULTS
 from distcrawl.frontier.batch import new_rid_tag
 from distcrawl.frontier.connection import outage_reason
 from distcrawl.frontier.wake import WakeListener
@@ -238,7 +239,14 @@ class FrontierLoop:
                 break
 
     def heartbeat_info(self) -> dict[str, Any]:
-        return {"started": self.started(), "prefetched": len(self.ready)}
+        """What the node publishes of its work with each heartbeat, and the per-site budget
+        defaults it leases with (0: no limit), which ``status`` shows for sites without
+        limits of their own."""
+        return {
+            "started": self.started(),
+            "prefetched": len(self.ready),
+            SITE_DEFAULTS: {"rate": self.budget.rate, "concurrency": self.budget.concurrency},
+        }
 
     # -- the loop --------------------------------------------------------------------------------
 

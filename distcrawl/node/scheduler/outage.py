@@ -153,7 +153,8 @@ class StartWait:
                 if left is not None and left <= 0:
                     raise RedisUnreachableAtStart(self._message(reason, exc)) from None
                 wait = delay if left is None else min(delay, left)
-                logger.error(
+                # a warning: the node waits; the one error is its refusal, when it gives up
+                logger.warning(
                     "Redis unavailable at start (%s: %s); retrying in %.1fs",
                     reason,
                     _short(exc),

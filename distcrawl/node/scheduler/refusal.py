@@ -29,9 +29,13 @@ class StartRefusal(SchedulerState):
     """The checks at open that may refuse the node, and the refusal itself."""
 
     def _refused_at_start(self, exc: Exception) -> None:
+        """Redis out of reach, or evicting (whose check logged it): one error line, and the
+        spider closes once open (nothing was leased: close touches nothing)."""
         if isinstance(exc, RedisUnreachableAtStart):
             logger.error("Node refuses to start: %s", exc)
-        self._refused = True  # nothing was leased: close touches nothing
+            self._refuse_start(reasons.REDIS_UNREACHABLE, str(exc))
+        else:
+            self._refuse_start(reasons.REDIS_EVICTS, str(exc))
 
     def _refuse(self, spider: Spider) -> None:
         raise CloseSpider(REFUSED_REASON)

@@ -82,7 +82,7 @@
     }
     if (!charts.rates || nodes.join() !== rateNodes.join()) {
       rateNodes = nodes;
-      charts.rates = makeChart($("chart-rates"), ["pages/s total", "products/s total"].concat(nodes.map((n) => "pages/s " + n)));
+      charts.rates = makeChart($("chart-rates"), ["responses/s total", "products/s total"].concat(nodes.map((n) => "responses/s " + n)));
     }
     const kinds = Object.keys(last.queued_by_kind);
     const f = [history.map((p) => p.t)];
@@ -90,7 +90,7 @@
     f.push(history.map((p) => p.parked));
     f.push(history.map((p) => p.in_flight));
     charts.frontier.setData(f);
-    const r = [history.map((p) => p.t), history.map((p) => p.pages_per_s), history.map((p) => p.products_per_s)];
+    const r = [history.map((p) => p.t), history.map((p) => p.responses_per_s), history.map((p) => p.products_per_s)];
     for (const n of rateNodes) r.push(history.map((p) => (p.nodes || {})[n] ?? null));
     charts.rates.setData(r);
     $("chart-frontier").dataset.points = String(history.length);
@@ -120,10 +120,11 @@
     if (!s) return;
     const f = s.frontier, t = s.totals;
     const badge = $("state");
-    const label = s.drained ? "drained" : s.paused ? "paused" : "running";
-    badge.textContent = label;
-    badge.className = "badge " + label;
-    setText("nodes-summary", `${t.live_nodes} live / ${t.dead_nodes} dead nodes`);
+    // the crawl's state and every node state any node is in, as `status` says them
+    badge.textContent = s.state;
+    badge.className = "badge " + s.state;
+    const others = Object.entries(t.nodes_by_state || {}).filter(([k, v]) => v && k !== "live");
+    setText("nodes-summary", [`${t.live_nodes} live`].concat(others.map(([k, v]) => `${v} ${k}`)).join(", ") + " nodes");
     setText("updated", "Redis time " + new Date(s.server_time_ms).toLocaleTimeString());
     setText("queued", num(f.queued));
     setText("queued-kinds", Object.entries(f.queued_by_kind).map(([k, v]) => `${k} ${num(v)}`).join(", "));
@@ -132,23 +133,30 @@
     setText("seen", num(f.seen));
     // the rates `status` shows (the nodes' own, over the last minute); the chart follows the
     // crawl more closely (10 s)
-    setText("pages-rate", t.pages_per_min === null ? "-" : num(t.pages_per_min / 60, 1));
+    const why = s.unreadable || {};
+    setText("responses-rate", t.responses_per_min === null ? "-" : num(t.responses_per_min / 60, 1));
     setText("products-rate", t.products_per_min === null ? "-" : num(t.products_per_min / 60, 1));
-    setText("pages-total", num(t.pages) + " pages");
-    setText("products-total", num(t.products) + " products");
-    setText("eta", s.drained ? "drained" : duration(s.eta_seconds));
-    setText("backlog", "backlog " + num(f.backlog));
+    setText("responses-total", t.responses_per_min === null && why.rates ? why.rates : num(t.responses) + " responses");
+    setText("products-total", num(t.products) + " products counted by the nodes");
+    setText("eta", s.drained ? "drained" : s.revisit ? "continuous" : duration(s.eta_seconds));
+    setText("backlog", why.eta_seconds || "backlog " + num(f.backlog));
     setText("dead", num(s.dead_letters.total));
     setText("rejected", num(f.rejected));
     const st = state.store;
+    // this crawl's products (seen since its start) apart from the collection's, of every crawl
     if (!st.configured) { setText("stored", "-"); setText("store-state", "not watched"); }
     else {
-      setText("stored", num(st.products));
-      setText("store-state", st.reachable ? `writing ${num(st.writes_per_s, 1)}/s` :
-        "OUTAGE: MongoDB unreachable since " + new Date(st.outage_since * 1000).toLocaleTimeString());
+      setText("stored", num(st.this_crawl));
+      const total = st.in_collection === null || st.in_collection === undefined ? "" :
+        `${num(st.in_collection)} in ${st.collection} (every crawl); `;
+      setText("store-state", st.reachable ? total + `writing ${num(st.writes_per_s, 1)}/s` +
+        (st.this_crawl === null && st.error ? `; ${st.error}` : "") :
+        "OUTAGE since " + new Date(st.outage_since * 1000).toLocaleTimeString() + ": " + (st.error || "MongoDB unreachable"));
     }
+    const acc = msg.products_accounted;
+    setText("accounted", acc && acc.difference ? `the nodes counted ${num(acc.counted_by_nodes)}; this crawl stored ${num(acc.stored_by_this_crawl)}: ${acc.why.join("; ")}` : "");
     const mem = s.redis_memory;
-    if (!mem) { setText("redis-memory", "-"); setText("redis-memory-state", "INFO not readable"); }
+    if (!mem) { setText("redis-memory", "-"); setText("redis-memory-state", why.redis_memory || "INFO not readable"); }
     else {
       const mb = (n) => num(n / 1048576) + " MB";
       setText("redis-memory", mem.maxmemory_bytes ? `${Math.round(mem.used_share * 100)}%` : mb(mem.used_bytes));
@@ -174,9 +182,9 @@
       td(tr, n.state + (n.recovered ? " (recovered)" : ""));
       td(tr, n.heartbeat_age_s === null ? "-" : duration(n.heartbeat_age_s) + " ago", "num");
       td(tr, num(n.in_flight), "num");
-      td(tr, num(n.pages), "num");
+      td(tr, num(n.responses), "num");
       td(tr, num(n.products), "num");
-      td(tr, num(n.pages_per_min), "num");
+      td(tr, num(n.responses_per_min), "num");
       td(tr, num(n.errors), "num");
       td(tr, num(n.journal_held), "num");
     }, "no nodes yet");
@@ -186,8 +194,11 @@
     setText("sites-page", `${state.sitesPage + 1} / ${Math.max(1, Math.ceil(total / 10))} (${num(total)} sites)`);
     fill($("sites-body"), rows, (tr, s) => {
       td(tr, s.site);
-      td(tr, num(s.pages_per_min || 0), "num");
-      td(tr, s.limit_rate === null ? "none" : num(s.limit_rate), "num");
+      td(tr, num(s.responses_per_min || 0), "num");
+      // the limit in force: the site's own, or the live nodes' default (as `status` says it)
+      const defaults = (state.status || {}).site_defaults || {};
+      td(tr, s.limit_rate !== null ? num(s.limit_rate) + (s.limit_rate_from === "default" ? " default" : "") :
+        defaults.rate === null || defaults.rate === undefined ? "?" : "none", "num");
       td(tr, s.allowed_rate === null ? "-" : num(s.allowed_rate), "num");
       td(tr, s.factor.toFixed(2), "num");
       td(tr, s.crawl_delay_s === null || s.crawl_delay_s === undefined ? "-" : num(s.crawl_delay_s), "num");
