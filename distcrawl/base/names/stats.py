@@ -330,6 +330,23 @@ LOOP_STALLS = _stat(
 ROBOTSTXT_SHARED = _stat(
     "robotstxt/shared", "robots.txt answers taken from Redis instead of fetched"
 )
+ROBOTSTXT_REQUESTS = _stat(
+    "robotstxt/request_count",
+    "as Scrapy counts them: robots.txt fetches (distcrawl reads robots.txt itself)",
+)
+ROBOTSTXT_RESPONSES = _stat("robotstxt/response_count", "as in Scrapy: robots.txt answers received")
+ROBOTSTXT_STATUS = Family(
+    STATS,
+    "robotstxt/response_status_count/",
+    "status",
+    "as in Scrapy: robots.txt answers by HTTP status",
+)
+ROBOTSTXT_EXCEPTIONS = Family(
+    STATS,
+    "robotstxt/exception_count/",
+    "type(exc)",
+    "as in Scrapy: robots.txt fetches that failed, by the exception's type",
+)
 ROBOTSTXT_UNAVAILABLE = _stat(
     "robotstxt/unavailable",
     "robots.txt fetches that failed (5xx, timeout, connection error): the site is held and "

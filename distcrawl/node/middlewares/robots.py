@@ -289,11 +289,11 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
             except IgnoreRequest:
                 pass  # refused before download (as Scrapy: no rules; its pages are refused too)
             except Exception as exc:
-                self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
+                self._stats.inc_value(stat_keys.ROBOTSTXT_EXCEPTIONS(str(type(exc))))
                 await rules.failed(netloc, site, reasons.exception_reason(exc))
             else:
-                self._stats.inc_value("robotstxt/response_count")
-                self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+                self._stats.inc_value(stat_keys.ROBOTSTXT_RESPONSES)
+                self._stats.inc_value(stat_keys.ROBOTSTXT_STATUS(str(response.status)))
                 if _unavailable(response.status):
                     await rules.failed(netloc, site, reasons.http_reason(response.status))
                 else:
@@ -310,6 +310,6 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
             logger.exception("robots.txt of %s could not be handled: read as no rules", netloc)
             rules.no_rules(netloc, site)
         finally:
-            self._stats.inc_value("robotstxt/request_count")
+            self._stats.inc_value(stat_keys.ROBOTSTXT_REQUESTS)
             self._parsers[netloc] = parser
             done.callback(None)
