@@ -81,11 +81,16 @@ def fetched_twice(shop) -> dict[str, int]:  # type: ignore[no-untyped-def]
 def test_a_node_joining_a_solo_node_mid_crawl_ends_solo_mode_and_no_url_is_fetched_twice(
     redis_url, mongo_uri, shop_factory, tmp_path
 ) -> None:
-    shop = shop_factory(products=160, latency_ms=200)
+    # the shop answers slowly until the second node has joined, so that the first cannot finish
+    # the crawl alone however long the second takes to start on a loaded machine
+    shop = shop_factory(products=160, latency_ms=3000)
     r = redis.Redis.from_url(redis_url)
     nodes = [solo_node("first", redis_url, mongo_uri, shop, tmp_path)]
     try:
         nodes.append(node("second", redis_url, mongo_uri, tmp_path))
+        joined = "Node first ends solo mode (another node joins the crawl)"
+        assert wait_for(lambda: joined in nodes[0].log(), 300), nodes[0].log()[-2000:]
+        shop.set_faults(latency_ms=200)
         assert [n.wait() for n in nodes] == [0, 0]
     finally:
         stop_all(nodes)
