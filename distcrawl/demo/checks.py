@@ -8,7 +8,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from distcrawl.demo import bootstrap
+from distcrawl.demo import bootstrap, crowded, templates
 from distcrawl.ops.deadletters import read_record, reason_of
 
 if TYPE_CHECKING:
@@ -25,7 +25,15 @@ __all__ = [
 ]
 
 #: the product fields a demo crawl compares with the catalog (``fields_wrong``)
-CHECKED_FIELDS = ("name", "price", "currency", "sku", "availability", "description")
+CHECKED_FIELDS = (
+    "name",
+    "price",
+    "currency",
+    "list_price",
+    "sku",
+    "availability",
+    "description",
+)
 #: variants that print the description as an untitled paragraph: nothing says it is one, so
 #: it is not compared there
 UNTITLED_DESCRIPTION = frozenset({"specs", "text"})
@@ -35,16 +43,21 @@ def expected_fields(product: Product, variant: str = "jsonld") -> dict[str, Any]
     """What a crawl must store for *product* from the pages of *variant*."""
     if variant == bootstrap.VARIANT:
         want = bootstrap.truth(product)
+    elif variant in crowded.VARIANTS:
+        want = crowded.truth(product)
     else:
+        was = templates.list_price(product) if variant == "text" else None
         want = {
             "name": product.name,
             "price": product.price,
             "currency": product.currency,
+            "list_price": Decimal(was) if was else None,
             "sku": product.sku,
             "availability": product.availability,
             "description": product.description,
         }
     want["price"] = Decimal(want["price"])
+    want.setdefault("list_price", None)  # no was price on the page
     if variant in UNTITLED_DESCRIPTION:
         del want["description"]
     return want
@@ -105,8 +118,8 @@ def account_dead_letters(
 def check_fields(
     collection: Any, catalog: Catalog, base_url: str, variant: str = "jsonld"
 ) -> dict[str, Any]:
-    """Stored products' name, price, currency, SKU, availability and description against
-    what the shop's pages of *variant* show (:func:`expected_fields`).
+    """Stored products' name, price, currency, list price, SKU, availability and description
+    against what the shop's pages of *variant* show (:func:`expected_fields`).
 
     ``fields_wrong`` counts (product, field) pairs that differ; products not stored are
     ``missing`` in :func:`check_store`, not wrong here.

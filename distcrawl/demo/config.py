@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from distcrawl.demo.bootstrap import VARIANT as BOOTSTRAP_VARIANT
 from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_SEED
 from distcrawl.demo.changes import ChangePlan
+from distcrawl.demo.crowded import VARIANTS as CROWDED_VARIANTS
 from distcrawl.demo.faults import Faults
 from distcrawl.demo.templates import TEMPLATE_VARIANTS
 
@@ -23,9 +24,10 @@ __all__ = [
 ]
 
 #: the variants of product pages: schema.org JSON-LD, bespoke markup with no structured data,
-#: the three markup families of :mod:`distcrawl.demo.templates` and the Bootstrap shop of
-#: :mod:`distcrawl.demo.bootstrap` (no structured data)
-VARIANTS = ("jsonld", "plain", *TEMPLATE_VARIANTS, BOOTSTRAP_VARIANT)
+#: the three markup families of :mod:`distcrawl.demo.templates`, the Bootstrap shop of
+#: :mod:`distcrawl.demo.bootstrap` (no structured data) and the pages crowded with other
+#: products' prices and codes of :mod:`distcrawl.demo.crowded`
+VARIANTS = ("jsonld", "plain", *TEMPLATE_VARIANTS, BOOTSTRAP_VARIANT, *CROWDED_VARIANTS)
 #: the shop binds here unless told otherwise (it only ever binds loopback addresses)
 DEFAULT_HOST = "127.0.0.1"
 #: port 0 lets the OS pick a free port; read it back from :attr:`DemoShop.url`

@@ -12,10 +12,12 @@ import json
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from distcrawl.demo import bootstrap, templates
+from distcrawl.demo import bootstrap, crowded, templates
 from distcrawl.demo.catalog import AVAILABILITY_TEXT, CURRENCY_SYMBOL
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from distcrawl.demo.catalog import Catalog, Leaf, Listings, Product, TopCategory
 
 __all__ = [
@@ -194,8 +196,20 @@ def _json_script(data: dict[str, Any]) -> str:
     return f'<script type="application/ld+json">{text}</script>'
 
 
-def render_product(product: Product, leaf: Leaf, *, base_url: str, variant: str) -> str:
-    """A product page; ``base_url`` (``http://host:port``) makes the absolute URLs."""
+def render_product(
+    product: Product,
+    leaf: Leaf,
+    *,
+    base_url: str,
+    variant: str,
+    others: Sequence[Product] = (),
+) -> str:
+    """A product page; ``base_url`` (``http://host:port``) makes the absolute URLs. *others*
+    are the products of its category, which the ``crowded`` variants show beside it."""
+    if variant in crowded.VARIANTS:
+        return crowded.render_product(
+            product, leaf, base_url=base_url, variant=variant, others=others
+        )
     if variant in templates.TEMPLATE_VARIANTS:
         return templates.render_product(product, leaf, base_url=base_url, variant=variant)
     if variant == bootstrap.VARIANT:

@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from distcrawl.demo import pages
+from distcrawl.demo import crowded, pages
 from distcrawl.demo.changes import CatalogAt
 from distcrawl.demo.responses import Response, error_response, html_response
 
@@ -108,8 +108,13 @@ class ShopRoutes:
                 return error_response(500)
             leaf = catalog.leaf(product.top_slug, product.leaf_slug)
             assert leaf is not None
+            others = (
+                [p for i in leaf.product_ids if (p := catalog.product(i)) is not None]
+                if config.variant in crowded.VARIANTS
+                else []
+            )
             text = pages.render_product(
-                product, leaf, base_url=self._base_for(host), variant=config.variant
+                product, leaf, base_url=self._base_for(host), variant=config.variant, others=others
             )
             changed = history.product_modified(product_id, epoch)
             return html_response(text, modified=history.time_of(changed))

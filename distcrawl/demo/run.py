@@ -89,7 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="jsonld",
         help="how product pages are marked up: schema.org JSON-LD (default), or one of the "
         "templates without structured data (plain has a bundled site profile, demo-plain.toml; "
-        "bootstrap prints stock lines, a hex 'UPC' and a titled description)",
+        "bootstrap prints stock lines, a hex 'UPC' and a titled description; crowded and "
+        "crowded-de crowd each product with other products' prices, codes and buy buttons, "
+        "crowded-de in German notation)",
     )
     parser.add_argument(
         "--profile",

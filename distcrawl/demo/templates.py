@@ -27,7 +27,7 @@ from distcrawl.demo.catalog import CURRENCY_SYMBOL
 if TYPE_CHECKING:
     from distcrawl.demo.catalog import Leaf, Listings, Product
 
-__all__ = ["TEMPLATE_VARIANTS", "render_listing", "render_product", "stock_count"]
+__all__ = ["TEMPLATE_VARIANTS", "list_price", "render_listing", "render_product", "stock_count"]
 
 #: the variants rendered here
 TEMPLATE_VARIANTS: tuple[str, ...] = ("dlist", "specs", "text")
@@ -61,7 +61,7 @@ def _money(product: Product, amount: str | None = None) -> str:
     return f"{CURRENCY_SYMBOL[product.currency]}{amount}"
 
 
-def _list_price(product: Product) -> str | None:
+def list_price(product: Product) -> str | None:
     """A struck-through "was" price for about a quarter of the products."""
     if product.id % 4:
         return None
@@ -132,7 +132,7 @@ def render_product(product: Product, leaf: Leaf, *, base_url: str, variant: str)
             f"<tr><th>Stock</th><td>{stock}</td></tr></table></section>"
         )
     else:
-        was = _list_price(product)
+        was = list_price(product)
         price = f"Our price: {_money(product)}"
         if was:
             price = f"Now {_money(product)} <s>Was {_money(product, was)}</s>"

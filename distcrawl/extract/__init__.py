@@ -6,11 +6,12 @@ The spider's whole interface::
     profile = SiteProfile.match(profiles, url)
     analysis = analyze(url=url, body=body, encoding=encoding, profile=profile)
 
-Modules: :mod:`.page` (the entry point and the merge), :mod:`.structured` and
-:mod:`.schema` (JSON-LD, microdata, RDFa, OpenGraph, script data), :mod:`.heuristics`
-(visible markup), :mod:`.links` (link kinds and pagination), :mod:`.profile` (site
-profiles), :mod:`.canonical`, :mod:`.prices`, :mod:`.availability`, :mod:`.cli`
-(``distcrawl extract``).
+Modules: :mod:`.page` (the entry point), :mod:`.merge` (the product's fields from their
+sources), :mod:`.structured` and :mod:`.schema` (JSON-LD, microdata, RDFa, OpenGraph, script
+data), :mod:`.heuristics` (visible markup: :mod:`.markup`, :mod:`.region`,
+:mod:`.markup_price`, :mod:`.roles`, :mod:`.notation`, :mod:`.markup_codes`, :mod:`.stock`),
+:mod:`.links` (link kinds and pagination), :mod:`.profile` (site profiles), :mod:`.canonical`,
+:mod:`.prices`, :mod:`.codes`, :mod:`.availability`, :mod:`.cli` (``distcrawl extract``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 Exact schema.org values (``https://schema.org/SoldOut``, ``schema:InStock``, ``instock``)
 keep their own name; free text is mapped to the main ones, negative phrases first so that
-"not available" never reads as "available". :func:`stock_line` tells a line that says only
-the stock ("Out of stock", "Only 3 left") from any text that merely contains such words.
+"not available" never reads as "available". "Only 3 left", "Low stock" and the like say the
+product is in stock (a shop that means schema.org's ``LimitedAvailability`` says that name).
+:func:`stock_line` tells a line that says only the stock ("Out of stock", "Only 3 left")
+from any text that merely contains such words.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|нет в наличии|распродано|缺貨|售完|在庫切れ|品切れ|売り切れ",
         ),
         (
-            "LimitedAvailability",
+            # few left: the shop sells it now (schema.org's LimitedAvailability only when the
+            # shop says that name itself)
+            "InStock",
             r"\bonly \d+ (?:left|in stock|available)|few left|low[\s_-]?stock|limited"
             r"|last (?:items?|pieces?|one)|nur noch \d+|almost gone",
         ),
@@ -75,6 +79,8 @@ _PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 
+#: the group of the phrases that say few are left, read as in stock
+_FEW_LEFT = "FewLeft"
 #: per availability, the phrases a shop prints as a whole line or badge about stock, in the
 #: usual languages (lower case: the line is lowered before it is matched)
 _STOCK_PHRASES: tuple[tuple[str, str], ...] = (
@@ -98,7 +104,7 @@ _STOCK_PHRASES: tuple[tuple[str, str], ...] = (
         r"|有貨|現貨|在庫あり",
     ),
     (
-        "LimitedAvailability",
+        _FEW_LEFT,
         r"only \d+ left(?: in stock)?|\d+ left(?: in stock)?|few left|low stock|limited stock"
         r"|almost gone|nur noch \d+(?: (?:st[üu]ck|auf lager|verf[üu]gbar|vorr[äa]tig))?"
         r"|plus que \d+(?: en stock)?",
@@ -220,7 +226,7 @@ def _stock_line(text: str) -> str | None:
         return None
     if match.lastgroup == "count":  # a count alone: "(3 available)", "0 left"
         return "OutOfStock" if int(match["count"]) == 0 else "InStock"
-    return match.lastgroup
+    return "InStock" if match.lastgroup == _FEW_LEFT else match.lastgroup
 
 
 def out_of_stock_wording(text: str) -> str | None:

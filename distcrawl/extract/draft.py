@@ -337,12 +337,12 @@ def _check(
     """Fields whose rule gives another value than the generic extraction on some page."""
     from parsel import Selector
 
-    from .page import _profile_fields
+    from .merge import read_profile_fields
 
     wrong: dict[str, str] = {}
     for page in products:
         selector = Selector(root=page.root, type="html")
-        values = _profile_fields(profile, selector, page.url, [])
+        values = read_profile_fields(profile, selector, page.url, [])
         generic = page.analysis.product or {}
         checked = [*rules, "currency"] if "price" in rules else list(rules)
         for field_name in checked:

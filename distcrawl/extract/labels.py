@@ -14,8 +14,6 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._xpath import xpath as _xpath
-
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
@@ -65,9 +63,9 @@ _DATA_ATTRS = (
     ("mpn", "data-mpn"),
     ("brand", "data-brand"),
 )
-#: the elements that can hold a pair; a plain union is several times faster than one
-#: path with predicates, and the size checks are cheaper in Python on the few found
-_PAIR_XPATH = "//dt | //tr | //li | //p | //div | //span | //td"
+#: the elements that can hold a pair; the size checks are cheaper in Python on the few
+#: found than in an XPath predicate
+_PAIR_TAGS = ("dt", "tr", "li", "p", "div", "span", "td")
 #: brackets a whole "Label: value" text may sit in: "〈商品編號\uff1aM67296549〉", "(SKU: 123)"
 _BRACKETS = {"(": ")", "[": "]", "\u3008": "\u3009", "\u300a": "\u300b", "\u3010": "\u3011",
              "\uff08": "\uff09"}  # fmt: skip
@@ -106,10 +104,11 @@ def _text(el: HtmlElement) -> str:
 
 
 def label_pairs(root: HtmlElement, skip: set[HtmlElement] | None = None) -> list[LabelValue]:
-    """Every labelled value of the page, in document order (elements in *skip* left out)."""
+    """Every labelled value of the page (or of the block *root*), in document order
+    (elements in *skip* left out)."""
     found: list[LabelValue] = []
     skip = skip or set()
-    for el in _xpath(_PAIR_XPATH)(root):
+    for el in root.iter(*_PAIR_TAGS):
         children = len(el)
         if children > 3 or el in skip:
             continue
@@ -169,6 +168,8 @@ def label_pairs(root: HtmlElement, skip: set[HtmlElement] | None = None) -> list
 
 
 def _add(found: list[LabelValue], label: str, value: str, shape: str, el: HtmlElement) -> None:
+    # "Item #: 123" splits at "#": the value starts after the colon
+    value = value.lstrip(":\uff1a# ")
     if not value or len(value) > _MAX_VALUE:
         return
     name = field_for_label(label)

@@ -28,11 +28,19 @@ from distcrawl.base.names import reasons
 
 from ._xpath import xpath as _xpath
 from .canonical import join_url
+from .region import inside_any, neighbour_sections
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["DEFAULT_CONTEXT_CACHE_SIZE", "LINK_KINDS", "LinkScan", "is_card_context", "scan_links"]
+__all__ = [
+    "DEFAULT_CONTEXT_CACHE_SIZE",
+    "DEFAULT_LISTING_MIN_PRODUCT_LINKS",
+    "LINK_KINDS",
+    "LinkScan",
+    "is_card_context",
+    "scan_links",
+]
 
 #: keys of ``PageAnalysis.links``, always all present
 LINK_KINDS: tuple[str, ...] = ("category", "listing", "product", "next")
@@ -102,6 +110,8 @@ _FILTER_CONTEXT = re.compile(r"\bfacet|(?:^|\s)(?:filters?|refinements?|sort|sor
 _PAGINATION_CONTEXT = re.compile(r"\b(?:pagination|pager|paging|page-numbers)")
 _ASIDE_CONTEXT = re.compile(r"related|recommend|upsell|cross-?sell|recently")
 _CARD_WORDS = ("product", "card", "item", "tile")
+#: this many product links outside "related products" blocks make a page a listing
+DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
 
 
 @dataclass
@@ -218,6 +228,8 @@ def scan_links(
     card_price: dict[HtmlElement, bool] = {}
     #: main product links that only their card made product links, with that card
     counted_by_card: dict[str, HtmlElement] = {}
+    #: the anchors of the main product links
+    counted: list[HtmlElement] = []
     repeats: dict[str, bool] = {}
     # links share their ancestors (a nav, a list): each one's part of a context is built once
     contexts: dict[tuple[HtmlElement, int], str] = {}
@@ -297,6 +309,7 @@ def scan_links(
                 scan.cards.add(card)
             if not context.aside and url not in seen["product"]:
                 scan.main_product_links += 1
+                counted.append(a)
                 if by_card and card is not None:
                     counted_by_card[url] = card
             add("product", url)
@@ -318,6 +331,12 @@ def scan_links(
     # a link that only its card made a product's does not make the page a listing once that
     # card is dropped (offers in a layout table's one row, links in the product's own block)
     scan.main_product_links -= sum(1 for c in counted_by_card.values() if c not in scan.cards)
+    if scan.main_product_links >= DEFAULT_LISTING_MIN_PRODUCT_LINKS:
+        # links in a section the page titles as other products' ("Customers also bought")
+        # are a product page's neighbours, as in a block classed "related"
+        sections = neighbour_sections(root, next(root.iter("h1"), None), reviews=False)
+        if sections:
+            scan.main_product_links -= sum(1 for a in counted if inside_any(a, sections))
     return scan
 
 

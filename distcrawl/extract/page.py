@@ -1,16 +1,7 @@
 """The entry point: one fetched page to its kind, canonical URL, links and product.
 
-:func:`analyze` parses the HTML once and hands the tree to every reader. Product fields are
-merged field by field, first source that has a value wins:
-
-1. the site profile's ``[fields]`` (when a profile applies),
-2. structured data: JSON-LD, microdata, RDFa, embedded script data, OpenGraph,
-3. heuristics on visible markup.
-
-``price``, ``currency`` and ``list_price`` travel together: they come from the source that
-gave the price (currency falls back to a later source, then to the profile's ``currency``).
-``category_path`` prefers a profile, then a schema.org ``BreadcrumbList``, then the
-product's own ``category``, then visible breadcrumbs.
+:func:`analyze` parses the HTML once and hands the tree to every reader; the product's fields
+from the profile, structured data and heuristics are merged by :mod:`.merge`.
 
 The page kind is the profile's ``[kinds]`` verdict when one matches; otherwise a page with
 product data is a ``product``, one with product links in cards (or many, or paginated) a
@@ -23,7 +14,6 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from decimal import Decimal
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -34,19 +24,26 @@ from w3lib.encoding import html_to_unicode
 from distcrawl.base.names import reasons
 
 from .auction import prefer_current_bid
-from .availability import normalize_availability
 from .canonical import DEFAULT_TRACKING_PARAMS, canonicalize_url, join_url, same_site
+from .codes import valid_code
 from .heuristics import (
     HEURISTIC_FIELDS,
     HeuristicProduct,
     heuristic_product,
-    printed_code,
+    outside_of,
     sku_from_url,
 )
-from .links import LINK_KINDS, LinkScan, scan_links
-from .prices import normalize_currency, parse_price, parse_structured_price
-from .profile import FIELD_NAMES, SiteProfile
-from .schema import clean_category_path
+from .links import DEFAULT_LISTING_MIN_PRODUCT_LINKS, LINK_KINDS, LinkScan, scan_links
+from .merge import (
+    LIST_FIELDS,
+    PRODUCT_FIELDS,
+    merge_category_path,
+    merge_fields,
+    prefer_printed_code,
+    read_profile_fields,
+)
+from .notation import AMBIGUOUS_PRICE
+from .profile import SiteProfile
 from .structured import extract_structured
 
 if TYPE_CHECKING:
@@ -64,20 +61,10 @@ __all__ = [
 #: page kinds, as the spider uses them for priorities
 PAGE_KINDS: tuple[str, ...] = ("category", "listing", "product", "other")
 
-#: Product fields ``analyze`` fills (the spider adds site, source_url and crawled_at)
-PRODUCT_FIELDS: tuple[str, ...] = ("url", *FIELD_NAMES, "variants")
-#: fields merged one by one; the rest are merged together (price) or apart (url, path)
-_MERGED_ALONE = tuple(
-    f
-    for f in PRODUCT_FIELDS
-    if f not in ("url", "price", "currency", "list_price", "category_path")
-)
-_LIST_FIELDS = {"category_path", "image_urls", "variants"}
 #: fields the heuristics read anyway while deciding whether a page is a product page
-_SIGNAL_FIELDS = frozenset({"name", "price", "currency", "list_price", "sku", "gtin"})
-
-#: this many product links outside "related products" blocks make a page a listing
-DEFAULT_LISTING_MIN_PRODUCT_LINKS = 3
+_SIGNAL_FIELDS = frozenset(
+    {"name", "price", "currency", "list_price", "sku", "gtin", AMBIGUOUS_PRICE}
+)
 
 #: bytes of a body that are read; the rest of a larger page is ignored (with an error)
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -88,7 +75,6 @@ _PRICE_HINT = re.compile(
     r"\b(?:EUR|USD|GBP|CHF|CAD|AUD|JPY|SEK|NOK|DKK|PLN|CZK|TWD|CNY|RUB|INR|BRL|MXN|CLP"
     r"|ARS|HUF|RON|TRY|KRW|NZD|SGD|HKD|ZAR|KZT|UAH|ILS|THB|IDR|MYR|PHP|PKR|AED|SAR|kr|z\u0142|K\u010d|lei|\u0440\u0443\u0431)\b"
 )
-_PLAIN_NUMBER = re.compile(r"\s*\d+(?:\.\d+)?\s*")
 #: NUL and other C0 controls make lxml refuse or truncate a document
 _CONTROL_CHARS = "".join(chr(c) for c in range(0x20) if chr(c) not in "\t\n\r")
 _CONTROL_CHARS_RE = re.compile(f"[{re.escape(_CONTROL_CHARS)}]")
@@ -276,13 +262,18 @@ def _analyze_page(
             hrefs = profile.link_values(selector, link_kind)
             if hrefs is not None:
                 links[link_kind] = _absolute_links(url, hrefs, canonical)
-        profile_fields = _profile_fields(profile, selector, url, errors)
+        profile_fields = read_profile_fields(profile, selector, url, errors)
         kind = profile.kind(selector)
     # a profile's price (a name can come from anywhere) marks a product page too
     has_product_data = "price" in profile_fields or any(
         "name" in fields or "price" in fields for _, fields in structured.candidates
     )
-    known = {name for _, fields in structured.candidates for name in fields}
+    known = {
+        name
+        for _, fields in structured.candidates
+        for name, value in fields.items()
+        if name != "sku" or valid_code(value) is not None
+    }
     known.update(profile_fields)
     if structured.breadcrumbs:
         known.add("category_path")
@@ -328,62 +319,29 @@ def _analyze_page(
         candidates.append(("profile", profile_fields))
     candidates.extend(structured.candidates)
     candidates.append(("heuristics", heuristic.fields))
-    product, sources = _merge(candidates, profile)
-    _merge_category_path(product, sources, structured.breadcrumbs, canonical_url, candidates)
+    product, sources = merge_fields(candidates, profile)
+    merge_category_path(product, sources, structured.breadcrumbs, canonical_url, candidates)
     product["url"] = canonical_url
     if sources.get("sku") not in (None, "profile", "heuristics"):
         quoted = structured.json_ld_bodies
-        _prefer_printed_code(root, scan.cards, text, quoted, product, sources, heuristic.where)
+        outside = partial(outside_of, root, scan.cards, heuristic)
+        prefer_printed_code(root, outside, text, quoted, product, sources, heuristic)
     if sources.get("price") not in (None, "profile", "heuristics"):
         prefer_current_bid(root, structured.lowered, product, sources, heuristic.where)
     if not product.get("sku") and (from_url := sku_from_url(canonical_url)):
         product["sku"], sources["sku"] = from_url, "url"
-    if not product.get("availability") and product.get("price") is not None:
+    if not product.get("availability") and (
+        product.get("price") is not None or product.get(AMBIGUOUS_PRICE)
+    ):
         # offered at a price, with no word anywhere of it being unavailable: for sale
         product["availability"], sources["availability"] = "InStock", "default"
     result = {
-        name: product.get(name, [] if name in _LIST_FIELDS else None) for name in PRODUCT_FIELDS
+        name: product.get(name, [] if name in LIST_FIELDS else None) for name in PRODUCT_FIELDS
     }
     if result["name"] is None:
         errors.append("product page without a product name")
     where = heuristic.where
     return PageAnalysis(url, kind, canonical_url, result, links, errors, sources, where)
-
-
-def _prefer_printed_code(
-    root: HtmlElement,
-    cards: set[HtmlElement],
-    text: str,
-    quoted: list[str],
-    product: dict[str, Any],
-    sources: dict[str, str],
-    where: dict[str, str],
-) -> None:
-    """The code the page shows as its product code over a structured-data ``sku`` that the
-    page never shows: shops put internal ids (a catalogue key, a variant's id) in their
-    markup and print the code their customers quote."""
-    printed = printed_code(root, cards, text, quoted)
-    if printed is None or printed[0] == product["sku"]:
-        return
-    code, el = printed
-    structured_sku = str(product["sku"])
-    if _shows(root, structured_sku):
-        return
-    marked = "itemprop=sku" if el.get("itemprop") == "sku" else f"class={el.get('class')!r}"
-    where["sku"] = (
-        f"<{el.tag} {marked}> (overruled {sources['sku']} sku {structured_sku!r}:"
-        " not shown on the page)"
-    )
-    product["sku"], sources["sku"] = code, "heuristics"
-
-
-def _shows(root: HtmlElement, value: str) -> bool:
-    """Whether a text of the page's body outside scripts and styles contains *value*."""
-    found = root.xpath(
-        "boolean(//body//text()[contains(., $v)][not(ancestor::script or ancestor::style)])",
-        v=value,
-    )
-    return bool(found)
 
 
 #: what each value of ``PageAnalysis.sources`` is, in the words of ``extract --explain``
@@ -436,7 +394,7 @@ def _decide_kind(
     # a product page shows its own name with a price or a product code, and buy controls or
     # product markup outside other products' cards (related products make links many)
     looks_like_product = "name" in fields and (
-        ("price" in fields and (heuristic.strong or few_links))
+        (heuristic.priced() and (heuristic.strong or few_links))
         or (heuristic.strong and "sku" in fields)
     )
     if has_product_data or looks_like_product:
@@ -448,67 +406,6 @@ def _decide_kind(
     if scan.links["category"]:
         return "category"
     return "other"
-
-
-def _merge(
-    candidates: list[tuple[str, dict[str, Any]]], profile: SiteProfile | None
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Field-by-field merge, first candidate wins; price, currency, list price kept together."""
-    product: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for name in _MERGED_ALONE:
-        for source, fields in candidates:
-            if fields.get(name) not in (None, "", []):
-                product[name], sources[name] = fields[name], source
-                break
-    for source, fields in candidates:
-        if fields.get("price") is not None:
-            product["price"], sources["price"] = fields["price"], source
-            if fields.get("currency"):
-                product["currency"], sources["currency"] = fields["currency"], source
-            if fields.get("list_price") is not None:
-                product["list_price"], sources["list_price"] = fields["list_price"], source
-            break
-    if "currency" not in product:
-        for source, fields in candidates:
-            if fields.get("currency"):
-                product["currency"], sources["currency"] = fields["currency"], source
-                break
-    if "currency" not in product and profile and profile.currency:
-        product["currency"], sources["currency"] = profile.currency, "profile"
-    profile_list_price = (
-        candidates[0][1].get("list_price") if candidates[0][0] == "profile" else None
-    )
-    if profile_list_price is not None:
-        product["list_price"], sources["list_price"] = profile_list_price, "profile"
-    return product, sources
-
-
-def _merge_category_path(
-    product: dict[str, Any],
-    sources: dict[str, str],
-    breadcrumbs: list[tuple[str, str | None]],
-    canonical_url: str,
-    candidates: list[tuple[str, dict[str, Any]]],
-) -> None:
-    ordered = list(candidates)
-    if breadcrumbs:
-        last_url = breadcrumbs[-1][1]
-        path = clean_category_path(
-            [name for name, _ in breadcrumbs],
-            product_name=product.get("name"),
-            last_url_is_page=bool(last_url) and canonicalize_url(str(last_url)) == canonical_url,
-        )
-        at = 1 if ordered and ordered[0][0] == "profile" else 0
-        ordered.insert(at, ("breadcrumb-list", {"category_path": path}))
-    for source, fields in ordered:
-        found = fields.get("category_path")
-        if found:
-            if source != "breadcrumb-list":
-                found = clean_category_path(found, product_name=product.get("name"))
-            if found:
-                product["category_path"], sources["category_path"] = found, source
-                return
 
 
 def _absolute_links(url: str, hrefs: list[str], canonical: partial[str]) -> list[str]:
@@ -523,51 +420,3 @@ def _absolute_links(url: str, hrefs: list[str], canonical: partial[str]) -> list
         if absolute.lower().startswith(("http://", "https://", "file://")):
             out[canonical(absolute)] = None
     return list(out)
-
-
-def _profile_fields(
-    profile: SiteProfile, selector: Selector, url: str, errors: list[str]
-) -> dict[str, Any]:
-    """Product fields as the profile's ``[fields]`` read them, normalised like the others."""
-    fields: dict[str, Any] = {}
-    raw = {name: rule.values(selector) for name, rule in profile.fields.items()}
-    currency_text = raw.get("currency", [None])[0] if raw.get("currency") else None
-    hint = currency_text or profile.currency
-    for name, values in raw.items():
-        if not values:
-            continue
-        first = values[0]
-        value: Any
-        if name in ("price", "list_price"):
-            value = _price(first, hint)
-            if value is None:
-                errors.append(f"profile field {name}: no price in {first[:80]!r}")
-        elif name == "currency":
-            value = normalize_currency(first) or parse_price(first)[1]
-            if value is None:
-                errors.append(f"profile field currency: no currency in {first[:80]!r}")
-        elif name == "availability":
-            value = normalize_availability(first)
-            if value is None:
-                errors.append(f"profile field availability: {first[:80]!r} not recognised")
-        elif name == "description":
-            value = " ".join(values)
-        elif name == "category_path":
-            value = values
-        elif name == "image_urls":
-            value = list(dict.fromkeys(join_url(url, v) for v in values))
-        else:
-            value = first
-        if value not in (None, "", []):
-            fields[name] = value
-    if "price" in fields and "currency" not in fields:
-        currency = parse_price(raw["price"][0], hint)[1]
-        if currency:
-            fields["currency"] = currency
-    return fields
-
-
-def _price(text: str, hint: str | None) -> Decimal | None:
-    if _PLAIN_NUMBER.fullmatch(text):
-        return parse_structured_price(text)
-    return parse_price(text, hint)[0]

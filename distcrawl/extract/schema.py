@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from .availability import normalize_availability
 from .canonical import is_plain_absolute, join_url
 from .codes import valid_gtin
+from .notation import decimals_in_practice, grouped_amount
 from .prices import normalize_currency, parse_structured_price
 
 __all__ = [
@@ -187,7 +188,7 @@ def _urls(value: Any, base_url: str, depth: int = 0) -> list[str]:
 def _offer_prices(offer: dict[str, Any]) -> tuple[Decimal | None, Decimal | None, str | None]:
     """(price, list price, currency) of one offer, reading its priceSpecification too."""
     currency = normalize_currency(text_value(offer.get("priceCurrency")))
-    price = parse_structured_price(_scalar(offer.get("price")))
+    price = _structured_amount(_scalar(offer.get("price")), currency)
     if price is None and "AggregateOffer" in node_types(offer):
         price = parse_structured_price(_scalar(offer.get("lowPrice")))
     list_price = None
@@ -203,6 +204,20 @@ def _offer_prices(offer: dict[str, Any]) -> tuple[Decimal | None, Decimal | None
             price = amount
         currency = currency or spec_currency
     return price, list_price, currency
+
+
+def _structured_amount(value: Any, currency: str | None) -> Decimal | None:
+    """A structured price: a dot is its decimal mark (schema.org), except in a string that
+    groups thousands in a currency printed without decimals ("24.990" pesos is 24990)."""
+    if (
+        isinstance(value, str)
+        and decimals_in_practice(currency) == 0
+        and (grouped := grouped_amount(value.strip())) is not None
+        and grouped.group(0) == value.strip()
+        and grouped.group(2) == "."
+    ):
+        return Decimal(grouped.group(1) + grouped.group(3))
+    return parse_structured_price(value)
 
 
 def _scalar(value: Any) -> Any:

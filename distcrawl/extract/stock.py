@@ -21,7 +21,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._xpath import xpath as _xpath
-from .availability import out_of_stock_wording, stock_line
+from .availability import MAX_STOCK_LINE, normalize_availability, out_of_stock_wording, stock_line
+from .labels import LabelValue
+from .markup import (
+    NOT_LOOKED,
+    HeuristicProduct,
+    inside,
+    is_chrome,
+    page_button,
+    page_pairs,
+    text_of,
+    value_of,
+)
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -32,7 +43,9 @@ __all__ = [
     "describe",
     "is_hidden",
     "nearest",
+    "notify_controls",
     "product_block",
+    "read_availability",
     "stock_lines",
 ]
 
@@ -44,6 +57,15 @@ _NOT_A_LINE = frozenset(
 #: a line inside a size or colour picker says the stock of one option, not the product's
 _OPTION_BLOCK = re.compile(r"swatch|size|variant|option|dropdown|select")
 _OPTION_ROLES = frozenset({"radio", "radiogroup", "option", "listbox", "menu", "menuitem"})
+#: the label of a control that asks to be told when the product can be bought again
+_NOTIFY = re.compile(
+    r"notify me|(?:e-?mail|alert|tell|text) me when|let me know when"
+    r"|back[ -]in[ -]stock (?:alert|notification|e-?mail)"
+    r"|benachrichtig|verfügbarkeit anfragen|me prévenir|m'avertir|m'alerter|avísame|avisame"
+    r"|avisarme|notificarme|avvisami|avvertimi|houd me op de hoogte|mail mij"
+    r"|powiadom mnie|\u0443\u0432\u0435\u0434\u043e\u043c\u0438\u0442\u044c"
+    r"|\u0441\u043e\u043e\u0431\u0449\u0438\u0442\u044c"
+)
 #: class words that hide an element until a script shows it
 _HIDING_CLASSES = frozenset({"hidden", "hide", "d-none", "is-hidden", "invisible", "no-display"})
 #: tree steps from the price or heading within which a stock line counts, when only the
@@ -161,6 +183,36 @@ def stock_lines(
     return found
 
 
+def notify_controls(
+    block: HtmlElement,
+    skip: Callable[[HtmlElement], bool],
+    anchors: Iterable[HtmlElement | None] = (),
+) -> list[StockSource]:
+    """The product's "Notify me when available" / "Email me when back in stock" controls in
+    *block*: a shop offers them in place of a buy button, for a product it cannot sell now.
+    When the block is the whole page, only controls close to one of the *anchors* count."""
+    near = [_distances(a) for a in anchors if a is not None] if block.tag == "body" else []
+    found: list[StockSource] = []
+    for control in block.iter("button", "a", "input"):
+        if control.tag == "input" and control.get("type") not in ("submit", "button"):
+            continue
+        label = " ".join(
+            (control.text_content() or control.get("value") or control.get("aria-label") or "")
+            .lower()
+            .split()
+        )
+        if not label or len(label) > MAX_STOCK_LINE or not _NOTIFY.search(label):
+            continue
+        if skip(control) or _in_option(control, block):
+            continue
+        if near and min(_distance(control, m) for m in near) > _MAX_STEPS_IN_PAGE:
+            continue
+        found.append(
+            StockSource("OutOfStock", control, f"notify-me control <{control.tag}> {label!r}")
+        )
+    return found
+
+
 def block_wording(block: HtmlElement, skip: Callable[[HtmlElement], bool]) -> str | None:
     """Out-of-stock words anywhere in the text of *block* (never the whole page's), leaving
     out scripts, hidden elements, size or colour pickers and what *skip* rules out."""
@@ -226,3 +278,96 @@ def describe(chosen: StockSource, overruled: list[StockSource], *, anchored: boo
         more = f" and {len(overruled) - 3} more" if len(overruled) > 3 else ""
         where += f" ({why}; overruled: {others}{more})"
     return where
+
+
+#: elements classed "stock" or "availability" weighed at most (the first ones in the page)
+_MAX_STOCK_ELEMENTS = 20
+
+
+def read_availability(
+    root: HtmlElement,
+    cards: set[HtmlElement],
+    result: HeuristicProduct,
+    heading: HtmlElement | None,
+) -> None:
+    """Availability from every place the page prints it; the nearest the price and heading
+    wins (:mod:`.stock`). Page-wide labels and the buy button count when they were read for
+    another field anyway or when the product's own block has no stock line or element. With
+    none of them, out-of-stock wording in the product's block, else an enabled buy button,
+    says it."""
+    price_at = result.found_in.get("price")
+    price_el = price_at.element if isinstance(price_at, LabelValue) else price_at
+    sources: list[StockSource] = []
+    for el in _xpath(
+        "(//@itemprop[.='availability'] | //@class[contains(.,'stock')"
+        " or contains(.,'availability') or contains(.,'inventory')]"
+        " | //@id[contains(.,'availability')])/parent::*"
+    )(root)[:_MAX_STOCK_ELEMENTS]:
+        if el.tag in ("script", "style", "link") or is_chrome(el, cards):
+            continue
+        availability = normalize_availability(value_of(el)) or normalize_availability(text_of(el))
+        if availability:
+            label = text_of(el)[:40] or value_of(el)[:40]
+            sources.append(
+                StockSource(availability, el, f"<{el.tag} class={el.get('class')!r}> {label!r}")
+            )
+    block = product_block(heading, price_el)
+    if block is not None:
+        skip = lambda el: is_chrome(el, cards)  # noqa: E731
+        sources.extend(stock_lines(block, skip, (price_el, heading)))
+        sources.extend(notify_controls(block, skip, (price_el, heading)))
+
+    # labels anywhere on the page and the buy button weigh in when another reader looked
+    # them up anyway, or when the product's own block says nothing of its stock: a stock line
+    # or element in that block is seldom farther from the price than they are
+    def in_block() -> bool:
+        return block is not None and any(inside(s.element, block) for s in sources)
+
+    if result.pairs is not None or not in_block():
+        for pair in page_pairs(root, cards, result, "availability"):
+            if pair.field == "availability" and (found := normalize_availability(pair.value)):
+                what = f"label {pair.shape} {pair.label!r}: {pair.value!r}"
+                sources.append(StockSource(found, pair.element, what))
+    looked_up = result.button is not NOT_LOOKED
+    button = page_button(root, cards, result) if looked_up or not in_block() else None
+    if button is not None and button.tag == "form":
+        # a buy form is as usable as its submit control
+        inner = _xpath(".//button | .//input[@type='submit']")(button)
+        button = inner[0] if inner else button
+    enabled: StockSource | None = None
+    if button is not None:
+        disabled = (
+            button.get("disabled") is not None
+            or "disabled" in (button.get("class") or "").lower().split()
+        )
+        label = text_of(button) or str(button.get("value") or "")
+        said = normalize_availability(label)
+        state = "disabled" if disabled else "enabled"
+        what = f"{state} buy button <{button.tag}> {label[:40]!r}"
+        if said is not None and said != "InStock":
+            sources.append(StockSource(said, button, what))
+        elif disabled:
+            sources.append(StockSource("OutOfStock", button, what))
+        else:
+            # a button that takes orders says little: shops often leave it on a sold-out page
+            enabled = StockSource("InStock", button, what)
+    anchors = (price_el, heading)
+    picked = nearest(sources, anchors) if sources else None
+    if picked is not None:
+        chosen, overruled = picked
+        anchored = any(a is not None for a in anchors)
+        result.fields["availability"] = chosen.availability
+        result.found_in["availability"] = chosen.element
+        result.where["availability"] = describe(chosen, overruled, anchored=anchored)
+        return
+    wording = block_wording(block, lambda el: is_chrome(el, cards)) if block is not None else None
+    if wording is not None:
+        result.fields["availability"] = "OutOfStock"
+        result.where["availability"] = f"out-of-stock wording in the product's block: {wording!r}"
+    elif enabled is not None:
+        result.fields["availability"] = "InStock"
+        result.found_in["availability"] = enabled.element
+        result.where["availability"] = enabled.what
+    elif block is not None:
+        # no field: what the page's default (a price: in stock) rests on, for --explain
+        result.where["availability"] = "no out-of-stock wording in the product's block"

@@ -20,6 +20,7 @@ class Product(scrapy.Item):
     price = scrapy.Field()
     currency = scrapy.Field()
     list_price = scrapy.Field()  # the struck-through price when on sale
+    price_ambiguous = scrapy.Field()  # the price as printed when its notation is open
     sku = scrapy.Field()
     gtin = scrapy.Field()
     brand = scrapy.Field()

@@ -124,6 +124,31 @@ def test_frontier_bench_runs_single_cluster_and_baseline() -> None:
     assert out["cluster_cpu_overhead_at_master_rate"] > 0
 
 
+def test_extract_diff_reads_every_page_with_a_git_ref_and_the_working_tree(
+    tmp_path: Path,
+) -> None:
+    out = run_tool(
+        str(BENCH / "extract_diff.py"),
+        "--ref",
+        "HEAD",
+        "--products",
+        "12",
+        "--variant",
+        "crowded",
+        "--variant",
+        "text",
+        "--dataset",
+        str(tmp_path / "no-such-folder"),
+    )
+    assert out["ref"] == "HEAD"
+    assert set(out["groups"]) == {"crowded", "text"}
+    for group in out["groups"].values():
+        assert group["pages"] > 12 and 0 <= group["changed"] <= group["pages"]
+    assert out["changed"] == sum(g["changed"] for g in out["groups"].values())
+    for page in out["changed_pages"]:
+        assert all(len(values) == 2 for values in page["diff"].values())
+
+
 def test_extract_bench_compares_a_git_ref_with_the_working_tree(results_folder: Path) -> None:
     out = run_tool(
         str(BENCH / "extract.py"),

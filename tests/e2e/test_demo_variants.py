@@ -15,7 +15,7 @@ from distcrawl.demo.checks import check_fields, check_store
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("variant", ["plain", "dlist", "specs", "text"])
+@pytest.mark.parametrize("variant", ["plain", "dlist", "specs", "text", "crowded", "crowded-de"])
 def test_template_crawls_completely_with_right_fields(
     variant: str, redis_url: str, mongo_uri: str, redis_cli: Path, shop_factory: Any, tmp_path: Path
 ) -> None:

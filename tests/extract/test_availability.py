@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from distcrawl.extract import normalize_availability
+from distcrawl.extract.availability import stock_line
 
 
 @pytest.mark.parametrize(
@@ -35,8 +36,8 @@ from distcrawl.extract import normalize_availability
         ("Backordered", "BackOrder"),
         ("Discontinued", "Discontinued"),
         ("No longer available", "Discontinued"),
-        ("Only 3 left!", "LimitedAvailability"),
-        ("Low stock", "LimitedAvailability"),
+        ("Only 3 left!", "InStock"),
+        ("Low stock", "InStock"),
         ("Lieferbar", "InStock"),
         (True, "InStock"),
         (False, "OutOfStock"),
@@ -58,14 +59,14 @@ def test_availability_names(value: object, name: str | None) -> None:
         ("In stock (10 available)", "InStock"),
         ("(20 available)", "InStock"),
         ("100 left", "InStock"),
-        ("Only 10 in stock", "LimitedAvailability"),
+        ("Only 10 in stock", "InStock"),
         ("0 available", "OutOfStock"),
         ("0 left", "OutOfStock"),
         ("Stock: 0 available", "OutOfStock"),
         ("0 in stock", "OutOfStock"),
-        ("Only 1 left", "LimitedAvailability"),
-        ("Only 1 left!", "LimitedAvailability"),
-        ("only 2 available", "LimitedAvailability"),
+        ("Only 1 left", "InStock"),
+        ("Only 1 left!", "InStock"),
+        ("only 2 available", "InStock"),
     ],
 )
 def test_stock_counts(text: str, name: str) -> None:
@@ -80,3 +81,17 @@ def test_a_long_text_is_read_whole_and_a_stock_line_however_indented_is_one() ->
     assert normalize_availability("A sentence about it. " * 60 + "Sold out") is None
     assert stock_line(" " * 1200 + "In stock" + "\n" * 50) == "InStock"
     assert stock_line("Sold out " * 200) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Only 3 left!", "Only 1 left in stock", "Low stock", "Few left", "Limited stock",
+     "Nur noch 2 Stück", "Plus que 2 en stock", "Almost gone"],
+)  # fmt: skip
+def test_few_left_is_in_stock_unless_the_shop_names_limited_availability(text: str) -> None:
+    assert normalize_availability(text) == "InStock"
+    assert stock_line(text) == "InStock"
+    # the shop's own schema.org name stays what it says
+    assert normalize_availability("https://schema.org/LimitedAvailability") == (
+        "LimitedAvailability"
+    )

@@ -71,7 +71,10 @@ def test_every_product_and_listing_is_read_right() -> None:
 def test_the_demo_checks_compare_every_field_of_the_variant() -> None:
     product = Catalog(4).products()[0]
     want = expected_fields(product, "bootstrap")
-    assert set(want) == {"name", "price", "currency", "sku", "availability", "description"}
+    assert set(want) == {
+        "name", "price", "currency", "list_price", "sku", "availability", "description"
+    }  # fmt: skip
+    assert want["list_price"] is None  # no was price on its pages
     assert want["sku"] == bootstrap.shop_code(product) != product.sku
     assert "description" not in expected_fields(product, "text")
 

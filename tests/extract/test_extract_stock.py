@@ -31,8 +31,8 @@ def _analysis(body: str) -> tuple[dict[str, object], dict[str, dict[str, str]]]:
         ("✓ In stock", "InStock"),
         ("In stock (22 available)", "InStock"),
         ("(10 available)", "InStock"),
-        ("Only 3 left!", "LimitedAvailability"),
-        ("Only 3 left in stock", "LimitedAvailability"),
+        ("Only 3 left!", "InStock"),
+        ("Only 3 left in stock", "InStock"),
         ("Pre-order", "PreOrder"),
         ("Ausverkauft", "OutOfStock"),
         ("Nicht lieferbar", "OutOfStock"),
@@ -196,5 +196,33 @@ def test_a_sold_out_size_is_not_the_products_stock() -> None:
     product, _ = _analysis(
         f"{_HEAD}<ul class='size-selector'><li><span>S</span></li>"
         "<li><span>M</span> <span>Sold out</span></li></ul></div>"
+    )
+    assert product["availability"] == "InStock"
+
+
+@pytest.mark.parametrize(
+    "control",
+    [
+        "<button>Notify me when available</button>",
+        "<a href='#alert'>Email me when back in stock</a>",
+        "<input type='submit' value='Benachrichtigen, wenn verfügbar'>",
+        "<button>Me prévenir</button>",
+        "<button>Avísame cuando esté disponible</button>",
+    ],
+)
+def test_a_notify_me_control_in_place_of_a_buy_button_says_out_of_stock(control: str) -> None:
+    product, explain = _analysis(
+        f"<div class='product'><h1>Blue Lamp</h1><p class='price'>$20.00</p>{control}</div>"
+    )
+    assert product["availability"] == "OutOfStock"
+    assert "notify-me control" in explain["availability"]["detail"]
+
+
+def test_a_notify_me_control_of_another_product_says_nothing() -> None:
+    product, _ = _analysis(
+        "<div class='product'><h1>Blue Lamp</h1><p class='price'>$20.00</p>"
+        "<button>Add to cart</button></div>"
+        "<div><h2>You may also like</h2><div><p>Red Lamp $25.00</p>"
+        "<button>Notify me when available</button></div></div>"
     )
     assert product["availability"] == "InStock"
