@@ -56,9 +56,9 @@ def test_revisits_and_new_links_keep_within_the_site_budget(
         settings=SETTINGS,
     )
     try:
-        assert wait_for(lambda: db.products.count_documents({}) >= PRODUCTS, 180), nodes[0].log()[
-            -3000:
-        ]
+        assert wait_for(lambda: db.products.count_documents({}) >= PRODUCTS, 180), nodes[
+            0
+        ].log()[-3000:]
         assert shop.peak_in_flight() <= BUDGET
         shop.reset_peak_in_flight()
         since = time.time()

@@ -56,9 +56,9 @@ def test_products_in_no_listing_are_marked_gone(
         settings=SETTINGS,
     )
     try:
-        assert wait_for(lambda: db.products.count_documents({}) >= PRODUCTS, 180), nodes[0].log()[
-            -3000:
-        ]
+        assert wait_for(lambda: db.products.count_documents({}) >= PRODUCTS, 180), nodes[
+            0
+        ].log()[-3000:]
         clock.skew = far - time.time()  # epoch 0 now: removals every 3 s, three times
         removed = EPOCHS * REMOVED_PER_EPOCH
         wait_for(lambda: len(shop.changes()["removed"]) >= removed, 60)
