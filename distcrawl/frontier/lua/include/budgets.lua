@@ -218,13 +218,14 @@ local function admit(call, site, now, d)
 end
 
 -- Hold a site until `untl` (ms, server clock), for `why` (robots_unavailable, retry_after): none
--- of its requests starts before (admit); a later hold wins over an earlier one. K.holds lists
--- the held sites for the status.
+-- of its requests starts before (admit); a later hold wins over an earlier one, and a
+-- Retry-After wins a tie (robots.txt read again must not end it). K.holds lists the held sites
+-- for the status.
 local function hold_site(call, site, untl, why)
   local P = call.P
   local k = K.site(P, site)
   local was = tonumber(redis.call('HGET', k, 'hold_until')) or 0
-  if untl <= was then return end
+  if untl < was or (untl == was and why ~= RETRY_AFTER_HOLD) then return end
   redis.call('HSET', k, 'hold_until', untl, HOLD_CAUSE, why)
   redis.call('SADD', K.limits(P), site) -- a lease reads its budget hash from now on
   redis.call('ZADD', K.holds(P), untl, site) -- [status registry]
