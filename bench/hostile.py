@@ -398,9 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["elapsed_s"] / max(plain["elapsed_s"], 0.001), 2
             )
             result["ok"] = bool(
-                result["ok"]
-                and plain["finished"]
-                and result["hostile_to_plain_ratio"] < MAX_RATIO
+                result["ok"] and plain["finished"] and result["hostile_to_plain_ratio"] < MAX_RATIO
             )
     finally:
         if not args.keep:

@@ -41,7 +41,10 @@ DOWNLOADER_MIDDLEWARES = {
     "distcrawl.node.middlewares.safety.AddressGuardMiddleware": 60,
     # Scrapy's, fixed: requests that arrive while robots.txt is being fetched wait for it
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "distcrawl.node.middlewares.safety.RobotsTxtMiddleware": 100,
+    "distcrawl.node.middlewares.robots.RobotsTxtMiddleware": 100,
+    # requests outside the queue (a middleware's own, robots.txt, those kept in memory) wait
+    # for their site's hold, Crawl-delay and rate, and their server's budget
+    "distcrawl.node.middlewares.politeness.OutsideRequestsMiddleware": 105,
     # pages-per-site budget shared by the cluster, redirect loops, oversized bodies
     "distcrawl.node.middlewares.safety.PageLimitsMiddleware": 110,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,

@@ -59,8 +59,11 @@ class ShopConfig:
     ``error_rate`` and ``rate_limit_429`` are the fractions of requests answered
     ``error_status`` and 429 at random (one seeded draw per request, so they add up).
     ``fail_products`` products, chosen deterministically from ``seed``, always answer 500.
-    ``retry_after`` is the Retry-After of 429 and 503 answers (``None``: no header).
-    Faults never apply to ``/robots.txt`` or ``/_shop/*``.
+    ``retry_after`` is the Retry-After of 429 and 503 answers (``None``: no header; a text is
+    sent as it is, an HTTP date say). ``hang``: no page is ever answered (the connection stays
+    open until the shop stops). Faults never apply to ``/robots.txt`` or ``/_shop/*``, except
+    ``robots_fault``: robots.txt answers 404 or 503, never answers (``hang``) or closes the
+    connection unanswered (``close``). ``crawl_delay`` adds a ``Crawl-delay`` line to robots.txt.
 
     A shop that changes (:class:`~distcrawl.demo.changes.ChangePlan`): every
     ``change_interval`` seconds from ``change_start`` (default: when the shop is created), a
@@ -90,7 +93,10 @@ class ShopConfig:
     error_status: int = DEFAULT_ERROR_STATUS
     fail_products: int = 0
     rate_limit_429: float = 0.0
-    retry_after: int | None = DEFAULT_RETRY_AFTER
+    retry_after: int | str | None = DEFAULT_RETRY_AFTER
+    hang: bool = False
+    robots_fault: str = ""
+    crawl_delay: float | None = None
     hostile: bool = False
     tracking_params: bool = True
     change_interval: float = 0.0

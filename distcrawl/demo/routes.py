@@ -72,7 +72,9 @@ class ShopRoutes:
             )
             return html_response(home, modified=history.time_of(history.catalog_modified(epoch)))
         if path == "/robots.txt":
-            return Response(200, pages.ROBOTS_TXT.encode(), "text/plain; charset=utf-8")
+            return Response(
+                200, pages.render_robots(config.crawl_delay), "text/plain; charset=utf-8"
+            )
         if path.startswith("/c/") and path.endswith("/"):
             parts = path[3:-1].split("/")
             if len(parts) == 1 and (top := catalog.top(parts[0])) is not None:

@@ -267,7 +267,9 @@ class DemoShop(ShopRoutes, FaultInjection):
         latency_jitter_ms: float | None = None,
         rate_limit_429: float | None = None,
         error_status: int | None = None,
-        retry_after: int | Literal[Unset.UNSET] | None = UNSET,
+        retry_after: int | str | Literal[Unset.UNSET] | None = UNSET,
+        hang: bool | None = None,
+        robots_fault: str | None = None,
     ) -> dict[str, Any]:
         """Change faults while serving (``None``: leave as is); returns the faults now."""
         changes: dict[str, Any] = {}
@@ -284,7 +286,15 @@ class DemoShop(ShopRoutes, FaultInjection):
         if error_status is not None:
             changes["error_status"] = int(error_status)
         if retry_after is not UNSET:
-            changes["retry_after"] = None if retry_after is None else int(retry_after)
+            changes["retry_after"] = (
+                retry_after
+                if retry_after is None or isinstance(retry_after, str)
+                else int(retry_after)
+            )
+        if hang is not None:
+            changes["hang"] = bool(hang)
+        if robots_fault is not None:
+            changes["robots_fault"] = str(robots_fault)
         with self._lock:
             faults = replace(self._state[0], **changes)  # validates before anything changes
             self._state = (faults, self.catalog.failing_ids(faults.fail_products))
@@ -338,6 +348,8 @@ class DemoShop(ShopRoutes, FaultInjection):
         response: Response | None = None
         if path != "/robots.txt":
             response = self._inject(faults)
+        elif faults.robots_fault:
+            response = _robots_fault(faults.robots_fault)
         if response is None:
             try:
                 response = self._route(method, path, query, host, failing, self.epoch())
@@ -377,6 +389,12 @@ class DemoShop(ShopRoutes, FaultInjection):
         if path in ("/_shop/truth", "/_shop/log", "/_shop/faults", "/_shop/changes"):
             return json_response({"error": "method not allowed"}, 405)
         return json_response({"error": "not found"}, 404)
+
+
+def _robots_fault(fault: str) -> Response:
+    if fault.isdigit():
+        return error_response(int(fault))
+    return Response(0, action=fault)
 
 
 def _time_of(entry: tuple[float, str, str, int, int]) -> float:

@@ -24,14 +24,15 @@ from distcrawl.frontier.schema import (
     declared,
     lua_key_builders,
 )
-from distcrawl.frontier.tags import CLUSTER_SLOTS, shard_tags
+from distcrawl.frontier.tags import shard_tags
 
 __all__ = [
-    "CLUSTER_SLOTS",
     "DEFAULT_SHARDS",
     "MAX_SHARDS",
     "SCHEMA",
     "SITE_CUT_CAUSE_FIELD",
+    "SITE_DELAY_SOURCE_FIELD",
+    "SITE_HOLD_CAUSE_FIELD",
     "STATUS_LEASES_FIELD",
     "STATUS_WAITING_FIELD",
     "ControlKeys",
@@ -43,7 +44,6 @@ __all__ = [
     "lua_keys",
     "seed_slot_prefix",
     "seen_counted",
-    "shard_tags",
 ]
 
 #: shards of a crawl: enough to spread over a Redis Cluster's masters (whole slots move when it
@@ -70,6 +70,10 @@ STATUS_LEASES_FIELD = "leases:"
 STATUS_WAITING_FIELD = "waiting"
 #: the field of a site's budget hash naming the cause of its latest cut (a cut cause word)
 SITE_CUT_CAUSE_FIELD = "cut_why"
+#: the field of a site's budget hash naming where its Crawl-delay came from (a delay source word)
+SITE_DELAY_SOURCE_FIELD = "delay_src"
+#: the field of a site's budget hash naming why it is held (a hold cause word)
+SITE_HOLD_CAUSE_FIELD = "hold_why"
 
 
 @dataclass(frozen=True)
@@ -163,7 +167,10 @@ class ShardKeys:
         0-1], cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits); while a
         cut lasts also fts (ms the factor was set), recover_ms (a cut wears off linearly, from
         0 to 1 in recover_ms), base_rate (the requests/s the factor applies to) and cut_why
-        (SITE_CUT_CAUSE_FIELD: throttled or slow, the cause of the last cut)""",
+        (SITE_CUT_CAUSE_FIELD: throttled or slow, the cause of the last cut); with a robots.txt
+        Crawl-delay delay_ms, delay_src (SITE_DELAY_SOURCE_FIELD: robots_txt or capped) and
+        next_ok (ms before which its next request does not start); while held hold_until (ms)
+        and hold_why (SITE_HOLD_CAUSE_FIELD: robots_unavailable or retry_after)""",
     )
     active = Key(
         "active",
@@ -185,6 +192,18 @@ class ShardKeys:
         budget; they wait here, in priority order, without blocking other sites""",
     )
     waiting = Key("waiting", "ZSET", "site -> ms when the site may admit its next waiting request")
+    delays = Key(
+        "delays",
+        "HASH",
+        """site -> the Crawl-delay (ms) its robots.txt asks for, of the sites that ask for one:
+        a finished request of such a site sets its next_ok""",
+    )
+    holds = Key(
+        "holds",
+        "ZSET",
+        """[status registry] site -> ms its hold ends, while it is held (robots.txt unavailable,
+        Retry-After)""",
+    )
     cuts = Key(
         "cuts",
         "ZSET",
@@ -314,6 +333,24 @@ class ControlKeys:
     )
     robots_lock = KeyOf(
         "robots:<netloc>:lock", "STRING", "held by the one node fetching the site's robots.txt"
+    )
+    site_servers = Key(
+        "site_servers",
+        "HASH",
+        "site -> the server (IP address) it answers from, as the nodes resolved it",
+    )
+    servers = Key(
+        "servers",
+        "ZSET",
+        """[status registry] server (IP address) -> how many sites answer from it (the status
+        lists those with more than one)""",
+    )
+    server_sites = KeyOf("server:<server>:sites", "SET", "the sites that answer from a server")
+    server = KeyOf(
+        "server:<server>",
+        "HASH",
+        """a server's shared budget (DISTCRAWL_SERVER_*): inuse (grants held on all nodes),
+        n:<node> (the grants each node holds), tokens and ts (its rate)""",
     )
     unlisted = Key(
         "unlisted",

@@ -42,6 +42,7 @@ from distcrawl.frontier.protocol import (
     membership,
     observe,
     revisit,
+    servers,
     solo,
 )
 from distcrawl.frontier.protocol import sync as sync_protocol
@@ -50,6 +51,7 @@ from distcrawl.frontier.protocol.budgets import effective_factor
 from distcrawl.frontier.protocol.dupefilter import Dupefilter
 from distcrawl.frontier.protocol.membership import Claim, CrawlFormatError, Origin, Seeds
 from distcrawl.frontier.protocol.runner import Runner
+from distcrawl.frontier.protocol.servers import Grant, ServerLimits
 from distcrawl.frontier.protocol.solo import Share, SoloState
 from distcrawl.frontier.protocol.spec import FORMAT
 from distcrawl.frontier.protocol.sync import Fence, Flush, SyncResult, is_tombstone
@@ -66,12 +68,14 @@ __all__ = [
     "Feedback",
     "FrontierKeys",
     "FrontierStore",
+    "Grant",
     "Lease",
     "Leased",
     "LeasesKeptChanging",
     "Origin",
     "Revisit",
     "Seeds",
+    "ServerLimits",
     "ShardKeys",
     "Share",
     "SiteBudget",
@@ -378,10 +382,50 @@ class FrontierStore:
         """Per-site limits that override the defaults for every node (None = remove)."""
         return self._drive(budgets.set_site_limits(self.keys, site, rate, concurrency))
 
-    def take_token(self, site: str, budget: SiteBudget) -> Any:
-        """Spend one of ``site``'s rate tokens now (into debt if need be) for a request that
-        never was in the queue (robots.txt)."""
-        return self._drive(budgets.take_token(self.keys, site, budget))
+    def take_token(self, site: str, budget: SiteBudget, *, debt: bool = True) -> Any:
+        """One of ``site``'s rate tokens for a request that never was in the queue: 0 when it
+        is spent (go now), else the ms to wait before asking again. A robots.txt fetch
+        (``debt``) spends it at once, into debt if need be, and waits only for a Retry-After
+        hold; any other request waits for a hold, the site's Crawl-delay and a token."""
+        return self._drive(budgets.take_token(self.keys, site, budget, debt))
+
+    def set_site_robots(
+        self,
+        site: str,
+        *,
+        delay_ms: int | None = None,
+        source: str = "",
+        hold_ms: int | None = None,
+        why: str = "",
+    ) -> Any:
+        """What ``site``'s robots.txt asks of its budget for every node: its Crawl-delay in ms
+        (0: none; None: unchanged) and its ``source``; a hold of ``hold_ms`` for ``why`` (0:
+        end a hold of that cause; None: unchanged)."""
+        step = budgets.set_site_robots(
+            self.keys, site, delay_ms=delay_ms, source=source, hold_ms=hold_ms, why=why
+        )
+        return self._drive(step)
+
+    # -- servers (control slot) ------------------------------------------------------------------
+
+    def take_server(
+        self,
+        node: str,
+        asks: Sequence[tuple[str, int, int]],
+        *,
+        limits: ServerLimits,
+        timeout_ms: int,
+    ) -> Any:
+        """Grants of server budgets: per ``(server, wanted, given back)`` a :class:`Grant`.
+        Grants of nodes stopped or silent for ``timeout_ms`` come back when a server is full."""
+        step = servers.take_server(
+            self.keys, node, timeout_ms=timeout_ms, limits=limits, asks=list(asks)
+        )
+        return self._drive(step)
+
+    def note_servers(self, pairs: Iterable[tuple[str, str]]) -> Any:
+        """Record which server (IP address) each ``(site, server)`` answers from."""
+        return self._drive(servers.note_servers(self.keys, list(pairs)))
 
     def requeue_dead(self, ids: Sequence[str] = (), max_count: int = 1_000_000) -> Any:
         """Move dead letters (the named ones, or up to ``max_count`` per shard) back to the

@@ -1,5 +1,5 @@
-"""Where a crawl's shards go on a Redis Cluster: the hash tag of each shard, chosen so that the
-shards spread evenly over the hash slots (and so over the masters)."""
+"""Where a crawl's shards lie in a Redis Cluster's hash slots: each shard's hash tag, chosen so
+that the shards spread evenly over equal slot ranges (every node and tool computes the same)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ __all__ = ["CLUSTER_SLOTS", "shard_tags"]
 
 #: hash slots of a Redis Cluster (a key's slot: CRC16 of its hash tag, modulo this)
 CLUSTER_SLOTS = 16384
+
 
 #: digits of the suffix that places a shard's hash tag on its slot
 _SUFFIX_DIGITS = 5

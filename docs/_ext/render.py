@@ -135,7 +135,9 @@ BENCHES: dict[str, str] = {
     "faults": "Does a shop that fails requests at random lose a product? Are retries spaced?",
     "mongo_outage": "Does a MongoDB outage mid-crawl lose or duplicate a product?",
     "pipeline": "The bulk MongoDB pipeline against the Scrapy docs' one-insert-per-item one.",
-    "politeness": "Does a shared per-site rate hold across nodes, without blocking other sites?",
+    "politeness": "Does a shared per-site rate hold across nodes, without blocking other sites? "
+    "Do a robots.txt Crawl-delay and a server budget hold for the cluster, is a site whose "
+    "robots.txt answers 5xx left alone, and does a hanging site slow the rest?",
     "hostile": "Are hostile seeds and queue entries refused, with every product still stored?",
     "recrawl": "Revisit mode on a changing shop: changes missed, freshness lag, 304s, bytes saved.",
     "extract": "What extraction costs per page, against a git ref.",
@@ -158,7 +160,11 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "faults": ("lost", "stored", "dead_letters", "retry_gap_ok"),
     "mongo_outage": ("lost", "duplicates", "stored"),
     "pipeline": ("ratio",),
-    "politeness": ("max_per_second", "other_site_done"),
+    "politeness": (
+        "max_per_second", "other_site_done", "crawl_delay_max_requests_per_window",
+        "server_max_concurrency", "robots_5xx_pages_fetched_before_robots",
+        "hanging_site_slowdown",
+    ),
     "hostile": ("stored", "refused", "marker_created"),
     "recrawl": ("changes_missed", "false_changes", "not_modified_ratio", "bytes_saved_ratio"),
     "extract": ("ratio",),

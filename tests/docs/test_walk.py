@@ -258,6 +258,32 @@ def _ops_functions(walk: Walk, output: str) -> None:
     assert "distcrawl_frontier_" in output, output
 
 
+def _politeness_delay(walk: Walk, output: str) -> None:
+    assert _stored(output) == [4], output[-3000:]
+    logs = walk.shell.stderr(tail=10**7)
+    assert "asks for a Crawl-delay of 1s: one request at a time" in logs, logs[-3000:]
+
+
+def _politeness_delay_cap(walk: Walk, output: str) -> None:
+    assert _stored(output) == [2], output[-3000:]
+    logs = walk.shell.stderr(tail=10**7)
+    assert "Crawl-delay of 120s: capped at DISTCRAWL_MAX_CRAWL_DELAY" in logs, logs[-3000:]
+
+
+def _politeness_robots(walk: Walk, output: str) -> None:
+    assert re.search(r"robots_unavailable\s+1\b", output), output[-3000:]
+    assert "re-queued 1 of 1 matching dead letters" in output, output[-3000:]
+    assert _stored(output) == [10], output[-3000:]
+    logs = walk.shell.stderr(tail=10**7)
+    assert "given up, the site's requests become dead letters" in logs, logs[-3000:]
+
+
+def _politeness_servers(walk: Walk, output: str) -> None:
+    assert "Servers with more than one site" in output, output[-3000:]
+    assert re.search(r"127\.0\.0\.1\s+3\b", output), output[-3000:]
+    assert _stored(output) == [30], output[-3000:]
+
+
 CHECKS: dict[str, Callable[[Walk, str], None]] = {
     "readme-demo": _readme_demo,
     "readme-multinode": _status_stored(200),
@@ -275,6 +301,10 @@ CHECKS: dict[str, Callable[[Walk, str], None]] = {
     "revisit-status": _revisit_status,
     "revisit-changes": _revisit_changes,
     "politeness": _status_stored(30),
+    "politeness-crawl-delay": _politeness_delay,
+    "politeness-crawl-delay-cap": _politeness_delay_cap,
+    "politeness-robots": _politeness_robots,
+    "politeness-servers": _politeness_servers,
     "mongodb-query": _mongodb,
     "scrapyd-deploy": _scrapyd_deploy,
     "scrapyd-jobs": _status_stored(100),

@@ -19,8 +19,8 @@ from redis.crc import key_slot
 from scrapy.settings import Settings
 
 from distcrawl.frontier import connection
-from distcrawl.frontier.keys import shard_tags
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
+from distcrawl.frontier.tags import shard_tags
 from distcrawl.ops.snapshot import Snapshot, aread_snapshot, read_snapshot
 from distcrawl.ops.status import build_status
 from distcrawl.servers.cluster import SLOTS

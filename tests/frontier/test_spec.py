@@ -79,7 +79,7 @@ def test_the_library_reads_a_batch_as_the_node_wrote_it(client: redis.Redis) -> 
         ],
         acks=[Lease(0, "1.t", "a.test"), Lease(0, "2.t", "")],
         dead=[DeadLetter("d", "{}", "c.test", Lease(0, "3.t", "c.test"))],
-        feedback=[Feedback("a.test", 1, 2, 3)],
+        feedback=[Feedback("a.test", 1, 2, 3, 40, 5000)],
         lease=5,
     )
     args = batch.args("n1", {"live": 4, "burst": 1.0})
@@ -110,5 +110,7 @@ def test_the_library_reads_a_batch_as_the_node_wrote_it(client: redis.Redis) -> 
         "ok": ["1"],
         "throttled": ["2"],
         "slow": ["3"],
+        "newest": ["40"],
+        "hold": ["5000"],
     }
     assert got["revisits"]["n"] == 0

@@ -339,6 +339,39 @@ def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.R
     # no URL is ever a label value
     assert "://" not in "".join(str(labels) for _, labels in values)
 
+    # a site's Crawl-delay and its source, a held site, a server of two sites
+    store = FrontierStore(r, KEYS)
+    store.sync(
+        "n1", children=[("fpd", 100, False, 0, "delayed.test", '{"u":"http://delayed.test/"}')]
+    )
+    store.set_site_robots("delayed.test", delay_ms=2000, source="robots_txt")
+    store.set_site_robots("held.test", hold_ms=60_000, why="retry_after")
+    store.sync("n1", lease=1)
+    store.note_servers([("a.test", "10.0.0.1"), ("b.test", "10.0.0.1")])
+
+    def politeness() -> Any:
+        values = metric_values(get(web.url + "metrics")[1].decode())
+        return (
+            values
+            if ("distcrawl_sites_held", ()) in values
+            and values[("distcrawl_sites_held", ())] == 1
+            and ("distcrawl_server_sites", (("server", "10.0.0.1"),)) in values
+            else None
+        )
+
+    values = wait_for(politeness, "the metrics to show the Crawl-delay, the hold, the server")
+    delay = (
+        "distcrawl_site_crawl_delay_seconds",
+        (("site", "delayed.test"), ("source", "robots_txt")),
+    )
+    assert values[delay] == 2.0
+    assert values[("distcrawl_sites_with_crawl_delay", ())] == 1
+    assert values[("distcrawl_server_sites", (("server", "10.0.0.1"),))] == 2
+    held = [k for k in values if k[0] == "distcrawl_site_hold_remaining_seconds"]
+    assert held == [
+        ("distcrawl_site_hold_remaining_seconds", (("cause", "retry_after"), ("site", "held.test")))
+    ]
+
     dead = json.loads(get(web.url + "api/deadletters?reason=http_503")[1])
     assert [(d["id"], d["site"]) for d in dead["rows"]] == [("d1", "127.0.0.1")]
     assert dead["cursor"] is None  # the last page

@@ -69,6 +69,17 @@ def _kind_of(kind: Kind, normalise: Callable[[Any], Any]) -> Kind:
     return Kind(kind.name, lambda raw: normalise(kind.read(raw)), kind.show)
 
 
+def _server_limits(given: dict[str, Any]) -> str | None:
+    unknown = set(given) - {"concurrency", "rate"}
+    if unknown:
+        return f'{{"concurrency": c, "rate": r}} (unknown: {", ".join(sorted(unknown))})'
+    for name in ("concurrency", "rate"):
+        value = given.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            return f"{{{name!r}: a number of 0 or more}}"
+    return None
+
+
 def _page_priorities(given: dict[str, Any]) -> dict[str, int]:
     # a partial mapping changes only the kinds it names
     try:
@@ -290,6 +301,29 @@ _DISTCRAWL = [
         "DISTCRAWL_ROBOTS_TTL", INT, 24 * 3600,
         "seconds a site's shared robots.txt serves every node", public=False,
         check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_MAX_CRAWL_DELAY", FLOAT, 30.0,
+        "longest robots.txt Crawl-delay honoured, seconds; a site asking for more is set aside "
+        "or capped (DISTCRAWL_CRAWL_DELAY_OVER_MAX)", check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_CRAWL_DELAY_OVER_MAX", _kind_of(STR, lambda v: v.strip().lower()), "set_aside",
+        "a site whose Crawl-delay is over DISTCRAWL_MAX_CRAWL_DELAY: set_aside (its requests "
+        "become dead letters, crawl_delay_over_max) or cap (crawled at the longest delay)",
+        check=_one_of("set_aside", "cap"),
+    ),
+    Setting(
+        "DISTCRAWL_ROBOTS_HOLD_MAX", FLOAT, 900.0,
+        "seconds a site whose robots.txt cannot be read (5xx, timeout, connection error) is "
+        "held, robots.txt retried with backoff; then its requests become dead letters "
+        "(robots_unavailable)", check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_SERVER_LIMITS", DICT, {},
+        'a budget per server (IP address) that its sites share on all nodes: {"concurrency": '
+        'c, "rate": r} (requests in flight, requests/s; 0: no limit); {}: none',
+        check=_server_limits,
     ),
     Setting(
         "DISTCRAWL_DNS_TTL", FLOAT, 60.0,

@@ -23,6 +23,8 @@ GROUPS = (
     observe.ERROR_GROUP_KIND,
     observe.NOTICE,
     observe.BASELINE,
+    status.HOLD_CAUSE,
+    status.DELAY_SOURCE,
     metrics.METRIC,
     commands.COMMAND,
     commands.ACTION,

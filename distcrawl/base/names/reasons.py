@@ -27,6 +27,18 @@ EXCEPTION = term(
     "the last try failed with this exception, one of RETRY_EXCEPTIONS, named by its class "
     "without its module (DownloadConnectionRefusedError, DownloadTimeoutError)",
 )
+ROBOTS_UNAVAILABLE = term(
+    DEAD_LETTER,
+    "robots_unavailable",
+    "the site's robots.txt could not be read (5xx, timeout, connection error) for "
+    "DISTCRAWL_ROBOTS_HOLD_MAX while its requests were held; re-queue them once the site is back",
+)
+CRAWL_DELAY_OVER_MAX = term(
+    DEAD_LETTER,
+    "crawl_delay_over_max",
+    "the site's robots.txt asks for a Crawl-delay over DISTCRAWL_MAX_CRAWL_DELAY and "
+    "DISTCRAWL_CRAWL_DELAY_OVER_MAX is set_aside: raise the maximum, then re-queue them",
+)
 UNKNOWN = term(DEAD_LETTER, "unknown", "a dead letter whose record names no reason")
 UNREADABLE_RECORD = term(
     DEAD_LETTER, "unreadable_record", "a dead letter (or refused entry) that is not a JSON object"

@@ -2,14 +2,14 @@
 
 Every request passes through here before it is sent: seeds, links, queue entries, retries and
 redirects alike (a redirect goes back through the frontier and then through every downloader
-middleware again). Three downloader middlewares:
+middleware again). Two downloader middlewares (robots.txt, which binds every request too, is
+:mod:`distcrawl.node.middlewares.robots`'s):
 
 - :class:`AddressGuardMiddleware` refuses private, loopback, link-local, reserved and cloud
   metadata addresses, checked on the address the host name resolves to, so neither a seed, a
   queue entry nor a redirect can point the cluster at its own Redis, MongoDB or metadata service;
   the node's own Redis and MongoDB and the crawl's dashboards are refused even where
   ``DISTCRAWL_ALLOW_PRIVATE`` allows their addresses (``own.py``).
-- :class:`RobotsTxtMiddleware` is Scrapy's, fixed so robots.txt binds every request.
 - :class:`PageLimitsMiddleware` ends traps and hostile pages with a counted reason: a page budget
   per site shared by the whole cluster, redirect loops, bodies over ``DOWNLOAD_MAXSIZE``.
 
@@ -30,9 +30,6 @@ from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 from scrapy import signals
-from scrapy.downloadermiddlewares.robotstxt import (
-    RobotsTxtMiddleware as _ScrapyRobotsTxtMiddleware,
-)
 from scrapy.exceptions import CannotResolveHostError, DownloadCancelledError, IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
@@ -53,7 +50,6 @@ from distcrawl.base.urls import (
 )
 from distcrawl.frontier import connection
 from distcrawl.frontier.keys import ControlKeys, FrontierKeys
-from distcrawl.node.internals import check_robots_middleware
 from distcrawl.node.middlewares.own import OwnAddresses, endpoints
 
 if TYPE_CHECKING:
@@ -61,7 +57,6 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-    from scrapy.robotstxt import RobotParser
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.interfaces import IAddress, IHostResolution
 
@@ -69,7 +64,6 @@ __all__ = [
     "AddressGuardMiddleware",
     "PageLimitsMiddleware",
     "Refused",
-    "RobotsTxtMiddleware",
     "resolve_with_reactor",
 ]
 
@@ -302,30 +296,6 @@ def _is_ip(host: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
-    """Scrapy's RobotsTxtMiddleware, obeyed also by requests that wait for the robots.txt fetch.
-
-    Scrapy 2.19 lets every request that arrives while a site's robots.txt is being fetched await
-    one shared Deferred; the first one takes its result and every other one gets None, which
-    reads as "no robots.txt, everything allowed" (so a crawl's first burst of requests ignores
-    robots.txt). Such a request looks the parser up again once the fetch is over.
-
-    Settings: as Scrapy's (``ROBOTSTXT_OBEY``, ``ROBOTSTXT_PARSER``, ``ROBOTSTXT_USER_AGENT``).
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        super().__init__(crawler)
-        check_robots_middleware(self)  # robot_parser() below reads Scrapy's private _parsers
-
-    async def robot_parser(self, request: Request) -> RobotParser | None:
-        parser = await super().robot_parser(request)
-        if parser is None:
-            again = self._parsers.get(urlparse_cached(request).netloc)
-            if again is not None and not isinstance(again, Deferred):
-                return again
-        return parser
 
 
 class PageLimitsMiddleware:

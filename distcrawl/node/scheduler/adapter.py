@@ -23,6 +23,7 @@ from distcrawl.node.observe.watch import Watch
 from distcrawl.node.revisit.schedule import RevisitPolicy
 from distcrawl.node.scheduler.crawlwide import admit
 from distcrawl.node.scheduler.drain import DrainWatch, waits_for_seeds
+from distcrawl.node.scheduler.gate import Gate
 from distcrawl.node.scheduler.hooks import EngineHooks
 from distcrawl.node.scheduler.identity import rejoin
 from distcrawl.node.scheduler.leases import LeaseIntake
@@ -216,6 +217,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
                 revisits=self._revisits,
                 stats=self.stats,
                 wake_engine=self._wake_engine,
+                requeued=self._politeness.requeued,
             ),
             seeds=SeedFeed(
                 store=store,
@@ -249,11 +251,20 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             on_own=self._own_written,
             solo=solo,
             origin=origin,
+            before_flush=self._politeness.before_flush,
         )
         self._wrote = loop.wrote
         loop.outage.on_start = watch.outage
         recovery = self.budget.recovery
         loop.on_site_events = lambda events: watch.site_events(events, recovery)
+        self._gate = Gate(
+            politeness=self._politeness,
+            ready=self._ready,
+            concurrency=self.concurrency,
+            give_back=self._give_back,
+            dead_letter=self._set_aside,
+            wake_engine=self._wake_engine,
+        )
         logger.info(
             "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
             self.node_id,
@@ -290,6 +301,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             # as after an outage of a running node: the live nodes' beats failed alike, and
             # their silence counts again only from now
             membership.recover_after(time.monotonic() + self.heartbeat_timeout)
+        self._politeness.open(store, self.node_id, self.budget)
         loop.start(wake_channel=keys.wake)
 
     def _revisit_hooks(
@@ -340,6 +352,9 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         if self._solo is not None:
             self._solo.leave("the node closes")
         await loop.stop()
+        if self._gate is not None:
+            self._gate.close()
+        await self._politeness.close()
         kept, own = self._local.clear()
         if kept:
             logger.warning(

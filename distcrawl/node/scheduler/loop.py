@@ -20,8 +20,7 @@ from distcrawl.node.scheduler.reconcile import reconcile_leases
 from distcrawl.node.scheduler.sites import log_site_events
 
 if TYPE_CHECKING:
-    from collections import deque
-    from collections.abc import Callable, Collection
+    from collections.abc import Awaitable, Callable, Collection
 
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from distcrawl.node.scheduler.leases import LeaseIntake
     from distcrawl.node.scheduler.membership import Membership
     from distcrawl.node.scheduler.memory import MemoryWatch
+    from distcrawl.node.scheduler.ready import ReadyQueue
     from distcrawl.node.scheduler.revisits import RevisitHooks
     from distcrawl.node.scheduler.seeds import SeedFeed
     from distcrawl.node.scheduler.solo import SoloMode
@@ -110,7 +110,7 @@ class FrontierLoop:
         node_id: str,
         membership: Membership,
         writes: WriteBuffers,
-        ready: deque[Request],
+        ready: ReadyQueue,
         leased: dict[Request, Lease],
         intake: LeaseIntake,
         seeds: SeedFeed,
@@ -133,6 +133,7 @@ class FrontierLoop:
         on_own: Callable[[list[tuple[Child, Lease | None]]], None] | None = None,
         solo: SoloMode | None = None,
         origin: CrawlOrigin | None = None,
+        before_flush: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -162,6 +163,8 @@ class FrontierLoop:
         #: the crawl's start marker (None: not watched, as the benches' loops do): a crawl
         #: whose state vanished ends the loop
         self.origin = origin
+        #: writes that go before each round trip (leases given back unstarted)
+        self.before_flush = before_flush
         #: sites an adaptive cut holds (their requests are never the node's own)
         self.cut_sites: set[str] = set()
         self.holds_work = holds_work
@@ -213,14 +216,14 @@ class FrontierLoop:
     def wrote(self) -> None:
         """A page's ack or a link joined the buffers: wake the loop unless it is holding its
         writes and the engine still has work (it wakes at low water or its deadline)."""
-        if not self._holding or len(self.ready) <= self.low_water:
+        if not self._holding or len(self.ready.startable) <= self.low_water:
             self.wake.set()
 
     def work_arrived(self, shard: int | None) -> None:
         """The wake channel said work arrived in ``shard``: read it at the next lease, and
         wake the loop if the engine has nothing prefetched."""
         self.store.views.poke(shard)
-        if not self.ready:
+        if not self.ready.startable:
             self.stats.inc_value(stat_keys.WOKEN)
             self.wake.set()
 
@@ -264,7 +267,11 @@ class FrontierLoop:
         waits for the spider (Scrapy's scraper queue, long on a CPU-bound node) frees its
         download slot, and Scrapy's own scheduler would hand that slot a request at once.
         """
-        return self.concurrency * LEASE_WINDOW - self.downloading() - len(self.ready)
+        window = self.concurrency * LEASE_WINDOW
+        # requests held back (their robots.txt, their site's share, a server's budget) take
+        # no download slot: up to a window of them does not keep the node from leasing more
+        held = self.ready.held
+        return window - self.downloading() - (len(self.ready) - min(held, window))
 
     async def _run(self) -> None:
         wait = _BUSY_WAIT
@@ -361,7 +368,7 @@ class FrontierLoop:
         if self.closing or self.writes.urgent():
             return 0.0
         return write_hold(
-            ready=self.ready,
+            ready=self.ready.startable,
             low_water=self.low_water,
             children=self.writes.children,
             idle_nodes=self.store.idle_nodes,
@@ -399,6 +406,8 @@ class FrontierLoop:
         lease = min(self.prefetch, free) if free > 0 and not self.closing else 0
         if self.revisits is not None:
             await self.revisits.before_flush(self.client)
+        if self.before_flush is not None:
+            await self.before_flush()
         leased = await self.flush(lease=lease)
         progressed = leased > 0
         # a node waiting for the solo node to share the crawl takes no seed and judges no drain
@@ -441,7 +450,7 @@ class FrontierLoop:
         return taken
 
     async def _flush(self, *, lease: int) -> int:
-        self._flushed_at = time.monotonic()
+        self._flushed_at = self.ready.round_started = time.monotonic()
         out = self.writes.take(self.store.keys.shard_of, lease=lease)
         if out is None:
             return 0

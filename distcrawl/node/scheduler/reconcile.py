@@ -11,7 +11,6 @@ from distcrawl.frontier.batch import Lease
 from distcrawl.frontier.store import is_tombstone
 
 if TYPE_CHECKING:
-    from collections import deque
     from collections.abc import Callable, Iterable, Sequence
 
     from scrapy import Request
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.batch import Child
     from distcrawl.frontier.store import FrontierStore
+    from distcrawl.node.scheduler.ready import ReadyQueue
 
 __all__ = ["reconcile_leases", "report_rewind"]
 
@@ -31,7 +31,7 @@ async def reconcile_leases(
     *,
     leased: dict[Request, Lease],
     acks: Callable[[], Iterable[Lease]],
-    ready: deque[Request],
+    ready: ReadyQueue,
     stats: StatsCollector,
     own: Sequence[Child] = (),
 ) -> list[tuple[Child, Lease]]:

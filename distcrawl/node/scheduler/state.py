@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy.core.scheduler import BaseScheduler
@@ -15,9 +14,11 @@ from distcrawl.base.recent import RecentKeys
 from distcrawl.frontier import connection
 from distcrawl.frontier.batch import SiteBudget
 from distcrawl.frontier.store import Dupefilter
+from distcrawl.node.politeness import Politeness
 from distcrawl.node.scheduler.buffers import WriteBuffers
 from distcrawl.node.scheduler.identity import default_node_id
 from distcrawl.node.scheduler.local import LocalQueue, OwnLeases
+from distcrawl.node.scheduler.ready import ReadyQueue
 from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, SiteActivity
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from distcrawl.frontier.store import FrontierStore
     from distcrawl.node.observe.watch import Watch
     from distcrawl.node.revisit.schedule import RevisitPolicy
+    from distcrawl.node.scheduler.gate import Gate
     from distcrawl.node.scheduler.loop import FrontierLoop
     from distcrawl.node.scheduler.revisits import RevisitHooks
     from distcrawl.node.scheduler.shutdown import ShutdownGuard
@@ -101,8 +103,11 @@ class SchedulerState(BaseScheduler):
         # The local window, shared with the I/O loop: leased requests not yet handed to the
         # engine, and each leased request's lease until it is acked (those leased and not
         # ready are the ones the engine works on)
-        self._ready: deque[Request] = deque()
+        self._ready = ReadyQueue()
         self._leased: dict[Request, Lease] = {}
+        #: robots.txt, holds, server budgets; the gate hands the engine what may start
+        self._politeness = Politeness.of(crawler)
+        self._gate: Gate | None = None
         #: requests handed out from memory: those no queue entry can carry (data: URLs,
         #: unserializable meta), and in solo mode the node's own, written as its leases
         self._local = LocalQueue(self.stats)
@@ -110,6 +115,7 @@ class SchedulerState(BaseScheduler):
         self._solo: SoloMode | None = None
         self._writes = WriteBuffers(latency_target=latency_target)
         self._feedback = self._writes.feedback
+        self._politeness.feedback = self._feedback
         self._sites = SiteActivity()
         self._wake = asyncio.Event()  # the I/O loop waits on it
         #: a page's ack or a link joined the write buffers: the I/O loop's ``wrote`` once open

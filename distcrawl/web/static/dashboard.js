@@ -202,10 +202,12 @@
         defaults.rate === null || defaults.rate === undefined ? "?" : "none", "num");
       td(tr, s.allowed_rate === null ? "-" : num(s.allowed_rate), "num");
       td(tr, s.factor.toFixed(2), "num");
+      td(tr, s.crawl_delay_s === null || s.crawl_delay_s === undefined ? "-" : num(s.crawl_delay_s), "num");
       td(tr, num(s.in_flight), "num");
       td(tr, num(s.waiting), "num");
-      // the cut's cause, when, its factor and when it wears off, as `status` says it
-      td(tr, s.cut ? s.cut.why : "", s.cut ? "cut " + s.cut.cause : "");
+      // its hold, Crawl-delay and cut (cause, when, factor, when it wears off), as `status` says it
+      const why = s.slower_because || (s.cut ? s.cut.why : "");
+      td(tr, why, s.hold ? "held " + s.hold.cause : (s.cut ? "cut " + s.cut.cause : ""));
     }, "no busy site");
   }
 
