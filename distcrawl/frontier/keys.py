@@ -11,11 +11,10 @@ from typing import Any
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.entries import MAX_SHARDS
-from distcrawl.base.identifiers import BadName, check_crawl_name, seed_list_problem
+from distcrawl.base.identifiers import check_crawl_name
 from distcrawl.base.names.commands import PAUSE_CRAWL
 from distcrawl.frontier.schema import (
     CONTROL,
-    SEEDS,
     SHARD,
     Key,
     KeyOf,
@@ -24,6 +23,7 @@ from distcrawl.frontier.schema import (
     declared,
     lua_key_builders,
 )
+from distcrawl.frontier.seed_keys import SeedKeys, seed_slot_prefix
 from distcrawl.frontier.tags import shard_tags
 
 __all__ = [
@@ -251,8 +251,8 @@ class ShardKeys:
 
 @dataclass(frozen=True)
 class ControlKeys:
-    """The crawl-wide keys: one small slot, ``{spider}`` (:class:`BadName` for a name no
-    crawl may have)."""
+    """The crawl-wide keys: one small slot, ``{spider}``
+    (:class:`~distcrawl.base.identifiers.BadName` for a name no crawl may have)."""
 
     SLOT = CONTROL
 
@@ -439,58 +439,6 @@ def seen_counted(shard: ShardKeys, generation: int | str | bytes | None) -> list
         gen = int(generation)
         names += [shard.seen_gen_info(gen), shard.seen_gen_info(gen - 1)]
     return names
-
-
-def seed_slot_prefix(start_key: str) -> str:
-    """The hash tag that puts a key in the same slot as the seed list *start_key*, wherever
-    that name hashes: its own hash tag if it has one (``{catalog}:start_urls``: ``{catalog}``),
-    else the whole name (``catalog:start_urls``: ``{catalog:start_urls}``), as Redis Cluster
-    hashes a key without one. :class:`BadName` for a name no seed list may have."""
-    problem = seed_list_problem(start_key)
-    if problem:
-        raise BadName(problem)
-    opening = start_key.find("{")
-    if opening != -1:
-        closing = start_key.find("}", opening + 1)
-        if closing > opening + 1:
-            return start_key[opening : closing + 1]
-    return "{" + start_key + "}"
-
-
-@dataclass(frozen=True)
-class SeedKeys:
-    """The keys beside the seed list, in its slot (``prefix``: see :func:`seed_slot_prefix`),
-    so that a seed moves between them and the list atomically wherever the list hashes, the
-    documented ``<spider>:start_urls`` on a Redis Cluster too. A seed leaves the list for a
-    node's ``taken`` list; it leaves that list once its requests are in the crawl's shards."""
-
-    SLOT = SEEDS
-
-    prefix: str
-
-    @classmethod
-    def of(cls, start_key: str) -> SeedKeys:
-        return cls(seed_slot_prefix(start_key))
-
-    taken = KeyOf(
-        "taken:<node>",
-        "LIST",
-        """raw seeds the node took from the seed list and has not put into the crawl yet (first
-        taken first); dropped once the requests they make are in the shards""",
-    )
-    returned = Key(
-        "returned",
-        "LIST",
-        """raw seeds given back by a node that stopped or died holding them: they may be in the
-        crawl already, so they are taken first and their requests go through the dupefilter (a
-        repeat is harmless)""",
-    )
-    staged = Key(
-        "staged",
-        "LIST",
-        """seeds of a scrapy-redis set or sorted set (REDIS_START_URLS_AS_SET / _AS_ZSET) moved
-        here first, so that a node killed while taking them loses none: the seed list then""",
-    )
 
 
 @dataclass(frozen=True)
