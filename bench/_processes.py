@@ -127,11 +127,13 @@ class Node:
         full_env = dict(os.environ)
         python_path = [str(BENCH_DIR), *filter(None, [full_env.get("PYTHONPATH", "")])]
         full_env.update(
-            SCRAPY_SETTINGS_MODULE="distcrawl.settings",
-            PYTHONPATH=os.pathsep.join(python_path),
-            DISTCRAWL_NODE_ID=node_id,
-            DISTCRAWL_ALLOW_PRIVATE=ALLOW_PRIVATE,
-            **(env or {}),
+            {
+                "SCRAPY_SETTINGS_MODULE": "distcrawl.settings",
+                "PYTHONPATH": os.pathsep.join(python_path),
+                "DISTCRAWL_NODE_ID": node_id,
+                "DISTCRAWL_ALLOW_PRIVATE": ALLOW_PRIVATE,
+                **(env or {}),  # a bench's own environment wins
+            }
         )
         with open(self.out_file, "wb") as out:
             self.proc = subprocess.Popen(

@@ -106,7 +106,7 @@ def time_both(
     clock = time.process_time
     ref_s = this_s = 0.0
     for url, body in items:
-        for which in ((1, 0) if flip else (0, 1)):
+        for which in (1, 0) if flip else (0, 1):
             fn = this if which else ref
             t0 = clock()
             fn(url=url, body=body, encoding="utf-8")

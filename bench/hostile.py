@@ -13,7 +13,8 @@ cloud metadata address. Then it checks:
 - ``stored`` == ``expected``: every real product is in MongoDB;
 - ``refused`` == ``injected``: each hostile item was refused with a reason, either moved
   aside into ``{catalog}:rejected`` (bounded at 10,000 entries) or refused by the address
-  guard after DNS (counted ``safety/refused/<reason>`` in the nodes' stats);
+  guard after DNS (counted ``safety/refused/<reason>`` in the nodes' stats: a private or
+  metadata address, the crawl's own Redis in any notation, a scheme);
 - ``marker_created`` is false, and Redis never saw an HTTP request;
 - both oversized bodies are counted ``too_large`` (``hostile_pages.too_large`` == 2);
 - ``max_loop_stall_s``, the longest stall of a node's event loop (``node/loop_stall_max_ms``),
@@ -47,6 +48,7 @@ from typing import Any
 import pymongo
 import redis
 
+from distcrawl.base.names import reasons
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.protocol.spec import level_score
 
@@ -72,6 +74,13 @@ BATCHES = 20
 MAX_LOOP_STALL = 2.0
 #: the hostile crawl may take at most this many times the plain one
 MAX_RATIO = 2.0
+#: the address guard's refusals of a queue entry (``safety/refused/<reason>``)
+ADDRESS_GUARD_REASONS = (
+    reasons.PRIVATE_ADDRESS,
+    reasons.OWN_ADDRESS,
+    reasons.METADATA_ADDRESS,
+    reasons.BAD_SCHEME,
+)
 
 
 class Marker:
@@ -282,7 +291,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             k.removeprefix("safety/refused/"): v
             for k, v in stats.items()
             if k.startswith("safety/refused/")
-            and k.split("/")[-1] in ("private_address", "metadata_address", "bad_scheme")
+            and k.split("/")[-1] in ADDRESS_GUARD_REASONS
         }
         client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(services.mongo_uri)
         try:
@@ -393,9 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["elapsed_s"] / max(plain["elapsed_s"], 0.001), 2
             )
             result["ok"] = bool(
-                result["ok"]
-                and plain["finished"]
-                and result["hostile_to_plain_ratio"] < MAX_RATIO
+                result["ok"] and plain["finished"] and result["hostile_to_plain_ratio"] < MAX_RATIO
             )
     finally:
         if not args.keep:

@@ -1,4 +1,6 @@
-"""Politeness across the cluster: N nodes, a rate-limited site A and a free site B.
+"""Politeness across the cluster: N nodes, a rate-limited site A and a free site B; then what
+sites ask (``_site_rules``): a robots.txt Crawl-delay, a server shared by several sites, a
+robots.txt answering 5xx, and a site whose pages never answer beside an ordinary shop.
 
 Two demo shops are two sites (a site is a host name): A on 127.0.0.1 with a per-site limit of
 ``--rate`` requests/s (``DISTCRAWL_SITE_LIMITS``), B on 127.0.0.2 with no limit. ``--nodes``
@@ -15,10 +17,21 @@ through Redis and charged to the same budget).
 ``other_site_done`` is true when every product of B was fetched (and stored) before A's last
 page: the limit on A held nothing of B back.
 
+``crawl_delay_max_requests_per_window``: a site with ``Crawl-delay: 2`` (``--crawl-delay``),
+the most requests it saw in any window of that many seconds (robots.txt included), crawled
+once and then in revisit mode; at most 1. ``server_max_concurrency``: ``--server-sites`` sites
+whose names all resolve to 127.0.0.1, with a server limit of ``--server-limit``: the most
+requests the server answered at once. ``robots_5xx_pages_fetched_before_robots``: pages of a
+site fetched before its robots.txt (answering 503 ``--robots-tries`` times) was read; 0.
+``hanging_site_slowdown``: a ``--hanging-products`` shop's crawl time beside a site whose
+pages never answer (``--hanging-urls`` of them seeded), over the shop alone, ratio of the
+medians of ``--rounds`` alternated runs; at most 1.1.
+
     .venv/bin/python bench/politeness.py --nodes 3 --rate 5 --json
 
-Exits 1 when ``max_per_second > limit + burst``, when ``other_site_done`` is false, or when
-the crawl did not finish complete (a node failed, a product is missing or stored twice).
+Exits 1 when ``max_per_second > limit + burst``, when ``other_site_done`` is false, when the
+crawl did not finish complete (a node failed, a product is missing or stored twice), or when
+one of the site rules' figures is over its bound.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _site_rules
 from _processes import Node, Services, wait_all
 from _results import write_result
 from _settings import START_URLS_KEY
@@ -54,6 +68,8 @@ DEFAULT_PRODUCTS = 60
 DEFAULT_OTHER_PRODUCTS = 240
 #: seconds a whole run may take before its nodes are stopped and the run fails
 DEFAULT_TIMEOUT = 180.0
+#: what sites ask, each measured by ``_site_rules`` (``--site-rules``)
+SITE_RULES = ("crawl_delay", "server", "robots_5xx", "hanging")
 #: the spider the nodes run, and the frontier keys it uses
 SPIDER = "catalog"
 KEYS = FrontierKeys(spider=SPIDER, start_urls=START_URLS_KEY)
@@ -216,6 +232,47 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return result
 
 
+def site_rules(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The figures of what sites ask (see the module), and whether each holds its bound."""
+    wanted = {name.strip() for name in args.site_rules.split(",") if name.strip()}
+    unknown = wanted - set(SITE_RULES)
+    if unknown:
+        raise SystemExit(f"no site rule {', '.join(sorted(unknown))}; the rules: {SITE_RULES}")
+    out: dict[str, Any] = {}
+    ok = True
+    if "crawl_delay" in wanted:
+        out.update(
+            _site_rules.crawl_delay(
+                work, nodes=args.nodes, delay=args.crawl_delay, revisit_for=args.revisit_for
+            )
+        )
+        ok = ok and out["crawl_delay_max_requests_per_window"] <= 1
+    if "server" in wanted:
+        out.update(
+            _site_rules.server_budget(
+                work, nodes=args.nodes, sites=args.server_sites, limit=args.server_limit
+            )
+        )
+        ok = ok and out["server_max_concurrency"] <= args.server_limit
+    if "robots_5xx" in wanted:
+        out.update(_site_rules.robots_5xx(work, nodes=args.nodes, tries=args.robots_tries))
+        ok = ok and out["robots_5xx_pages_fetched_before_robots"] == 0
+        ok = ok and out["robots_5xx_complete"]
+    if "hanging" in wanted:
+        out.update(
+            _site_rules.hanging_site(
+                work / "hanging",
+                nodes=args.nodes,
+                products=args.hanging_products,
+                hanging=args.hanging_urls,
+                rounds=args.rounds,
+            )
+        )
+        ok = ok and out["hanging_site_slowdown"] <= 1.1 and out["hanging_complete"]
+    out["site_rules_ok"] = ok
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=3)
@@ -227,12 +284,32 @@ def main(argv: list[str] | None = None) -> int:
         "--no-pipeline", dest="pipeline", action="store_false", help="no MongoDB, no items"
     )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
+    parser.add_argument("--crawl-delay", type=float, default=2.0, help="seconds")
+    parser.add_argument(
+        "--revisit-for", type=float, default=30.0, help="seconds of revisits, Crawl-delay run"
+    )
+    parser.add_argument("--server-sites", type=int, default=8)
+    parser.add_argument("--server-limit", type=int, default=2)
+    parser.add_argument("--robots-tries", type=int, default=3, help="503 answers of robots.txt")
+    parser.add_argument("--hanging-products", type=int, default=300)
+    parser.add_argument("--hanging-urls", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="of each hanging-site run")
+    parser.add_argument(
+        "--only-site-rules", action="store_true", help="skip the rate-limited site A run"
+    )
+    parser.add_argument(
+        "--site-rules",
+        default=",".join(SITE_RULES),
+        help=f"which of them to run, comma-separated: {', '.join(SITE_RULES)}",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the logs folder")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="distcrawl-politeness-"))
     try:
-        result = run(args, work)
+        result = {"nodes": args.nodes, "ok": True} if args.only_site_rules else run(args, work)
+        result.update(site_rules(args, work))
+        result["ok"] = result["ok"] and result["site_rules_ok"]
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

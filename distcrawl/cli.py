@@ -32,6 +32,8 @@ MODULES: dict[str, str] = {
     # the dashboard's command lives with the dashboard (the CLI and the web never meet)
     words.WEB: "distcrawl.web.command",
     words.SERVICES: "distcrawl.commands.services",
+    words.ERRORS: "distcrawl.commands.errors",
+    words.REPORT: "distcrawl.commands.report",
 }
 #: sub-command name -> (module, one line of help from the vocabulary)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

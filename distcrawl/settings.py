@@ -41,11 +41,17 @@ DOWNLOADER_MIDDLEWARES = {
     "distcrawl.node.middlewares.safety.AddressGuardMiddleware": 60,
     # Scrapy's, fixed: requests that arrive while robots.txt is being fetched wait for it
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
-    "distcrawl.node.middlewares.safety.RobotsTxtMiddleware": 100,
+    "distcrawl.node.middlewares.robots.RobotsTxtMiddleware": 100,
+    # requests outside the queue (a middleware's own, robots.txt, those kept in memory) wait
+    # for their site's hold, Crawl-delay and rate, and their server's budget
+    "distcrawl.node.middlewares.politeness.OutsideRequestsMiddleware": 105,
     # pages-per-site budget shared by the cluster, redirect loops, oversized bodies
     "distcrawl.node.middlewares.safety.PageLimitsMiddleware": 110,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "distcrawl.node.middlewares.retry.BackoffRetryMiddleware": 550,
+    # every failure, each try (answers of 400 or more, failed and refused downloads), into
+    # the crawl's error groups; also callbacks and pipelines that raised (their signals)
+    "distcrawl.node.observe.capture.FailureCapture": 560,
 }
 # only http(s) is ever fetched
 DOWNLOAD_HANDLERS = {"file": None, "s3": None, "ftp": None, "data": None}
@@ -59,4 +65,7 @@ EXTENSIONS = {
     "distcrawl.node.heap.FreezeStartupObjects": 0,
     # the event loop's longest stall (node/loop_stall_max_ms), and a line for a long one
     "distcrawl.node.loopwatch.LoopStallWatch": 0,
+    # the end of a crawl: its report (MongoDB, DISTCRAWL_REPORT_FILE) and its notice, by the
+    # last node out
+    "distcrawl.ops.finish.CrawlEnd": 500,
 }

@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["free_port", "pid_alive", "pid_runs", "spawned", "terminate_pid"]
+__all__ = ["free_port", "pid_alive", "pid_runs", "port_free", "spawned", "terminate_pid"]
 
 #: seconds to wait for a process to exit after SIGTERM before SIGKILL (SecantusDB needs ~3 s)
 DEFAULT_STOP_TIMEOUT = 20.0
@@ -26,6 +26,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether nothing listens on *port* right now (a bind succeeds)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def _reap(pid: int) -> None:

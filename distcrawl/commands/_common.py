@@ -13,12 +13,13 @@ from distcrawl.ops.context import Context, NoCrawl
 __all__ = ["redis_error", "warn_if_no_crawl"]
 
 
-def warn_if_no_crawl(ctx: Context, client: Any) -> bool:
+def warn_if_no_crawl(ctx: Context, client: Any, *, lost_ok: bool = False) -> bool:
     """Warn on stderr when Redis holds none of the crawl's keys; True when it holds some.
-    A crawl stored in another frontier format raises
-    :class:`~distcrawl.ops.context.CrawlRefused` (the command ends with its reason)."""
+    A crawl stored in another frontier format, or whose state a node found gone (unless
+    ``lost_ok``), raises :class:`~distcrawl.ops.context.CrawlRefused` (the command ends with
+    its reason)."""
     try:
-        ctx.check_crawl(client)
+        ctx.check_crawl(client, lost_ok=lost_ok)
     except NoCrawl as exc:
         print(f"warning: {exc}", file=sys.stderr)
         return False

@@ -86,7 +86,8 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     ctx = Context(settings, opts.spider)
     client = ctx.client()
     try:
-        warn_if_no_crawl(ctx, client)
+        # a reset is what clears a crawl whose state a node found gone
+        warn_if_no_crawl(ctx, client, lost_ok=opts.action == words.RESET)
         if opts.action == words.RESET and not opts.yes_really:
             return _dry_run(ctx, client, opts)
         if opts.action == words.PAUSE:

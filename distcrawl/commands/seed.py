@@ -62,19 +62,19 @@ def read_lines(paths: Iterable[str]) -> list[str]:
 def _warn_if_nobody_reads(ctx: Context, client: Any, settings: BaseSettings) -> None:
     """A warning on stderr when no spider of the project has the crawl's name and no node
     ever ran that crawl (it has no record of its settings, no node in Redis): no node would
-    take the seeds (a misspelt name, an empty one). Seeds pushed there before do not count."""
+    take the seeds (a misspelt name; an empty one is refused before, as every bad crawl name
+    is). Seeds pushed there before do not count."""
     spiders = project_spiders(settings)
     if ctx.spider in spiders:
         return
     keys = ctx.keys
     if client.exists(keys.config, keys.nodes, keys.gone):
         return  # nodes (of another project) ran this crawl: they read the list
-    name = repr(ctx.spider) if ctx.spider else "'' (an empty name)"
     known = f" (its spiders: {', '.join(spiders)})" if spiders else ""
     print(
-        f"warning: no spider of this project is named {name}{known} and no node ever ran a "
-        f"crawl of that name: no node would take seeds from {keys.start_urls}; is the name "
-        "misspelt?",
+        f"warning: no spider of this project is named {ctx.spider!r}{known} and no node ever "
+        f"ran a crawl of that name: no node would take seeds from {keys.start_urls}; is the "
+        "name misspelt?",
         file=sys.stderr,
     )
 

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
-from distcrawl.base.names.commands import RESUME_CRAWL
+from distcrawl.base.names.commands import LIST_ERROR_GROUPS, RESUME_CRAWL
 from distcrawl.base.pipes import quiet_when_closed
 from distcrawl.base.urls import shorten_middle
 from distcrawl.commands._common import redis_error, warn_if_no_crawl
@@ -173,6 +173,16 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
     if frontier["waiting_for_site"]:
         sites = ", ".join(f"{k} {_num(v)}" for k, v in frontier["waiting_by_site"].items())
         queue.add_row("  of which wait for their site", _num(frontier["waiting_for_site"]), sites)
+    if frontier.get("sites_held"):
+        queue.add_row(
+            "  sites held", _num(frontier["sites_held"]), "robots.txt unavailable, Retry-After"
+        )
+    if frontier.get("sites_with_crawl_delay"):
+        queue.add_row(
+            "sites with a Crawl-delay",
+            _num(frontier["sites_with_crawl_delay"]),
+            "one request at a time for the cluster",
+        )
     queue.add_row("parked retries", _num(frontier["parked"]), "")
     revisit = status.get("revisit")
     if revisit:
@@ -223,6 +233,11 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
     parts.append(Text(""))
     if status.get("sites"):
         parts += [_sites(status["sites"], width, status.get("site_defaults")), Text("")]
+    if status.get("servers"):
+        parts += [_servers(status["servers"], width), Text("")]
+    politeness = _politeness(status.get("politeness") or {})
+    if politeness is not None:
+        parts += [politeness, Text("")]
 
     dead = status["dead_letters"]
     side = Table.grid(padding=(0, 6))
@@ -235,7 +250,45 @@ def render(status: dict[str, Any], width: int | None = None) -> RenderableType:
         _pairs("Dead letters by site", dead["by_site"]),
         _pairs("Pages parsed by kind", status["pages_by_kind"]),
     )
-    return Group(*parts, side)
+    return Group(*parts, side, *_observed(status, width))
+
+
+def _observed(status: dict[str, Any], width: int | None) -> list[RenderableType]:
+    """The error groups with most failures and the latest findings (none: nothing shown)."""
+    parts: list[RenderableType] = []
+    groups = status.get("error_groups") or {}
+    if groups.get("top"):
+        rows = [
+            # what comes from crawled sites is text, never rich markup
+            [g["id"], g["kind"], Text(g["site"] or "(any)"), _num(g["count"]), Text(g["template"])]
+            for g in groups["top"]
+        ]
+        listed = LIST_ERROR_GROUPS.line(spider=status["crawl"])
+        title = f"Error groups ({groups['groups']}; `{listed}`)"
+        parts += [Text(""), fit_table(_GROUP_COLUMNS, rows, width or 10**6, title=title)]
+    findings = status.get("findings") or {}
+    if findings.get("total"):
+        lines = Table(
+            title=f"Findings ({findings['total']})",
+            title_justify="left",
+            box=None,
+            show_header=False,
+            pad_edge=False,
+        )
+        lines.add_column(style="bold red")
+        for finding in findings["latest"]:
+            lines.add_row(Text(str(finding.get("message", ""))))
+        parts += [Text(""), lines]
+    return parts
+
+
+_GROUP_COLUMNS = (
+    Column("group", cap=16, drop=2),
+    Column("kind"),
+    Column("site", shrink="middle", least=12, drop=1),
+    Column("failures", justify="right"),
+    Column("template", shrink="end", least=24, give=1),
+)
 
 
 _STATE_STYLES = {
@@ -357,8 +410,15 @@ _SITE_COLUMNS = (
     Column("limit/s", justify="right", drop=2),
     Column("allowed/s", justify="right"),
     Column("factor", justify="right"),
+    Column("delay/s", justify="right", drop=3),
     Column("in flight", justify="right", drop=1),
     Column("waiting", justify="right"),
+)
+_SERVER_COLUMNS = (
+    Column("server", least=8),
+    Column("sites", justify="right"),
+    Column("in flight", justify="right"),
+    Column("some of its sites", shrink="middle", least=16),
 )
 
 
@@ -403,6 +463,7 @@ def _sites(
             _limit(site, defaults),
             "-" if site["allowed_rate"] is None else _num(site["allowed_rate"]),
             f"{site['factor']:.2f}",
+            "-" if site.get("crawl_delay_s") is None else f"{site['crawl_delay_s']:g}",
             _num(site["in_flight"]),
             _num(site["waiting"]),
         ]
@@ -412,7 +473,7 @@ def _sites(
         fit_table(_SITE_COLUMNS, rows, width or 10**6, title="Sites (shared budget)"),
         _defaults_line(defaults),
     )
-    cut = [site for site in sites if site.get("cut")]
+    cut = [site for site in sites if site.get("slower_because")]
     if not cut:
         return table
     lines = Table(title="Slower than they could be", title_justify="left", box=None,
@@ -421,9 +482,42 @@ def _sites(
     lines.add_column()
     for site in cut:
         lines.add_row(
-            shorten_middle(site["site"], max(16, (width or 200) // 3)), site["cut"]["why"]
+            shorten_middle(site["site"], max(16, (width or 200) // 3)), site["slower_because"]
         )
     return Group(table, Text(""), lines)
+
+
+def _servers(servers: list[dict[str, Any]], width: int | None) -> RenderableType:
+    """Servers (IP addresses) more than one site answers from: with server budgets
+    (``DISTCRAWL_SERVER_LIMITS``) they share one, across the cluster."""
+    rows = [
+        [s["server"], _num(s["sites"]), _num(s["in_flight"]), ", ".join(s["some_sites"])]
+        for s in servers
+    ]
+    return fit_table(_SERVER_COLUMNS, rows, width or 10**6, title="Servers with more than one site")
+
+
+def _politeness(figures: dict[str, Any]) -> RenderableType | None:
+    """One line of what the nodes counted of the sites' politeness, when they counted any."""
+    parts = [
+        f"{label} {_num(figures[key])}"
+        for key, label in (
+            ("robots_unavailable", "robots.txt unavailable"),
+            ("robots_no_rules", "robots.txt 4xx (no rules)"),
+            ("given_back", "leases given back"),
+            ("share_waits", "waits for a site's share"),
+            ("server_waits", "waits for a server"),
+            ("outside_waits", "waits outside the queue"),
+            ("retry_after_capped", "Retry-After capped"),
+        )
+        if figures.get(key)
+    ]
+    for key, label in (("site_holds", "holds"), ("set_aside", "set aside")):
+        for part, n in sorted((figures.get(key) or {}).items()):
+            parts.append(f"{label} {part} {_num(n)}")
+    if not parts:
+        return None
+    return Text.assemble(("Politeness: ", "bold"), ", ".join(parts))
 
 
 # --------------------------------------------------------------------------- the command

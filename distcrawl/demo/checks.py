@@ -12,6 +12,8 @@ from distcrawl.demo import bootstrap, crowded, templates
 from distcrawl.ops.deadletters import read_record, reason_of
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from distcrawl.demo.catalog import Catalog, Product
 
 __all__ = [
@@ -116,23 +118,36 @@ def account_dead_letters(
 
 
 def check_fields(
-    collection: Any, catalog: Catalog, base_url: str, variant: str = "jsonld"
+    collection: Any,
+    catalog: Catalog,
+    base_url: str,
+    variant: str = "jsonld",
+    absent: Mapping[str, set[str]] | None = None,
 ) -> dict[str, Any]:
     """Stored products' name, price, currency, list price, SKU, availability and description
-    against what the shop's pages of *variant* show (:func:`expected_fields`).
+    against what the shop's pages of *variant* show (:func:`expected_fields`); *absent*:
+    product URL -> fields its page no longer showed (an incident: they must be stored without
+    them).
 
     ``fields_wrong`` counts (product, field) pairs that differ; products not stored are
-    ``missing`` in :func:`check_store`, not wrong here.
+    ``missing`` in :func:`check_store`, not wrong here. ``fields_absent`` lists, by field,
+    the products stored without a field as *absent* says they must be.
     """
     truth = {base_url.rstrip("/") + p.path: p for p in catalog.products()}
     wrong: dict[str, int] = dict.fromkeys(CHECKED_FIELDS, 0)
     sample: list[dict[str, Any]] = []
+    found_absent: dict[str, list[str]] = {}
     for doc in collection.find({}, {"_id": 0, "url": 1, **dict.fromkeys(CHECKED_FIELDS, 1)}):
         product = truth.get(doc.get("url"))
         if product is None:
             continue
+        gone = (absent or {}).get(doc["url"], set())
         for name, want in expected_fields(product, variant).items():
+            if name in gone:
+                want = None
             got = doc.get(name)
+            if name in gone and got is None:
+                found_absent.setdefault(name, []).append(doc["url"])
             if hasattr(got, "to_decimal"):
                 got = got.to_decimal()
             if got != want:
@@ -145,6 +160,7 @@ def check_fields(
         "fields_wrong": sum(wrong.values()),
         "fields_wrong_by_field": wrong,
         "fields_wrong_sample": sample,
+        "fields_absent": found_absent,
     }
 
 

@@ -10,6 +10,7 @@ from distcrawl.demo.catalog import DEFAULT_PAGE_SIZE, DEFAULT_PRODUCTS, DEFAULT_
 from distcrawl.demo.changes import ChangePlan
 from distcrawl.demo.crowded import VARIANTS as CROWDED_VARIANTS
 from distcrawl.demo.faults import Faults
+from distcrawl.demo.incidents import IncidentPlan
 from distcrawl.demo.templates import TEMPLATE_VARIANTS
 
 __all__ = [
@@ -58,8 +59,11 @@ class ShopConfig:
     ``error_rate`` and ``rate_limit_429`` are the fractions of requests answered
     ``error_status`` and 429 at random (one seeded draw per request, so they add up).
     ``fail_products`` products, chosen deterministically from ``seed``, always answer 500.
-    ``retry_after`` is the Retry-After of 429 and 503 answers (``None``: no header).
-    Faults never apply to ``/robots.txt`` or ``/_shop/*``.
+    ``retry_after`` is the Retry-After of 429 and 503 answers (``None``: no header; a text is
+    sent as it is, an HTTP date say). ``hang``: no page is ever answered (the connection stays
+    open until the shop stops). Faults never apply to ``/robots.txt`` or ``/_shop/*``, except
+    ``robots_fault``: robots.txt answers 404 or 503, never answers (``hang``) or closes the
+    connection unanswered (``close``). ``crawl_delay`` adds a ``Crawl-delay`` line to robots.txt.
 
     A shop that changes (:class:`~distcrawl.demo.changes.ChangePlan`): every
     ``change_interval`` seconds from ``change_start`` (default: when the shop is created), a
@@ -70,6 +74,11 @@ class ShopConfig:
     and product pages answer ``ETag`` and ``Last-Modified``, and ``304`` to a matching
     ``If-None-Match`` / ``If-Modified-Since``; ``None`` (the default) turns it on exactly when
     the shop changes.
+
+    Incidents (:mod:`distcrawl.demo.incidents`): after ``switch_template_after`` product pages
+    were served, product pages keep their price out of the structured data (``jsonld`` only);
+    after ``fail_after``, the first request of each of the next ``fail_pages`` product pages
+    fails with a 502 of its own.
     """
 
     products: int = DEFAULT_PRODUCTS
@@ -84,7 +93,10 @@ class ShopConfig:
     error_status: int = DEFAULT_ERROR_STATUS
     fail_products: int = 0
     rate_limit_429: float = 0.0
-    retry_after: int | None = DEFAULT_RETRY_AFTER
+    retry_after: int | str | None = DEFAULT_RETRY_AFTER
+    hang: bool = False
+    robots_fault: str = ""
+    crawl_delay: float | None = None
     hostile: bool = False
     tracking_params: bool = True
     change_interval: float = 0.0
@@ -95,6 +107,9 @@ class ShopConfig:
     change_start: float | None = None
     gone_status: int = DEFAULT_GONE_STATUS
     conditional: bool | None = None
+    switch_template_after: int = 0
+    fail_after: int = 0
+    fail_pages: int = 0
 
     def __post_init__(self) -> None:
         self.change_plan()  # validates the change fields
@@ -106,6 +121,15 @@ class ShopConfig:
         if self.host != "localhost" and not _is_loopback(self.host):
             raise ValueError(f"the demo shop binds loopback addresses only, got {self.host!r}")
         Faults.from_config(self)  # validates the fault fields
+        if self.incident_plan().switch_after and self.variant != "jsonld":
+            raise ValueError("only jsonld product pages switch their template")
+
+    def incident_plan(self) -> IncidentPlan:
+        return IncidentPlan(
+            switch_after=self.switch_template_after,
+            fail_after=self.fail_after,
+            fail_pages=self.fail_pages,
+        )
 
     def change_plan(self) -> ChangePlan:
         return ChangePlan(

@@ -16,7 +16,11 @@ if TYPE_CHECKING:
 
     from distcrawl.demo.config import ShopConfig
 
-__all__ = ["UNSET", "FaultInjection", "Faults", "Unset"]
+__all__ = ["ROBOTS_FAULTS", "UNSET", "FaultInjection", "Faults", "Unset"]
+
+#: how the shop's robots.txt may fail: not at all (""), answering 404 or 503, never answering
+#: ("hang": the connection stays open until the shop stops), or closing the connection unanswered
+ROBOTS_FAULTS = ("", "404", "503", "hang", "close")
 
 
 class Unset(enum.Enum):
@@ -36,8 +40,12 @@ class Faults:
     latency_ms: float
     latency_jitter_ms: float
     rate_limit_429: float
-    retry_after: int | None
+    retry_after: int | str | None
     products: int = field(repr=False)
+    #: every page but robots.txt is never answered (the connection stays open until stop)
+    hang: bool = False
+    #: how robots.txt fails (one of ROBOTS_FAULTS)
+    robots_fault: str = ""
 
     @classmethod
     def from_config(cls, config: ShopConfig) -> Faults:
@@ -50,6 +58,8 @@ class Faults:
             rate_limit_429=config.rate_limit_429,
             retry_after=config.retry_after,
             products=config.products,
+            hang=config.hang,
+            robots_fault=config.robots_fault,
         )
 
     def __post_init__(self) -> None:
@@ -65,8 +75,12 @@ class Faults:
             raise ValueError(f"fail_products must be within 0..{self.products}")
         if not 400 <= self.error_status <= 599:
             raise ValueError(f"error_status must be a 4xx or 5xx status, got {self.error_status}")
-        if self.retry_after is not None and self.retry_after < 0:
-            raise ValueError("retry_after must be >= 0 or None")
+        if isinstance(self.retry_after, int) and self.retry_after < 0:
+            raise ValueError("retry_after must be >= 0, a text sent as is (an HTTP date), or None")
+        if self.robots_fault not in ROBOTS_FAULTS:
+            raise ValueError(
+                f"robots_fault must be one of {ROBOTS_FAULTS}, got {self.robots_fault!r}"
+            )
 
     def public(self) -> dict[str, Any]:
         data = asdict(self)
@@ -82,7 +96,9 @@ class FaultInjection:
     _jitter_rng: random.Random
 
     def _inject(self, faults: Faults) -> Response | None:
-        """Sleep the configured latency, then maybe answer with a random fault."""
+        """Sleep the configured latency, then maybe answer with a random fault (or never)."""
+        if faults.hang:
+            return Response(0, action="hang")
         if faults.latency_ms or faults.latency_jitter_ms:
             delay = faults.latency_ms
             if faults.latency_jitter_ms:

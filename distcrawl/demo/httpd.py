@@ -34,6 +34,8 @@ class ShopHTTPServer(ThreadingHTTPServer):
         self.shop = shop
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
+        #: set at stop: requests the shop never answers ("hang") end then
+        self.stopping = threading.Event()
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _ShopHandler)
@@ -48,6 +50,7 @@ class ShopHTTPServer(ThreadingHTTPServer):
 
     def close_connections(self) -> None:
         """Wake every connection thread: a stopped shop must not keep serving keep-alives."""
+        self.stopping.set()
         with self._connections_lock:
             connections = list(self._connections)
         for connection in connections:
@@ -105,6 +108,12 @@ class _ShopHandler(BaseHTTPRequestHandler):
         response = self.server.shop._respond(
             method, self.path, self.headers.get("Host"), body, conditions
         )
+        if response.action:
+            # no answer: held open until the shop stops, or closed at once
+            if response.action == "hang":
+                self.server.stopping.wait()
+            self.close_connection = True
+            return
         lines = [f"HTTP/1.1 {response.status} {phrase(response.status)}"]
         if response.status != 304:  # a 304 has no body, so neither type nor length
             lines.append(f"Content-Type: {response.content_type}")

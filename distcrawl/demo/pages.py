@@ -33,11 +33,19 @@ __all__ = [
     "render_listing",
     "render_private",
     "render_product",
+    "render_robots",
     "render_trap",
 ]
 
 #: the shop's robots.txt: everything is allowed except the control API and /private/
 ROBOTS_TXT = "User-agent: *\nDisallow: /_shop/\nDisallow: /private/\n"
+
+
+def render_robots(crawl_delay: float | None) -> bytes:
+    """The shop's robots.txt, with a ``Crawl-delay`` line when it asks for one."""
+    text = ROBOTS_TXT if crawl_delay is None else f"{ROBOTS_TXT}Crawl-delay: {crawl_delay:g}\n"
+    return text.encode()
+
 
 #: (path, text) of the hostile pages linked from home and listings when ``hostile`` is on
 HOSTILE_LINKS: tuple[tuple[str, str], ...] = (

@@ -27,6 +27,9 @@ class Response:
     repeat: int = 1  # the body is sent this many times back to back (the oversized page)
     chunked: bool = False  # sent with Transfer-Encoding: chunked, its size not announced
     modified: float | None = None  # when the page last changed: it may answer 304
+    #: no answer at all: "hang" (the connection stays open until the shop stops) or "close"
+    #: (the connection is closed unanswered); status 0
+    action: str = ""
 
 
 def html_response(text: str, status: int = 200, modified: float | None = None) -> Response:

@@ -10,12 +10,14 @@ from urllib.parse import parse_qs
 
 from distcrawl.demo import crowded, pages
 from distcrawl.demo.changes import CatalogAt
+from distcrawl.demo.incidents import render_switched
 from distcrawl.demo.responses import Response, error_response, html_response
 
 if TYPE_CHECKING:
     from distcrawl.demo.catalog import Catalog, Listings
     from distcrawl.demo.changes import CatalogHistory
     from distcrawl.demo.config import ShopConfig
+    from distcrawl.demo.incidents import Incidents
 
 __all__ = ["BIG_PAGE_BYTES", "PRODUCT_PATH", "ShopRoutes"]
 
@@ -43,6 +45,7 @@ class ShopRoutes:
     history: CatalogHistory
     _changing: bool
     _base: str
+    _incidents: Incidents | None
 
     def _base_for(self, host: str | None) -> str:
         # Canonical URLs name the host the request came in on, as a real shop behind a
@@ -69,7 +72,9 @@ class ShopRoutes:
             )
             return html_response(home, modified=history.time_of(history.catalog_modified(epoch)))
         if path == "/robots.txt":
-            return Response(200, pages.ROBOTS_TXT.encode(), "text/plain; charset=utf-8")
+            return Response(
+                200, pages.render_robots(config.crawl_delay), "text/plain; charset=utf-8"
+            )
         if path.startswith("/c/") and path.endswith("/"):
             parts = path[3:-1].split("/")
             if len(parts) == 1 and (top := catalog.top(parts[0])) is not None:
@@ -104,6 +109,9 @@ class ShopRoutes:
                 return error_response(404)  # not published yet
             if product.id in failing:
                 return error_response(500)
+            incidents = self._incidents
+            if incidents is not None and (failed := incidents.before_render(product.id)):
+                return failed
             leaf = catalog.leaf(product.top_slug, product.leaf_slug)
             assert leaf is not None
             others = (
@@ -111,9 +119,16 @@ class ShopRoutes:
                 if config.variant in crowded.VARIANTS
                 else []
             )
-            text = pages.render_product(
-                product, leaf, base_url=self._base_for(host), variant=config.variant, others=others
-            )
+            if incidents is not None and incidents.switched_now(product.id):
+                text = render_switched(product, leaf, base_url=self._base_for(host))
+            else:
+                text = pages.render_product(
+                    product,
+                    leaf,
+                    base_url=self._base_for(host),
+                    variant=config.variant,
+                    others=others,
+                )
             changed = history.product_modified(product_id, epoch)
             return html_response(text, modified=history.time_of(changed))
         if match := _IMAGE_PATH.fullmatch(path):

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,174 +26,28 @@ from distcrawl.base.config import SETTINGS
 from distcrawl.base.names.commands import LIST_DEAD_LETTERS, STOP_SERVICES
 from distcrawl.base.urls import mask_url
 from distcrawl.demo.checks import account_dead_letters, check_fields, check_store
-from distcrawl.demo.config import VARIANTS, ShopConfig
+from distcrawl.demo.config import ShopConfig
+from distcrawl.demo.incident_checks import (
+    ALLOWED_EXITS,
+    expected_absent,
+    incident_summary,
+    shop_incidents,
+)
+from distcrawl.demo.nodes import allowed_hosts, node_command, node_env, shop_hosts
+from distcrawl.demo.options import add_arguments
 from distcrawl.demo.shop import DemoShop
+from distcrawl.demo.webhook import WebhookReceiver
 from distcrawl.frontier import connection
-from distcrawl.frontier.keys import MAX_SHARDS, default_shards
+from distcrawl.frontier.keys import default_shards
 from distcrawl.frontier.protocol.spec import queued_in
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.servers.cluster import LocalRedisCluster
 from distcrawl.servers.embedded import ensure_mongo, ensure_redis, services_status, stop_services
 
+__all__ = ["add_arguments", "crawl", "run"]
+
 #: the seed list, on one server and on a Redis Cluster alike
 START_KEY = "catalog:start_urls"
-#: seconds a demo crawl may take before the nodes are stopped and the run reported as failed
-DEFAULT_TIMEOUT = 600.0
-#: most demo shops a run may start (one per loopback address 127.0.0.1 ...)
-MAX_SITES = 250
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _shards(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_SHARDS:
-        raise argparse.ArgumentTypeError(f"must be 1..{MAX_SHARDS}, got {value}")
-    return value
-
-
-def _sites(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_SITES:
-        raise argparse.ArgumentTypeError(f"must be 1..{MAX_SITES}, got {value}")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--products", type=_positive_int, default=300, help="products in each demo shop"
-    )
-    parser.add_argument(
-        "--sites",
-        type=_sites,
-        default=1,
-        help="demo shops, each a site of its own on 127.0.0.1, 127.0.0.2, ... (default 1): "
-        "several sites spread the crawl over the frontier's shards (and a cluster's masters)",
-    )
-    parser.add_argument(
-        "--shards",
-        type=_shards,
-        default=None,
-        help="frontier shards (DISTCRAWL_SHARDS for the nodes; default: DISTCRAWL_SHARDS "
-        "from the environment, else 16)",
-    )
-    parser.add_argument(
-        "--nodes", type=_positive_int, default=2, help="scrapy crawl processes to run (1 or more)"
-    )
-    parser.add_argument(
-        "--variant",
-        choices=VARIANTS,
-        default="jsonld",
-        help="how product pages are marked up: schema.org JSON-LD (default), or one of the "
-        "templates without structured data (plain has a bundled site profile, demo-plain.toml; "
-        "bootstrap prints stock lines, a hex 'UPC' and a titled description; crowded and "
-        "crowded-de crowd each product with other products' prices, codes and buy buttons, "
-        "crowded-de in German notation)",
-    )
-    parser.add_argument(
-        "--profile",
-        action="append",
-        default=[],
-        metavar="P",
-        help="site profile file or folder for the nodes (default: none, generic extraction)",
-    )
-    parser.add_argument("--latency", type=float, default=0.0, help="shop latency per page, ms")
-    parser.add_argument("--error-rate", type=float, default=0.0, help="fraction of 503s")
-    parser.add_argument(
-        "--home",
-        help="state folder for the embedded servers, kept after the run (default: a new "
-        "temporary folder whose servers are stopped at the end, deleted after a clean run)",
-    )
-    parser.add_argument(
-        "--replace",
-        action="store_true",
-        help="with --home: delete the crawl that home already holds (products and frontier)",
-    )
-    parser.add_argument(
-        "--redis-cluster",
-        type=int,
-        default=0,
-        metavar="MASTERS",
-        help="run the frontier on a fresh local Redis Cluster of this many masters",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        help="seconds before the nodes are stopped and the run fails "
-        f"(default {DEFAULT_TIMEOUT:g})",
-    )
-    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    parser.add_argument(
-        "--web", action="store_true", help="serve the live dashboard during the crawl"
-    )
-    parser.add_argument("--web-port", type=int, default=8470, help="dashboard port (0 = any free)")
-    parser.add_argument(
-        "-s",
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="extra Scrapy setting for every node (repeatable)",
-    )
-
-
-def node_command(index: int, log_file: Path, extra: list[str]) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "scrapy",
-        "crawl",
-        "catalog",
-        "-s",
-        "DISTCRAWL_CLOSE_WHEN_DRAINED=1",
-        "-s",
-        f"LOG_FILE={log_file}",
-    ]
-    for setting in extra:
-        cmd += ["-s", setting]
-    return cmd
-
-
-def shop_hosts(sites: int) -> list[str]:
-    """The loopback address of each demo shop."""
-    return [f"127.0.0.{i + 1}" for i in range(sites)]
-
-
-def allowed_hosts(sites: int) -> str:
-    """``DISTCRAWL_ALLOW_PRIVATE`` for the nodes: every demo shop's host."""
-    return ",".join(dict.fromkeys([*shop_hosts(max(2, sites)), "localhost"]))
-
-
-def node_env(
-    redis_url: str,
-    mongo_uri: str,
-    home: Path,
-    node_id: str,
-    profiles: str = "",
-    *,
-    sites: int = 1,
-    shards: int | None = None,
-) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        SCRAPY_SETTINGS_MODULE="distcrawl.settings",
-        REDIS_URL=redis_url,
-        MONGO_URI=mongo_uri,
-        DISTCRAWL_HOME=str(home),
-        DISTCRAWL_NODE_ID=node_id,
-        DISTCRAWL_ALLOW_PRIVATE=allowed_hosts(sites),
-    )
-    if shards is not None:
-        env["DISTCRAWL_SHARDS"] = str(shards)
-    if profiles:
-        env["DISTCRAWL_SITE_PROFILES"] = profiles
-    return env
 
 
 def _stop_on_sigterm() -> None:
@@ -244,6 +99,11 @@ def _services_left(home: Path) -> list[str]:
 
 
 def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
+    if args.incidents:
+        if args.variant != "jsonld":
+            print("error: --incidents switches jsonld product pages only", file=sys.stderr)
+            return 2
+        args.sites = max(2, args.sites)
     was_running = {name for name, info in services_status(home).items() if info["running"]}
     started_services = not args.home
     cluster: LocalRedisCluster | None = None
@@ -265,21 +125,24 @@ def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
                 if not was_running:
                     stop_services(home)
                 return 2
-        shops = [
-            DemoShop(
-                ShopConfig(
-                    products=args.products,
-                    variant=args.variant,
-                    host=host,
-                    latency_ms=args.latency,
-                    error_rate=args.error_rate,
-                    # random transient errors, not a site asking to slow down (that would
-                    # carry Retry-After and cut the site's shared rate)
-                    retry_after=None,
-                )
+        configs = [
+            ShopConfig(
+                products=args.products,
+                variant=args.variant,
+                host=host,
+                latency_ms=args.latency,
+                error_rate=args.error_rate,
+                # random transient errors, not a site asking to slow down (that would carry
+                # Retry-After and cut the site's shared rate)
+                retry_after=None,
             )
             for host in shop_hosts(args.sites)
         ]
+        if args.incidents:
+            configs = [
+                replace(c, **shop_incidents(i, args.products)) for i, c in enumerate(configs)
+            ]
+        shops = [DemoShop(config) for config in configs]
         try:
             for shop in shops:
                 shop.start()
@@ -308,6 +171,7 @@ def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
         and summary["duplicates"] == 0
         and summary["nodes_failed"] == 0
         and summary["fields_wrong"] == 0
+        and all(summary.get("incident_checks", {}).values())
     )
     # a temporary home holds nothing a clean run needs afterwards; a failed run's node logs and
     # server data stay for a look
@@ -337,6 +201,12 @@ def _run(args: argparse.Namespace, home: Path, say: Any) -> int:
                 f"dead letters {summary['dead_letters']} ({reasons}): the shop failed them on "
                 f"every try; `{LIST_DEAD_LETTERS.line(spider='catalog')}` shows them"
             )
+    if args.incidents and not args.json:
+        for finding in summary["findings"]:
+            say(f"finding: {finding.get('message')}")
+        say(f"error groups {len(summary['error_groups'])}  notices {summary['webhook_notices']}")
+        failed = [name for name, passed in summary["incident_checks"].items() if not passed]
+        say("incident checks: " + (f"failed {', '.join(failed)}" if failed else "all passed"))
     if not args.home and not ok:
         say(f"node logs and server data kept in {home}")
     for line in _services_left(home) if args.home else ():
@@ -416,6 +286,8 @@ def crawl(
     profiles = os.pathsep.join(args.profile)
     expected = set().union(*(shop.expected_product_urls() for shop in shops))
 
+    receiver = WebhookReceiver().start() if args.incidents else None
+    alerts = [f"DISTCRAWL_ALERT_WEBHOOK={receiver.url}"] if receiver is not None else []
     t0 = time.monotonic()
     for shop in shops:  # what `redis-cli lpush catalog:start_urls URL` does
         r.lpush(keys.start_urls, shop.url)
@@ -424,7 +296,7 @@ def crawl(
         log_file = home / f"node-{i + 1}.log"
         procs.append(
             subprocess.Popen(
-                node_command(i, log_file, [f"DISTCRAWL_SHARDS={args.shards}", *args.set]),
+                node_command(i, log_file, [f"DISTCRAWL_SHARDS={args.shards}", *alerts, *args.set]),
                 env=node_env(
                     redis_url,
                     mongo_uri,
@@ -451,7 +323,10 @@ def crawl(
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if receiver is not None:
+            receiver.stop()
     seconds = time.monotonic() - t0
+    allowed = ALLOWED_EXITS if args.incidents else {0}
     pages = sum(
         1
         for shop in shops
@@ -459,9 +334,16 @@ def crawl(
         if e["status"] == 200 and e["path"] != "/robots.txt"
     )
     summary = check_store(collection, expected)
+    absent = expected_absent(shops) if args.incidents else None
     summary.update(
-        merge_fields([check_fields(collection, s.catalog, s.url, s.config.variant) for s in shops])
+        merge_fields(
+            [check_fields(collection, s.catalog, s.url, s.config.variant, absent) for s in shops]
+        )
     )
+    if receiver is not None:
+        summary.update(
+            incident_summary(shops, r, keys, mongo_uri, receiver, summary["fields_absent"])
+        )
     stored = {doc["url"] for doc in collection.find({}, {"url": 1, "_id": 0})}
     letters = [v for shard in keys.all_shards() for v in r.hvals(shard.dead)]
     summary.update(shard_use(r, keys, connection.is_cluster_url(redis_url)))
@@ -474,7 +356,8 @@ def crawl(
         nodes=args.nodes,
         sites=args.sites,
         shards=args.shards,
-        nodes_failed=sum(1 for p in procs if p.returncode != 0),
+        nodes_exit_statuses=[p.returncode for p in procs],
+        nodes_failed=sum(1 for p in procs if p.returncode not in allowed),
         node_logs=[str(home / f"node-{i + 1}.log") for i in range(args.nodes)],
         frontier_left=dict(
             zip(
@@ -501,13 +384,17 @@ def shard_use(r: Any, keys: FrontierKeys, cluster: bool) -> dict[str, Any]:
 def merge_fields(checks: list[dict[str, Any]]) -> dict[str, Any]:
     """The :func:`check_fields` results of several shops as one."""
     by_field: dict[str, int] = {}
+    absent: dict[str, list[str]] = {}
     for check in checks:
         for name, n in check["fields_wrong_by_field"].items():
             by_field[name] = by_field.get(name, 0) + n
+        for name, urls in check.get("fields_absent", {}).items():
+            absent.setdefault(name, []).extend(urls)
     return {
         "fields_wrong": sum(c["fields_wrong"] for c in checks),
         "fields_wrong_by_field": by_field,
         "fields_wrong_sample": [x for c in checks for x in c["fields_wrong_sample"]][:5],
+        "fields_absent": absent,
     }
 
 

@@ -32,6 +32,7 @@ from distcrawl.demo.config import (
     VARIANTS,
     ShopConfig,
 )
+from distcrawl.demo.faults import ROBOTS_FAULTS
 from distcrawl.demo.shop import DemoShop
 
 if TYPE_CHECKING:
@@ -104,6 +105,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the Retry-After of 429 and 503 answers",
     )
     parser.add_argument("--hostile", action="store_true", help="add the hostile pages")
+    parser.add_argument(
+        "--crawl-delay",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a Crawl-delay line in robots.txt",
+    )
+    parser.add_argument(
+        "--robots-fault",
+        choices=ROBOTS_FAULTS,
+        default="",
+        help="robots.txt answers 404 or 503, never answers (hang) or closes the connection",
+    )
+    parser.add_argument(
+        "--hang", action="store_true", help="no page but robots.txt is ever answered"
+    )
     parser.add_argument(
         "--no-tracking-params",
         dest="tracking_params",
@@ -193,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
             rate_limit_429=args.rate_limit_429,
             retry_after=args.retry_after,
             hostile=args.hostile,
+            crawl_delay=args.crawl_delay,
+            robots_fault=args.robots_fault,
+            hang=args.hang,
             tracking_params=args.tracking_params,
             change_interval=args.change_interval,
             change_rate=args.change_rate,

@@ -19,6 +19,7 @@ from distcrawl.demo.changes import CatalogHistory
 from distcrawl.demo.config import ShopConfig
 from distcrawl.demo.faults import UNSET, FaultInjection, Faults, Unset
 from distcrawl.demo.httpd import ShopHTTPServer
+from distcrawl.demo.incidents import Incidents
 from distcrawl.demo.responses import Response, error_response, json_response, validated
 from distcrawl.demo.routes import PRODUCT_PATH, ShopRoutes
 
@@ -68,6 +69,8 @@ class DemoShop(ShopRoutes, FaultInjection):
                 "every epoch since would be computed; start later or set change_cycles"
             )
         self._validators = self.config.validators
+        plan = self.config.incident_plan()
+        self._incidents = Incidents(plan) if plan.active else None
         faults = Faults.from_config(self.config)
         # Faults and the failing set they imply change together, as one tuple, so a request
         # reading them without the lock still sees a consistent pair.
@@ -187,6 +190,22 @@ class DemoShop(ShopRoutes, FaultInjection):
         product = self.history.known(int(match[1]))
         return product.sku if product is not None and product.slug == match[2] else None
 
+    def incidents(self) -> dict[str, Any]:
+        """What the shop's incidents did so far (see :mod:`distcrawl.demo.incidents`): the
+        products last served in the switched template (``switched``: their URLs), those served
+        before it, and the product pages whose first request failed (``failed``)."""
+        found = self._incidents
+        if found is None:
+            return {"switched": [], "plain": [], "failed": []}
+        base = self.url.rstrip("/")
+        with found._lock:
+            ids = {"switched": set(found.switched), "plain": set(found.plain)}
+            ids["failed"] = set(found.failed)
+        paths = {p.id: p.path for p in self.catalog.products()}
+        return {
+            name: sorted(base + paths[i] for i in got if i in paths) for name, got in ids.items()
+        }
+
     def truth(self) -> dict[str, Any]:
         """The ground truth as served by ``GET /_shop/truth``; ``skus`` maps each product's
         path to its SKU (a product's identity, whatever URL it was reached by; of a shop that
@@ -201,6 +220,7 @@ class DemoShop(ShopRoutes, FaultInjection):
             "products": self.config.products,
             "variant": self.config.variant,
             "seed": self.config.seed,
+            "incidents": self.incidents(),
         }
 
     def changes(self) -> dict[str, Any]:
@@ -247,7 +267,9 @@ class DemoShop(ShopRoutes, FaultInjection):
         latency_jitter_ms: float | None = None,
         rate_limit_429: float | None = None,
         error_status: int | None = None,
-        retry_after: int | Literal[Unset.UNSET] | None = UNSET,
+        retry_after: int | str | Literal[Unset.UNSET] | None = UNSET,
+        hang: bool | None = None,
+        robots_fault: str | None = None,
     ) -> dict[str, Any]:
         """Change faults while serving (``None``: leave as is); returns the faults now."""
         changes: dict[str, Any] = {}
@@ -264,7 +286,15 @@ class DemoShop(ShopRoutes, FaultInjection):
         if error_status is not None:
             changes["error_status"] = int(error_status)
         if retry_after is not UNSET:
-            changes["retry_after"] = None if retry_after is None else int(retry_after)
+            changes["retry_after"] = (
+                retry_after
+                if retry_after is None or isinstance(retry_after, str)
+                else int(retry_after)
+            )
+        if hang is not None:
+            changes["hang"] = bool(hang)
+        if robots_fault is not None:
+            changes["robots_fault"] = str(robots_fault)
         with self._lock:
             faults = replace(self._state[0], **changes)  # validates before anything changes
             self._state = (faults, self.catalog.failing_ids(faults.fail_products))
@@ -318,6 +348,8 @@ class DemoShop(ShopRoutes, FaultInjection):
         response: Response | None = None
         if path != "/robots.txt":
             response = self._inject(faults)
+        elif faults.robots_fault:
+            response = _robots_fault(faults.robots_fault)
         if response is None:
             try:
                 response = self._route(method, path, query, host, failing, self.epoch())
@@ -357,6 +389,12 @@ class DemoShop(ShopRoutes, FaultInjection):
         if path in ("/_shop/truth", "/_shop/log", "/_shop/faults", "/_shop/changes"):
             return json_response({"error": "method not allowed"}, 405)
         return json_response({"error": "not found"}, 404)
+
+
+def _robots_fault(fault: str) -> Response:
+    if fault.isdigit():
+        return error_response(int(fault))
+    return Response(0, action=fault)
 
 
 def _time_of(entry: tuple[float, str, str, int, int]) -> float:

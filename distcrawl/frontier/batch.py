@@ -97,12 +97,17 @@ class Revisit(NamedTuple):
 
 
 class Feedback(NamedTuple):
-    """How a site answered one node since its last flush: ok, throttled and slow answers."""
+    """How a site answered one node since its last flush: ok, throttled and slow answers;
+    ``newest``: ms from the sending of the newest throttled or slow one to the flush (answers
+    to requests sent before the site's last cut are that cut's incident); ``hold``: ms the
+    site asked every node to wait (Retry-After, capped), 0 for none."""
 
     site: str
     ok: int
     throttled: int
     slow: int
+    newest: int = 0
+    hold: int = 0
 
 
 @dataclass(frozen=True)

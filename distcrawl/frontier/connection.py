@@ -40,7 +40,6 @@ __all__ = [
     "client",
     "is_cluster_client",
     "is_cluster_url",
-    "outage_reason",
     "parse_redis_url",
     "settings_url",
 ]
@@ -51,48 +50,6 @@ __all__ = [
 #: away (a page budget, a shared robots.txt) catches all of them: any of them is an outage, never
 #: a reason to fail the request that was waiting on the call.
 REDIS_FAILURES: tuple[type[Exception], ...] = (redis.RedisError, OSError, AttributeError, TypeError)
-
-#: error replies of a Redis that is there but cannot serve the frontier for now, by their
-#: first word -> the reason a node logs: it waits for them as for a server out of reach
-OUTAGE_REPLIES = {
-    "OOM": "out of memory",
-    "BUSY": "busy running a script",
-    "LOADING": "loading its data",
-    "READONLY": "a read-only replica",
-    "MASTERDOWN": "its master is down",
-    "CLUSTERDOWN": "the cluster is down",
-    "TRYAGAIN": "a slot is moving",
-    "NOREPLICAS": "not enough replicas",
-}
-#: redis-py's classes of those replies (it strips their first word from the message)
-_OUTAGE_CLASSES: tuple[tuple[type[Exception], str], ...] = (
-    (redis.exceptions.OutOfMemoryError, "OOM"),
-    (redis.exceptions.BusyLoadingError, "LOADING"),
-    (redis.exceptions.ReadOnlyError, "READONLY"),
-    (redis.exceptions.MasterDownError, "MASTERDOWN"),
-    (redis.exceptions.ClusterDownError, "CLUSTERDOWN"),
-    (redis.exceptions.TryAgainError, "TRYAGAIN"),
-)
-
-
-def outage_reason(exc: BaseException) -> str | None:
-    """Why *exc* means Redis cannot serve the frontier for now ("unreachable", "out of
-    memory", ...), or None for an error that waiting will not mend (a bug, a bad reply).
-
-    Out of memory (``maxmemory`` reached under ``noeviction``), ``BUSY`` (a script runs too
-    long), ``LOADING`` (a restart reads its data), ``READONLY`` (a failover made the server a
-    replica), ``MASTERDOWN`` / ``CLUSTERDOWN`` / ``TRYAGAIN``: the server answers but takes no
-    writes; a node treats them as an outage, as it does a server out of reach."""
-    for cls, word in _OUTAGE_CLASSES:
-        if isinstance(exc, cls):
-            return OUTAGE_REPLIES[word]
-    if isinstance(exc, redis.exceptions.ResponseError):
-        word = str(exc).split(" ", 1)[0].upper()
-        return OUTAGE_REPLIES.get(word)
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
-        return "unreachable"
-    return None
-
 
 #: URL schemes naming a Redis Cluster -> the scheme of one of its nodes
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}

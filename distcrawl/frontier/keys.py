@@ -4,19 +4,17 @@ names (:func:`lua_keys`) and the key layout document (:func:`layout`) all come f
 
 from __future__ import annotations
 
-import binascii
 import os
 import zlib
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.config.entries import MAX_SHARDS
+from distcrawl.base.identifiers import check_crawl_name
 from distcrawl.base.names.commands import PAUSE_CRAWL
 from distcrawl.frontier.schema import (
     CONTROL,
-    SEEDS,
     SHARD,
     Key,
     KeyOf,
@@ -25,13 +23,16 @@ from distcrawl.frontier.schema import (
     declared,
     lua_key_builders,
 )
+from distcrawl.frontier.seed_keys import SeedKeys, seed_slot_prefix
+from distcrawl.frontier.tags import shard_tags
 
 __all__ = [
-    "CLUSTER_SLOTS",
     "DEFAULT_SHARDS",
     "MAX_SHARDS",
     "SCHEMA",
     "SITE_CUT_CAUSE_FIELD",
+    "SITE_DELAY_SOURCE_FIELD",
+    "SITE_HOLD_CAUSE_FIELD",
     "STATUS_LEASES_FIELD",
     "STATUS_WAITING_FIELD",
     "ControlKeys",
@@ -43,82 +44,18 @@ __all__ = [
     "lua_keys",
     "seed_slot_prefix",
     "seen_counted",
-    "shard_tags",
 ]
 
 #: shards of a crawl: enough to spread over a Redis Cluster's masters (whole slots move when it
 #: rebalances), few enough that a single Redis needs no tuning and an idle node's refresh of
 #: every shard stays cheap (the setting ``DISTCRAWL_SHARDS``)
 DEFAULT_SHARDS: int = SETTINGS.default("DISTCRAWL_SHARDS")
-#: hash slots of a Redis Cluster (a key's slot: CRC16 of its hash tag, modulo this)
-CLUSTER_SLOTS = 16384
 
 
 def default_shards() -> int:
     """The project's ``DISTCRAWL_SHARDS``: its environment variable, else its default."""
     shards: int = SETTINGS.from_environment(os.environ, "DISTCRAWL_SHARDS")
     return shards
-
-
-#: digits of the suffix that places a shard's hash tag on its slot
-_SUFFIX_DIGITS = 5
-
-
-@lru_cache(maxsize=64)
-def shard_tags(spider: str, shards: int) -> tuple[str, ...]:
-    """The hash tags of the ``shards`` shards of ``spider``'s crawl, spread evenly over the
-    hash slots: shard k's tag is ``spider:k.ddddd``, the five digits chosen so that its slot
-    (CRC16 % 16384, as Redis Cluster computes it) is the middle of the k-th of ``shards``
-    equal slot ranges (or the slot nearest it that a suffix reaches).
-
-    A cluster whose M masters hold equal slot ranges (as ``redis-cli --cluster create`` and
-    :class:`~distcrawl.servers.cluster.LocalRedisCluster` assign them) so holds S // M or
-    S // M + 1 shards on every master (plain ``spider:k`` tags put 8 of 16 shards on one of
-    3 masters). Every node and tool computes the same tags; a one-shard crawl has the control
-    slot's tag, ``spider``."""
-    if shards == 1:
-        return (spider,)
-    table = _suffix_table()
-    zeros = bytes(_SUFFIX_DIGITS)
-    tags = []
-    for k in range(shards):
-        base = f"{spider}:{k}."
-        # CRC16 is linear: crc(base + x) = crc(x) ^ crc(zeros, from the register after base)
-        shift = binascii.crc_hqx(
-            zeros, binascii.crc_hqx(base.encode("utf-8", "surrogateescape"), 0)
-        )
-        middle = (2 * k + 1) * CLUSTER_SLOTS // (2 * shards)
-        tags.append(base + _nearest(table, middle, shift))
-    return tuple(tags)
-
-
-def _nearest(table: dict[int, str], slot: int, shift: int) -> str:
-    """The suffix whose tag's slot is ``slot``, else the nearest one reached."""
-    for d in range(CLUSTER_SLOTS):
-        for target in (slot + d, slot - d):
-            suffix = table.get((target % CLUSTER_SLOTS) ^ (shift % CLUSTER_SLOTS))
-            if suffix is not None:
-                return suffix
-    raise AssertionError("the suffix table reaches no slot")  # pragma: no cover
-
-
-@lru_cache(maxsize=1)
-def _suffix_table() -> dict[int, str]:
-    """The low 14 bits of the CRC16 of each five-digit suffix -> the least such suffix (covers
-    98 % of the 16,384 values)."""
-    # CRC16 from register 0 is linear in the message: a suffix's CRC is the XOR of what each
-    # of its digits gives at its position with zero bytes elsewhere (100,000 XORs, not CRCs)
-    crcs = [0]
-    for position in range(_SUFFIX_DIGITS):
-        digits = [
-            binascii.crc_hqx(bytes(position) + d + bytes(_SUFFIX_DIGITS - position - 1), 0)
-            for d in (str(i).encode() for i in range(10))
-        ]
-        crcs = [c ^ d for c in crcs for d in digits]
-    table: dict[int, str] = {}
-    for n, crc in enumerate(crcs):
-        table.setdefault(crc % CLUSTER_SLOTS, f"{n:0{_SUFFIX_DIGITS}d}")
-    return table
 
 
 def _checked(n: int) -> int:
@@ -133,6 +70,10 @@ STATUS_LEASES_FIELD = "leases:"
 STATUS_WAITING_FIELD = "waiting"
 #: the field of a site's budget hash naming the cause of its latest cut (a cut cause word)
 SITE_CUT_CAUSE_FIELD = "cut_why"
+#: the field of a site's budget hash naming where its Crawl-delay came from (a delay source word)
+SITE_DELAY_SOURCE_FIELD = "delay_src"
+#: the field of a site's budget hash naming why it is held (a hold cause word)
+SITE_HOLD_CAUSE_FIELD = "hold_why"
 
 
 @dataclass(frozen=True)
@@ -233,7 +174,10 @@ class ShardKeys:
         0-1], cut_at (ms of the last cut), limit_rate / limit_conc (per-site limits); while a
         cut lasts also fts (ms the factor was set), recover_ms (a cut wears off linearly, from
         0 to 1 in recover_ms), base_rate (the requests/s the factor applies to) and cut_why
-        (SITE_CUT_CAUSE_FIELD: throttled or slow, the cause of the last cut)""",
+        (SITE_CUT_CAUSE_FIELD: throttled or slow, the cause of the last cut); with a robots.txt
+        Crawl-delay delay_ms, delay_src (SITE_DELAY_SOURCE_FIELD: robots_txt or capped) and
+        next_ok (ms before which its next request does not start); while held hold_until (ms)
+        and hold_why (SITE_HOLD_CAUSE_FIELD: robots_unavailable or retry_after)""",
     )
     active = Key(
         "active",
@@ -255,6 +199,18 @@ class ShardKeys:
         budget; they wait here, in priority order, without blocking other sites""",
     )
     waiting = Key("waiting", "ZSET", "site -> ms when the site may admit its next waiting request")
+    delays = Key(
+        "delays",
+        "HASH",
+        """site -> the Crawl-delay (ms) its robots.txt asks for, of the sites that ask for one:
+        a finished request of such a site sets its next_ok""",
+    )
+    holds = Key(
+        "holds",
+        "ZSET",
+        """[status registry] site -> ms its hold ends, while it is held (robots.txt unavailable,
+        Retry-After)""",
+    )
     cuts = Key(
         "cuts",
         "ZSET",
@@ -302,11 +258,15 @@ class ShardKeys:
 
 @dataclass(frozen=True)
 class ControlKeys:
-    """The crawl-wide keys: one small slot, ``{spider}``."""
+    """The crawl-wide keys: one small slot, ``{spider}``
+    (:class:`~distcrawl.base.identifiers.BadName` for a name no crawl may have)."""
 
     SLOT = CONTROL
 
     spider: str
+
+    def __post_init__(self) -> None:
+        check_crawl_name(self.spider)
 
     @property
     def prefix(self) -> str:
@@ -319,7 +279,18 @@ class ControlKeys:
         """the frontier format the crawl's keys are written in, set by the first node; a node
         or operator command of another format refuses to open the crawl""",
     )
+    origin = Key(
+        "origin",
+        "STRING",
+        """"<ms> <node>": the crawl's start, set by its first node; one that finds it gone stops
+        and writes "lost <ms> <node> <marker>", refused by nodes and commands until a reset""",
+    )
     nodes = Key("nodes", "ZSET", "node -> last heartbeat (ms, Redis server clock)")
+    dashboards = Key(
+        "dashboards",
+        "HASH",
+        "host:port -> ms: where the crawl's dashboards listen (nodes never fetch them)",
+    )
     node = KeyOf(
         "node:<node>",
         "HASH",
@@ -378,6 +349,24 @@ class ControlKeys:
     robots_lock = KeyOf(
         "robots:<netloc>:lock", "STRING", "held by the one node fetching the site's robots.txt"
     )
+    site_servers = Key(
+        "site_servers",
+        "HASH",
+        "site -> the server (IP address) it answers from, as the nodes resolved it",
+    )
+    servers = Key(
+        "servers",
+        "ZSET",
+        """[status registry] server (IP address) -> how many sites answer from it (the status
+        lists those with more than one)""",
+    )
+    server_sites = KeyOf("server:<server>:sites", "SET", "the sites that answer from a server")
+    server = KeyOf(
+        "server:<server>",
+        "HASH",
+        """a server's shared budget (DISTCRAWL_SERVER_*): inuse (grants held on all nodes),
+        n:<node> (the grants each node holds), tokens and ts (its rate)""",
+    )
     unlisted = Key(
         "unlisted",
         "HASH",
@@ -399,6 +388,54 @@ class ControlKeys:
         goes through the queue, for good). Any other node or tool makes it "shared" before its
         first push or lease (frontier/protocol/solo.py)""",
     )
+    run = Key(
+        "run",
+        "HASH",
+        """the crawl's run: id (random, made by its first node), started (ms, server clock),
+        by (that node), finished (ms) once its last node closed with the crawl drained; the
+        crawl report and the MongoDB records of this crawl name it""",
+    )
+    errors = Key(
+        "errors",
+        "HASH",
+        """[observe] error group id -> JSON {site, kind, template, first, last (ms), samples
+        (up to 3 URLs), snap (the node granted its first-occurrence snapshot)}: failures
+        grouped by site, kind and message template (base/grouping.py), added by the nodes'
+        observe calls""",
+    )
+    error_counts = Key(
+        "errors:count",
+        "ZSET",
+        "[observe] error group id -> failures counted (the status reads the top groups)",
+    )
+    error_totals = Key(
+        "errors:totals",
+        "HASH",
+        """[observe] groups, snapshots (granted), groups:<kind> and events:<kind> (failures of
+        the kind): what /metrics shows without reading every group""",
+    )
+    quality = Key(
+        "quality",
+        "HASH",
+        """[observe] site -> JSON {n: products stored, f: field -> products holding it, m: the
+        marks [n, f] at every quarter of DISTCRAWL_QUALITY_WINDOW} (base/coverage.py)""",
+    )
+    findings = Key(
+        "findings",
+        "HASH",
+        """[observe] "<site>\\t<field>" -> JSON finding (share, was, products, baseline,
+        message, at, node): a field's share that fell on a site, once per crawl""",
+    )
+    findings_at = Key(
+        "findings:at", "ZSET", "[observe] finding -> ms it was found (the latest are read first)"
+    )
+    notices = Key(
+        "notices",
+        "HASH",
+        """[observe] event id -> JSON {kind, at, node, sent}: the notices claimed, one per event
+        for the whole cluster (notice.lua); ~rate: "<minute>:<count>", the rate limit's
+        counter""",
+    )
     solo_end = Key(
         "solo:end",
         "STRING",
@@ -419,60 +456,6 @@ def seen_counted(shard: ShardKeys, generation: int | str | bytes | None) -> list
     return names
 
 
-def seed_slot_prefix(start_key: str) -> str:
-    """The hash tag that puts a key in the same slot as the seed list *start_key*, wherever
-    that name hashes: its own hash tag if it has one (``{catalog}:start_urls``: ``{catalog}``),
-    else the whole name (``catalog:start_urls``: ``{catalog:start_urls}``), as Redis Cluster
-    hashes a key without one."""
-    opening = start_key.find("{")
-    if opening != -1:
-        closing = start_key.find("}", opening + 1)
-        if closing > opening + 1:
-            return start_key[opening : closing + 1]
-    if "}" in start_key:
-        raise ValueError(
-            f"seed list {start_key!r}: a '}}' outside a hash tag makes its slot one no other key "
-            "can share; name it without one"
-        )
-    return "{" + start_key + "}"
-
-
-@dataclass(frozen=True)
-class SeedKeys:
-    """The keys beside the seed list, in its slot (``prefix``: see :func:`seed_slot_prefix`),
-    so that a seed moves between them and the list atomically wherever the list hashes, the
-    documented ``<spider>:start_urls`` on a Redis Cluster too. A seed leaves the list for a
-    node's ``taken`` list; it leaves that list once its requests are in the crawl's shards."""
-
-    SLOT = SEEDS
-
-    prefix: str
-
-    @classmethod
-    def of(cls, start_key: str) -> SeedKeys:
-        return cls(seed_slot_prefix(start_key))
-
-    taken = KeyOf(
-        "taken:<node>",
-        "LIST",
-        """raw seeds the node took from the seed list and has not put into the crawl yet (first
-        taken first); dropped once the requests they make are in the shards""",
-    )
-    returned = Key(
-        "returned",
-        "LIST",
-        """raw seeds given back by a node that stopped or died holding them: they may be in the
-        crawl already, so they are taken first and their requests go through the dupefilter (a
-        repeat is harmless)""",
-    )
-    staged = Key(
-        "staged",
-        "LIST",
-        """seeds of a scrapy-redis set or sorted set (REDIS_START_URLS_AS_SET / _AS_ZSET) moved
-        here first, so that a node killed while taking them loses none: the seed list then""",
-    )
-
-
 @dataclass(frozen=True)
 class FrontierKeys(ControlKeys):
     """Every key of one crawl: the control slot ``{spider}`` and ``shards`` shard slots
@@ -483,6 +466,7 @@ class FrontierKeys(ControlKeys):
     shards: int = field(default_factory=default_shards)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _checked(self.shards)
 
     @classmethod

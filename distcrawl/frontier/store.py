@@ -34,13 +34,24 @@ from distcrawl.frontier.batch import (
     SiteEvent,
 )
 from distcrawl.frontier.keys import FrontierKeys, ShardKeys
-from distcrawl.frontier.protocol import admin, budgets, dead, dupefilter, membership, revisit, solo
+from distcrawl.frontier.protocol import (
+    admin,
+    budgets,
+    dead,
+    dupefilter,
+    membership,
+    observe,
+    revisit,
+    servers,
+    solo,
+)
 from distcrawl.frontier.protocol import sync as sync_protocol
 from distcrawl.frontier.protocol.admin import LeasesKeptChanging
 from distcrawl.frontier.protocol.budgets import effective_factor
 from distcrawl.frontier.protocol.dupefilter import Dupefilter
-from distcrawl.frontier.protocol.membership import Claim, CrawlFormatError, Seeds
+from distcrawl.frontier.protocol.membership import Claim, CrawlFormatError, Origin, Seeds
 from distcrawl.frontier.protocol.runner import Runner
+from distcrawl.frontier.protocol.servers import Grant, ServerLimits
 from distcrawl.frontier.protocol.solo import Share, SoloState
 from distcrawl.frontier.protocol.spec import FORMAT
 from distcrawl.frontier.protocol.sync import Fence, Flush, SyncResult, is_tombstone
@@ -57,11 +68,14 @@ __all__ = [
     "Feedback",
     "FrontierKeys",
     "FrontierStore",
+    "Grant",
     "Lease",
     "Leased",
     "LeasesKeptChanging",
+    "Origin",
     "Revisit",
     "Seeds",
+    "ServerLimits",
     "ShardKeys",
     "Share",
     "SiteBudget",
@@ -110,6 +124,8 @@ class FrontierStore:
         self.paused = False
         #: Redis' clock minus this host's (seconds), as the last heartbeat measured it
         self.clock_offset = 0.0
+        #: the crawl's start marker as the last heartbeat (or read) found it
+        self.origin = Origin("")
         self._idle: set[str] = set()
         self._fences: dict[str, Fence] = {}
 
@@ -192,11 +208,88 @@ class FrontierStore:
         Returns the server's time (ms)."""
         return self._drive(membership.heartbeat(self, node, info_json))
 
+    def heartbeat_observed(
+        self, node: str, info_json: str, delta: str, limits: observe.Limits
+    ) -> Any:
+        """A heartbeat with, given a *delta* (:func:`~distcrawl.frontier.protocol.observe.
+        encode_delta`), the node's failures and products added to the crawl's error groups
+        and field coverage in the same round trip. Returns (server time in ms,
+        :class:`~distcrawl.frontier.protocol.observe.Observed` or None)."""
+        return self._drive(observe.heartbeat_observed(self, node, info_json, delta, limits))
+
+    # -- what goes wrong (control slot; see protocol/observe.py) --------------------------------
+
+    def claim_run(self, run_id: str, node: str) -> Any:
+        """The crawl's :class:`~distcrawl.frontier.protocol.observe.Run`, made if it has none."""
+        return self._drive(observe.claim_run(self.keys, run_id, node))
+
+    def read_run(self) -> Any:
+        """The crawl's run, or None before its first node opened it."""
+        return self._drive(observe.read_run(self.keys))
+
+    def finish_run(self) -> Any:
+        """Mark the crawl's run finished now: the time (ms, server clock), or 0 when another
+        node marked it first."""
+        return self._drive(observe.finish_run(self.keys))
+
+    def heart_beating(self, timeout_ms: int) -> Any:
+        """Nodes whose last heartbeat is younger than *timeout_ms*."""
+        return self._drive(observe.live_nodes(self.keys, timeout_ms))
+
+    def top_groups(self, n: int) -> Any:
+        """The *n* error groups with most failures, and the :class:`Totals` by kind."""
+        return self._drive(observe.top_groups(self.keys, n))
+
+    def error_groups(self) -> Any:
+        """Every error group of the crawl, the most failures first."""
+        return self._drive(observe.error_groups(self.keys))
+
+    def read_quality(self, sites: list[str] | None = None) -> Any:
+        """Field coverage figures by site (:class:`~distcrawl.base.coverage.SiteFigures`)."""
+        return self._drive(observe.read_quality(self.keys, sites))
+
+    def record_finding(self, key: str, record: str, at_ms: int) -> Any:
+        """Keep a finding (once per crawl); True for the first to record it."""
+        return self._drive(observe.record_finding(self.keys, key, record, at_ms))
+
+    def read_findings(self, limit: int | None = None) -> Any:
+        """The latest findings (JSON objects) and their total."""
+        return self._drive(observe.read_findings(self.keys, limit))
+
+    def claim_notice(self, event: str, record: str, rate: int) -> Any:
+        """Claim the one notice of *event* for the cluster (1: send it, 0: claimed before,
+        -1: over the rate)."""
+        return self._drive(observe.claim_notice(self.keys, event, record, rate))
+
     def server_time(self) -> float:
         """Now on Redis' clock (unix seconds), from this host's clock and the offset the last
         heartbeat measured: times nodes store for one another agree however their clocks
         drift."""
         return time.time() + self.clock_offset
+
+    # -- the crawl's start marker (control slot) --------------------------------------------------
+
+    def start(self, node: str) -> Any:
+        """The crawl's :class:`Origin`, its start marker written by ``node`` if it has none."""
+        return self._drive(membership.start(self, node))
+
+    def read_origin(self) -> Any:
+        """The crawl's :class:`Origin` as Redis holds it (empty: none)."""
+        return self._drive(membership.read_origin(self))
+
+    def mark_lost(self, node: str, known: str) -> Any:
+        """Write that the crawl's state is gone, where Redis holds no marker; the
+        :class:`Origin` Redis holds after."""
+        return self._drive(membership.mark_lost(self, node, known))
+
+    def announce_dashboard(self, addresses: Sequence[str]) -> Any:
+        """Record where a dashboard of the crawl listens (``host:port`` each): its nodes
+        never fetch it."""
+        return self._drive(membership.announce_dashboard(self.keys, list(addresses)))
+
+    def dashboards(self) -> Any:
+        """The ``host:port`` of the crawl's dashboards heard from within a minute."""
+        return self._drive(membership.dashboards(self.keys))
 
     def ever_used(self) -> Any:
         """Whether the frontier ever held a request or refused a seed (a shard's rid counter,
@@ -231,11 +324,13 @@ class FrontierStore:
         its format; raises :class:`CrawlFormatError` when the crawl is in another one."""
         return self._drive(membership.claim(self.keys, node, owner, timeout_ms, force))
 
-    def take_seeds(self, node: str, n: int) -> Any:
+    def take_seeds(self, node: str, n: int, *, resume: bool = False) -> Any:
         """Up to ``n`` raw seeds into ``node``'s taken list (a :class:`Seeds`: first those
         given back by nodes that stopped or died holding them, then from the seed list); they
-        leave it with the flush whose ``seeds_done`` says their requests are in the shards."""
-        return self._drive(membership.take_seeds(self.keys, node, n))
+        leave it with the flush whose ``seeds_done`` says their requests are in the shards.
+        ``resume``: the node has no taken seed pending, so any its taken list holds were left
+        by a take whose reply it never heard; they come first, among ``again``."""
+        return self._drive(membership.take_seeds(self.keys, node, n, resume))
 
     def release(self, node: str, leases: Sequence[Lease] = ()) -> Any:
         """Return ``leases`` of ``node`` to the queue; with none named, all of them and its
@@ -298,10 +393,50 @@ class FrontierStore:
         """Per-site limits that override the defaults for every node (None = remove)."""
         return self._drive(budgets.set_site_limits(self.keys, site, rate, concurrency))
 
-    def take_token(self, site: str, budget: SiteBudget) -> Any:
-        """Spend one of ``site``'s rate tokens now (into debt if need be) for a request that
-        never was in the queue (robots.txt)."""
-        return self._drive(budgets.take_token(self.keys, site, budget))
+    def take_token(self, site: str, budget: SiteBudget, *, debt: bool = True) -> Any:
+        """One of ``site``'s rate tokens for a request that never was in the queue: 0 when it
+        is spent (go now), else the ms to wait before asking again. A robots.txt fetch
+        (``debt``) spends it at once, into debt if need be, and waits only for a Retry-After
+        hold; any other request waits for a hold, the site's Crawl-delay and a token."""
+        return self._drive(budgets.take_token(self.keys, site, budget, debt))
+
+    def set_site_robots(
+        self,
+        site: str,
+        *,
+        delay_ms: int | None = None,
+        source: str = "",
+        hold_ms: int | None = None,
+        why: str = "",
+    ) -> Any:
+        """What ``site``'s robots.txt asks of its budget for every node: its Crawl-delay in ms
+        (0: none; None: unchanged) and its ``source``; a hold of ``hold_ms`` for ``why`` (0:
+        end a hold of that cause; None: unchanged)."""
+        step = budgets.set_site_robots(
+            self.keys, site, delay_ms=delay_ms, source=source, hold_ms=hold_ms, why=why
+        )
+        return self._drive(step)
+
+    # -- servers (control slot) ------------------------------------------------------------------
+
+    def take_server(
+        self,
+        node: str,
+        asks: Sequence[tuple[str, int, int]],
+        *,
+        limits: ServerLimits,
+        timeout_ms: int,
+    ) -> Any:
+        """Grants of server budgets: per ``(server, wanted, given back)`` a :class:`Grant`.
+        Grants of nodes stopped or silent for ``timeout_ms`` come back when a server is full."""
+        step = servers.take_server(
+            self.keys, node, timeout_ms=timeout_ms, limits=limits, asks=list(asks)
+        )
+        return self._drive(step)
+
+    def note_servers(self, pairs: Iterable[tuple[str, str]]) -> Any:
+        """Record which server (IP address) each ``(site, server)`` answers from."""
+        return self._drive(servers.note_servers(self.keys, list(pairs)))
 
     def requeue_dead(self, ids: Sequence[str] = (), max_count: int = 1_000_000) -> Any:
         """Move dead letters (the named ones, or up to ``max_count`` per shard) back to the

@@ -3,7 +3,8 @@ project on the lossless frontier.
 
 It sets ``SCHEDULER`` to the frontier's (also over a project's own ``SCHEDULER``, such as
 scrapy-redis'); replaces Scrapy's ``RetryMiddleware`` with the frontier's backoff retries
-(retries parked in Redis; the last failure becomes a dead letter); keeps Scrapy's rule that
+(retries parked in Redis; the last failure becomes a dead letter) and groups every failure
+into the crawl's error groups (:mod:`distcrawl.node.observe`); keeps Scrapy's rule that
 a ``dont_filter`` request does not mark its URL seen (``DISTCRAWL_RECORD_DONT_FILTER``);
 uses scrapy-redis' fingerprint format (unless the project names its own
 ``REQUEST_FINGERPRINTER_CLASS``); keeps the process' start-up objects out of the garbage
@@ -48,6 +49,10 @@ _SCRAPY_RETRY = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
 _FRONTIER_RETRY = "distcrawl.node.middlewares.retry.BackoffRetryMiddleware"
 #: start-up objects out of the collector's full passes (``DISTCRAWL_GC_FREEZE``)
 _FREEZE = "distcrawl.node.heap.FreezeStartupObjects"
+#: every failure into the crawl's error groups (after the retry middleware: each try)
+_CAPTURE = "distcrawl.node.observe.capture.FailureCapture"
+#: the end of a crawl: its report and its notice, by the last node out
+_CRAWL_END = "distcrawl.ops.finish.CrawlEnd"
 
 
 class Frontier:
@@ -73,9 +78,13 @@ class Frontier:
             order = settings["DOWNLOADER_MIDDLEWARES_BASE"].get(_SCRAPY_RETRY, 550)
             middlewares.set(_SCRAPY_RETRY, None, priority)
             middlewares.set(_FRONTIER_RETRY, order, priority)
+        if _CAPTURE not in middlewares:
+            middlewares.set(_CAPTURE, int(middlewares[_FRONTIER_RETRY]) + 10, priority)
         extensions = settings["EXTENSIONS"]
         if _FREEZE not in extensions:
             extensions.set(_FREEZE, 0, priority)
+        if _CRAWL_END not in extensions:
+            extensions.set(_CRAWL_END, 500, priority)
         # Scrapy's rule, which a project's spiders rely on: a dont_filter request (a start
         # URL) does not mark its URL seen, so a rule that links back to it still parses it
         if (settings.getpriority("DISTCRAWL_RECORD_DONT_FILTER") or 0) <= priority:
@@ -97,4 +106,4 @@ class Frontier:
         if previous and previous != SCHEDULER:
             done.insert(0, f"SCHEDULER {previous} -> {SCHEDULER}")
         logger.info("distcrawl.Frontier add-on: %s", "; ".join(done) or "frontier scheduler")
-        check(settings)
+        check(settings, spidercls=spidercls)

@@ -24,14 +24,15 @@ from scrapy.exceptions import DropItem
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.node.items import Revisit
+from distcrawl.node.observe.buffer import Observations
 from distcrawl.servers.embedded import DEFAULT_MONGO_DATABASE, resolve_home
-from distcrawl.storage.documents import InvalidItem, make_record, revisit_record
+from distcrawl.storage.documents import PRODUCT, InvalidItem, make_record, revisit_record
 from distcrawl.storage.journal import Journal
 from distcrawl.storage.store import ProductStore, Rejected
 from distcrawl.storage.writer import MongoWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -75,8 +76,8 @@ class MongoPipeline:
     - ``MONGO_JOURNAL_CLOSE_TIMEOUT``: seconds a closing node whose journal holds products
       waits for MongoDB and replays them (a log line every 5 s). If MongoDB
       does not take them in time the node logs the journal's directory and product count,
-      publishes the count (``pipeline/journal_held``) and ``scrapy crawl`` exits with status
-      3 (:data:`distcrawl.commands.crawl.EXIT_JOURNAL_HELD`).
+      publishes the count (``pipeline/journal_held``) and ``scrapy crawl`` exits with
+      :data:`distcrawl.base.names.exits.JOURNAL_HELD`.
     - ``MONGO_RETRY_BACKOFF`` / ``MONGO_RETRY_BACKOFF_MAX``: pause between retries, doubling
       from the first to the second.
     - ``DISTCRAWL_HOME``: see :mod:`distcrawl.servers.embedded` (for the default journal path).
@@ -117,6 +118,8 @@ class MongoPipeline:
         journal_close_timeout: float,
         retry_backoff: float,
         retry_backoff_max: float,
+        observations: Observations | None = None,
+        stopped: Callable[[], bool] | None = None,
     ) -> None:
         if not uri:
             raise ValueError(
@@ -146,6 +149,10 @@ class MongoPipeline:
         self.journal_close_timeout = journal_close_timeout
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
+        #: counts each stored product's fields by site (the crawl's field coverage)
+        self.observations = observations
+        #: the node was asked to stop (a closing node waiting for MongoDB then stops waiting)
+        self.stopped = stopped or (lambda: False)
 
         self._store: ProductStore | None = None
 
@@ -182,6 +189,9 @@ class MongoPipeline:
             journal_close_timeout=get("MONGO_JOURNAL_CLOSE_TIMEOUT"),
             retry_backoff=get("MONGO_RETRY_BACKOFF"),
             retry_backoff_max=get("MONGO_RETRY_BACKOFF_MAX"),
+            observations=Observations.of(crawler),
+            # Scrapy's graceful stop (SIGTERM, Ctrl-C) says so here first
+            stopped=lambda: not crawler.crawling,
         )
 
     # ------------------------------------------------------------------ Scrapy's interface
@@ -212,6 +222,7 @@ class MongoPipeline:
             journal_close_timeout=self.journal_close_timeout,
             retry_backoff=self.retry_backoff,
             retry_backoff_max=self.retry_backoff_max,
+            stopped=self.stopped,
         )
         await self._store.open()
 
@@ -236,6 +247,10 @@ class MongoPipeline:
             await self._store.put(record)
         except Rejected as exc:  # counted by the store
             raise DropItem(str(exc)) from exc
+        if self.observations is not None and record.kind == PRODUCT:
+            fields = record.fields
+            site = fields.get("site") or urlsplit(str(fields.get("url") or "")).hostname or ""
+            self.observations.stored(str(site), fields)
         return item
 
     async def close_spider(self) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from distcrawl.base.config import SETTINGS, SettingError, Unknown
 from distcrawl.base.config.registry import source
+from distcrawl.base.identifiers import crawl_name_problem
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -68,15 +69,20 @@ class SettingsCheck:
         return f"{type(self).__module__}.{type(self).__qualname__}"
 
     def update_settings(self, settings: BaseSettings) -> None:
-        check(settings)
+        check(settings, spidercls=getattr(self.crawler, "spidercls", None))
 
 
-def check(settings: BaseSettings) -> None:
-    """Report unknown names; raise SettingError when a registered value cannot be used."""
+def check(settings: BaseSettings, *, spidercls: type | None = None) -> None:
+    """Report unknown names; raise SettingError when a registered value cannot be used, or
+    when *spidercls*' name cannot name a crawl."""
     for item in unknown_names(settings):
         logger.warning(item.message())
     bad = problems(settings)
+    for line in bad:
+        logger.error("Bad setting: %s", line)
+    name = getattr(spidercls, "name", None)
+    if isinstance(name, str) and (problem := crawl_name_problem(name)):
+        logger.error("Bad crawl name: %s", problem)
+        bad.append(problem)
     if bad:
-        for line in bad:
-            logger.error("Bad setting: %s", line)
         raise SettingError("; ".join(bad))

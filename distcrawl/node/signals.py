@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["frontier_forgot", "frontier_rewound", "request_dead_lettered"]
+__all__ = [
+    "frontier_forgot",
+    "frontier_rewound",
+    "request_dead_lettered",
+    "site_crawl_delay",
+    "site_held",
+    "site_set_aside",
+]
 
 #: sent when a request has failed for the last time and must go to the dead letters;
 #: arguments: ``request``, ``reason`` (short text: HTTP status or exception class), and
@@ -18,3 +25,18 @@ frontier_rewound = object()
 #: shared dupefilter forgets them (once a generation, DISTCRAWL_REVISIT): a component that
 #: remembers links it handed over forgets them too, so a forgotten URL can be pushed again
 frontier_forgot = object()
+
+#: sent when this node holds a site for the whole cluster; arguments: ``site``, ``cause`` (a hold
+#: cause: ``robots_unavailable``, ``retry_after``) and ``seconds`` (how long)
+site_held = object()
+
+#: sent when this node reads a site's robots.txt Crawl-delay; arguments: ``site``, ``delay``
+#: (seconds in force, 0: none), ``source`` (a delay source: ``robots_txt``, ``capped``) and
+#: ``set_aside`` (True when the site asks for more than DISTCRAWL_MAX_CRAWL_DELAY and is set
+#: aside: its requests become dead letters)
+site_crawl_delay = object()
+
+#: sent once when this node sets a site aside: its requests become dead letters from now on;
+#: arguments: ``site`` and ``reason`` (a dead-letter reason: ``robots_unavailable``,
+#: ``crawl_delay_over_max``)
+site_set_aside = object()

@@ -194,18 +194,23 @@ class Context:
         allowed: bool | frozenset[str] = SETTINGS.value(self.settings, "DISTCRAWL_ALLOW_PRIVATE")
         return allowed
 
-    def check_stored(self, client: Any) -> None:
+    def check_stored(self, client: Any, *, lost_ok: bool = False) -> None:
         """:class:`CrawlRefused` when the crawl is stored in another frontier format than
-        this distcrawl's, or when its nodes recorded another shard count or seed list than
-        these settings give (two reads); every tool asks before it reads or writes the
-        crawl. A shard count the operator did not give (no ``DISTCRAWL_SHARDS`` in the
-        environment, on the command line or in the project) is the one the crawl recorded:
-        the tool then works on the crawl's keys."""
+        this distcrawl's, when a node found its state gone from Redis (unless ``lost_ok``:
+        the reset that clears it), or when its nodes recorded another shard count or seed
+        list than these settings give (three reads); every tool asks before it reads or
+        writes the crawl. A shard count the operator did not give (no ``DISTCRAWL_SHARDS`` in
+        the environment, on the command line or in the project) is the one the crawl
+        recorded: the tool then works on the crawl's keys."""
         keys = self.keys
+        store = FrontierStore(client, keys)
         try:
-            FrontierStore(client, keys).check_format()
+            store.check_format()
         except CrawlFormatError as exc:
             raise CrawlRefused([str(exc)]) from exc
+        origin = store.read_origin()
+        if origin.lost and not lost_ok:
+            raise CrawlRefused([origin.refusal(keys.spider)])
         recorded = crawlconf.read(client, keys)
         shards = recorded.get("DISTCRAWL_SHARDS", "")
         if shards.isdigit() and int(shards) != keys.shards and not _given(self.settings, _SHARDS):
@@ -215,13 +220,14 @@ class Context:
         if differ:
             raise CrawlRefused([crawlconf.refusal(m, keys, recorded) for m in differ])
 
-    def check_crawl(self, client: Any) -> None:
+    def check_crawl(self, client: Any, *, lost_ok: bool = False) -> None:
         """:meth:`check_stored`, then :class:`NoCrawl` when Redis holds none of the crawl's
         keys (a misspelt spider name, or another Redis than the nodes'). A few EXISTS (one
         per hash slot: the control slot, the seed list, each shard), never a SCAN."""
-        self.check_stored(client)
+        self.check_stored(client, lost_ok=lost_ok)
         keys = self.keys
         control = [keys.nodes, keys.rejected, keys.paused, keys.counters, keys.recovering]
+        control.append(keys.origin)
         if client.exists(*control) or client.exists(keys.start_urls):
             return
         for shard in keys.all_shards():

@@ -17,6 +17,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from distcrawl.base.config import SettingError
+from distcrawl.base.identifiers import BadName, check_crawl_name
 from distcrawl.base.pipes import end_quietly, reader_gone
 from distcrawl.node.settings_check import unknown_names
 from distcrawl.ops.context import CrawlRefused, NoRedis, NoSpider, load_settings, project_spider
@@ -76,16 +77,19 @@ def report_unknown(settings: BaseSettings) -> None:
 def _guarded(execute: Execute, opts: argparse.Namespace, settings: BaseSettings) -> int:
     """*execute*, after the unknown-name warnings. Without a Redis to work on, it says so on
     stderr and exits 1; a setting that cannot be used, or a crawl the tool must not touch
-    (:class:`~distcrawl.ops.context.CrawlRefused`), is one error line each and exit status 2,
-    not a traceback; output whose reader went away (``| head``) ends it quietly, status 0.
-    An optional spider left out is the project's only one (none or several: say so, exit 2).
+    (:class:`~distcrawl.ops.context.CrawlRefused`), or a crawl name no crawl may have
+    (:mod:`~distcrawl.base.identifiers`), is one error line each and exit status 2, not a
+    traceback; output whose reader went away (``| head``) ends it quietly, status 0. An
+    optional spider left out is the project's only one (none or several: say so, exit 2).
     """
     report_unknown(settings)
     try:
         if getattr(opts, "spider", "") is None:
             opts.spider = project_spider(settings)
+        if isinstance(getattr(opts, "spider", None), str):
+            check_crawl_name(opts.spider)
         return execute(opts, settings)
-    except (SettingError, NoSpider) as exc:
+    except (SettingError, NoSpider, BadName) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except NoRedis as exc:

@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any
 from distcrawl.base.durations import short_duration
 from distcrawl.base.names import status as words
 from distcrawl.base.rates import is_number
-from distcrawl.frontier.keys import SITE_CUT_CAUSE_FIELD
+from distcrawl.frontier.keys import (
+    SITE_CUT_CAUSE_FIELD,
+    SITE_DELAY_SOURCE_FIELD,
+    SITE_HOLD_CAUSE_FIELD,
+)
 from distcrawl.frontier.store import DEFAULT_SITE_RECOVERY, effective_factor
 from distcrawl.ops.reads import Batch, Plan
 
@@ -24,7 +28,10 @@ __all__ = [
     "TOP_SITES",
     "SitesPage",
     "cut_of",
+    "delay_of",
     "explain_cut",
+    "explain_delay",
+    "hold_of",
     "in_flight_reads",
     "published_site_rates",
     "site_budget",
@@ -106,6 +113,42 @@ def cut_of(fields: Mapping[str, str], factor: float, now_ms: float) -> dict[str,
     return cut
 
 
+def hold_of(fields: Mapping[str, str], now_ms: float) -> dict[str, Any] | None:
+    """Why no request of a site starts now, None when it is not held: the cause of its hold
+    (:data:`~distcrawl.base.names.status.HOLD_CAUSES`), the seconds it still lasts, and one
+    line saying it."""
+    until = float(fields.get("hold_until") or 0)
+    if until <= now_ms:
+        return None
+    cause = fields.get(SITE_HOLD_CAUSE_FIELD) or words.UNKNOWN_CAUSE
+    if cause not in words.HOLD_CAUSES:
+        cause = words.UNKNOWN_CAUSE
+    left = round((until - now_ms) / 1000, 1)
+    return {
+        "cause": cause,
+        "ends_in_s": left,
+        "why": f"held ({cause}): {short_duration(left)} left",
+    }
+
+
+def delay_of(fields: Mapping[str, str]) -> tuple[float | None, str | None]:
+    """The Crawl-delay in force for a site (seconds; None: none) and where it came from
+    (:data:`~distcrawl.base.names.status.DELAY_SOURCES`)."""
+    delay = float(fields.get("delay_ms") or 0) / 1000
+    if delay <= 0:
+        return None, None
+    source = fields.get(SITE_DELAY_SOURCE_FIELD) or words.ROBOTS_TXT_DELAY
+    return delay, source
+
+
+def explain_delay(delay: float, source: str) -> str:
+    """``Crawl-delay 2s (robots_txt): one request at a time, 2s after the last``."""
+    return (
+        f"Crawl-delay {delay:g}s ({source}): one request at a time for the cluster, "
+        f"{delay:g}s after the last"
+    )
+
+
 def explain_cut(cut: Mapping[str, Any]) -> str:
     """``throttled 1m20s ago: rate at 47%, full again within 4m10s``."""
     when = "" if cut["since_s"] is None else f" {short_duration(cut['since_s'])} ago"
@@ -162,11 +205,17 @@ def site_rows(
         in_flight = int(fields.get("active") or 0)
         queued = int(waiting.get(site, 0))
         rate = float(rates.get(site, 0.0))
-        if not (in_flight or queued or rate or factor < 1.0):
+        hold = hold_of(fields, now)
+        if not (in_flight or queued or rate or factor < 1.0 or hold):
             continue  # not busy
+        delay, source = delay_of(fields)
         out.append(
             {
                 "cut": cut_of(fields, factor, now),
+                "hold": hold,
+                "crawl_delay_s": delay,
+                "delay_source": source,
+                "slower_because": _slower(cut_of(fields, factor, now), hold, delay, source),
                 "site": site,
                 "limit_rate": limit,
                 "limit_rate_from": limit_from,
@@ -181,6 +230,21 @@ def site_rows(
         )
     out.sort(key=lambda s: (-s["waiting"], -s["in_flight"], -s["responses_per_min"]))
     return out[:TOP_SITES]
+
+
+def _slower(
+    cut: Mapping[str, Any] | None,
+    hold: Mapping[str, Any] | None,
+    delay: float | None,
+    source: str | None,
+) -> str:
+    """Every reason a site runs slower than its limit, in one line ("" for none)."""
+    parts = [hold["why"]] if hold else []
+    if delay is not None and source is not None:
+        parts.append(explain_delay(delay, source))
+    if cut:
+        parts.append(cut["why"])
+    return "; ".join(parts)
 
 
 class SitesPage:

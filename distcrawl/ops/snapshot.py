@@ -19,6 +19,7 @@ from redis.exceptions import ResponseError
 from distcrawl.frontier import crawlconf
 from distcrawl.frontier.keys import STATUS_LEASES_FIELD, seen_counted
 from distcrawl.frontier.memory import read_memory, read_memory_async
+from distcrawl.frontier.protocol.observe import ErrorGroup, Totals
 from distcrawl.frontier.protocol.spec import level_of
 from distcrawl.ops import deadletters
 from distcrawl.ops.bands import (
@@ -56,6 +57,9 @@ __all__ = [
 DEFAULT_DEAD_SAMPLE = 10_000
 #: stopped and recovered nodes read from the registry of gone nodes (newest first)
 _MAX_GONE = 100
+#: the error groups with most failures, and the latest findings, a status shows
+TOP_ERROR_GROUPS = 5
+LATEST_FINDINGS = 10
 #: fields of a node's hash written by ``journal replay`` of its journal once it stopped: the
 #: products its journal's folder still held, and when (ms, server clock)
 JOURNAL_LEFT_FIELD = "journal_left"
@@ -156,9 +160,32 @@ class Snapshot:
     #: Redis' memory (``INFO memory``; of a cluster, the fullest master's); None where an ACL
     #: refuses ``INFO`` (``redis_memory_error`` says so)
     redis_memory: dict[str, Any] | None = None
+    #: the error groups with most failures, and the groups and failures by kind
+    error_groups: list[ErrorGroup] = field(default_factory=list)
+    error_totals: Totals = field(default_factory=Totals)
+    #: the latest findings (JSON objects, newest first), and how many the crawl holds
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings_total: int = 0
     redis_memory_error: str | None = None
     #: when the crawl's first node started (ms, its clock; the crawl's record), None before
     started_ms: int | None = None
+    #: sites whose robots.txt asks for a Crawl-delay, all sites
+    delayed_sites: int = 0
+    #: sites held (robots.txt unavailable, Retry-After), all sites
+    held_sites: int = 0
+    #: servers (IP addresses) that more than one site answers from, the top ones: sites,
+    #: their grants held on all nodes, and a few of the site names
+    servers: list[ServerRecord] = field(default_factory=list)
+
+
+@dataclass
+class ServerRecord:
+    """A server (IP address) more than one site answers from."""
+
+    server: str
+    sites: int
+    in_flight: int
+    some_sites: list[str]
 
 
 def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band]) -> Batch:
@@ -171,7 +198,16 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
     batch.add("seeds_returned", "llen", keys.seeds.returned)
     batch.add("rejected", "llen", keys.rejected)
     batch.add("paused", "get", keys.paused)
+    batch.add("error_top", "zrevrange", keys.error_counts, 0, TOP_ERROR_GROUPS - 1, withscores=True)
+    batch.add("error_totals", "hgetall", keys.error_totals)
+    batch.add("findings", "zrevrange", keys.findings_at, 0, LATEST_FINDINGS - 1)
+    batch.add("findings_total", "zcard", keys.findings_at)
     batch.add("started", "hget", keys.config, crawlconf.STARTED)
+    # servers that more than one site answers from, most sites first
+    batch.add(
+        "servers", "zrevrangebyscore", keys.servers, "+inf", 2,
+        start=0, num=TOP_SITES, withscores=True,
+    )  # fmt: skip
     for shard in shards:
         k = shard.index
         batch.add((k, "levels"), "zrange", shard.levels, 0, -1, withscores=True)
@@ -184,6 +220,9 @@ def _first_reads(keys: FrontierKeys, shards: list[ShardKeys], bands: list[Band])
         batch.add((k, "first_due"), "zrange", shard.waiting, 0, TOP_SITES - 1)
         batch.add((k, "registry"), "hgetall", shard.status)
         batch.add((k, "cuts"), "zrevrange", shard.cuts, 0, TOP_SITES - 1, withscores=True)
+        batch.add((k, "delays"), "hlen", shard.delays)
+        batch.add((k, "held"), "zcard", shard.holds)
+        batch.add((k, "holds"), "zrevrange", shard.holds, 0, TOP_SITES - 1, withscores=True)
         batch.add((k, "revisits"), "zcard", shard.revisit)
         batch.add((k, "revisit_head"), "zrange", shard.revisit, 0, 0, withscores=True)
         batch.add((k, "late_head"), "zrange", shard.revisit_late, 0, 0, withscores=True)
@@ -205,6 +244,10 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     snap.start_list, snap.rejected = int(got["start_list"]), int(got["rejected"])
     snap.seeds_returned = int(got["seeds_returned"])
     snap.paused = got["paused"] is not None
+    error_top = [(_text(g), count) for g, count in got["error_top"] or ()]
+    snap.error_totals = Totals.of(got["error_totals"] or {})
+    finding_names = [_text(n) for n in got["findings"] or ()]
+    snap.findings_total = int(got["findings_total"])
     snap.started_ms = crawlconf.started_ms(got["started"])
     snap.queued_by_kind = {kind: 0 for kind, _, _ in bands}
     first_due: list[tuple[ShardKeys, str]] = []
@@ -233,6 +276,10 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
                 node = name[len(STATUS_LEASES_FIELD) :]
                 held[node] = held.get(node, 0) + max(0, int(value))
         cuts += [(float(ms), shard, _text(site)) for site, ms in got[(k, "cuts")]]
+        # held sites are shown as cut ones are, the latest hold first
+        cuts += [(float(ms), shard, _text(site)) for site, ms in got[(k, "holds")]]
+        snap.delayed_sites += int(got[(k, "delays")])
+        snap.held_sites += int(got[(k, "held")])
         snap.revisit.scheduled += int(got[(k, "revisits")])
         revisit_heads += [float(score) for _, score in got[(k, "revisit_head")]]
         late_heads += [float(score) for _, score in got[(k, "late_head")]]
@@ -248,11 +295,35 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
         batch.add(("seeding", name), "llen", keys.seeds.taken(name))
     for shard, site in first_due:
         batch.add(("room", shard.index, site), "zcard", shard.wait(site))
+    if error_top:
+        batch.add("error_meta", "hmget", keys.errors, [g for g, _ in error_top])
+    if finding_names:
+        batch.add("finding_records", "hmget", keys.findings, finding_names)
+    servers = [(_text(server), int(float(n))) for server, n in got["servers"] or ()]
+    for server, _ in servers:
+        batch.add(("server", server), "hget", keys.server(server), "inuse")
+        batch.add(("server_sites", server), "srandmember", keys.server_sites(server), 5)
     # the URLs each dupefilter holds, in any of its modes (revisit: its live generations)
     for shard, generation in generations:
         for name in seen_counted(shard, generation):
             batch.add(("seen", name), "hget", name, "n")
     got = yield batch
+    if error_top:
+        metas = got["error_meta"]
+        snap.error_groups = [
+            ErrorGroup.of(g, raw, n) for (g, n), raw in zip(error_top, metas, strict=True)
+        ]
+    if finding_names:
+        snap.findings = [record for record in map(_json_object, got["finding_records"]) if record]
+    snap.servers = [
+        ServerRecord(
+            server,
+            sites,
+            max(0, int(got[("server", server)] or 0)),
+            sorted(_text(site) for site in got[("server_sites", server)] or ()),
+        )
+        for server, sites in servers
+    ]
     snap.seen = sum(int(got[("seen", n)] or 0) for s, g in generations for n in seen_counted(s, g))
     for name in names:
         score = got[("heartbeat", name)]
@@ -275,7 +346,8 @@ def _plan(keys: FrontierKeys, bands: list[Band], dead_sample: int) -> Plan[Snaps
     # nothing) and the busiest, from what the live nodes publish, up to the top's number each
     shown = {site for _, _, site in top}
     cut_sites = [(sh, site) for _, sh, site in sorted(cuts, key=lambda t: -t[0])]
-    cut_sites = [(sh, site) for sh, site in cut_sites if site not in shown][:TOP_SITES]
+    cut_sites = list(dict.fromkeys((sh, site) for sh, site in cut_sites if site not in shown))
+    cut_sites = cut_sites[:TOP_SITES]
     live = [
         n.info for n in snap.nodes.values() if n.stopped_ms is None and n.heartbeat_ms is not None
     ]

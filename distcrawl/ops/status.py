@@ -33,6 +33,7 @@ __all__ = [
     "error_kinds",
     "memory_status",
     "node_state",
+    "politeness_figures",
     "products_accounted",
     "read_status",
     "site_defaults",
@@ -184,6 +185,43 @@ def _node(
     return row, rates
 
 
+#: node stats summed into the status' ``politeness`` figures: the figure, and its stats key
+_POLITENESS_COUNTERS = (
+    ("robots_unavailable", stat_keys.ROBOTSTXT_UNAVAILABLE),
+    ("robots_no_rules", stat_keys.ROBOTSTXT_NO_RULES),
+    ("given_back", stat_keys.GIVEN_BACK),
+    ("share_waits", stat_keys.SHARE_WAITS),
+    ("server_waits", stat_keys.SERVER_WAITS),
+    ("outside_waits", stat_keys.OUTSIDE_WAITS),
+    ("retry_after_capped", stat_keys.RETRY_AFTER_CAPPED),
+)
+#: node stats families summed into the status' ``politeness`` figures, by their variable part
+_POLITENESS_FAMILIES = (
+    ("site_holds", stat_keys.SITE_HOLDS),
+    ("set_aside", stat_keys.SET_ASIDE),
+)
+
+
+def politeness_figures(nodes: Mapping[str, NodeRecord]) -> dict[str, Any]:
+    """What the nodes counted of the sites' politeness (robots.txt unavailable or without
+    rules, sites held and set aside, leases given back, waits for a site's share of a node's
+    slots, a server's grant or a hold), summed over every node the crawl knows."""
+    out: dict[str, Any] = {name: 0 for name, _ in _POLITENESS_COUNTERS}
+    out.update({name: {} for name, _ in _POLITENESS_FAMILIES})
+    for node in nodes.values():
+        for key, value in node.stats.items():
+            if not is_number(value):
+                continue
+            for name, stat in _POLITENESS_COUNTERS:
+                if key == stat:
+                    out[name] += int(value)
+            for name, family in _POLITENESS_FAMILIES:
+                part = family.part(key)
+                if part is not None:
+                    out[name][part] = out[name].get(part, 0) + int(value)
+    return out
+
+
 def build_status(
     snapshot: Snapshot,
     tracker: RateTracker | None = None,
@@ -277,6 +315,8 @@ def build_status(
             "backlog": left,
             "seen": snapshot.seen,
             "rejected": snapshot.rejected,
+            "sites_with_crawl_delay": snapshot.delayed_sites,
+            "sites_held": snapshot.held_sites,
         },
         "dead_letters": dead,
         "site_defaults": defaults,
@@ -287,6 +327,16 @@ def build_status(
             snapshot.at_ms or None,
             defaults=defaults,
         ),
+        "servers": [
+            {
+                "server": record.server,
+                "sites": record.sites,
+                "in_flight": record.in_flight,
+                "some_sites": record.some_sites,
+            }
+            for record in snapshot.servers
+        ],
+        "politeness": politeness_figures(snapshot.nodes),
         "nodes": nodes,
         "totals": {
             "live_nodes": live,
@@ -307,6 +357,13 @@ def build_status(
         "drained": drained,
         "revisit": revisit,
         "redis_memory": memory_status(snapshot.redis_memory),
+        "error_groups": {
+            "groups": snapshot.error_totals.groups,
+            "groups_by_kind": dict(snapshot.error_totals.groups_by_kind),
+            "failures_by_kind": dict(snapshot.error_totals.events_by_kind),
+            "top": [group.as_dict() for group in snapshot.error_groups],
+        },
+        "findings": {"total": snapshot.findings_total, "latest": list(snapshot.findings)},
         "unreadable": unreadable,
     }
 

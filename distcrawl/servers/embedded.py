@@ -6,13 +6,17 @@ current working directory, so a project checkout keeps its own crawl state)::
 
     <home>/redis/        Redis data directory (append-only file: a restart loses no queued work)
     <home>/redis.json    state of the running Redis: pid, port, url
+    <home>/redis.port    the port it was first started on: it starts there again
     <home>/redis.log     its log
     <home>/redis.lock    fcntl lock: nodes starting at the same moment agree on one server
     <home>/mongo/ ...    the same for MongoDB (SecantusDB's WiredTiger storage path)
 
 A server is reused when its state file names a port that answers (``PING`` / ``ping``).
 Servers are started detached (a session of their own), so a server started by one node serves
-the other nodes of the machine after that one exits. They bind 127.0.0.1 only, on a free port.
+the other nodes of the machine after that one exits. They bind 127.0.0.1 only, on a free port
+the first time; a server that died or was stopped starts again on the port its home recorded,
+so the nodes still running reconnect to it (on another port only when that one is taken, with
+a warning saying so).
 
 Nodes register as users of the servers (``<home>/users/<pid>.json``) and leave when they exit;
 the last node to leave stops the servers a node started (:func:`leave_services`). Servers
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.config import SETTINGS
-from distcrawl.base.processes import pid_alive, pid_runs, terminate_pid
+from distcrawl.base.processes import pid_alive, pid_runs, port_free, terminate_pid
 from distcrawl.servers.process import (
     SERVER_START_TIMEOUT,
     MongoServer,
@@ -154,14 +158,34 @@ def _ensure(
                 terminate_pid(server.pid)
             state_path.unlink(missing_ok=True)
         last_error: ServiceError | None = None
-        for _ in range(START_ATTEMPTS):
-            server = _server(kind, home)
+        recorded = _recorded_port(home, kind)
+        for attempt in range(START_ATTEMPTS):
+            port = recorded if attempt == 0 else None
+            if port is not None and not port_free(port):
+                logger.warning(
+                    "The embedded %s's port %d (recorded in %s) is taken by another process; "
+                    "starting it on another port: nodes started before must be given its new URL",
+                    kind.name,
+                    port,
+                    home,
+                )
+                port = None
+            server = _server(kind, home, port)
             try:
                 server.start(detached=True)
             except ServiceError as exc:  # most likely the port was taken before the bind
                 last_error = exc
+                if port is not None:
+                    logger.warning(
+                        "The embedded %s did not start on its recorded port %d (%s); starting "
+                        "it on another port: nodes started before must be given its new URL",
+                        kind.name,
+                        port,
+                        exc,
+                    )
                 continue
             assert server.pid is not None
+            _port_file(home, kind).write_text(f"{server.port}\n")
             state = {
                 "pid": server.pid,
                 "port": server.port,
@@ -172,6 +196,19 @@ def _ensure(
             _write_state(state_path, state)
             return server, True
         raise ServiceError(f"could not start the embedded {kind.name}: {last_error}")
+
+
+def _port_file(home: Path, kind: type[ServerProcess]) -> Path:
+    return home / f"{kind.name}.port"
+
+
+def _recorded_port(home: Path, kind: type[ServerProcess]) -> int | None:
+    """The port *home* recorded for its server of *kind* (None: never started)."""
+    try:
+        port = int(_port_file(home, kind).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return port if 0 < port < 65536 else None
 
 
 def _started_at(pid: int) -> str | None:

@@ -51,6 +51,8 @@ MAX_RECORD_ATTEMPTS = 10
 #: seconds between the log lines of a closing node waiting for MongoDB to replay its journal
 WAIT_NOTE_INTERVAL = 5.0
 
+#: seconds between two looks at whether the node was stopped, while a close waits for MongoDB
+_STOP_POLL = 0.2
 #: journal directory -> products a store of this process left there at close, unreplayed
 _STRANDED: dict[str, int] = {}
 
@@ -106,8 +108,11 @@ class ProductStore:
         journal_close_timeout: float,
         retry_backoff: float,
         retry_backoff_max: float,
+        stopped: Callable[[], bool] | None = None,
     ) -> None:
         self._writer = writer
+        #: the node was asked to stop (ends a close's wait for MongoDB that began before)
+        self._stopped = stopped or (lambda: False)
         self._journal = journal
         self._count = count
         self._gauge = gauge or (lambda name, value: None)
@@ -221,14 +226,18 @@ class ProductStore:
         """At close: while the journal holds products, wait for MongoDB (up to
         ``journal_close_timeout`` seconds, a log line every few) and replay them. Return the
         products left, after saying exactly where they are."""
-        deadline = time.monotonic() + self.journal_close_timeout
-        next_note = time.monotonic()
+        began = next_note = time.monotonic()
+        deadline = began + self.journal_close_timeout
         failure = ""
+        stopped_before = self._stopped()
         while True:
             segments, products = await asyncio.to_thread(self._journal.held)
             self._set_held(products)
             if not segments:
+                _STRANDED.pop(self.journal_path, None)
                 return 0
+            # held until replayed: a process stopped under this wait exits saying so (status 3)
+            _STRANDED[self.journal_path] = products
             if await asyncio.to_thread(self._writer.ping):
                 if self._outage is not None:
                     self._end_outage()
@@ -257,6 +266,9 @@ class ProductStore:
             now = time.monotonic()
             if now >= deadline:
                 break
+            if self._stopped() and not stopped_before:
+                failure += "; the node was stopped while it waited"
+                break
             if now >= next_note:
                 logger.warning(
                     "Waiting for MongoDB to replay %d journaled products from %s before "
@@ -267,7 +279,9 @@ class ProductStore:
                     deadline - now,
                 )
                 next_note = now + WAIT_NOTE_INTERVAL
-            await asyncio.sleep(min(self._backoff(), max(0.0, deadline - now)))
+            until = now + min(self._backoff(), max(0.0, deadline - now))
+            while time.monotonic() < until and (stopped_before or not self._stopped()):
+                await asyncio.sleep(_STOP_POLL)
         paths = await asyncio.to_thread(self._journal.segments)
         logger.error(
             "%d products are NOT in MongoDB: they wait in the journal %s (%d segments: %s); "
@@ -277,7 +291,7 @@ class ProductStore:
             self.journal_path,
             len(paths),
             ", ".join(p.name for p in paths),
-            self.journal_close_timeout,
+            min(self.journal_close_timeout, time.monotonic() - began),
             failure,
             REPLAY_JOURNAL.line(directory=self.journal_path),
         )

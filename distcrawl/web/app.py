@@ -35,14 +35,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from distcrawl.frontier import connection
 from distcrawl.frontier.keys import FrontierKeys
-from distcrawl.ops import control, deadletters, seeds, sites
+from distcrawl.ops import control, deadletters, errors, seeds, sites
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
 from distcrawl.ops.products import ProductStore
 from distcrawl.ops.reads import arun
 from distcrawl.ops.status import DEFAULT_REVISIT_GRACE, products_accounted
+from distcrawl.storage.observe import ObserveStore
 from distcrawl.web.metrics import CONTENT_TYPE, render_metrics
 from distcrawl.web.sampler import DEFAULT_INTERVAL, Sampler
 from distcrawl.web.security import Guard, HostCheck
+from distcrawl.web.snapshots import snapshot_page
 
 __all__ = ["WebConfig", "create_app"]
 
@@ -84,6 +86,8 @@ class WebConfig:
     #: host names the dashboard answers to besides loopback names or IP addresses
     #: (``DISTCRAWL_WEB_HOSTS``; see :class:`~distcrawl.web.security.HostCheck`)
     hosts: tuple[str, ...] = ()
+    #: MongoDB's error snapshots (None: the groups are listed without them)
+    observe: ObserveStore | None = None
 
 
 class _Hosts:
@@ -139,9 +143,12 @@ def _int_arg(request: Request, name: str, default: int, low: int, high: int) -> 
     return max(low, min(high, value))
 
 
-def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
+def create_app(
+    config: WebConfig, *, bind: str | None = None, addresses: tuple[str, ...] = ()
+) -> Starlette:
     """The dashboard's app; ``bind``: the address it listens on, whose ``Host`` names it
-    answers to (None: any, for an app mounted behind a server that checks them)."""
+    answers to (None: any, for an app mounted behind a server that checks them);
+    ``addresses``: where it listens (``host:port``), recorded in the crawl for its nodes."""
     guard = Guard(token=config.token or None)
     keys = config.keys
     aclient, sclient = _clients(config.redis_url)
@@ -154,6 +161,7 @@ def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
         revisit_grace=config.revisit_grace,
         interval=config.interval,
         store_figures=store.figures if store is not None else None,
+        addresses=addresses,
     )
     template = _HERE.joinpath("templates", "index.html").read_text("utf-8")
 
@@ -253,6 +261,60 @@ def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
         rows = await asyncio.to_thread(store.latest, limit)
         return JSONResponse({"configured": True, "reachable": rows is not None, "rows": rows or []})
 
+    async def api_errors(request: Request) -> Response:
+        """The crawl's error groups, the most failures first, each with its first
+        occurrence's summary (``limit``, ``site``): one read of the groups, one of MongoDB."""
+        limit = _int_arg(request, "limit", 20, 1, 1000)
+        site = request.query_params.get("site") or ""
+
+        def read() -> dict[str, Any]:
+            found = errors.list_groups(
+                sclient, keys, mongo=config.observe, sites=[site] if site else []
+            )
+            total = len(found["groups"])
+            return {**found, "total": total, "groups": found["groups"][:limit]}
+
+        return JSONResponse(await asyncio.to_thread(read))
+
+    async def _group(request: Request) -> tuple[Any, Any] | Response:
+        wanted = request.path_params["group"]
+        try:
+            return await asyncio.to_thread(
+                errors.find_group, sclient, keys, wanted, mongo=config.observe
+            )
+        except (errors.GroupNotFound, errors.AmbiguousGroup) as exc:
+            return PlainTextResponse(str(exc), status_code=404)
+
+    async def error_page(request: Request) -> Response:
+        """A group and its first occurrence as a page (every value escaped)."""
+        found = await _group(request)
+        if isinstance(found, Response):
+            return found
+        group, snapshot = found
+        return HTMLResponse(snapshot_page(keys.spider, group, snapshot))
+
+    async def error_body(request: Request) -> Response:
+        """The first occurrence's body as an attachment in plain text: never rendered."""
+        found = await _group(request)
+        if isinstance(found, Response):
+            return found
+        group, snapshot = found
+        if snapshot is None:
+            return PlainTextResponse("no snapshot of this group is kept", status_code=404)
+        return Response(
+            snapshot.body,
+            media_type="text/plain; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{group.id}.body.txt"'},
+        )
+
+    async def api_error(request: Request) -> Response:
+        found = await _group(request)
+        if isinstance(found, Response):
+            return found
+        group, snapshot = found
+        shot = snapshot.as_dict() if snapshot is not None else None
+        return JSONResponse({**group.as_dict(), "snapshot": shot})
+
     # ------------------------------------------------------------------ actions
 
     async def _body(request: Request) -> dict[str, Any]:
@@ -333,6 +395,8 @@ def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
             sclient.close()
             if store is not None:
                 store.close()
+            if config.observe is not None:
+                config.observe.close()
 
     static = StaticFiles(directory=str(_HERE.joinpath("static")))
     app = Starlette(
@@ -344,6 +408,10 @@ def create_app(config: WebConfig, *, bind: str | None = None) -> Starlette:
             Route("/api/deadletters", api_deadletters),
             Route("/api/rejected", api_rejected),
             Route("/api/products", api_products),
+            Route("/api/errors", api_errors),
+            Route("/api/errors/{group}", api_error),
+            Route("/errors/{group}", error_page),
+            Route("/errors/{group}/body", error_body),
             Route("/events", events),
             Route("/metrics", metrics),
             Route("/api/pause", action(do_pause), methods=["POST"]),

@@ -26,6 +26,7 @@ from distcrawl.base.urls import mask_url
 from distcrawl.ops.context import Context
 from distcrawl.ops.entry import add_spider_argument, entry_points
 from distcrawl.ops.products import ProductStore
+from distcrawl.ops.report import observe_store
 from distcrawl.web.app import WebConfig
 from distcrawl.web.sampler import DEFAULT_INTERVAL
 from distcrawl.web.security import HOSTS_ENV, TOKEN_ENV, UnsafeBind
@@ -82,6 +83,7 @@ def web_config(
         allow_private=ctx.allow_private,
         interval=max(0.2, interval),
         store=ProductStore.from_settings(settings) if store else None,
+        observe=observe_store(settings, timeout=3.0) if store else None,
         hosts=tuple(str(n).strip() for n in hosts if str(n).strip()),
     )
 

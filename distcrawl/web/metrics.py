@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from distcrawl.base.names import metrics as m
 from distcrawl.base.names import vocabulary
+from distcrawl.base.names.observe import GROUP_KINDS
 from distcrawl.base.names.status import NODE_STATES
 
 if TYPE_CHECKING:
@@ -137,13 +138,38 @@ class _StatusCollector(Collector):
         waiting = _family(m.SITE_WAITING)
         factor = _family(m.SITE_FACTOR)
         cut = _family(m.SITE_CUT_REMAINING)
+        delay = _family(m.SITE_CRAWL_DELAY)
+        hold = _family(m.SITE_HOLD_REMAINING)
         for site in status["sites"]:
             in_flight.add_metric([site["site"]], site["in_flight"])
             waiting.add_metric([site["site"]], site["waiting"])
             factor.add_metric([site["site"]], site["factor"])
             if site.get("cut"):
                 cut.add_metric([site["site"], site["cut"]["cause"]], site["cut"]["wears_off_in_s"])
-        yield from (in_flight, waiting, factor, cut)
+            if site.get("crawl_delay_s") is not None:
+                delay.add_metric([site["site"], site["delay_source"]], site["crawl_delay_s"])
+            if site.get("hold"):
+                hold.add_metric([site["site"], site["hold"]["cause"]], site["hold"]["ends_in_s"])
+        yield from (in_flight, waiting, factor, cut, delay, hold)
+        yield _family(m.SITES_WITH_CRAWL_DELAY, frontier["sites_with_crawl_delay"])
+        yield _family(m.SITES_HELD, frontier["sites_held"])
+        servers = _family(m.SERVER_SITES)
+        for server in status["servers"]:
+            servers.add_metric([server["server"]], server["sites"])
+        yield servers
+        yield _family(m.ROBOTS_UNAVAILABLE, status["politeness"]["robots_unavailable"])
+
+        # every kind, 0 when none, so an alert on a kind's increase fires from the first one
+        observed = status.get("error_groups") or {}
+        groups = _family(m.ERROR_GROUPS)
+        events = _family(m.ERROR_GROUP_EVENTS)
+        by_kind = {**dict.fromkeys(GROUP_KINDS, 0), **observed.get("groups_by_kind", {})}
+        failures = {**dict.fromkeys(GROUP_KINDS, 0), **observed.get("failures_by_kind", {})}
+        for kind in by_kind:
+            groups.add_metric([kind], by_kind[kind])
+            events.add_metric([kind], failures.get(kind, 0))
+        yield from (groups, events)
+        yield _family(m.FINDINGS, (status.get("findings") or {}).get("total", 0))
 
 
 def render_metrics(sampler: Sampler) -> bytes:

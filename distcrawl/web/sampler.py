@@ -20,6 +20,7 @@ from typing import Any
 
 from distcrawl.base.names import status as words
 from distcrawl.frontier.keys import FrontierKeys
+from distcrawl.frontier.store import FrontierStore
 from distcrawl.ops.bands import DEFAULT_PAGE_PRIORITIES
 from distcrawl.ops.rates import RateTracker
 from distcrawl.ops.snapshot import DEFAULT_DEAD_SAMPLE, aread_snapshot
@@ -40,6 +41,8 @@ CRAWL_COUNT_SPACING = 10.0
 DEFAULT_HISTORY = 600
 #: seconds over which the charts' rates are averaged (short, so the charts follow the crawl)
 CHART_RATE_WINDOW = 10.0
+#: seconds between two records of where the dashboard listens (nodes ignore a minute-old one)
+ANNOUNCE_INTERVAL = 10.0
 #: nodes drawn one line each in the per-node chart (the busiest ones)
 CHART_NODES = 8
 
@@ -64,6 +67,9 @@ class Sampler:
     history: int = DEFAULT_HISTORY
     dead_sample: int = DEFAULT_DEAD_SAMPLE
     store_figures: Callable[..., dict[str, Any]] | None = None
+    #: where this dashboard listens (``host:port`` each), recorded in the crawl every
+    #: :data:`ANNOUNCE_INTERVAL` seconds so that its nodes never fetch it
+    addresses: tuple[str, ...] = ()
 
     status: dict[str, Any] | None = None
     error: str | None = None
@@ -210,11 +216,17 @@ class Sampler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), pause)
 
+    async def announce(self) -> None:
+        """Record where this dashboard listens, for the crawl's nodes (they never fetch it)."""
+        if self.addresses:
+            await FrontierStore(self.client, self.keys).announce_dashboard(self.addresses)
+
     def start(self) -> None:
         self._stopping.clear()
         self._tasks = [
             asyncio.create_task(self._loop(self.refresh, self.interval, "redis")),
             asyncio.create_task(self._loop(self.refresh_store, self.store_interval, "store")),
+            asyncio.create_task(self._loop(self.announce, ANNOUNCE_INTERVAL, "announce")),
         ]
 
     async def stop(self, timeout: float = 10.0) -> None:

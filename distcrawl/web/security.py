@@ -51,13 +51,28 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(host: str, token: str | None) -> None:
-    """Refuse a blank token or one shorter than :data:`MIN_TOKEN_LENGTH` (anywhere: it could
-    never be matched, or it would be guessed), and listening beyond loopback without a token
-    (raises :class:`UnsafeBind`)."""
+    """Refuse a token no request could match or anyone could guess (anywhere): a blank one,
+    one with spaces around it (a newline or a space that came with it from a file or a shell:
+    an ``Authorization`` header's value loses them), one with characters an HTTP header does
+    not carry as typed (beyond printable ASCII), one shorter than :data:`MIN_TOKEN_LENGTH`;
+    and listening beyond loopback without a token (raises :class:`UnsafeBind`). The token is
+    never shown."""
     if token is not None and not token.strip():
         raise UnsafeBind(
             f"refusing a blank {TOKEN_ENV}: no request could ever match it; set a token of "
             f"at least {MIN_TOKEN_LENGTH} characters, or unset it for a read-only dashboard"
+        )
+    if token is not None and token != token.strip():
+        raise UnsafeBind(
+            f"refusing a {TOKEN_ENV} with spaces or a newline around it (came it from a file "
+            "with a final newline?): a request's Authorization header cannot carry them, so "
+            "none would match; set it without them"
+        )
+    if token is not None and not all(" " <= c <= "~" for c in token):
+        raise UnsafeBind(
+            f"refusing a {TOKEN_ENV} with characters beyond printable ASCII: an HTTP header "
+            "does not carry them as typed, so no request would match; use letters, digits "
+            "and punctuation"
         )
     if token is not None and len(token.strip()) < MIN_TOKEN_LENGTH:
         raise UnsafeBind(

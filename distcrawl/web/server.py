@@ -4,6 +4,8 @@ another process (``distcrawl demo --web``, tests)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import socket
 import threading
 from typing import TYPE_CHECKING
@@ -36,6 +38,26 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def listening(host: str, port: int) -> tuple[str, ...]:
+    """Where a dashboard bound to *host*:*port* can be reached (``host:port`` each): *host*,
+    and for an any-address bind the machine's own addresses too."""
+    found = [host.strip("[]")]
+    if _is_ip(found[0]) and ipaddress.ip_address(found[0]).is_unspecified:
+        with contextlib.suppress(OSError):
+            for *_, sockaddr in socket.getaddrinfo(socket.gethostname(), None):
+                found.append(str(sockaddr[0]))
+    shown = (f"[{a}]" if ":" in a else a for a in dict.fromkeys(found))
+    return tuple(f"{a}:{port}" for a in shown)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 class DashboardServer:
     """The dashboard on *host*:*port*, answering to the ``Host`` names of *host* (see
     :class:`~distcrawl.web.security.HostCheck`); refuses a weak token, and a non-loopback
@@ -47,7 +69,7 @@ class DashboardServer:
         self.host = host
         self.sock = bind(host, port)
         self.port: int = self.sock.getsockname()[1]
-        self.app = create_app(config, bind=host)
+        self.app = create_app(config, bind=host, addresses=listening(host, self.port))
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,

@@ -7,7 +7,9 @@ warning, so an error) and by tests/docs/test_docs_contradictions.py:
   or inline) that the command's own parser refuses: a wrong argument order, a missing
   argument, an option it does not have;
 - a row of the status page's table of figures whose ``--json`` key the status does not have,
-  or whose screen label the status screen does not show.
+  or whose screen label the status screen does not show;
+- an exit status of ``scrapy crawl`` said in a sentence that names the status (``EXIT_...``) or
+  a finish reason it exits with, unlike the registry's (``distcrawl/base/names/exits.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "Contradiction",
     "command_lines",
     "environment_claims",
+    "exit_statuses",
     "find_all",
     "pages",
     "status_figures",
@@ -94,6 +97,53 @@ def environment_claims(docs: Iterable[tuple[Path, str]]) -> list[Contradiction]:
                             "registered setting is (the settings rule)",
                         )
                     )
+    return found
+
+
+# --------------------------------------------------------------------------- exit statuses
+
+_EXIT_CLAIM = re.compile(r"\bexit(?:s|ed)?(?: with)?(?: status)?\s+(\d{1,3})\b", re.I)
+_NAMED = re.compile(r"\b(EXIT_[A-Z_]+)\b|`([a-z_]+)`")
+
+
+def _known_exits() -> dict[str, int]:
+    """The exit status of each name that has one: the registry's ``EXIT_...`` names, and the
+    finish reasons whose meaning says ``scrapy crawl`` exits with a status."""
+    from distcrawl.base.names import vocabulary
+    from distcrawl.base.names.exits import EXIT_STATUSES
+
+    known = {s.name: s.code for s in EXIT_STATUSES}
+    for term in vocabulary():
+        said = re.search(r"scrapy crawl exits with status (\d+)", term.meaning)
+        if said:
+            known[term.name] = int(said.group(1))
+    return known
+
+
+def exit_statuses(docs: Iterable[tuple[Path, str]]) -> list[Contradiction]:
+    """Sentences that say an exit status and name an exit status or a finish reason with
+    one of its own (``exits with status 5 (finish reason `redis_unreachable`)``), with a
+    number the registry does not give it."""
+    known = _known_exits()
+    found = []
+    for path, text in docs:
+        for paragraph in re.finditer(r"(?:[^\n]+\n?)+", text):
+            for sentence in re.finditer(_SENTENCE, paragraph.group(0)):
+                said = {int(n) for n in _EXIT_CLAIM.findall(sentence.group(0))}
+                if not said:
+                    continue
+                named = {a or b for a, b in _NAMED.findall(sentence.group(0))} & set(known)
+                for name in sorted(named):
+                    if known[name] not in said:
+                        where = paragraph.start() + sentence.start()
+                        found.append(
+                            Contradiction(
+                                path,
+                                _line_of(text, where) + (sentence.group(0)[:1] == "\n"),
+                                f"exit status {', '.join(map(str, sorted(said)))} said with "
+                                f"{name}, whose exit status is {known[name]}",
+                            )
+                        )
     return found
 
 
@@ -216,6 +266,7 @@ def _known_status() -> tuple[dict[str, Any], str]:
     from rich.console import Console
 
     from distcrawl.commands.status import render
+    from distcrawl.frontier.protocol.observe import ErrorGroup, Totals
     from distcrawl.ops.snapshot import NodeRecord, Revisits, Snapshot
     from distcrawl.ops.status import build_status, products_accounted
 
@@ -242,7 +293,13 @@ def _known_status() -> tuple[dict[str, Any], str]:
         nodes={"n1": NodeRecord(heartbeat_ms=at - 500, info=info, leases=1)},
         revisit=Revisits(scheduled=5, next_due_ms=at + 5_000),
         redis_memory={"used_bytes": 1, "maxmemory_bytes": 0, "policy": "noeviction"},
-    )
+        error_groups=[ErrorGroup("0a1b2c3d4e5f", "shop.test", "http", "HTTP 503", 1, at - 9_000,
+                                 at - 9_000, ["http://shop.test/p/1"], "n1")],
+        error_totals=Totals(groups=1, snapshots=1, groups_by_kind={"http": 1},
+                            events_by_kind={"http": 1}),
+        findings=[{"message": "shop.test: price on 41% of the last 200 products (was 99%)"}],
+        findings_total=1,
+    )  # fmt: skip
     status = build_status(snapshot, heartbeat_timeout=30)
     status["store"] = {"collection": "catalog.products", "in_collection": 20, "this_crawl": 10,
                        "since_ms": at - 60_000, "error": None}  # fmt: skip
@@ -293,4 +350,4 @@ def status_figures(page: Path = STATUS_PAGE) -> list[Contradiction]:
 
 def find_all() -> list[Contradiction]:
     docs = pages()
-    return environment_claims(docs) + command_lines(docs) + status_figures()
+    return environment_claims(docs) + command_lines(docs) + exit_statuses(docs) + status_figures()

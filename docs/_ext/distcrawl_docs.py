@@ -31,11 +31,13 @@ def write_generated(folder: Path = GENERATED) -> dict[str, str]:
     pages = {
         "settings.md": render.settings(sources.SETTINGS_SOURCE()),
         "settings-rule.md": render.settings_rule(sources.settings_rule()),
+        "settings-observe.md": render.settings(sources.observe_settings_from_registry()),
         "scrapy-settings.md": render.scrapy_changes(sources.scrapy_changes()),
         "commands.md": render.commands(sources.COMMANDS_SOURCE()),
         "stats.md": render.stats(sources.STATS_SOURCE()),
         "metrics.md": render.metrics(sources.METRICS_SOURCE()),
         "redis-keys.md": render.keys(sources.KEYS_SOURCE()),
+        "outage-replies.md": render.outage_replies(sources.outage_replies()),
         "bench-results.md": render.bench_results(sources.bench_results()),
     }
     folder.mkdir(parents=True, exist_ok=True)

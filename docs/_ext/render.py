@@ -18,6 +18,7 @@ __all__ = [
     "commands",
     "keys",
     "metrics",
+    "outage_replies",
     "scrapy_changes",
     "settings",
     "stats",
@@ -80,6 +81,11 @@ def commands(records: Iterable[Command]) -> str:
     return "".join(parts)
 
 
+def outage_replies(rows: Iterable[tuple[str, str, str]]) -> str:
+    body = [(f"`{code}`", reason, advice or "wait: it passes") for code, reason, advice in rows]
+    return _GENERATED + _table(("error reply", "Redis", "what to do"), body)
+
+
 def stats(records: Iterable[Stat]) -> str:
     rows = [(f"`{s.key}`", s.help, ", ".join(f"`{m}`" for m in s.counted_in)) for s in records]
     return _GENERATED + _table(("stats key", "what it counts", "counted in"), rows)
@@ -131,7 +137,9 @@ BENCHES: dict[str, str] = {
     "faults": "Does a shop that fails requests at random lose a product? Are retries spaced?",
     "mongo_outage": "Does a MongoDB outage mid-crawl lose or duplicate a product?",
     "pipeline": "The bulk MongoDB pipeline against the Scrapy docs' one-insert-per-item one.",
-    "politeness": "Does a shared per-site rate hold across nodes, without blocking other sites?",
+    "politeness": "Does a shared per-site rate hold across nodes, without blocking other sites? "
+    "Do a robots.txt Crawl-delay and a server budget hold for the cluster, is a site whose "
+    "robots.txt answers 5xx left alone, and does a hanging site slow the rest?",
     "hostile": "Are hostile seeds and queue entries refused, with every product still stored?",
     "recrawl": "Revisit mode on a changing shop: changes missed, freshness lag, 304s, bytes saved.",
     "extract": "What extraction costs per page, against a git ref.",
@@ -159,7 +167,11 @@ HEADLINES: dict[str, tuple[str, ...]] = {
     "faults": ("lost", "stored", "dead_letters", "retry_gap_ok"),
     "mongo_outage": ("lost", "duplicates", "stored"),
     "pipeline": ("ratio",),
-    "politeness": ("max_per_second", "other_site_done"),
+    "politeness": (
+        "max_per_second", "other_site_done", "crawl_delay_max_requests_per_window",
+        "server_max_concurrency", "robots_5xx_pages_fetched_before_robots",
+        "hanging_site_slowdown",
+    ),
     "hostile": ("stored", "refused", "marker_created"),
     "recrawl": ("changes_missed", "false_changes", "not_modified_ratio", "bytes_saved_ratio"),
     "extract": ("ratio",),

@@ -100,6 +100,29 @@ def settings_from_registry() -> list[Setting]:
     ]
 
 
+#: the settings of what goes wrong and who is told (error groups, snapshots, data quality, the
+#: crawl report, notices): tuning beyond the main reference, rendered on a page of their own
+OBSERVE_PREFIXES = (
+    "DISTCRAWL_ERROR_",
+    "DISTCRAWL_SNAPSHOT",
+    "DISTCRAWL_EXPECTED_",
+    "DISTCRAWL_QUALITY_",
+    "DISTCRAWL_REPORT_",
+    "DISTCRAWL_ALERT_",
+)
+
+
+def observe_settings_from_registry() -> list[Setting]:
+    """The settings of error groups, data quality, reports and notices, from the registry."""
+    from distcrawl.base.config import SETTINGS
+
+    return [
+        Setting(r.name, r.type, _shown_default(r), r.help, r.scope, r.env)
+        for r in SETTINGS.reference(hidden=True, scrapy=False)
+        if r.name.startswith(OBSERVE_PREFIXES)
+    ]
+
+
 def settings_rule() -> str:
     """The registry module's docstring: where a setting's value comes from, the environment
     rule, unknown names (reST roles and literals as Markdown)."""
@@ -365,6 +388,7 @@ def metrics_from_vocabulary() -> list[Metric]:
 
 # --------------------------------------------------------------------------- Redis keys
 
+
 def keys_from_schema() -> list[Key]:
     """The key layout, from the key schema (``distcrawl.frontier.keys.layout()``), written for
     a crawl named ``catalog``: ``{catalog}:...`` in the control slot, ``{catalog:k}:...`` in a
@@ -422,6 +446,14 @@ def bench_results(folder: Path | None = None) -> list[dict[str, Any]]:
         data["_file"] = str(path.relative_to(ROOT))
         out.append(data)
     return out
+
+
+def outage_replies() -> list[tuple[str, str, str]]:
+    """The error replies a node waits out as an outage: class, meaning, advice
+    (:data:`distcrawl.frontier.outages.OUTAGE_REPLIES`)."""
+    from distcrawl.frontier.outages import OUTAGE_REPLIES
+
+    return [(o.code, o.reason, o.advice) for o in OUTAGE_REPLIES.values()]
 
 
 # --------------------------------------------------------------------------- the sources

@@ -23,9 +23,9 @@ def test_a_setting_is_defined_once() -> None:
         Registry([one, one])
 
 
-def test_at_most_25_public_distcrawl_settings() -> None:
+def test_at_most_29_public_distcrawl_settings() -> None:
     public = [s.name for s in SETTINGS.public() if s.name.startswith(PREFIX)]
-    assert len(public) <= 25, public
+    assert len(public) <= 29, public
 
 
 def test_every_distcrawl_name_the_code_quotes_is_registered() -> None:
@@ -218,6 +218,11 @@ def test_the_crawl_wide_settings_are_the_ones_every_node_must_share() -> None:
         "DISTCRAWL_REVISIT_BACKOFF",
         "DISTCRAWL_REVISIT_EARLY",
         "DISTCRAWL_REVISIT_FORGET",
+        "DISTCRAWL_ERROR_GROUPS_MAX",
+        "DISTCRAWL_SNAPSHOTS_MAX",
+        "DISTCRAWL_QUALITY_FIELDS",
+        "DISTCRAWL_QUALITY_WINDOW",
+        "DISTCRAWL_QUALITY_DROP",
     }
 
 

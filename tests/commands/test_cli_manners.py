@@ -122,8 +122,14 @@ def test_a_seed_list_no_node_would_read_is_a_warning(redis_url: str, r) -> None:
     # pushing there again: still no node ever ran that crawl
     again = _run("seed", "catalgo", "https://shop.test/a", redis_url=redis_url)
     assert "warning: no spider of this project is named 'catalgo'" in again.stderr
+    # an empty name is no misspelling: no crawl can have it (its keys would hold no hash tag),
+    # so it is refused as every bad crawl name is, in one line, and nothing is pushed
     empty = _run("seed", "", "https://shop.test/", redis_url=redis_url)
-    assert "warning: no spider of this project is named '' (an empty name)" in empty.stderr
+    assert (empty.returncode, empty.stderr) == (
+        2,
+        "error: the crawl name is empty: give the spider a name\n",
+    ), empty.stderr
+    assert r.llen(":start_urls") == 0
     known = _run("seed", "catalog", "https://shop.test/", redis_url=redis_url)
     assert known.returncode == 0 and "warning" not in known.stderr, known.stderr
     # a crawl of another project, whose nodes ran: they read their list

@@ -138,7 +138,14 @@ OUR_STATS = (
     "scheduler/", "dupefilter/", "robotstxt/shared", "gc/",
 )  # fmt: skip
 #: a node that gives up fast: one retry, a short backoff
-GIVES_UP_FAST = {"RETRY_TIMES": 1, "RETRY_BACKOFF_BASE": 0.05, "RETRY_BACKOFF_MAX": 0.1}
+# robots.txt off: the closed port's robots.txt would hold its site (RFC 9309) for
+# DISTCRAWL_ROBOTS_HOLD_MAX; here the retries' own reasons are what status shows
+GIVES_UP_FAST = {
+    "RETRY_TIMES": 1,
+    "RETRY_BACKOFF_BASE": 0.05,
+    "RETRY_BACKOFF_MAX": 0.1,
+    "ROBOTSTXT_OBEY": False,
+}
 
 
 @pytest.mark.slow

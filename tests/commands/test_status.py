@@ -315,3 +315,58 @@ def test_the_screen_shows_reasons_and_errors_by_the_names_of_the_json(r) -> None
     console.print(render(status))
     screen = console.export_text()
     assert "DownloadConnectionRefusedError" in screen and "exception/TimeoutError" in screen
+
+
+def test_status_shows_crawl_delays_holds_servers_and_politeness_by_the_json_names(r) -> None:
+    """A site with a Crawl-delay, a held site, a server of three sites and what the nodes
+    counted: the screen says them with the labels of the JSON."""
+    store = FrontierStore(r, SHARDED)
+    kids = [
+        (f"fp{site}{i}", 100, False, 0, site, json.dumps({"url": f"http://{site}/{i}"}))
+        for site in ("delayed.test", "held.test")
+        for i in (1, 2, 3)
+    ]
+    store.sync("n1", children=kids)
+    store.set_site_robots("delayed.test", delay_ms=2000, source="robots_txt")
+    store.set_site_robots("held.test", hold_ms=60_000, why="robots_unavailable")
+    store.sync("n1", lease=6)
+    store.note_servers([("a.test", "10.0.0.1"), ("b.test", "10.0.0.1"), ("c.test", "10.0.0.1")])
+    beat(
+        r,
+        SHARDED,
+        "n1",
+        {
+            "robotstxt/unavailable": 2,
+            "frontier/site_holds/robots_unavailable": 1,
+            "robotstxt/set_aside/crawl_delay_over_max": 3,
+        },
+    )
+    status = build_status(read_snapshot(r, SHARDED), heartbeat_timeout=30)
+    rows = {row["site"]: row for row in status["sites"]}
+    assert rows["delayed.test"]["crawl_delay_s"] == 2.0
+    assert rows["delayed.test"]["delay_source"] == "robots_txt"
+    assert rows["held.test"]["hold"]["cause"] == "robots_unavailable"
+    assert 0 < rows["held.test"]["hold"]["ends_in_s"] <= 60
+    assert status["frontier"]["sites_with_crawl_delay"] == 1
+    assert status["frontier"]["sites_held"] == 1
+    assert status["servers"] == [
+        {
+            "server": "10.0.0.1",
+            "sites": 3,
+            "in_flight": 0,
+            "some_sites": ["a.test", "b.test", "c.test"],
+        }
+    ]
+    politeness = status["politeness"]
+    assert politeness["robots_unavailable"] == 2
+    assert politeness["site_holds"] == {"robots_unavailable": 1}
+    assert politeness["set_aside"] == {"crawl_delay_over_max": 3}
+    status.update(drained=False, redis="redis://***", backlog_per_min=None, eta_seconds=None)
+    console = Console(width=160, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(render(status))
+    screen = console.export_text()
+    assert "delay/s" in screen and "Crawl-delay 2s (robots_txt)" in screen
+    assert "held (robots_unavailable)" in screen
+    assert "sites held" in screen and "sites with a Crawl-delay" in screen
+    assert "Servers with more than one site" in screen and "10.0.0.1" in screen
+    assert "robots.txt unavailable 2" in screen and "set aside crawl_delay_over_max 3" in screen

@@ -211,6 +211,10 @@ def test_demo_with_a_home_says_which_servers_keep_running_and_how_to_stop_them(t
         stop_services(home)
 
 
+def _sigint_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_demo_interrupted_names_the_folder_it_leaves(tmp_path) -> None:
     scratch = tmp_path / "tmp"
@@ -222,6 +226,10 @@ def test_demo_interrupted_names_the_folder_it_leaves(tmp_path) -> None:
             [sys.executable, "-m", "distcrawl.cli", "demo", "--products", "2000",
              "--latency", "50"],
             stdout=subprocess.DEVNULL, stderr=sink, env={**env, "TMPDIR": str(scratch)},
+            # Ctrl-C reaches a program in a terminal's foreground; a test run in a script's
+            # background (`pytest &`) hands SIGINT down ignored, and a program started so
+            # rightly keeps ignoring it
+            preexec_fn=_sigint_as_in_a_terminal,
         )  # fmt: skip
         try:
             # the nodes are crawling: their logs are in the demo's temporary folder

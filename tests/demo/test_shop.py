@@ -9,135 +9,22 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections import deque
 from collections.abc import Callable
-from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shop_client import HOSTILE_PATHS, Client, get, json_ld, links, walk
 
 from distcrawl.demo.catalog import Catalog, ean13
 from distcrawl.demo.config import ShopConfig
-from distcrawl.demo.pages import HOSTILE_LINKS
 from distcrawl.demo.routes import BIG_PAGE_BYTES
 from distcrawl.demo.shop import DemoShop
 
 ShopFactory = Callable[..., DemoShop]
-HOSTILE_PATHS = {path for path, _ in HOSTILE_LINKS}
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-class Response:
-    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-    @property
-    def text(self) -> str:
-        return self.body.decode()
-
-
-class Client:
-    """One keep-alive connection to a shop; never follows redirects."""
-
-    def __init__(self, shop: DemoShop) -> None:
-        self.shop = shop
-        self.conn = http.client.HTTPConnection("127.0.0.1", shop.port, timeout=10)
-
-    def request(
-        self,
-        path: str,
-        method: str = "GET",
-        body: bytes | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Response:
-        self.conn.request(method, path, body=body, headers=headers or {})
-        raw = self.conn.getresponse()
-        data = raw.read()
-        return Response(raw.status, {k.lower(): v for k, v in raw.getheaders()}, data)
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def get(shop: DemoShop, path: str, **kwargs: Any) -> Response:
-    client = Client(shop)
-    try:
-        return client.request(path, **kwargs)
-    finally:
-        client.close()
-
-
-class Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-        self.head_links: dict[str, str] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = dict(attrs)
-        if tag == "a" and found.get("href"):
-            self.hrefs.append(found["href"] or "")
-        if tag == "link" and found.get("rel") and found.get("href"):
-            self.head_links[found["rel"] or ""] = found["href"] or ""
-
-
-def links(html: str) -> Links:
-    parser = Links()
-    parser.feed(html)
-    return parser
-
-
-def canonical(url: str) -> str:
-    """What the crawler's canonicalisation must do: drop tracking params and ``page=1``."""
-    parts = urlsplit(url)
-    query = [
-        (k, v)
-        for k, v in parse_qsl(parts.query)
-        if k not in ("utm_source", "ref") and (k, v) != ("page", "1")
-    ]
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
-
-
-def walk(shop: DemoShop) -> tuple[set[str], dict[str, int]]:
-    """Breadth-first over every ``<a href>`` from the home page, hostile pages left out.
-
-    Returns the canonical product URLs found and the status of every page fetched.
-    """
-    client = Client(shop)
-    seen = {shop.url}
-    queue = deque([shop.url])
-    products: set[str] = set()
-    statuses: dict[str, int] = {}
-    try:
-        while queue:
-            url = queue.popleft()
-            path = urlsplit(url)
-            if path.path.startswith("/p/"):
-                products.add(url)
-                continue  # a walk of the graph does not need the product pages themselves
-            response = client.request(path.path + (f"?{path.query}" if path.query else ""))
-            statuses[url] = response.status
-            for href in links(response.text).hrefs:
-                target = canonical(urljoin(url, href))
-                if urlsplit(target).path in HOSTILE_PATHS or target in seen:
-                    continue
-                seen.add(target)
-                queue.append(target)
-    finally:
-        client.close()
-    return products, statuses
-
-
-def json_ld(html: str) -> list[dict[str, Any]]:
-    blocks = re.findall(r'<script type="application/ld\+json">(.*?)</script>', html, re.S)
-    return [json.loads(block) for block in blocks]
 
 
 # -- the site graph -----------------------------------------------------------------------
@@ -406,110 +293,6 @@ def test_about_a_third_of_product_links_carry_tracking_params(shop_factory: Shop
     untracked = shop_factory(products=150, tracking_params=False)
     leaf = untracked.catalog.leaves()[0]
     assert "utm_source" not in get(untracked, leaf.path).text
-
-
-# -- faults -------------------------------------------------------------------------------
-
-
-def test_error_rate_is_roughly_as_set_and_seeded(shop_factory: ShopFactory) -> None:
-    first = shop_factory(products=30, error_rate=0.3, seed=11)
-    second = shop_factory(products=30, error_rate=0.3, seed=11)
-    leaf = first.catalog.leaves()[0]
-    paths = ["/", leaf.path, f"/c/{leaf.top_slug}/", first.catalog.products()[0].path] * 75
-    statuses = []
-    for shop in (first, second):
-        client = Client(shop)
-        statuses.append([client.request(path).status for path in paths])
-        client.close()
-    assert statuses[0] == statuses[1]
-    assert set(statuses[0]) == {200, 503}
-    assert 0.2 <= statuses[0].count(503) / len(paths) <= 0.4
-    # every page kind is hit
-    failed_paths = {path for path, status in zip(paths, statuses[0], strict=True) if status == 503}
-    assert failed_paths == set(paths)
-    response = get(first, "/robots.txt")
-    assert response.status == 200
-
-
-def test_faults_never_touch_robots_or_the_control_api(shop_factory: ShopFactory) -> None:
-    shop = shop_factory(products=10, error_rate=1.0)
-    assert get(shop, "/").status == 503
-    assert get(shop, "/").headers["retry-after"] == "1"
-    for _ in range(5):
-        assert get(shop, "/robots.txt").status == 200
-        assert get(shop, "/_shop/truth").status == 200
-
-
-def test_fail_products_always_answer_500(shop_factory: ShopFactory) -> None:
-    shop = shop_factory(products=50, fail_products=5, seed=2)
-    failing = shop.failing_product_urls()
-    assert len(failing) == 5
-    assert shop.recoverable_product_urls() == shop.expected_product_urls() - failing
-    client = Client(shop)
-    for url in failing:
-        for _ in range(3):
-            assert client.request(urlsplit(url).path).status == 500
-    client.close()
-    # still linked from the listings, so a crawl sees them and must give up on them
-    products, _ = walk(shop)
-    assert failing <= products
-
-
-def test_failing_products_are_a_deterministic_choice(shop_factory: ShopFactory) -> None:
-    one, two = (
-        shop_factory(products=50, fail_products=5),
-        shop_factory(products=50, fail_products=5),
-    )
-
-    def paths(shop: DemoShop) -> set[str]:
-        return {urlsplit(url).path for url in shop.failing_product_urls()}
-
-    assert paths(one) == paths(two)
-    one.set_faults(fail_products=8)
-    assert paths(two) < paths(one)  # raising the count only adds products
-
-
-def test_rate_limit_429_carries_retry_after(shop_factory: ShopFactory) -> None:
-    shop = shop_factory(products=10, rate_limit_429=1.0, retry_after=7)
-    response = get(shop, "/")
-    assert response.status == 429
-    assert response.headers["retry-after"] == "7"
-    quiet = shop_factory(products=10, rate_limit_429=1.0, retry_after=None)
-    assert "retry-after" not in get(quiet, "/").headers
-    mixed = shop_factory(products=10, rate_limit_429=0.5, error_rate=0.5)
-    client = Client(mixed)
-    statuses = {client.request("/").status for _ in range(60)}
-    client.close()
-    assert statuses == {429, 503}
-
-
-def test_latency_delays_responses(shop_factory: ShopFactory) -> None:
-    shop = shop_factory(products=10, latency_ms=80)
-    client = Client(shop)
-    client.request("/")  # connection set up
-    started = time.perf_counter()
-    client.request("/")
-    assert time.perf_counter() - started >= 0.08
-    client.close()
-
-
-def test_set_faults_heals_the_shop(shop_factory: ShopFactory) -> None:
-    shop = shop_factory(products=20, error_rate=1.0, fail_products=3)
-    product = next(iter(shop.failing_product_urls()))
-    assert get(shop, "/").status == 503
-    faults = shop.set_faults(error_rate=0.0)
-    assert faults["error_rate"] == 0.0 and faults["fail_products"] == 3
-    assert get(shop, "/").status == 200
-    assert get(shop, urlsplit(product).path).status == 500
-    shop.set_faults(fail_products=0)
-    assert shop.failing_product_urls() == set()
-    assert shop.recoverable_product_urls() == shop.expected_product_urls()
-    assert get(shop, urlsplit(product).path).status == 200
-    with pytest.raises(ValueError):
-        shop.set_faults(error_rate=1.5)
-    with pytest.raises(ValueError):
-        shop.set_faults(fail_products=21)
-    assert shop.faults()["error_rate"] == 0.0  # a refused change changes nothing
 
 
 # -- request log and the control API ------------------------------------------------------

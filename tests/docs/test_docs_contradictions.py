@@ -8,6 +8,8 @@ from pathlib import Path
 import contradictions
 from docshell import ROOT
 
+from distcrawl.base.names import exits
+
 PAGE = ROOT / "docs" / "guides" / "page.md"
 
 
@@ -69,3 +71,22 @@ def test_a_status_figure_the_status_lacks_is_found(tmp_path: Path) -> None:
         "status --json has no 'nodes[].pages'",
         "the screen shows no 'parked requests'",
     ], found
+
+
+def test_an_exit_status_unlike_the_registrys_is_found() -> None:
+    said = (
+        "A node whose Redis is away exits with status 5 (finish reason `redis_unreachable`).\n"
+        "A node exits with status 4 (finish reason `redis_evicts`), and\n"
+        "with exit status 9 (`EXIT_JOURNAL_HELD`) when its journal holds products.\n"
+        "\n"
+        "`EXIT_SETTINGS` is said nowhere with a number. It exits 2 (`EXIT_SETTINGS`).\n"
+        "Exit status 1 is Scrapy's own (`node_id_in_use` aside).\n"
+        "The nodes exit with status\n3 (`EXIT_FINDINGS`), a crawl with findings.\n"
+    )
+    found = contradictions.exit_statuses([(PAGE, said)])
+    assert [(c.line, c.message) for c in found] == [
+        (2, "exit status 4, 9 said with EXIT_JOURNAL_HELD, whose exit status is 3"),
+        (2, "exit status 4, 9 said with redis_evicts, whose exit status is 5"),
+        (6, "exit status 1 said with node_id_in_use, whose exit status is 5"),
+        (7, f"exit status 3 said with EXIT_FINDINGS, whose exit status is {exits.FINDINGS}"),
+    ], [str(c) for c in found]

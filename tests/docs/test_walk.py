@@ -226,8 +226,62 @@ def _ops_control(walk: Walk, output: str) -> None:
     assert "exit status 2: nothing deleted" in output, output
 
 
+def _demo_incidents(walk: Walk, output: str) -> None:
+    (summary,) = _json_lines(output)
+    assert summary["stored"] == summary["expected"] == 600, summary
+    assert summary["webhook_notices"]["finding"] == 1, summary["webhook_notices"]
+    assert summary["webhook_notices"]["crawl_finished"] == 1, summary["webhook_notices"]
+    assert all(summary["incident_checks"].values()), summary["incident_checks"]
+    assert any(f["field"] == "price" for f in summary["findings"]), summary["findings"]
+
+
+def _written_to(output: str) -> Path:
+    """The file a command said it wrote (``... written to PATH``)."""
+    found = re.findall(r"written to (\S+)$", output, re.M)
+    assert found, output
+    return Path(found[-1])
+
+
+def _ops_errors(walk: Walk, output: str) -> None:
+    # the three products' 500s, each try: one group, its first occurrence kept
+    assert "HTTP 500 Internal Server Error" in output, output
+    assert re.search(r"^status\s+500$", output, re.M), output
+    assert _written_to(output).stat().st_size > 0, output
+
+
+def _ops_report(walk: Walk, output: str) -> None:
+    assert "crawl catalog finished in" in output and '"crawl": "catalog"' in output, output
+    assert "HTTP 500" in _written_to(output).read_text(encoding="utf-8"), output
+
+
 def _ops_functions(walk: Walk, output: str) -> None:
     assert "distcrawl_frontier_" in output, output
+
+
+def _politeness_delay(walk: Walk, output: str) -> None:
+    assert _stored(output) == [4], output[-3000:]
+    logs = walk.shell.stderr(tail=10**7)
+    assert "asks for a Crawl-delay of 1s: one request at a time" in logs, logs[-3000:]
+
+
+def _politeness_delay_cap(walk: Walk, output: str) -> None:
+    assert _stored(output) == [2], output[-3000:]
+    logs = walk.shell.stderr(tail=10**7)
+    assert "Crawl-delay of 120s: capped at DISTCRAWL_MAX_CRAWL_DELAY" in logs, logs[-3000:]
+
+
+def _politeness_robots(walk: Walk, output: str) -> None:
+    assert re.search(r"robots_unavailable\s+1\b", output), output[-3000:]
+    assert "re-queued 1 of 1 matching dead letters" in output, output[-3000:]
+    assert _stored(output) == [10], output[-3000:]
+    logs = walk.shell.stderr(tail=10**7)
+    assert "given up, the site's requests become dead letters" in logs, logs[-3000:]
+
+
+def _politeness_servers(walk: Walk, output: str) -> None:
+    assert "Servers with more than one site" in output, output[-3000:]
+    assert re.search(r"127\.0\.0\.1\s+3\b", output), output[-3000:]
+    assert _stored(output) == [30], output[-3000:]
 
 
 CHECKS: dict[str, Callable[[Walk, str], None]] = {
@@ -236,6 +290,7 @@ CHECKS: dict[str, Callable[[Walk, str], None]] = {
     "demo-json": _demo(expect_stored=100),
     "demo-errors": _demo(),
     "demo-sites": _demo(sites=[3]),
+    "demo-incidents": _demo_incidents,
     "cluster-demo": _demo(sites=[4]),
     "cluster-crawl": _status_stored(100),
     "shop-extract": _shop_extract,
@@ -246,6 +301,10 @@ CHECKS: dict[str, Callable[[Walk, str], None]] = {
     "revisit-status": _revisit_status,
     "revisit-changes": _revisit_changes,
     "politeness": _status_stored(30),
+    "politeness-crawl-delay": _politeness_delay,
+    "politeness-crawl-delay-cap": _politeness_delay_cap,
+    "politeness-robots": _politeness_robots,
+    "politeness-servers": _politeness_servers,
     "mongodb-query": _mongodb,
     "scrapyd-deploy": _scrapyd_deploy,
     "scrapyd-jobs": _status_stored(100),
@@ -257,6 +316,8 @@ CHECKS: dict[str, Callable[[Walk, str], None]] = {
     "ops-seed": _ops_seed,
     "ops-seed-refused": _ops_seed_refused,
     "ops-deadletters": _ops_deadletters,
+    "ops-errors": _ops_errors,
+    "ops-report": _ops_report,
     "journal": _journal,
     "ops-control": _ops_control,
     "ops-functions": _ops_functions,

@@ -1,5 +1,6 @@
 """Faults around a node's Redis, end to end with real ``scrapy crawl catalog`` processes: a
-Redis out of memory mid-crawl is one outage (two log lines, nothing lost), a Redis out of reach
+Redis refusing writes mid-crawl (a failed save, memory, a password or an ACL changed) is one
+outage (two log lines, nothing lost), a Redis out of reach
 at start ends the node with a clear error, an evicting Redis is refused, and a forced stop that
 leaves leases behind says so with its exit status."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from crawl_nodes import (
     stop_all,
     wait_for,
 )
+from redis_refusals import RefusingRedis, node_url, refusing
 
 from distcrawl.base.processes import free_port
 from distcrawl.commands.crawl import EXIT_LEASES_HELD, EXIT_REFUSED
@@ -31,12 +34,6 @@ KEYS = FrontierKeys("catalog", "catalog:start_urls")
 
 def leased(r: redis.Redis, node: str) -> int:
     return sum(int(r.hlen(shard.held(node))) for shard in KEYS.all_shards())
-
-
-def oom_errors(r: redis.Redis) -> int:
-    """Commands Redis refused for want of memory so far (INFO errorstats)."""
-    oom = r.info("errorstats").get("errorstat_OOM")
-    return int(oom["count"]) if isinstance(oom, dict) else 0
 
 
 @pytest.fixture
@@ -54,50 +51,136 @@ def server(redis_server: RedisServer) -> Any:
     r.close()
 
 
+@pytest.fixture(scope="module")
+def refusing_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefusingRedis]:
+    home = tmp_path_factory.mktemp("refusing")
+    server = RefusingRedis(data_dir=home / "data", log_path=home / "redis.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def refusals(admin: redis.Redis, code: str) -> int:
+    """Commands Redis refused with *code* so far (INFO errorstats)."""
+    stat = admin.info("errorstats").get(f"errorstat_{code}")
+    return int(stat["count"]) if isinstance(stat, dict) else 0
+
+
 @pytest.mark.slow
-def test_redis_out_of_memory_mid_crawl_is_one_outage_and_loses_nothing(
-    server: RedisServer, mongo_uri: str, shop_factory: Any, tmp_path: Path
+@pytest.mark.parametrize("code", ["MISCONF", "OOM", "WRONGPASS", "NOPERM"])
+def test_redis_refusing_writes_mid_crawl_is_one_outage_and_loses_nothing(
+    refusing_server: RefusingRedis, code: str, mongo_uri: str, shop_factory: Any, tmp_path: Path
 ) -> None:
-    shop = shop_factory(products=150, latency_ms=100)
-    r = server.client()
-    r.lpush("catalog:start_urls", shop.url)
+    """A failed save (MISCONF), memory (OOM), a password rotated (WRONGPASS), an ACL changed
+    (NOPERM), longer than the heartbeat timeout: one line when it starts (naming the class),
+    one when it is over, no live node recovered, no ack fenced, no page fetched twice."""
+    admin = refusing_server.admin()
+    admin.flushall()
+    admin.config_resetstat()
+    # slow enough pages that the crawl is still under way once Redis refuses
+    shop = shop_factory(products=200, latency_ms=250)
+    admin.lpush("catalog:start_urls", shop.url)
     timeout = 8.0
     nodes = start_nodes(
-        ("oom1", "oom2"),
-        redis_url=server.url,
+        ("r1", "r2"),
+        redis_url=node_url(refusing_server),
         mongo_uri=mongo_uri,
         log_dir=tmp_path,
         settings={"CONCURRENT_REQUESTS": "4", "DISTCRAWL_HEARTBEAT_TIMEOUT": str(timeout)},
     )
     try:
-        assert wait_for(lambda: leased(r, "oom1") > 0 and leased(r, "oom2") > 0, 120)
-        # a tiny maxmemory under noeviction: Redis refuses every write of the frontier
-        r.config_set("maxmemory-policy", "noeviction")
-        r.config_set("maxmemory", int(r.info("memory")["used_memory"]) // 2)
-        began = time.monotonic()
-        # the outage: many refusals (each a retry, none a log line), and longer than the
-        # heartbeat timeout (every heartbeat goes stale, the live nodes' too)
-        assert wait_for(
-            lambda: oom_errors(r) >= 20 and time.monotonic() - began > 1.5 * timeout, 120
-        )
-        r.config_set("maxmemory", 0)
+        assert wait_for(lambda: leased(admin, "r1") > 0 and leased(admin, "r2") > 0, 120)
+        with refusing(refusing_server, code):
+            assert all(n.proc.poll() is None for n in nodes), "the crawl ended first"
+            began = time.monotonic()
+            # many refusals (each a retry, none a log line), for longer than the heartbeat
+            # timeout (every heartbeat goes stale, the live nodes' too)
+            assert wait_for(
+                lambda: refusals(admin, code) >= 20 and time.monotonic() - began > 1.5 * timeout,
+                120,
+            )
         assert [n.wait() for n in nodes] == [0, 0]
     finally:
         stop_all(nodes)
     for node in nodes:
         log = node.log()
-        assert log.count("Redis unavailable (out of memory") == 1, log
+        assert log.count("Redis unavailable (") == 1, log
+        named = [
+            line
+            for line in log.splitlines()
+            if "unavailable (" in line or "still unavailable" in line
+        ]
+        assert any(f" {code}, " in line or f"({code}, " in line for line in named), named
         assert log.count("Redis is back") == 1
         assert "Traceback" not in log and "Frontier loop error" not in log
         assert "Recovered" not in log  # no live node was declared dead
+        assert "leases it no longer holds" not in log  # no ack was fenced
         stats = stats_of(log)
         assert stats["frontier/outages"] == 1
         assert stats["frontier/redis_errors"] >= 2
+        assert "frontier/acks/stale" not in stats
     assert_each_product_once(mongo_uri, shop)
     fetched = Counter(
         e["path"] for e in shop.request_log() if e["status"] == 200 and "robots" not in e["path"]
     )
     assert max(fetched.values()) == 1, fetched.most_common(3)
+    admin.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signals_sent", [1, 2])
+def test_a_node_stopped_while_it_waits_to_replay_its_journal_exits_3_saying_how_many(
+    server: RedisServer,
+    mongo_server: Any,
+    mongo_uri: str,
+    shop_factory: Any,
+    tmp_path: Path,
+    signals_sent: int,
+) -> None:
+    """MongoDB down: the node journals every product, and once the crawl is drained its close
+    waits for MongoDB to replay them. SIGTERM then: it stops waiting, returns its leases, says
+    how many products the journal holds and exits 3; stopped twice (forced), it exits 3 and
+    says how many all the same."""
+    shop = shop_factory(products=30)
+    r = server.client()
+    r.lpush("catalog:start_urls", shop.url)
+    mongo_server.stop()
+    node = Node(
+        redis_url=server.url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="journaling",
+        settings={
+            "MONGO_JOURNAL_PATH": str(tmp_path / "journal"),
+            "MONGO_JOURNAL_AFTER": "0.5",
+            "MONGO_CLOSE_TIMEOUT": "0.5",
+            "MONGO_TIMEOUT": "1",
+            "MONGO_RETRY_BACKOFF_MAX": "1",
+        },
+    )
+    try:
+        assert wait_for(lambda: "Waiting for MongoDB to replay" in node.log(), 240), node.log()[
+            -3000:
+        ]
+        node.terminate()
+        if signals_sent == 2:
+            assert wait_for(lambda: "shutting down gracefully" in node.log(), 60)
+            node.terminate()
+        code = node.wait(120)
+    finally:
+        node.kill()
+        mongo_server.start()
+    log = node.log()
+    assert code == 3, log[-3000:]
+    assert f"products wait in {tmp_path / 'journal'}" in log  # how many, and where
+    held = int(log.split("Exiting with status 3: ", 1)[1].split(" products", 1)[0])
+    assert held == len(shop.expected_product_urls())
+    if signals_sent == 1:
+        assert "the node was stopped while it waited" in log
+        assert "Node journaling closing (finished): returned" in log
+        assert leased(r, "journaling") == 0
+    assert "Traceback" not in log
     r.close()
 
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -396,7 +397,9 @@ def test_redirects_and_names_cannot_reach_inside(
     assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
     log = node.log()
     stats = stats_of(log)
-    assert stats["safety/refused/private_address"] == 4
+    # the redirect to the crawl's own Redis is refused as such, the three loopback ones as private
+    assert stats["safety/refused/own_address"] == 1
+    assert stats["safety/refused/private_address"] == 3
     assert stats["safety/refused/metadata_address"] == 1
     assert stats["frontier/seeds/refused/private_address"] == 1
     assert stats["downloader/response_status_count/302"] == 1 + len(inside)
@@ -407,6 +410,67 @@ def test_redirects_and_names_cannot_reach_inside(
     # Scrapy logs the last failure of a dead-lettered download with its traceback; no other
     assert log.count("Traceback") == log.count("Error downloading <GET http://nowhere.invalid/>")
     assert_clean_log(log.replace("Traceback", "Trace back"))
+
+
+@pytest.mark.slow
+def test_a_node_never_fetches_its_own_servers_whatever_allow_private_says(
+    redis_server: Any,
+    redis_url: str,
+    mongo_uri: str,
+    shop_factory: Any,
+    redirector: Redirector,
+    tmp_path: Path,
+) -> None:
+    """DISTCRAWL_ALLOW_PRIVATE=127.0.0.1, as the README writes it, allows the shop and anything
+    else on loopback: a site that redirects the node to its own Redis, its MongoDB or the
+    crawl's dashboard (in several notations) is refused all the same."""
+    from distcrawl.web.app import WebConfig
+    from distcrawl.web.server import DashboardServer
+
+    shop = shop_factory(products=20)
+    dashboard = DashboardServer(
+        WebConfig(
+            keys=KEYS, redis_url=redis_url, heartbeat_timeout=30.0, token=None, allow_private=False
+        ),
+        host="127.0.0.1",
+    ).start()
+    mongo_port = urlsplit(mongo_uri).port
+    own = [
+        f"http://127.0.0.1:{redis_server.port}/",
+        f"http://localhost:{redis_server.port}/x",
+        f"http://2130706433:{mongo_port}/",
+        f"http://[::ffff:127.0.0.1]:{mongo_port}/",
+        f"http://127.1:{dashboard.port}/api/status",
+        f"http://localhost:{dashboard.port}/",
+    ]
+    r = redis.Redis.from_url(redis_url)
+    try:
+        deadline = time.monotonic() + 60
+        while not r.hlen(KEYS.dashboards) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the dashboard records where it listens as it starts
+        r.lpush("catalog:start_urls", shop.url, *[redirector.to(u) for u in own])
+        node = Node(
+            redis_url=redis_url,
+            mongo_uri=mongo_uri,
+            log_dir=tmp_path,
+            node_id="own",
+            settings=safety_settings(DISTCRAWL_ALLOW_PRIVATE="127.0.0.1"),
+            env={"DISTCRAWL_ALLOW_PRIVATE": "127.0.0.1"},
+        )
+        try:
+            assert node.wait() == 0
+        finally:
+            node.kill()
+    finally:
+        dashboard.stop()
+    log = node.log()
+    stats = stats_of(log)
+    assert stats["safety/refused/own_address"] == len(own), log[-3000:]
+    assert stats["downloader/response_status_count/302"] == len(own)
+    assert "SECURITY ATTACK" not in redis_server.log_path.read_text()
+    assert set(stored_urls(mongo_uri)) == shop.expected_product_urls()
+    assert "is the crawl's Redis" in log and "is the crawl's dashboard" in log
+    r.close()
 
 
 #: hostile pages of the shop, seeded so that each one is met

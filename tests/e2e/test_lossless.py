@@ -100,6 +100,120 @@ def test_sigterm_returns_leases_at_once(redis_url, mongo_uri, shop_factory, tmp_
     assert_clean_log(a.log())
 
 
+@pytest.mark.parametrize("second_signal", [False, True])
+def test_a_graceful_stop_before_the_engine_runs_returns_the_leases(
+    redis_url, mongo_uri, shop_factory, tmp_path, second_signal: bool
+) -> None:
+    """SIGTERM while the scheduler has opened and leased but the engine is still opening (a
+    pipeline slow to open): the node stops its engine once it runs (its spider closes, its
+    stats are dumped), or, stopped again meanwhile, returns what it holds itself; either way
+    its leases and seeds are back at once and it exits 0."""
+    shop = shop_factory(products=40)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    gate = tmp_path / "gate"
+    node = Node(
+        redis_url=redis_url,
+        mongo_uri=mongo_uri,
+        log_dir=tmp_path,
+        node_id="early",
+        settings={
+            "DISTCRAWL_HEARTBEAT_TIMEOUT": "600",  # only a clean stop returns the leases
+            "ITEM_PIPELINES": '{"distcrawl.node.pipeline.MongoPipeline": 300, '
+            '"probe_spiders.gated_open.GatedOpenPipeline": 100}',
+        },
+        env={"PROBE_OPEN_GATE": str(gate)},
+    )
+    try:
+        assert wait_for(lambda: leased(r, "early") > 0, 120), node.log()[-3000:]
+        node.terminate()
+        # the stop is under way (or over: without a guard the node exits at once, with 4)
+        assert wait_for(
+            lambda: (
+                "is stopped before its engine runs" in node.log() or node.proc.poll() is not None
+            ),
+            60,
+        )
+        if second_signal:
+            node.terminate()  # the engine never runs: the node returns its leases itself
+        else:
+            gate.touch()  # the engine runs now, and is stopped at once
+        assert node.wait(120) == 0, node.log()[-3000:]
+    finally:
+        node.kill()
+    log = node.log()
+    assert leased(r, "early") == 0
+    keys = FrontierKeys("catalog", "catalog:start_urls")
+    assert r.llen(keys.seeds.taken("early")) == 0  # seeds it took are back too
+    assert "Node early closing (shutdown): returned" in log, log[-3000:]
+    if not second_signal:
+        assert "Spider closed (shutdown)" in log and "Dumping Scrapy stats" in log
+    assert "Traceback" not in log and "Exiting with status" not in log
+    r.close()
+
+
+#: moments of a node's life a stop may come at: a condition to wait for (None: the process'
+#: first instant), then a random delay of up to half a second
+MOMENTS = (
+    None,
+    "] INFO: Scrapy ",  # its first log line: settings, add-ons, the crawler being made
+    "] INFO: Spider opened",  # the engine opening: the scheduler's open under way
+    "Frontier node ",  # the scheduler claiming its node id, the crawl's record
+    "leased",  # the scheduler leasing, the engine still starting or just started
+    "fetched",  # downloads under way
+)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_graceful_stop_at_a_random_moment_returns_what_the_node_holds(
+    redis_url, mongo_uri, shop_factory, tmp_path, seed: int
+) -> None:
+    """SIGTERM at a moment of the node's life drawn from the seed (its first instant, its
+    settings, the engine's and the scheduler's open, its first leases, its downloads), plus a
+    random delay: the node exits 0 holding nothing (or, stopped while Python itself starts,
+    dies by the signal holding nothing), and a second node finishes the crawl: every product
+    stored once."""
+    rng = random.Random(seed)
+    moment, jitter = MOMENTS[seed % len(MOMENTS)], rng.uniform(0.0, 0.5)
+    shop = shop_factory(products=60, latency_ms=50)
+    r = redis.Redis.from_url(redis_url)
+    r.lpush("catalog:start_urls", shop.url)
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": "600"}  # only a clean stop returns the leases
+    a = Node(
+        redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="a", settings=settings
+    )
+    try:
+        if moment == "leased":
+            assert wait_for(lambda: leased(r, "a") > 0, 120)
+        elif moment == "fetched":
+            assert wait_for(lambda: len(shop.request_log()) > 5, 120)
+        elif moment is not None:
+            assert wait_for(lambda: moment in a.log(), 120)
+        time.sleep(jitter)  # the moment of the stop: the schedule, not a wait for a condition
+        a.terminate()
+        code = a.wait(120)
+    finally:
+        a.kill()
+    keys = FrontierKeys("catalog", "catalog:start_urls")
+    log = a.log()
+    where = (moment, round(jitter, 3), code, log[-3000:])
+    assert leased(r, "a") == 0, where
+    assert r.llen(keys.seeds.taken("a")) == 0, where
+    if code != 0:
+        # killed by the signal before Scrapy or distcrawl could handle it: it held nothing
+        assert code == -15 and moment is None and "Frontier node a on" not in log, where
+    assert "Traceback" not in log and "Exiting with status" not in log, where
+    b = Node(
+        redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="b", settings=settings
+    )
+    try:
+        assert b.wait() == 0
+    finally:
+        b.kill()
+    assert_each_product_once(mongo_uri, shop)
+    r.close()
+
+
 def test_every_terminal_path_acks_its_lease(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
     """Parsed, failed after the last retry, dropped by robots.txt, callback raised: all acked."""
     shop = shop_factory(products=120, hostile=True, fail_products=3)

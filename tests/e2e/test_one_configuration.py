@@ -16,7 +16,8 @@ import pytest
 import redis
 from crawl_nodes import TESTS, Node, stop_all
 
-from distcrawl.frontier.keys import FrontierKeys, default_shards, shard_tags
+from distcrawl.frontier.keys import FrontierKeys, default_shards
+from distcrawl.frontier.tags import shard_tags
 
 pytestmark = pytest.mark.slow
 

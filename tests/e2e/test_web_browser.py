@@ -330,3 +330,135 @@ def test_dashboard_in_chromium_during_a_demo_crawl(
     assert demo.proc.returncode == 0, summary
     assert summary["missing"] == 0 and summary["duplicates"] == 0
     r.close()
+
+
+HOSTILE_TEMPLATE = "ValueError: <img src=x onerror=alert(6)> at evil.py:1 in parse"
+HOSTILE_BODY = b"<html><script>alert(7)</script><h1>hostile</h1></html>"
+
+
+def _hostile_group(redis_url: str, mongo_uri: str) -> str:
+    """A group whose template and first occurrence are hostile markup, as a crawled site
+    could make them (an exception quoting the page, the page itself)."""
+    from distcrawl.base.grouping import OTHER_TEMPLATE, group_id
+    from distcrawl.frontier.protocol.observe import GroupEntry, Limits, encode_delta
+    from distcrawl.storage.observe import SnapshotWriter, snapshot_document
+
+    gid = group_id("127.0.0.9", "callback", HOSTILE_TEMPLATE)
+    entry = GroupEntry(
+        gid, group_id("", "callback", OTHER_TEMPLATE), "127.0.0.9", "callback",
+        HOSTILE_TEMPLATE, 1, ("http://127.0.0.9/<b>x</b>",), True,
+    )  # fmt: skip
+    client = redis.Redis.from_url(redis_url)
+    try:
+        store = FrontierStore(client, KEYS)
+        store.heartbeat_observed("browser", "{}", encode_delta([entry], {}), Limits())
+        run = store.read_run()
+        assert run is not None
+    finally:
+        client.close()
+    writer = SnapshotWriter(mongo_uri, "catalog")
+    writer.put(
+        snapshot_document(
+            spider="catalog", run=run.id, group=gid, site="127.0.0.9", kind="callback",
+            template=HOSTILE_TEMPLATE, url="http://127.0.0.9/<script>", status=200,
+            headers=[("X-Evil", "<script>alert(8)</script>")], body=HOSTILE_BODY,
+            body_bytes=len(HOSTILE_BODY), error="Traceback: <script>alert(9)</script>",
+            node="browser", at=datetime.now(UTC),
+        )
+    )  # fmt: skip
+    writer.close(30)
+    assert writer.written == 1
+    return gid
+
+
+def test_error_groups_and_findings_in_chromium_after_a_demo_with_incidents(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The dashboard of a crawl that ran ``demo --incidents``: its error groups (the new 502
+    with a link to its first occurrence's page, the extraction misses of the switched site),
+    its finding; a group's page shows status, headers and body as text, hostile ones too."""
+    from playwright.sync_api import sync_playwright
+
+    home = tmp_path / "home"
+    cmd = [sys.executable, "-m", "distcrawl.cli", "demo", "--incidents", "--products", "300"]
+    cmd += ["--json", "--home", str(home)]
+    web = None
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        redis_url = re.search(r"redis (redis://\S+)", done.stderr)[1]  # type: ignore[index]
+        mongo_uri = re.search(r"mongodb (mongodb://\S+)", done.stderr)[1]  # type: ignore[index]
+        hostile = _hostile_group(redis_url, mongo_uri)
+        env = dict(os.environ, REDIS_URL=redis_url, MONGO_URI=mongo_uri)
+        web_log = tmp_path / "web.out"
+        web = subprocess.Popen(
+            [sys.executable, "-m", "distcrawl.cli", "web", "catalog", "--port", "0"],
+            cwd=ROOT, env=env, stdout=web_log.open("w"), stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        url = wait_for(
+            lambda: (m := re.search(r"at (http://\S+/) ", web_log.read_text())) and m[1],
+            "the dashboard's URL",
+        )
+        problems: list[str | None] = []
+        dialogs: list[str] = []
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1700})
+                page.on("console", lambda m: problems.append(_console_problem(m)))
+                page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+                page.goto(url)
+                finding = wait_for(
+                    lambda: "price on" in (text := page.inner_text("#findings-body")) and text,
+                    "the finding",
+                )
+                assert re.search(r"127\.0\.0\.1: price on \d+% of the last \d+ products", finding)
+                rows = wait_for(
+                    lambda: [
+                        t for t in page.locator("#groups-body tr").all_inner_texts() if "\t" in t
+                    ],
+                    "the error groups",
+                )
+                [bad] = [row for row in rows if "HTTP 502 Bad Gateway" in row]
+                assert "127.0.0.2" in bad and "snapshot" in bad
+                assert any("product page without price" in row for row in rows)
+                assert any(HOSTILE_TEMPLATE in row for row in rows)  # as text
+                page.screenshot(path=str(tmp_path / "dashboard-errors.png"), full_page=True)
+
+                # the 502's first occurrence: its page, status, headers and body as text
+                link = page.locator("#groups-body tr", has_text="HTTP 502").locator("a.snapshot")
+                link.click()
+                page.wait_for_selector("#snapshot-facts")
+                facts = page.inner_text("#snapshot-facts")
+                assert "502" in facts and "127.0.0.2" in facts
+                assert "catalog-db" in page.inner_text("#snapshot-headers")
+                assert "Bad gateway" in page.inner_text("#snapshot-body")
+
+                # a hostile group's page: every value is text, nothing runs
+                page.goto(url + "errors/" + hostile)
+                page.wait_for_selector("#snapshot-body")
+                assert "<script>alert(7)</script>" in page.inner_text("#snapshot-body")
+                assert HOSTILE_TEMPLATE in page.inner_text("#group-facts")
+                assert page.locator("script, img").count() == 0
+                with urllib.request.urlopen(url + f"errors/{hostile}/body", timeout=30) as got:
+                    assert got.read() == HOSTILE_BODY
+                    assert got.headers["Content-Type"].startswith("text/plain")
+                    assert "attachment" in got.headers["Content-Disposition"]
+                values = metrics(url)
+                assert values[("distcrawl_findings", ())] == 1
+                assert values[("distcrawl_error_groups", (("kind", "http"),))] >= 1
+                assert values[("distcrawl_error_group_events_total", (("kind", "http"),))] >= 15
+            finally:
+                browser.close()
+        assert dialogs == []
+        assert [p for p in problems if p] == []
+    finally:
+        if web is not None:
+            web.send_signal(signal.SIGINT)
+            try:
+                web.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                web.kill()
+                web.wait()
+        stop_services(home)

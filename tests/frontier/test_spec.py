@@ -43,11 +43,18 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
 
 def test_arguments_go_in_the_declared_order_and_only_by_their_names() -> None:
     release = COMMANDS["release"]
-    assert release.encode(node="n", wake="w", shard=3, rids=["1", "2"]) == ["n", "w", 3, "1", "2"]
-    with pytest.raises(TypeError, match="release takes node, wake, shard, \\*rids"):
-        release.encode(node="n", wake="w", rids=[])
+    assert release.encode(node="n", wake="w", shard=3, mark="", rids=["1", "2"]) == [
+        "n",
+        "w",
+        3,
+        "",
+        "1",
+        "2",
+    ]
+    with pytest.raises(TypeError, match="release takes node, wake, shard, mark, \\*rids"):
+        release.encode(node="n", wake="w", mark="", rids=[])
     with pytest.raises(TypeError):
-        release.encode(node="n", wake="w", shard=1, rids=[], extra=1)
+        release.encode(node="n", wake="w", shard=1, mark="", rids=[], extra=1)
 
 
 def test_a_header_leaves_out_what_the_library_reads_as_its_default() -> None:
@@ -72,7 +79,7 @@ def test_the_library_reads_a_batch_as_the_node_wrote_it(client: redis.Redis) -> 
         ],
         acks=[Lease(0, "1.t", "a.test"), Lease(0, "2.t", "")],
         dead=[DeadLetter("d", "{}", "c.test", Lease(0, "3.t", "c.test"))],
-        feedback=[Feedback("a.test", 1, 2, 3)],
+        feedback=[Feedback("a.test", 1, 2, 3, 40, 5000)],
         lease=5,
     )
     args = batch.args("n1", {"live": 4, "burst": 1.0})
@@ -103,5 +110,7 @@ def test_the_library_reads_a_batch_as_the_node_wrote_it(client: redis.Redis) -> 
         "ok": ["1"],
         "throttled": ["2"],
         "slow": ["3"],
+        "newest": ["40"],
+        "hold": ["5000"],
     }
     assert got["revisits"]["n"] == 0

@@ -60,6 +60,9 @@ def test_the_add_on_switches_a_scrapy_redis_project() -> None:
     assert middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] is None
     assert middlewares["distcrawl.node.middlewares.retry.BackoffRetryMiddleware"] == 550
     assert "distcrawl.node.heap.FreezeStartupObjects" in settings["EXTENSIONS"]
+    # every failure grouped, each try (after the retry middleware); the crawl's end reported
+    assert middlewares["distcrawl.node.observe.capture.FailureCapture"] == 560
+    assert "distcrawl.ops.finish.CrawlEnd" in settings["EXTENSIONS"]
     assert settings.getbool("DISTCRAWL_CLOSE_WHEN_DRAINED")
     assert settings.getfloat("DISTCRAWL_DRAIN_GRACE") == 7
     assert settings.getint("DISTCRAWL_SEED_BATCH") == 5

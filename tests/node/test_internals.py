@@ -25,7 +25,7 @@ from distcrawl.node.internals import (
     check_robots_middleware,
 )
 from distcrawl.node.middlewares.retry import BackoffRetryMiddleware
-from distcrawl.node.middlewares.safety import RobotsTxtMiddleware
+from distcrawl.node.middlewares.robots import RobotsTxtMiddleware
 from distcrawl.node.scheduler.tracking import InProgress
 
 

@@ -341,6 +341,36 @@ def test_a_node_that_cannot_replay_in_time_exits_non_zero_and_says_where_its_pro
     assert not list(moved.glob("*.jsonl"))
 
 
+def test_a_process_stopped_while_it_waits_to_replay_its_journal_exits_3(
+    mongo_server: MongoServer, mongo_uri: str, tmp_path: Path
+) -> None:
+    """SIGTERM while a closing crawl waits for MongoDB to replay its journal: the products it
+    holds are known to the exit path (status 3), even though Scrapy stops the reactor under
+    that wait (a node's own close is waited for: tests/e2e/test_faults.py)."""
+    mongo_server.stop()
+    total = 25
+    run = Crawl(
+        tmp_path,
+        "stopped",
+        {
+            "products": [product(i) for i in range(total)],
+            "settings": settings(
+                mongo_uri, tmp_path, MONGO_JOURNAL_AFTER=0.5, MONGO_CLOSE_TIMEOUT=0.5
+            ),
+        },
+    )
+    try:
+        _wait_for(lambda: "Waiting for MongoDB to replay" in run.log, 60, "the close to wait")
+        run.proc.send_signal(signal.SIGTERM)
+        run.proc.wait(timeout=120)
+    finally:
+        if run.proc.poll() is None:
+            run.kill()
+        mongo_server.start()
+    assert run.proc.returncode == 3, run.log[-4000:]
+    assert len(list((tmp_path / "journal").glob("*.jsonl"))) == 1
+
+
 # --------------------------------------------------------------------------- the writer
 
 

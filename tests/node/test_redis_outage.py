@@ -1,119 +1,24 @@
-"""A Redis that answers but takes no writes is an outage, as one out of reach: what each reply
-means, and the two log lines an operator reads for a whole outage, however many retries."""
+"""The log lines an operator reads for a whole Redis outage, however many retries: one when it
+starts, one when it is over, and one when Redis comes to name a cause an operator must mend.
+(What is an outage: tests/frontier/test_outages.py.)"""
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
-from collections.abc import Iterator
 
 import pytest
 import redis
+from redis._parsers.base import BaseParser
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
-from distcrawl.frontier.connection import outage_reason
-from distcrawl.frontier.store import FrontierKeys, FrontierStore
 from distcrawl.node.scheduler.outage import RedisOutage
-
-KEYS = FrontierKeys("o", "o:start_urls")
-
-
-def child(url: str) -> tuple:
-    return (url, 100, False, 0, "", json.dumps({"url": url}))
-
-
-@pytest.fixture
-def r(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.config_set("maxmemory", 0)
-    client.close()
 
 
 def stats() -> MemoryStatsCollector:
     collector = MemoryStatsCollector(get_crawler())
     collector.open_spider()
     return collector
-
-
-def test_a_redis_out_of_memory_refuses_the_frontier_and_that_is_an_outage(
-    r: redis.Redis,
-) -> None:
-    store = FrontierStore(r, KEYS)
-    store.sync("n", children=[child("http://a.test/1")])
-    # maxmemory under the memory in use, noeviction (the default policy): no write is taken
-    r.config_set("maxmemory-policy", "noeviction")
-    r.config_set("maxmemory", int(r.info("memory")["used_memory"]) // 2)
-    with pytest.raises(redis.RedisError) as refused:
-        store.sync("n", children=[child("http://a.test/2")])
-    assert outage_reason(refused.value) == "out of memory"
-    with pytest.raises(redis.RedisError) as refused:
-        store.heartbeat("n", "{}")
-    assert outage_reason(refused.value) == "out of memory"
-    r.config_set("maxmemory", 0)
-    assert store.sync("n", children=[child("http://a.test/2")]).added == 1
-
-
-def test_a_redis_busy_running_a_script_is_an_outage(r: redis.Redis, redis_url: str) -> None:
-    # a script that outlives busy-reply-threshold makes Redis answer BUSY to everyone else
-    setting = "busy-reply-threshold" if "busy-reply-threshold" in r.config_get("busy*") else None
-    threshold = setting or "lua-time-limit"
-    before = r.config_get(threshold)[threshold]
-    r.config_set(threshold, 100)
-    started = threading.Event()
-    busy_script = (
-        "redis.call('SET', KEYS[1], 1) "
-        "local t = redis.call('TIME') local stop = tonumber(t[1]) + 2 "
-        "while tonumber(redis.call('TIME')[1]) < stop do end return 1"
-    )
-
-    def run_script() -> None:
-        client = redis.Redis.from_url(redis_url, socket_timeout=30)
-        started.set()
-        try:
-            client.eval(busy_script, 1, "busy-key")
-        finally:
-            client.close()
-
-    thread = threading.Thread(target=run_script)
-    thread.start()
-    try:
-        started.wait(10)
-        other = redis.Redis.from_url(redis_url, socket_timeout=30)
-        reason = None
-        try:
-            while thread.is_alive():  # until the script runs past the threshold
-                try:
-                    other.get("busy-key")
-                except redis.ResponseError as exc:
-                    reason = outage_reason(exc)
-                    break
-        finally:
-            other.close()
-    finally:
-        thread.join()
-        r.config_set(threshold, before)
-    assert reason == "busy running a script"
-
-
-def test_what_each_failure_means() -> None:
-    assert outage_reason(redis.ConnectionError("refused")) == "unreachable"
-    assert outage_reason(redis.TimeoutError("timed out")) == "unreachable"
-    assert outage_reason(OSError("reset")) == "unreachable"
-    assert outage_reason(redis.exceptions.BusyLoadingError("dataset")) == "loading its data"
-    assert outage_reason(redis.exceptions.ReadOnlyError("replica")) == "a read-only replica"
-    assert outage_reason(redis.exceptions.MasterDownError("down")) == "its master is down"
-    assert outage_reason(redis.ResponseError("MASTERDOWN Link with MASTER is down")) == (
-        "its master is down"
-    )
-    assert outage_reason(redis.ResponseError("NOREPLICAS Not enough good replicas")) == (
-        "not enough replicas"
-    )
-    # errors that waiting does not mend: a bug, a wrong reply
-    assert outage_reason(redis.ResponseError("WRONGTYPE Operation against a key")) is None
-    assert outage_reason(ValueError("bad payload")) is None
 
 
 def test_an_outage_is_one_line_when_it_starts_and_one_when_it_is_over(
@@ -130,9 +35,10 @@ def test_an_outage_is_one_line_when_it_starts_and_one_when_it_is_over(
     assert outage.answered() is False
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2, lines
-    assert lines[0].startswith("Redis unavailable (out of memory: command not allowed")
+    assert lines[0].startswith("Redis unavailable (OOM, out of memory: command not allowed")
+    assert lines[0].endswith("; free memory or raise maxmemory")
     assert "Redis is back after" in lines[1]
-    assert "out of memory x1000, unreachable x1" in lines[1]
+    assert "OOM x1000, unreachable x1" in lines[1]
     assert "with what waited: 3 acks, 9 links" in lines[1]
     assert collector.get_value("frontier/redis_errors") == 1001
     assert collector.get_value("frontier/outages") == 1
@@ -149,4 +55,27 @@ def test_an_outage_that_comes_and_goes_is_one_outage(caplog: pytest.LogCaptureFi
     assert [r.getMessage()[:17] for r in caplog.records] == ["Redis unavailable"]
     outage.finish()  # the node stops while Redis serves it: the outage is logged as over
     assert "Redis is back" in caplog.records[-1].getMessage()
+    assert collector.get_value("frontier/outages") == 1
+
+
+def test_an_outage_that_comes_to_name_a_cause_to_mend_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="distcrawl.node.scheduler.outage")
+    collector = stats()
+    outage = RedisOutage("n1", collector, heartbeat_timeout=30, settle=0.0)
+    # a server restarted with another password: out of reach, loading, then WRONGPASS
+    for reply in ("unreachable", "LOADING x", "WRONGPASS x", "LOADING x", "WRONGPASS x") * 50:
+        exc = redis.ConnectionError("refused") if reply == "unreachable" else None
+        outage.failed(exc or BaseParser.parse_error(reply))
+    outage.answered()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("Redis unavailable (unreachable: refused)")
+    assert lines[1].startswith("Redis still unavailable to node n1, now WRONGPASS, refuses")
+    assert (
+        "a password rotated" in lines[1]
+        and "check the user and password in REDIS_URL" in (lines[1])
+    )
+    assert "LOADING x100, WRONGPASS x100, unreachable x50" in lines[2]
     assert collector.get_value("frontier/outages") == 1

@@ -19,9 +19,9 @@ from crawl_nodes import (
 )
 from frontier_state import dead_records, delayed, leases_left, queued
 
+from distcrawl.base.backoff import backoff_delay, parse_retry_after
 from distcrawl.demo.checks import attempts_by_path, retry_gap_violations
 from distcrawl.frontier.store import FrontierKeys, FrontierStore
-from distcrawl.node.middlewares.retry import backoff_delay, parse_retry_after
 
 pytestmark = pytest.mark.slow
 

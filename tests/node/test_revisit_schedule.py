@@ -92,9 +92,7 @@ def test_unchanged_pages_back_off_up_to_the_cap_when_asked_and_a_change_resets()
     # the same body again is unchanged too; a new one resets the interval
     same = p.next_visit(URL, "product", {**state, "h": answer().digest}, answer(), now=now)
     assert same is not None and same[2] == "unchanged"
-    changed = p.next_visit(
-        URL, "product", state, answer(body=b"<html>b</html>"), now=now + seconds
-    )
+    changed = p.next_visit(URL, "product", state, answer(body=b"<html>b</html>"), now=now + seconds)
     assert changed is not None and changed[0] == 10.0 and changed[2] == "changed"
     assert "x" not in changed[1]
 

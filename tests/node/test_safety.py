@@ -18,7 +18,7 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
 from distcrawl.base.urls import check_url, is_private_address, parse_allow_private, private_allowed
-from distcrawl.node.middlewares import safety
+from distcrawl.node.middlewares import robots, safety
 from distcrawl.node.middlewares.links import LinkBudgetMiddleware
 from distcrawl.node.middlewares.safety import AddressGuardMiddleware, PageLimitsMiddleware, Refused
 
@@ -256,7 +256,7 @@ def robots_refusals(cls: type[ScrapyRobotsTxt]) -> list[str]:
 
 
 def test_robots_txt_binds_requests_that_waited_for_it() -> None:
-    assert robots_refusals(safety.RobotsTxtMiddleware) == [
+    assert robots_refusals(robots.RobotsTxtMiddleware) == [
         "http://shop.test/private/a",
         "http://shop.test/private/b",
         "http://shop.test/private/d",

@@ -43,8 +43,7 @@ def test_the_check_warns_once_per_unknown_name_and_refuses_a_bad_value(
         SettingsCheck().update_settings(settings)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned == [
-        "Unknown setting DISTCRAWL_SHARDZ (environment) is ignored; did you mean "
-        "DISTCRAWL_SHARDS?",
+        "Unknown setting DISTCRAWL_SHARDZ (environment) is ignored; did you mean DISTCRAWL_SHARDS?",
         "Unknown setting DISTCRAWL_SITE_RATEE (-s) is ignored; did you mean DISTCRAWL_SITE_RATE?",
     ]
     settings.set("DISTCRAWL_SITE_RATE", "fast", priority="cmdline")

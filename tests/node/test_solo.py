@@ -147,7 +147,7 @@ def test_own_children_a_failed_round_trip_wrote_after_all_are_adopted_not_return
         stats = get_crawler().stats
         assert stats is not None
         adopted = await reconcile_leases(
-            store, "n", leased={}, acks=[], ready=deque(), stats=stats, own=[mine]
+            store, "n", leased={}, acks=list, ready=deque(), stats=stats, own=[mine]
         )
         assert [(child, lease.site) for child, lease in adopted] == [(mine, "o.test")]
         held = await store.held_leases("n")

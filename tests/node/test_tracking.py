@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from distcrawl.base.recent import RecentKeys, RecentMap
+from distcrawl.base.recent import RecentKeys
 from distcrawl.node.scheduler.tracking import InProgress, SiteFeedback
 
 
@@ -25,45 +25,22 @@ def test_recent_keys_are_bounded_and_forget_the_oldest() -> None:
 
 
 def test_site_feedback_classifies_and_survives_a_failed_flush() -> None:
-    feedback = SiteFeedback(latency_target=2.0)
+    now = [100.0]
+    feedback = SiteFeedback(latency_target=2.0, clock=lambda: now[0])
     feedback.record("a.test", 200, False, 0.1)
-    feedback.record("a.test", 429, False, 0.1)
-    feedback.record("a.test", 503, True, 0.1)
+    feedback.record("a.test", 429, False, 0.5, hold_ms=3000)
+    feedback.record("a.test", 503, True, 0.1, hold_ms=1000)
     feedback.record("a.test", 503, False, 0.1)  # a plain 503 is an error, not a slow-down
     feedback.record("b.test", 200, False, 9.0)
+    feedback.timed_out("c.test", 30.0)
+    now[0] = 101.0
     taken = feedback.take()
-    assert sorted(taken) == [("a.test", 2, 2, 0), ("b.test", 0, 0, 1)]
+    # newest: the ms since the newest throttled or slow answer's request was sent
+    assert sorted(taken) == [
+        ("a.test", 2, 2, 0, 1100, 3000),
+        ("b.test", 0, 0, 1, 10000, 0),
+        ("c.test", 0, 0, 1, 31000, 0),
+    ]
     assert feedback.take() == []
     feedback.restore(taken)
     assert sorted(feedback.take()) == sorted(taken)
-
-
-def test_recent_map_is_bounded_and_hands_each_value_back_once() -> None:
-    kept: RecentMap[str, int] = RecentMap(limit=4)
-    for n, key in enumerate("abcde"):
-        kept.put(key, n)
-    assert len(kept) == 3  # the oldest half went when the fifth arrived
-    assert kept.pop("a") is None
-    assert kept.pop("e") == 4 and kept.pop("e") is None
-
-
-def test_a_nodes_site_rates_are_over_the_window_of_its_own_rates() -> None:
-    from distcrawl.base.rates import OwnRates
-    from distcrawl.node.scheduler.tracking import SiteActivity
-
-    activity, own = SiteActivity(), OwnRates(window=60.0)
-    assert own.update(0, {"response_received_count": 0}, activity.take()) is None
-    assert own.sites(5) == []  # no rates before two heartbeats, no site rates either
-    for _ in range(30):
-        activity.record("a.test")
-    activity.record("b.test")
-    rates = own.update(15_000, {"response_received_count": 31}, activity.take())
-    assert rates is not None and rates["pages"] == 124.0  # 31 pages in 15 s
-    assert own.sites(5) == [["a.test", 120.0], ["b.test", 4.0]]  # the same 15 s: they add up
-    activity.record("b.test")
-    own.update(45_000, {"response_received_count": 32}, activity.take())
-    assert own.sites(1) == [["a.test", 40.0]]  # 30 pages in 45 s
-    # a minute on, the window holds only the last sample's 15 s before it: nothing happened
-    rates = own.update(120_000, {"response_received_count": 32}, activity.take())
-    assert rates == {"pages": 0.0, "products": 0.0, "acked": 0.0}
-    assert own.sites(5) == []

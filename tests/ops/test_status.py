@@ -240,8 +240,10 @@ def test_the_site_defaults_in_force_are_the_live_nodes_and_their_differences_are
     # a site without limits of its own: the default in force, and from where
     budgets = {"shop.test": {"active": "1"}, "own.test": {"active": "1", "limit_rate": "0.5"}}
     rows = {r["site"]: r for r in site_rows(budgets, {}, defaults={"rate": 2.0, "concurrency": 0})}
-    assert (rows["shop.test"]["limit_rate"], rows["shop.test"]["limit_rate_from"]) == (2.0,
-                                                                                      "default")
+    assert (rows["shop.test"]["limit_rate"], rows["shop.test"]["limit_rate_from"]) == (
+        2.0,
+        "default",
+    )
     assert rows["shop.test"]["allowed_rate"] == 2.0
     assert (rows["own.test"]["limit_rate"], rows["own.test"]["limit_rate_from"]) == (0.5, "site")
     assert rows["shop.test"]["limit_concurrency"] is None  # 0: no limit

@@ -7,15 +7,20 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pymongo
 import pytest
 import redis
+from crawl_nodes import Node, assert_each_product_once, wait_for
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scrapy.utils.test import get_crawler
 
 from distcrawl import cli
@@ -397,3 +402,103 @@ def test_a_node_without_redis_url_says_so_first_and_stops_what_it_started(tmp_pa
         assert not status["redis"]["running"] and not status["mongo"]["running"]
     finally:
         stop_services(tmp_path / "home")
+
+
+# --------------------------------------------------------------------------- the recorded ports
+
+
+def _kill(home: Path, name: str) -> None:
+    """kill -9 the server of *home* named *name*, as a crash would."""
+    state = json.loads((home / f"{name}.json").read_text())
+    os.kill(int(state["pid"]), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while pid_alive(int(state["pid"])) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+#: what may happen to a home's servers, in any order
+EVENTS = ("kill redis", "kill mongo", "services stop", "services start", "node joins and leaves")
+
+
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(events=st.lists(st.sampled_from(EVENTS), min_size=3, max_size=6))
+def test_servers_come_back_on_the_ports_their_home_recorded_whatever_happened(
+    tmp_path_factory: pytest.TempPathFactory, events: list[str]
+) -> None:
+    home = tmp_path_factory.mktemp("ports")
+    first = {"redis": ensure_redis(home), "mongo": ensure_mongo(home)}
+    try:
+        for event in events:
+            if event.startswith("kill "):
+                name = event.split()[1]
+                if services_status(home)[name]["running"]:
+                    _kill(home, name)
+            elif event == "services stop":
+                stop_services(home)
+            elif event == "services start":
+                assert {"redis": ensure_redis(home), "mongo": ensure_mongo(home)} == first
+            else:
+                node = LocalNode(home)
+                assert {n: node.joined[n][0] for n in ("redis", "mongo")} == first
+                node.leave()
+        assert {"redis": ensure_redis(home), "mongo": ensure_mongo(home)} == first
+    finally:
+        stop_services(home)
+
+
+def test_a_recorded_port_another_process_took_is_given_up_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = ensure_redis(tmp_path)
+    port = int(json.loads((tmp_path / "redis.json").read_text())["port"])
+    stop_services(tmp_path)
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind(("127.0.0.1", port))
+    squatter.listen()
+    try:
+        with caplog.at_level(logging.WARNING, logger="distcrawl.servers.embedded"):
+            moved = ensure_redis(tmp_path)
+        assert moved != url and redis_answers_at(moved)
+        (line,) = [r.getMessage() for r in caplog.records]
+        assert f"port {port}" in line and "nodes started before must be given its new URL" in line
+    finally:
+        squatter.close()
+        stop_services(tmp_path)
+    assert ensure_redis(tmp_path) == moved  # the new port is the one recorded now
+    stop_services(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_running_node_reconnects_to_servers_started_again_by_hand(
+    tmp_path: Path, shop_factory: Any
+) -> None:
+    """`distcrawl services start` after both servers died: the node still running carries on
+    with the same URLs, and the crawl ends with every product stored."""
+    home = tmp_path / "home"
+    shop = shop_factory(products=120, latency_ms=150)
+    urls = {"redis": ensure_redis(home), "mongo": ensure_mongo(home)}
+    node = Node(
+        redis_url=urls["redis"],
+        mongo_uri=urls["mongo"],
+        log_dir=tmp_path,
+        node_id="back",
+        settings={"CONCURRENT_REQUESTS": "4"},
+    )
+    try:
+        client = redis.Redis.from_url(urls["redis"])
+        client.lpush("catalog:start_urls", shop.url)
+        client.close()
+        assert wait_for(lambda: len(shop.request_log()) > 20, 120), node.log()[-3000:]
+        _kill(home, "redis")
+        _kill(home, "mongo")
+        assert wait_for(lambda: "Redis unavailable" in node.log(), 120)
+        assert cli.main(["services", "start", "--home", str(home), "--json"]) == 0
+        assert node.wait() == 0, node.log()[-3000:]
+        assert "Redis is back" in node.log()
+        assert_each_product_once(urls["mongo"], shop)
+    finally:
+        node.kill()
+        stop_services(home)

@@ -21,6 +21,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from crawl_writes import queue_raw
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from distcrawl.frontier.protocol.spec import SCORE_SPAN, level_score
@@ -180,6 +182,51 @@ def test_a_blank_or_short_token_is_refused_wherever_the_dashboard_listens(redis_
         assert message in done.stderr
 
 
+#: tokens as they come: typed, pasted, read from a file with its final newline
+tokens = st.one_of(
+    st.text(min_size=14, max_size=40),
+    st.from_regex(r"[ \t\n]{0,2}[A-Za-z0-9_-]{16,40}[ \t\r\n]{0,2}", fullmatch=True),
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(token=tokens)
+def test_a_token_the_dashboard_accepts_at_start_is_one_a_request_can_match(
+    redis_url: str, token: str
+) -> None:
+    """No token is accepted at start and then never matched: a request carrying it, as an
+    HTTP client sends it, may act; any other is refused at start, without showing it."""
+    try:
+        server = dashboard(redis_url, token=token)
+    except UnsafeBind as refused:
+        assert token.strip() not in str(refused) or not token.strip()
+        return
+    try:
+        status, body = post(server, "/api/resume", token=token)
+        assert status == 200, (token, body)
+    finally:
+        server.stop()
+
+
+def test_a_token_with_a_trailing_newline_or_space_is_refused_at_start(redis_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "DISTCRAWL_WEB_TOKEN"}
+    env["REDIS_URL"] = redis_url
+    for token in (TOKEN + "\n", TOKEN + " ", " " + TOKEN):
+        done = subprocess.run(
+            [sys.executable, "-m", "distcrawl.cli", "web", "catalog"],
+            cwd=Path(__file__).resolve().parents[2],
+            env={**env, "DISTCRAWL_WEB_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "refusing a DISTCRAWL_WEB_TOKEN with spaces or a newline around it" in done.stderr
+        assert TOKEN not in done.stderr
+
+
 def raw_get(server: DashboardServer, path: str, host: str | None) -> tuple[int, bytes]:
     """GET *path* with exactly the ``Host`` header given (None: none at all), HTTP/1.0."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
@@ -293,6 +340,39 @@ def test_page_status_and_metrics_show_the_crawl(web: DashboardServer, r: redis.R
     assert names <= set(METRICS), names - set(METRICS)
     # no URL is ever a label value
     assert "://" not in "".join(str(labels) for _, labels in values)
+
+    # a site's Crawl-delay and its source, a held site, a server of two sites
+    store = FrontierStore(r, KEYS)
+    store.sync(
+        "n1", children=[("fpd", 100, False, 0, "delayed.test", '{"u":"http://delayed.test/"}')]
+    )
+    store.set_site_robots("delayed.test", delay_ms=2000, source="robots_txt")
+    store.set_site_robots("held.test", hold_ms=60_000, why="retry_after")
+    store.sync("n1", lease=1)
+    store.note_servers([("a.test", "10.0.0.1"), ("b.test", "10.0.0.1")])
+
+    def politeness() -> Any:
+        values = metric_values(get(web.url + "metrics")[1].decode())
+        return (
+            values
+            if ("distcrawl_sites_held", ()) in values
+            and values[("distcrawl_sites_held", ())] == 1
+            and ("distcrawl_server_sites", (("server", "10.0.0.1"),)) in values
+            else None
+        )
+
+    values = wait_for(politeness, "the metrics to show the Crawl-delay, the hold, the server")
+    delay = (
+        "distcrawl_site_crawl_delay_seconds",
+        (("site", "delayed.test"), ("source", "robots_txt")),
+    )
+    assert values[delay] == 2.0
+    assert values[("distcrawl_sites_with_crawl_delay", ())] == 1
+    assert values[("distcrawl_server_sites", (("server", "10.0.0.1"),))] == 2
+    held = [k for k in values if k[0] == "distcrawl_site_hold_remaining_seconds"]
+    assert held == [
+        ("distcrawl_site_hold_remaining_seconds", (("cause", "retry_after"), ("site", "held.test")))
+    ]
 
     dead = json.loads(get(web.url + "api/deadletters?reason=http_503")[1])
     assert [(d["id"], d["site"]) for d in dead["rows"]] == [("d1", "127.0.0.1")]

@@ -27,7 +27,7 @@ the operator commands.
 
 from __future__ import annotations
 
-from distcrawl.base.config.entries import SETTINGS
+from distcrawl.base.config.entries import PLANTED_BUG, SETTINGS
 from distcrawl.base.config.registry import (
     Registry,
     Setting,
@@ -36,4 +36,12 @@ from distcrawl.base.config.registry import (
     Unknown,
 )
 
-__all__ = ["SETTINGS", "Registry", "Setting", "SettingError", "SettingRecord", "Unknown"]
+__all__ = [
+    "PLANTED_BUG",
+    "SETTINGS",
+    "Registry",
+    "Setting",
+    "SettingError",
+    "SettingRecord",
+    "Unknown",
+]

@@ -20,8 +20,9 @@ from distcrawl.base.config.kinds import (
     Kind,
 )
 from distcrawl.base.config.registry import Registry, Setting
+from distcrawl.base.identifiers import seed_list_problem, unsafe_characters
 
-__all__ = ["SETTINGS"]
+__all__ = ["PLANTED_BUG", "SETTINGS"]
 
 #: most shards a crawl may have
 MAX_SHARDS = 1024
@@ -49,8 +50,34 @@ def _one_of(*choices: str) -> Callable[[Any], str | None]:
     return lambda v: None if v in choices else " or ".join(choices)
 
 
+def _usable_name(*, seed_list: bool = False) -> Callable[[Any], str | None]:
+    """A name's check (see :mod:`distcrawl.base.identifiers`): no character that forges or
+    hides log lines; a seed list's, no '}' outside its hash tag either."""
+
+    def check(value: Any) -> str | None:
+        bad = unsafe_characters(str(value))
+        if bad:
+            return f"free of control and invisible characters (it holds {', '.join(bad[:5])})"
+        if seed_list and value and seed_list_problem(str(value)):
+            return "a name with no '}' outside its hash tag"
+        return None
+
+    return check
+
+
 def _kind_of(kind: Kind, normalise: Callable[[Any], Any]) -> Kind:
     return Kind(kind.name, lambda raw: normalise(kind.read(raw)), kind.show)
+
+
+def _server_limits(given: dict[str, Any]) -> str | None:
+    unknown = set(given) - {"concurrency", "rate"}
+    if unknown:
+        return f'{{"concurrency": c, "rate": r}} (unknown: {", ".join(sorted(unknown))})'
+    for name in ("concurrency", "rate"):
+        value = given.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            return f"{{{name!r}: a number of 0 or more}}"
+    return None
 
 
 def _page_priorities(given: dict[str, Any]) -> dict[str, int]:
@@ -122,6 +149,7 @@ _DISTCRAWL = [
         "DISTCRAWL_NODE_ID", STR, "",
         "the node's identity; the same id after a restart takes its old leases back; unset: "
         "host-pid",
+        check=_usable_name(),
     ),
     Setting(
         "DISTCRAWL_CLOSE_WHEN_DRAINED", BOOL, False,
@@ -216,7 +244,7 @@ _DISTCRAWL = [
     Setting(
         "DISTCRAWL_START_URLS_KEY", STR, "",
         "the seed list (%(name)s: the spider's name); unset: <spider>:start_urls",
-        scope="crawl",
+        scope="crawl", check=_usable_name(seed_list=True),
     ),
     Setting(
         "DISTCRAWL_REQUEST_CLASSES", LIST, [],
@@ -273,6 +301,29 @@ _DISTCRAWL = [
         "DISTCRAWL_ROBOTS_TTL", INT, 24 * 3600,
         "seconds a site's shared robots.txt serves every node", public=False,
         check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_MAX_CRAWL_DELAY", FLOAT, 30.0,
+        "longest robots.txt Crawl-delay honoured, seconds; a site asking for more is set aside "
+        "or capped (DISTCRAWL_CRAWL_DELAY_OVER_MAX)", check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_CRAWL_DELAY_OVER_MAX", _kind_of(STR, lambda v: v.strip().lower()), "set_aside",
+        "a site whose Crawl-delay is over DISTCRAWL_MAX_CRAWL_DELAY: set_aside (its requests "
+        "become dead letters, crawl_delay_over_max) or cap (crawled at the longest delay)",
+        check=_one_of("set_aside", "cap"),
+    ),
+    Setting(
+        "DISTCRAWL_ROBOTS_HOLD_MAX", FLOAT, 900.0,
+        "seconds a site whose robots.txt cannot be read (5xx, timeout, connection error) is "
+        "held, robots.txt retried with backoff; then its requests become dead letters "
+        "(robots_unavailable)", check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_SERVER_LIMITS", DICT, {},
+        'a budget per server (IP address) that its sites share on all nodes: {"concurrency": '
+        'c, "rate": r} (requests in flight, requests/s; 0: no limit); {}: none',
+        check=_server_limits,
     ),
     Setting(
         "DISTCRAWL_DNS_TTL", FLOAT, 60.0,
@@ -359,6 +410,70 @@ _DISTCRAWL = [
     Setting(
         "DISTCRAWL_GONE_STATUSES", _kind_of(LIST, lambda v: [int(x) for x in v]), [404, 410],
         "statuses of a product page that mark its product gone",
+    ),
+    # -- what goes wrong, and who is told ---------------------------------------------------------
+    Setting(
+        "DISTCRAWL_ERROR_GROUPS_MAX", INT, 1000,
+        "error groups a crawl keeps; a failure of a new group beyond them counts in the group "
+        "of other failures of its kind", scope="crawl", public=False, check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_SNAPSHOTS_MAX", INT, 200,
+        "first-occurrence snapshots a crawl keeps in MongoDB, one per error group (0: none)",
+        scope="crawl", public=False, check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_SNAPSHOT_BYTES", INT, 64 * 1024,
+        "bytes of a failing page's body a snapshot keeps (its headers: the first 50)",
+        public=False, check=_at_least(0),
+    ),
+    Setting(
+        "DISTCRAWL_EXPECTED_FIELDS", LIST, ["name", "price"],
+        "product fields whose absence on a product page is an extraction miss (an error group)",
+        public=False,
+    ),
+    Setting(
+        "DISTCRAWL_QUALITY_FIELDS", LIST,
+        ["name", "price", "currency", "sku", "availability", "description", "brand", "gtin",
+         "image_urls", "category_path"],
+        "product fields whose share on each site's stored products is watched", scope="crawl",
+        public=False, check=lambda v: None if v else "one field or more",
+    ),
+    Setting(
+        "DISTCRAWL_QUALITY_WINDOW", INT, 200,
+        "a site's last products whose field shares are compared with its last crawl's",
+        scope="crawl", public=False, check=_at_least(4),
+    ),
+    Setting(
+        "DISTCRAWL_QUALITY_DROP", FLOAT, 0.2,
+        "a fall of a field's share (0-1) over the window that is a finding", scope="crawl",
+        public=False, check=lambda v: None if 0 < v <= 1 else "within 0..1 (not 0)",
+    ),
+    Setting(
+        "DISTCRAWL_REPORT_FILE", STR, "",
+        "where the last node of a finished crawl also writes the crawl report (.html: HTML, "
+        "else JSON); it is always written to MongoDB",
+        public=False,
+    ),
+    Setting(
+        "DISTCRAWL_ALERT_WEBHOOK", LIST, [],
+        "URLs a JSON notice is POSTed to (Slack-compatible text), comma-separated: crawl "
+        "finished, finding, node dead, site cut, frontier outage", public=False,
+    ),
+    Setting(
+        "DISTCRAWL_ALERT_RATE", INT, 20,
+        "notices per minute for the whole cluster; those beyond are counted, not sent",
+        public=False, check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_ALERT_RETRIES", INT, 5,
+        "tries of a notice per URL, 1 s apart and doubling", public=False,
+        check=_at_least(1),
+    ),
+    Setting(
+        "DISTCRAWL_ALERT_TIMEOUT", FLOAT, 10.0,
+        "seconds one POST of a notice may take; a closing node waits up to 3 times this for "
+        "its notices to go", public=False, check=lambda v: None if v > 0 else "above 0",
     ),
     # -- the dashboard ----------------------------------------------------------------------------
     Setting(
@@ -518,8 +633,14 @@ _SCRAPY = [
 ]
 # fmt: on
 
+#: a bug planted on purpose, only by the test that shows the fault search finds one
+#: (``tests/e2e/test_search_finds_planted_bug.py``): ``misconf`` makes a ``MISCONF`` reply no
+#: outage (:func:`distcrawl.frontier.outages.classify`); no user knob
+PLANTED_BUG = "DISTCRAWL_TEST_PLANTED_BUG"
+
 #: environment variables of distcrawl's tooling that are no settings (not reported unknown)
 _TOOLING = (
+    PLANTED_BUG,
     "DISTCRAWL_TEST_WORKERS",  # dev.py test: pytest-xdist workers
     "DISTCRAWL_CHROMIUM",  # the dashboard's browser tests: the Chromium to drive
     "DISTCRAWL_SCRAPYD_PROJECT",  # the scrapyd test: the project copy to deploy

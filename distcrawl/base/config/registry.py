@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
 from distcrawl.base.config.kinds import Kind
+from distcrawl.base.identifiers import shown, unsafe_characters
 
 __all__ = [
     "PREFIX",
@@ -80,7 +81,10 @@ class Setting:
             raise SettingError(f"{self.name}: {reason}") from None
         problem = self.check(value) if self.check is not None else None
         if problem:
-            raise SettingError(f"{self.name} must be {problem}, not {self.kind.show(value)}")
+            text = self.kind.show(value)
+            # a value is shown as given, unless it would forge or hide lines of the log
+            text = shown(text) if unsafe_characters(text) else text
+            raise SettingError(f"{self.name} must be {problem}, not {text}")
         return value
 
     def show(self, value: Any) -> str:

@@ -6,7 +6,7 @@ Code takes each name from here; the docs render :func:`vocabulary`.
 
 from __future__ import annotations
 
-from distcrawl.base.names import commands, metrics, reasons, stats, status
+from distcrawl.base.names import commands, metrics, observe, reasons, stats, status
 from distcrawl.base.names.terms import Term, registered
 
 __all__ = ["GROUPS", "Term", "find", "vocabulary"]
@@ -20,6 +20,11 @@ GROUPS = (
     status.NODE_STATE,
     status.ERROR_KIND,
     status.CUT_CAUSE,
+    observe.ERROR_GROUP_KIND,
+    observe.NOTICE,
+    observe.BASELINE,
+    status.HOLD_CAUSE,
+    status.DELAY_SOURCE,
     metrics.METRIC,
     commands.COMMAND,
     commands.ACTION,

@@ -28,8 +28,14 @@ JOURNAL = term(COMMAND, "journal", "show or replay a node's local journal")
 MIGRATE = term(COMMAND, "migrate", "move a scrapy-redis crawl into the frontier")
 WEB = term(COMMAND, "web", "serve the live dashboard and Prometheus /metrics")
 SERVICES = term(COMMAND, "services", "start or show the embedded Redis and MongoDB")
+ERRORS = term(COMMAND, "errors", "list the crawl's error groups, or show one's first occurrence")
+REPORT = term(COMMAND, "report", "the crawl report: products, pages, errors, field coverage")
 
-LIST = term(ACTION, "list", "deadletters: the newest matching dead letters")
+LIST = term(
+    ACTION,
+    "list",
+    "deadletters: the newest matching dead letters; errors: the error groups, most frequent first",
+)
 COUNT = term(ACTION, "count", "deadletters: matching dead letters by reason and by site")
 REQUEUE = term(ACTION, "requeue", "deadletters: move the matching dead letters back to the queue")
 PURGE = term(ACTION, "purge", "deadletters: delete the matching dead letters (--yes-really)")
@@ -37,7 +43,12 @@ REFUSED = term(ACTION, "refused", "deadletters: the refused seeds and queue entr
 PAUSE = term(ACTION, "pause", "control: nodes take no new leases; what they hold they finish")
 RESUME = term(ACTION, "resume", "control: leasing starts again on every node")
 RESET = term(ACTION, "reset", "control: delete the crawl's state (--yes-really)")
-SHOW = term(ACTION, "show", "journal: segments and products per target collection")
+SHOW = term(
+    ACTION,
+    "show",
+    "journal: segments and products per target collection; errors: a group and the snapshot of "
+    "its first occurrence",
+)
 REPLAY = term(ACTION, "replay", "journal: write the segments no live node holds to MongoDB")
 START = term(ACTION, "start", "services: start both servers (or reuse running ones)")
 STOP = term(ACTION, "stop", "services: stop both servers (their data stays)")
@@ -47,6 +58,7 @@ DEADLETTERS_ACTIONS = (LIST, COUNT, REQUEUE, PURGE, REFUSED)
 CONTROL_ACTIONS = (PAUSE, RESUME, RESET)
 JOURNAL_ACTIONS = (SHOW, REPLAY)
 SERVICES_ACTIONS = (START, STATUS, STOP)
+ERRORS_ACTIONS = (LIST, SHOW)
 
 #: each command's positional arguments, in the order its command line takes them (its parser
 #: adds them in this order: tests/commands/test_advice.py holds the two together)
@@ -63,9 +75,11 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
     MIGRATE: ("spider",),
     WEB: ("spider",),
     SERVICES: ("action",),
+    ERRORS: ("words",),
+    REPORT: ("spider",),
 }
 #: the commands ``scrapy`` runs too, from the project directory (``scrapy status catalog``)
-SCRAPY_COMMANDS = (STATUS, SEED, DEADLETTERS, CONTROL, JOURNAL, MIGRATE, WEB)
+SCRAPY_COMMANDS = (STATUS, SEED, DEADLETTERS, CONTROL, JOURNAL, MIGRATE, WEB, ERRORS, REPORT)
 
 #: every command line a message suggests, in the order they are defined
 ADVICE: list[Advice] = []
@@ -148,3 +162,9 @@ START_SERVICES = advice(SERVICES, action=START)
 STOP_SERVICES = advice(SERVICES, "--home", "{home}", action=STOP)
 #: try a site profile on pages
 EXPLAIN_PROFILE = advice(EXTRACT, "--explain", "--profile", "{profile}", inputs="URL")
+#: the crawl's error groups, the most failures first
+LIST_ERROR_GROUPS = advice(ERRORS, words="{spider}")
+#: one error group and the snapshot of its first occurrence (GROUP: its id, or its first digits)
+SHOW_ERROR_GROUP = advice(ERRORS, SHOW, "GROUP", words="{spider}")
+#: the crawl report: products, pages, errors, field coverage, findings
+CRAWL_REPORT = advice(REPORT, spider="{spider}")

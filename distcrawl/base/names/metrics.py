@@ -107,6 +107,45 @@ SITE_CUT_REMAINING = _gauge(
     "site",
     "cause",
 )
+ERROR_GROUPS = _gauge(
+    "distcrawl_error_groups", "error groups of the crawl, by error group kind", "kind"
+)
+ERROR_GROUP_EVENTS = _counter(
+    "distcrawl_error_group_events",
+    "failures counted into the crawl's error groups, by error group kind",
+    "kind",
+)
+FINDINGS = _gauge(
+    "distcrawl_findings", "data-quality findings of the crawl (a field's share dropped on a site)"
+)
+SITE_CRAWL_DELAY = _gauge(
+    "distcrawl_site_crawl_delay_seconds",
+    "the Crawl-delay in force for a site, by where it came from (robots_txt, capped); only "
+    "sites with one (top sites only)",
+    "site",
+    "source",
+)
+SITE_HOLD_REMAINING = _gauge(
+    "distcrawl_site_hold_remaining_seconds",
+    "seconds a site's hold still lasts, by its cause (robots_unavailable, retry_after); only "
+    "held sites (top sites only)",
+    "site",
+    "cause",
+)
+SITES_WITH_CRAWL_DELAY = _gauge(
+    "distcrawl_sites_with_crawl_delay", "sites whose robots.txt asks for a Crawl-delay"
+)
+SITES_HELD = _gauge("distcrawl_sites_held", "sites held now (robots.txt unavailable, Retry-After)")
+SERVER_SITES = _gauge(
+    "distcrawl_server_sites",
+    "sites that answer from one server (IP address), for servers of more than one site (top "
+    "servers only)",
+    "server",
+)
+ROBOTS_UNAVAILABLE = _counter(
+    "distcrawl_robots_unavailable",
+    "robots.txt fetches that failed (5xx, timeout, connection error): the site was held",
+)
 STORE_UP = _gauge("distcrawl_store_up", "1 when MongoDB answered the dashboard's last count")
 STORE_PRODUCTS = _gauge(
     "distcrawl_store_products", "products in the MongoDB collection, of every crawl (estimated)"

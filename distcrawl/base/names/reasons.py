@@ -4,6 +4,8 @@ item was refused. Each is a short, stable name: the same in logs, stats keys, ``
 
 from __future__ import annotations
 
+from distcrawl.base.names.exits import REFUSED as EXIT_REFUSED
+from distcrawl.base.names.exits import STATE_LOST as EXIT_STATE_LOST
 from distcrawl.base.names.terms import Family, term
 
 __all__ = ["DEAD_LETTER", "REFUSAL", "exception_reason", "http_reason"]
@@ -24,6 +26,18 @@ EXCEPTION = term(
     "<ExceptionName>",
     "the last try failed with this exception, one of RETRY_EXCEPTIONS, named by its class "
     "without its module (DownloadConnectionRefusedError, DownloadTimeoutError)",
+)
+ROBOTS_UNAVAILABLE = term(
+    DEAD_LETTER,
+    "robots_unavailable",
+    "the site's robots.txt could not be read (5xx, timeout, connection error) for "
+    "DISTCRAWL_ROBOTS_HOLD_MAX while its requests were held; re-queue them once the site is back",
+)
+CRAWL_DELAY_OVER_MAX = term(
+    DEAD_LETTER,
+    "crawl_delay_over_max",
+    "the site's robots.txt asks for a Crawl-delay over DISTCRAWL_MAX_CRAWL_DELAY and "
+    "DISTCRAWL_CRAWL_DELAY_OVER_MAX is set_aside: raise the maximum, then re-queue them",
 )
 UNKNOWN = term(DEAD_LETTER, "unknown", "a dead letter whose record names no reason")
 UNREADABLE_RECORD = term(
@@ -61,6 +75,12 @@ PRIVATE_ADDRESS = term(
     "seed, entry, request: a private or loopback host (or one resolving to such an address), "
     "not listed in DISTCRAWL_ALLOW_PRIVATE",
 )
+OWN_ADDRESS = term(
+    REFUSAL,
+    "own_address",
+    "request: the node's own Redis or MongoDB, or a dashboard of the crawl (in any notation "
+    "of its address), never fetched whatever DISTCRAWL_ALLOW_PRIVATE allows",
+)
 METADATA_ADDRESS = term(
     REFUSAL, "metadata_address", "request: a cloud metadata address, never fetched"
 )
@@ -82,25 +102,37 @@ NODE_ID_IN_USE = term(
     REFUSAL,
     "node_id_in_use",
     "node: another live process runs under its DISTCRAWL_NODE_ID; it does not start (its "
-    "finish reason; scrapy crawl exits with status 5)",
+    "finish reason; scrapy crawl exits with status "
+    f"{EXIT_REFUSED})",
 )
 OTHER_FORMAT = term(
     REFUSAL,
     "other_frontier_format",
     "node: the crawl's keys are in another frontier format than this distcrawl's; it does not "
-    "start (its finish reason; scrapy crawl exits with status 5)",
+    "start (its finish reason; scrapy crawl exits with status "
+    f"{EXIT_REFUSED})",
+)
+CRAWL_STATE_LOST = term(
+    REFUSAL,
+    "crawl_state_lost",
+    "node: the crawl's state is gone from Redis (its start marker missing or marked lost: "
+    "Redis restarted empty, a flush, another database); it stops, or does not start (its "
+    "finish reason; scrapy crawl exits with status "
+    f"{EXIT_STATE_LOST})",
 )
 REDIS_UNREACHABLE = term(
     REFUSAL,
     "redis_unreachable",
     "node: Redis did not serve it within DISTCRAWL_REDIS_START_TIMEOUT of its start; it does "
-    "not start (its finish reason; scrapy crawl exits with status 5)",
+    "not start (its finish reason; scrapy crawl exits with status "
+    f"{EXIT_REFUSED})",
 )
 REDIS_EVICTS = term(
     REFUSAL,
     "redis_evicts",
     "node: Redis' maxmemory-policy may evict the crawl and DISTCRAWL_ALLOW_EVICTION does not "
-    "accept it; it does not start (its finish reason; scrapy crawl exits with status 5)",
+    "accept it; it does not start (its finish reason; scrapy crawl exits with status "
+    f"{EXIT_REFUSED})",
 )
 TOO_LARGE = term(
     REFUSAL,

@@ -65,6 +65,11 @@ STARVED = _stat(
 )
 ROUNDTRIPS = _stat("frontier/roundtrips", "round trips to Redis (one pipelined flush each)")
 DEAD_LETTERED = _stat("frontier/dead_lettered", "requests this node sent to the dead letters")
+DEAD_LETTERS_UNWRITABLE = _stat(
+    "frontier/dead_letters/unwritable",
+    "requests given up on that no dead letter can carry (kept in memory for that reason): "
+    "each logged",
+)
 REQUEUED_DEAD_LETTERS = _stat(
     "frontier/requeued_dead_letters", "dead letters an operator re-queued, leased by this node"
 )
@@ -99,6 +104,11 @@ PRESUMED_DEAD = _stat(
 REDIS_REWINDS = _stat(
     "frontier/redis_rewinds", "times this node found that Redis had lost its last writes"
 )
+STATE_LOST = _stat(
+    "frontier/state_lost",
+    "1 once this node found the crawl's state gone from Redis (its start marker missing) and "
+    "stopped",
+)
 LEASES_LOST = _stat("frontier/leases/lost", "leases Redis no longer knew (after a rewind), dropped")
 REDIS_ERRORS = _stat("frontier/redis_errors", "failed round trips to Redis (outages included)")
 OUTAGES = _stat(
@@ -125,6 +135,35 @@ SITE_CUTS = Family(
     "DISTCRAWL_SITE_LATENCY_TARGET)",
 )
 SITE_RECOVERIES = _stat("frontier/site_recoveries", "sites seen back at their full shared rate")
+SITE_HOLDS = Family(
+    STATS,
+    "frontier/site_holds/",
+    "cause",
+    "holds of a site this node made, by hold cause (robots_unavailable: its robots.txt could "
+    "not be read; retry_after: it answered 429 or 503 with Retry-After)",
+)
+GIVEN_BACK = _stat(
+    "frontier/given_back",
+    "leased requests returned to the frontier unstarted: their site was held, or leased "
+    "before this node knew its Crawl-delay",
+)
+SHARE_WAITS = _stat(
+    "frontier/share_waits",
+    "times a request waited because its site had its share of the node's download slots "
+    "while other sites had work",
+)
+SERVER_WAITS = _stat(
+    "frontier/server_waits",
+    "times a request waited for a grant of its server's budget (DISTCRAWL_SERVER_*)",
+)
+SERVERS_NOTED = _stat(
+    "frontier/servers_noted", "sites whose server (IP address) this node told the frontier"
+)
+OUTSIDE_WAITS = _stat(
+    "frontier/outside_waits",
+    "requests that reached the downloader outside the queue (a middleware's own download, one "
+    "kept in memory) and waited for their site's hold, Crawl-delay or rate",
+)
 WOKEN = _stat("frontier/woken", "times an idle node was woken by the wake channel")
 
 # -- Scrapy's and scrapy-redis' names, kept ------------------------------------------------
@@ -197,6 +236,10 @@ RETRY_DELAYED_MS = _stat("retry/delayed_ms", "milliseconds of backoff the node's
 RETRY_AFTER_HONOURED = _stat(
     "retry/retry_after_honoured", "retries that waited as a Retry-After header asked"
 )
+RETRY_AFTER_CAPPED = _stat(
+    "retry/retry_after_capped",
+    "Retry-After headers asking for more than RETRY_AFTER_MAX: the wait was capped at it",
+)
 
 # -- revisit mode --------------------------------------------------------------------------
 
@@ -255,6 +298,32 @@ JOURNAL_PATH = _stat(
 )
 ITEMS_DROPPED = Family(STATS, "pipeline/dropped/", "reason", "items dropped, by refusal reason")
 
+# -- what goes wrong, and who is told -----------------------------------------------------
+
+OBSERVED_ERRORS = _stat(
+    "observe/errors",
+    "failures this node counted into the crawl's error groups (every try of every kind)",
+)
+SNAPSHOTS_WRITTEN = _stat(
+    "observe/snapshots/written", "first occurrences of error groups this node stored in MongoDB"
+)
+SNAPSHOTS_DROPPED = _stat(
+    "observe/snapshots/dropped",
+    "first occurrences given up: MongoDB refused them or was away for every try, or too many "
+    "waited (the group keeps its count, without a snapshot)",
+)
+FINDINGS = _stat("observe/findings", "data-quality findings this node found first")
+ALERTS_SENT = _stat("alerts/sent", "notices this node POSTed to a webhook (each URL counted)")
+ALERTS_FAILED = _stat(
+    "alerts/failed", "notices given up after every try of DISTCRAWL_ALERT_RETRIES (each URL)"
+)
+ALERTS_DUPLICATE = _stat(
+    "alerts/duplicate", "events another node had already claimed the notice of (not sent again)"
+)
+ALERTS_RATE_LIMITED = _stat(
+    "alerts/rate_limited", "notices not sent: the cluster had sent DISTCRAWL_ALERT_RATE this minute"
+)
+
 # -- safety --------------------------------------------------------------------------------
 
 SAFETY_REFUSED = Family(
@@ -291,6 +360,45 @@ LOOP_STALLS = _stat(
 )
 ROBOTSTXT_SHARED = _stat(
     "robotstxt/shared", "robots.txt answers taken from Redis instead of fetched"
+)
+ROBOTSTXT_REQUESTS = _stat(
+    "robotstxt/request_count",
+    "as Scrapy counts them: robots.txt fetches (distcrawl reads robots.txt itself)",
+)
+ROBOTSTXT_RESPONSES = _stat("robotstxt/response_count", "as in Scrapy: robots.txt answers received")
+ROBOTSTXT_STATUS = Family(
+    STATS,
+    "robotstxt/response_status_count/",
+    "status",
+    "as in Scrapy: robots.txt answers by HTTP status",
+)
+ROBOTSTXT_EXCEPTIONS = Family(
+    STATS,
+    "robotstxt/exception_count/",
+    "type(exc)",
+    "as in Scrapy: robots.txt fetches that failed, by the exception's type",
+)
+ROBOTSTXT_UNAVAILABLE = _stat(
+    "robotstxt/unavailable",
+    "robots.txt fetches that failed (5xx, timeout, connection error): the site is held and "
+    "robots.txt fetched again with backoff (RFC 9309)",
+)
+ROBOTSTXT_NO_RULES = _stat(
+    "robotstxt/no_rules", "robots.txt answered 4xx: no rules, the site is crawled (RFC 9309)"
+)
+ROBOTSTXT_CRAWL_DELAY = _stat(
+    "robotstxt/crawl_delay", "sites whose robots.txt asks for a Crawl-delay, as this node read it"
+)
+ROBOTSTXT_DELAY_CAPPED = _stat(
+    "robotstxt/crawl_delay_capped",
+    "sites whose Crawl-delay was over DISTCRAWL_MAX_CRAWL_DELAY and capped at it",
+)
+SET_ASIDE = Family(
+    STATS,
+    "robotstxt/set_aside/",
+    "reason",
+    "requests dead-lettered because of their site's robots.txt, by dead-letter reason "
+    "(robots_unavailable, crawl_delay_over_max)",
 )
 GC_FROZEN = _stat(
     "gc/frozen_objects",

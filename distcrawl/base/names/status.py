@@ -5,12 +5,25 @@ from __future__ import annotations
 
 from distcrawl.base.names.terms import Family, term
 
-__all__ = ["CRAWL_STATE", "CRAWL_STATES", "CUT_CAUSE", "CUT_CAUSES", "ERROR_KIND", "NODE_STATE"]
+__all__ = [
+    "CRAWL_STATE",
+    "CRAWL_STATES",
+    "CUT_CAUSE",
+    "CUT_CAUSES",
+    "DELAY_SOURCE",
+    "DELAY_SOURCES",
+    "ERROR_KIND",
+    "HOLD_CAUSE",
+    "HOLD_CAUSES",
+    "NODE_STATE",
+]
 
 CRAWL_STATE = "crawl state"
 NODE_STATE = "node state"
 ERROR_KIND = "error kind"
 CUT_CAUSE = "cut cause"
+HOLD_CAUSE = "hold cause"
+DELAY_SOURCE = "crawl delay source"
 
 RUNNING = term(CRAWL_STATE, "running", "work is left and live nodes take it")
 WAITING = term(CRAWL_STATE, "waiting", "work is left but no node is live to take it: start one")
@@ -68,3 +81,30 @@ SLOW = term(
 UNKNOWN_CAUSE = term(CUT_CAUSE, "unknown", "a cut whose cause the frontier did not record")
 #: every cause of a site's rate cut (the label values of the cut metric)
 CUT_CAUSES = (THROTTLED, SLOW, UNKNOWN_CAUSE)
+
+ROBOTS_UNAVAILABLE_HOLD = term(
+    HOLD_CAUSE,
+    "robots_unavailable",
+    "its robots.txt answered 5xx, timed out or could not be reached (RFC 9309: assume it "
+    "forbids everything): held until robots.txt is fetched again, with backoff",
+)
+RETRY_AFTER_HOLD = term(
+    HOLD_CAUSE,
+    "retry_after",
+    "it answered 429 or 503 with Retry-After: every node holds its requests for that long (at "
+    "most RETRY_AFTER_MAX)",
+)
+#: every cause of a site's hold (the label values of the hold metric)
+HOLD_CAUSES = (ROBOTS_UNAVAILABLE_HOLD, RETRY_AFTER_HOLD)
+
+ROBOTS_TXT_DELAY = term(
+    DELAY_SOURCE, "robots_txt", "the Crawl-delay line of the site's robots.txt, as it asks"
+)
+CAPPED_DELAY = term(
+    DELAY_SOURCE,
+    "capped",
+    "the site's robots.txt asked for more than DISTCRAWL_MAX_CRAWL_DELAY: capped at it "
+    "(DISTCRAWL_CRAWL_DELAY_OVER_MAX = cap)",
+)
+#: every source of a site's Crawl-delay (the label values of the delay metric)
+DELAY_SOURCES = (ROBOTS_TXT_DELAY, CAPPED_DELAY)

@@ -9,7 +9,7 @@ import redis
 
 from distcrawl.frontier.batch import text
 from distcrawl.frontier.keys import STATUS_LEASES_FIELD, FrontierKeys, ShardKeys, seen_counted
-from distcrawl.frontier.protocol.membership import CrawlFormatError
+from distcrawl.frontier.protocol.membership import LOST, CrawlFormatError
 from distcrawl.frontier.protocol.runner import Call, Step, redis_command
 from distcrawl.frontier.protocol.spec import FORMAT, queued_in
 
@@ -58,7 +58,8 @@ def reset(
     """Delete the crawl's state (a blocking client), one MULTI/EXEC per shard and one for the
     control slot. The leases and seeds of live nodes are kept unless ``force``, and so are the
     rid counters (a live node's late ack must never hit a new request), the pause flag and the
-    format; the record of the crawl-wide settings stays while live nodes remain. The leases of
+    format; the record of the crawl-wide settings and the start marker stay while live nodes
+    remain (a marker that says the crawl was lost goes in any case). The leases of
     live nodes are WATCHed: if one changes between the read and the EXEC, that shard is reset
     again from a fresh read."""
     found: set[str] = set()
@@ -77,6 +78,10 @@ def reset(
         # the live nodes go on with the crawl-wide settings they started with: a node that
         # joins them must still match those (the record goes with the last live node)
         always.add(keys.config)
+        if not text(client.get(keys.origin) or b"").startswith(LOST + " "):
+            # and with the crawl's start marker they know (gone, they would stop as if Redis
+            # had lost the crawl); a marker that says the crawl was lost always goes
+            always.add(keys.origin)
     # the seeds live nodes took stay theirs; with keep_seeds, so do the seeds given back
     seeds = keys.seeds
     seeds_kept = {seeds.taken(n) for n in live}

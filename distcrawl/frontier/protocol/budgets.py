@@ -1,5 +1,6 @@
-"""Site budgets from Python: a token for a request outside the queue, per-site limits, and a
-site's adaptive factor as the library computes it."""
+"""Site budgets from Python: a token for a request outside the queue, per-site limits, what a
+site's robots.txt asks (its Crawl-delay, a hold while it cannot be read), and a site's adaptive
+factor as the library computes it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from distcrawl.frontier.batch import SiteBudget
 from distcrawl.frontier.keys import FrontierKeys
 from distcrawl.frontier.protocol.runner import Step, shard_call
 
-__all__ = ["effective_factor", "set_site_limits", "take_token"]
+__all__ = ["effective_factor", "set_site_limits", "set_site_robots", "take_token"]
 
 
 def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
@@ -25,9 +26,43 @@ def effective_factor(fields: dict[str, Any], now_ms: float) -> float:
     return min(1.0, cut)
 
 
-def take_token(keys: FrontierKeys, site: str, budget: SiteBudget) -> Step[Any]:
+def take_token(keys: FrontierKeys, site: str, budget: SiteBudget, debt: bool) -> Step[int]:
+    """A token of ``site`` for a request outside the queue: 0 (spent, go now) or the ms to wait
+    before asking again (with ``debt``, a robots.txt fetch, only a Retry-After hold waits)."""
     call = shard_call(
-        keys, keys.shard_of(site), "take_token", site=site, rate=budget.rate, burst=budget.burst
+        keys,
+        keys.shard_of(site),
+        "take_token",
+        site=site,
+        rate=budget.rate,
+        burst=budget.burst,
+        debt="1" if debt else "0",
+    )
+    [value] = yield [call]
+    return int(value)
+
+
+def set_site_robots(
+    keys: FrontierKeys,
+    site: str,
+    *,
+    delay_ms: int | None,
+    source: str,
+    hold_ms: int | None,
+    why: str,
+) -> Step[Any]:
+    """What ``site``'s robots.txt asks: its Crawl-delay (0: none; None: unchanged) and where it
+    came from; a hold of ``hold_ms`` for ``why`` (0: end a hold of that cause; None:
+    unchanged)."""
+    call = shard_call(
+        keys,
+        keys.shard_of(site),
+        "set_site_robots",
+        site=site,
+        delay="" if delay_ms is None else int(delay_ms),
+        source=source,
+        hold="" if hold_ms is None else int(hold_ms),
+        why=why,
     )
     [value] = yield [call]
     return value

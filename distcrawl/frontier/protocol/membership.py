@@ -20,10 +20,13 @@ from distcrawl.frontier.protocol.runner import (
 from distcrawl.frontier.protocol.spec import FORMAT, TOMBSTONE
 
 if TYPE_CHECKING:
-    from distcrawl.frontier.keys import FrontierKeys
+    from distcrawl.frontier.keys import ControlKeys, FrontierKeys
     from distcrawl.frontier.store import FrontierStore
 
-__all__ = ["Beat", "Claim", "CrawlFormatError", "Seeds"]
+__all__ = ["LOST", "Beat", "Claim", "CrawlFormatError", "Origin", "Seeds", "lost_advice"]
+
+#: the first word of a start marker a node wrote when it found the crawl's state gone
+LOST = "lost"
 
 
 class CrawlFormatError(RuntimeError):
@@ -47,6 +50,38 @@ class Beat(NamedTuple):
     paused: bool
 
 
+def lost_advice(spider: str) -> str:
+    """What an operator does about a crawl whose state is gone."""
+    return (
+        f"to crawl it again from nothing (every URL fetched again), run `distcrawl control "
+        f"{spider} reset --yes-really` and seed it again; to keep what was crawled, bring "
+        "Redis' data back first (its append-only file, a backup)"
+    )
+
+
+class Origin(NamedTuple):
+    """The crawl's start marker as Redis holds it: ``marker`` ("<ms> <node>", empty when there
+    is none); ``lost``: a node found the crawl's state gone, and this says when, which node,
+    and the marker it knew."""
+
+    marker: str
+    lost: bool = False
+
+    @classmethod
+    def of(cls, raw: Any) -> Origin:
+        marker = text(raw) if raw is not None else ""
+        return cls(marker, marker.split(" ", 1)[0] == LOST)
+
+    def refusal(self, spider: str) -> str:
+        """The one line of a node or command that meets a crawl marked lost."""
+        fields = self.marker.split(" ")
+        when, node = (fields[1], fields[2]) if len(fields) > 2 else ("?", "?")
+        return (
+            f"the state of crawl {spider!r} is gone from Redis (node {node} found it so at "
+            f"{when} ms, unix time): nothing is crawled again in silence; {lost_advice(spider)}"
+        )
+
+
 class Claim(NamedTuple):
     """A node-id claim's answer: claimed, else the owner that holds the id and the ms since
     its last heartbeat."""
@@ -56,15 +91,34 @@ class Claim(NamedTuple):
     age_ms: int
 
 
-def heartbeat(store: FrontierStore, node: str, info_json: str) -> Step[int]:
+def heartbeat_calls(store: FrontierStore, node: str, info_json: str) -> list[Call]:
+    """The heartbeat's calls: the control slot's ``heartbeat`` and a read of the crawl's start
+    marker, in one round trip (:func:`read_beat` reads their answers)."""
     idle = "1" if store.is_idle(node) else "0"
-    sent = time.time()
-    [raw] = yield [control_call(store.keys, "heartbeat", node=node, info=info_json, idle=idle)]
+    keys = store.keys
+    return [
+        control_call(keys, "heartbeat", node=node, info=info_json, idle=idle),
+        redis_command("GET", keys.origin),
+    ]
+
+
+def read_beat(store: FrontierStore, replies: list[Any], sent: float) -> Beat:
+    """A heartbeat's answers (the calls were sent at *sent*, this host's clock), kept in
+    *store*: the live and idle nodes, the pause, the offset of Redis' clock and the crawl's
+    start marker."""
+    raw, origin = replies[0], replies[1]
+    store.origin = Origin.of(origin)
     beat = Beat(int(raw[0]), max(1, int(raw[1])), int(raw[2]), bool(int(raw[3])))
     # the server read its clock about half way through the round trip
     store.clock_offset = beat.now_ms / 1000 - (sent + time.time()) / 2
     store.live_nodes, store.idle_nodes, store.paused = beat.live, beat.idle, beat.paused
-    return beat.now_ms
+    return beat
+
+
+def heartbeat(store: FrontierStore, node: str, info_json: str) -> Step[int]:
+    sent = time.time()
+    replies = yield heartbeat_calls(store, node, info_json)
+    return read_beat(store, replies, sent).now_ms
 
 
 def claim(keys: FrontierKeys, node: str, owner: str, timeout_ms: int, force: bool) -> Step[Claim]:
@@ -87,12 +141,67 @@ class Seeds(NamedTuple):
         return bool(self.again or self.fresh)
 
 
-def take_seeds(keys: FrontierKeys, node: str, n: int) -> Step[Seeds]:
+def take_seeds(keys: FrontierKeys, node: str, n: int, resume: bool) -> Step[Seeds]:
     # a member first (seeds taken by a node that is not one would escape recovery), then the
     # take, in the seed list's slot wherever it hashes
     yield [control_call(keys, "heartbeat", node=node, info="", idle="-1")]
-    [(again, fresh)] = yield [seeds_call(keys, "take_seeds", node=node, n=n)]
-    return Seeds(list(again), list(fresh))
+    calls = [seeds_call(keys, "take_seeds", node=node, n=n)]
+    if resume:
+        # what the node's taken list holds before this take: seeds of a take whose reply the
+        # node never heard (it ran, the connection broke), read in the same round trip
+        calls.insert(0, redis_command("LRANGE", keys.seeds.taken(node), 0, -1))
+    *lost, (again, fresh) = yield calls
+    return Seeds([*(lost[0] if lost else ()), *again], list(fresh))
+
+
+def start(store: FrontierStore, node: str) -> Step[Origin]:
+    """The crawl's start marker, written by ``node`` if the crawl has none: what Redis holds
+    after (another node's, or a lost one)."""
+    keys = store.keys
+    marker = f"{int(time.time() * 1000)} {node}"
+    _, raw = yield [
+        redis_command("SET", keys.origin, marker, "NX"),
+        redis_command("GET", keys.origin),
+    ]
+    store.origin = Origin.of(raw)
+    return store.origin
+
+
+def read_origin(store: FrontierStore) -> Step[Origin]:
+    [raw] = yield [redis_command("GET", store.keys.origin)]
+    store.origin = Origin.of(raw)
+    return store.origin
+
+
+def mark_lost(store: FrontierStore, node: str, known: str) -> Step[Origin]:
+    """Say in the crawl that its state is gone (``known``: the marker ``node`` knew), unless
+    Redis holds a marker again (another node's: a lost one, or a crawl begun since)."""
+    keys = store.keys
+    lost = f"{LOST} {int(time.time() * 1000)} {node} {known}"
+    _, raw = yield [
+        redis_command("SET", keys.origin, lost, "NX"),
+        redis_command("GET", keys.origin),
+    ]
+    store.origin = Origin.of(raw)
+    return store.origin
+
+
+#: milliseconds after which a dashboard that wrote no address again is taken for gone
+DASHBOARD_MAX_AGE_MS = 60_000
+
+
+def announce_dashboard(keys: ControlKeys, addresses: list[str]) -> Step[None]:
+    """Record where a dashboard listens (``host:port`` each), now."""
+    now = str(int(time.time() * 1000))
+    yield [redis_command("HSET", keys.dashboards, *(x for a in addresses for x in (a, now)))]
+
+
+def dashboards(keys: ControlKeys) -> Step[list[str]]:
+    """The addresses of the dashboards that announced themselves within a minute."""
+    [raw] = yield [redis_command("HGETALL", keys.dashboards)]
+    since = int(time.time() * 1000) - DASHBOARD_MAX_AGE_MS
+    items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
+    return sorted(text(a) for a, ms in items if text(ms).isdigit() and int(text(ms)) >= since)
 
 
 def ever_used(keys: FrontierKeys) -> Step[bool]:
@@ -119,17 +228,27 @@ def release(store: FrontierStore, node: str, leases: list[Lease]) -> Step[int]:
     return sum(moved)
 
 
-def _release(keys: FrontierKeys, shard: int, node: str, rids: list[str]) -> Call:
-    return shard_call(keys, shard, "release", node=node, wake=keys.wake, shard=shard, rids=rids)
+def _release(keys: FrontierKeys, shard: int, node: str, rids: list[str], mark: str = "") -> Call:
+    return shard_call(
+        keys, shard, "release", node=node, wake=keys.wake, shard=shard, mark=mark, rids=rids
+    )
 
 
 def return_all(store: FrontierStore, node: str, then: str) -> Step[int]:
     """Every lease of ``node`` back to the queue, and its seeds given back (the control
-    command ``then``: ``stop`` leaves the cluster, ``rejoin`` stays in it)."""
+    command ``then``: ``stop`` leaves the cluster, its marks cleared; ``rejoin`` stays in it,
+    a fresh mark of the node in every shard)."""
     keys = store.keys
-    calls = [_release(keys, s, node, []) for s in range(keys.shards)]
+    # at an open, a mark in every shard: a Redis that comes back with data from before the
+    # open (which lost the node's membership too) is noticed at the node's first call of any
+    # shard, before it leases outside the members that recovery and drains read
+    mark = f"open.{secrets.token_urlsafe(6)}" if then == "rejoin" else ""
+    calls = [_release(keys, s, node, [], mark) for s in range(keys.shards)]
     calls.append(seeds_call(keys, "give_back", nodes=[node]))
     moved = sum(int(n) for n in (yield calls))
+    store.forget_marks(node)
+    if mark:
+        store.fence(node).last.update(dict.fromkeys(range(keys.shards), mark))
     # only then: a node out of the members with leases or seeds still held (on a cluster the
     # control slot's master could run its part first) would be seen by no recovery
     yield [control_call(keys, then, node=node)]

@@ -18,6 +18,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from distcrawl.frontier.connection import is_cluster_client
 from distcrawl.frontier.keys import ControlKeys, FrontierKeys
+from distcrawl.frontier.outages import classify, error_code
 from distcrawl.frontier.protocol.loader import library
 from distcrawl.frontier.protocol.spec import COMMANDS
 
@@ -80,7 +81,7 @@ def _no_fcall(result: Any) -> bool:
     if not isinstance(result, ResponseError):
         return False
     text = str(result).lower()
-    return "fcall" in text and ("unknown command" in text or "noperm" in text)
+    return "fcall" in text and ("unknown command" in text or error_code(result) == "NOPERM")
 
 
 def _missing(result: Any) -> bool:
@@ -147,7 +148,11 @@ class Runner:
 
     def _library_refused(self, err: ResponseError) -> None:
         """FUNCTION LOAD's error: EVALSHA from now on, unless the library was there already
-        (on a master of a cluster that had it)."""
+        (on a master of a cluster that had it), or Redis cannot take writes now (an outage,
+        raised: the load is tried again once it is over)."""
+        outage = classify(err)
+        if outage is not None and outage.code != "NOPERM":
+            raise err
         if "already exists" not in str(err):
             self._refused(err)
 

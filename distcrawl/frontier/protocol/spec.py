@@ -11,8 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from distcrawl.base.names.status import RETRY_AFTER_HOLD
 from distcrawl.frontier.batch import SiteBudget
-from distcrawl.frontier.keys import SITE_CUT_CAUSE_FIELD, STATUS_LEASES_FIELD, STATUS_WAITING_FIELD
+from distcrawl.frontier.keys import (
+    SITE_CUT_CAUSE_FIELD,
+    SITE_DELAY_SOURCE_FIELD,
+    SITE_HOLD_CAUSE_FIELD,
+    STATUS_LEASES_FIELD,
+    STATUS_WAITING_FIELD,
+)
 from distcrawl.frontier.schema import CONTROL, SEEDS, SHARD
 
 __all__ = [
@@ -158,7 +165,7 @@ SYNC = CommandSpec(
         Section("children", ("fp", "h", "spec", "payload")),
         Section("acks", ("rid", "site")),
         Section("dead", ("id", "record", "site", "rid")),
-        Section("feedback", ("site", "ok", "throttled", "slow")),
+        Section("feedback", ("site", "ok", "throttled", "slow", "newest", "hold")),
         Section("revisits", ("rid", "site", "interval", "payload", "fp", "h")),
         Section("groups", ("bucket", "size")),
         Section("grouped", ("fp", "spec", "payload")),
@@ -179,9 +186,10 @@ COMMANDS: dict[str, CommandSpec] = {
     for spec in (
         SYNC,
         MARK_SEEN,
-        CommandSpec("take_token", SHARD, ("site", "rate", "burst")),
+        CommandSpec("take_token", SHARD, ("site", "rate", "burst", "debt")),
+        CommandSpec("set_site_robots", SHARD, ("site", "delay", "source", "hold", "why")),
         CommandSpec("set_site_limits", SHARD, ("site", "rate", "conc")),
-        CommandSpec("release", SHARD, ("node", "wake", "shard", "*rids")),
+        CommandSpec("release", SHARD, ("node", "wake", "shard", "mark", "*rids")),
         CommandSpec("release_dead", SHARD, ("node", "wake", "shard", "tombstone")),
         CommandSpec("drained", SHARD, ("*nodes",)),
         CommandSpec("revisit_status", SHARD, ("grace",)),
@@ -194,6 +202,13 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("claim", CONTROL, ("node", "owner", "timeout", "force")),
         CommandSpec("recovered", CONTROL, ("*nodes",)),
         CommandSpec("census", CONTROL, ()),
+        CommandSpec("observe", CONTROL, ("node", "groups_max", "snaps_max", "window", "delta")),
+        CommandSpec("notice", CONTROL, ("event", "record", "rate")),
+        CommandSpec("run", CONTROL, ("id", "node")),
+        CommandSpec(
+            "take_server", CONTROL, ("node", "timeout", "conc", "rate", "burst", "*grants")
+        ),
+        CommandSpec("note_servers", CONTROL, ("*pairs",)),
         CommandSpec("take_seeds", SEEDS, ("node", "n"), start_list=True),
         CommandSpec("staged", SEEDS, ("node",)),
         CommandSpec("give_back", SEEDS, ("*nodes",)),
@@ -234,6 +249,9 @@ def lua_protocol() -> str:
         f"local STATUS_LEASES = {_lua(STATUS_LEASES_FIELD)}",
         f"local STATUS_WAITING = {_lua(STATUS_WAITING_FIELD)}",
         f"local CUT_CAUSE = {_lua(SITE_CUT_CAUSE_FIELD)}",
+        f"local DELAY_SOURCE = {_lua(SITE_DELAY_SOURCE_FIELD)}",
+        f"local HOLD_CAUSE = {_lua(SITE_HOLD_CAUSE_FIELD)}",
+        f"local RETRY_AFTER_HOLD = {_lua(RETRY_AFTER_HOLD)}",
         "local ARGS, HEADERS, SECTIONS = {}, {}, {}",
     ]
     for spec in COMMANDS.values():

@@ -7,22 +7,29 @@ frontier parks it in Redis until it falls due, so any node may take it and a nod
 while it waits loses nothing. When the last try fails, the request goes to the dead letters
 with its reason (:mod:`distcrawl.base.names.reasons`): ``http_503`` for an answer, the
 exception's class name (``DownloadConnectionRefusedError``) for a failure; its errback gets
-the last download error, as on Scrapy.
+the last download error, as on Scrapy. A download that timed out counts as a slow answer
+of its site (:meth:`Politeness.timed_out`: an adaptive cut, and a node share it keeps to).
+A request of the downloader's own (``NO_CALLBACK``: a
+robots.txt fetch, a middleware's download) is never a dead letter: its failure goes back to
+whoever made it.
 """
 
 from __future__ import annotations
 
-import random
 import time
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.retry import RetryMiddleware
+from scrapy.exceptions import DownloadTimeoutError
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl.base.backoff import backoff_delay, parse_retry_after
 from distcrawl.base.config import SETTINGS
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.names.reasons import exception_reason, http_reason
 from distcrawl.node.internals import check_retry_middleware
+from distcrawl.node.politeness import Politeness
 from distcrawl.node.signals import request_dead_lettered
 
 if TYPE_CHECKING:
@@ -33,34 +40,10 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-__all__ = ["BackoffRetryMiddleware", "backoff_delay", "parse_retry_after"]
+__all__ = ["BackoffRetryMiddleware"]
 
 #: statuses whose Retry-After header is honoured
 RETRY_AFTER_STATUSES = frozenset({429, 503})
-
-
-def backoff_delay(attempt: int, *, base: float, cap: float, jitter: float) -> float:
-    """Seconds to wait before retry number ``attempt`` (1 = first retry); never below the
-    un-jittered minimum ``min(cap, base * 2**(attempt-1))``."""
-    minimum = min(cap, base * 2.0 ** max(0, attempt - 1))
-    return float(minimum) * (1.0 + random.random() * max(0.0, jitter))
-
-
-def parse_retry_after(value: bytes | str | None, *, now: float | None = None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP-date), or None if unusable."""
-    if not value:
-        return None
-    text = value.decode("latin-1") if isinstance(value, bytes) else value
-    text = text.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 class BackoffRetryMiddleware(RetryMiddleware):
@@ -98,6 +81,12 @@ class BackoffRetryMiddleware(RetryMiddleware):
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> Request | Response | None:
+        if isinstance(exception, DownloadTimeoutError):
+            # a site that keeps timing out is slowed down like one that answers slowly
+            site = urlparse_cached(request).hostname
+            if site:
+                seconds = float(request.meta.get("download_timeout") or 0.0)
+                Politeness.of(self.crawler).timed_out(site, seconds)
         if isinstance(exception, self.exceptions_to_retry) and not request.meta.get(
             "dont_retry", False
         ):
@@ -115,6 +104,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
         stats = self.crawler.stats
         assert stats is not None
         if retry is None:
+            if request.callback is NO_CALLBACK:
+                return None  # the downloader's own request: its maker handles the failure
             attempts = int(request.meta.get("retry_times", 0)) + 1
             details: dict[str, Any] = {
                 "attempts": attempts,

@@ -2,12 +2,14 @@
 
 Every request passes through here before it is sent: seeds, links, queue entries, retries and
 redirects alike (a redirect goes back through the frontier and then through every downloader
-middleware again). Three downloader middlewares:
+middleware again). Two downloader middlewares (robots.txt, which binds every request too, is
+:mod:`distcrawl.node.middlewares.robots`'s):
 
 - :class:`AddressGuardMiddleware` refuses private, loopback, link-local, reserved and cloud
   metadata addresses, checked on the address the host name resolves to, so neither a seed, a
-  queue entry nor a redirect can point the cluster at its own Redis, MongoDB or metadata service.
-- :class:`RobotsTxtMiddleware` is Scrapy's, fixed so robots.txt binds every request.
+  queue entry nor a redirect can point the cluster at its own Redis, MongoDB or metadata service;
+  the node's own Redis and MongoDB and the crawl's dashboards are refused even where
+  ``DISTCRAWL_ALLOW_PRIVATE`` allows their addresses (``own.py``).
 - :class:`PageLimitsMiddleware` ends traps and hostile pages with a counted reason: a page budget
   per site shared by the whole cluster, redirect loops, bodies over ``DOWNLOAD_MAXSIZE``.
 
@@ -28,9 +30,6 @@ from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 from scrapy import signals
-from scrapy.downloadermiddlewares.robotstxt import (
-    RobotsTxtMiddleware as _ScrapyRobotsTxtMiddleware,
-)
 from scrapy.exceptions import CannotResolveHostError, DownloadCancelledError, IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
@@ -50,15 +49,14 @@ from distcrawl.base.urls import (
     private_allowed,
 )
 from distcrawl.frontier import connection
-from distcrawl.frontier.keys import ControlKeys
-from distcrawl.node.internals import check_robots_middleware
+from distcrawl.frontier.keys import ControlKeys, FrontierKeys
+from distcrawl.node.middlewares.own import OwnAddresses, endpoints
 
 if TYPE_CHECKING:
     from typing import Self
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-    from scrapy.robotstxt import RobotParser
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.interfaces import IAddress, IHostResolution
 
@@ -66,7 +64,6 @@ __all__ = [
     "AddressGuardMiddleware",
     "PageLimitsMiddleware",
     "Refused",
-    "RobotsTxtMiddleware",
     "resolve_with_reactor",
 ]
 
@@ -161,9 +158,12 @@ class AddressGuardMiddleware:
         dns_cache_size: int = DNS_CACHE_SIZE,
         resolve: Resolver = resolve_with_reactor,
         clock: Callable[[], float] = time.monotonic,
+        own: OwnAddresses | None = None,
     ) -> None:
         self.stats = stats
         self.allow_private = allow_private
+        #: the node's own Redis, MongoDB and the crawl's dashboards: never fetched
+        self.own = own
         self._clock = clock  # when cached answers expire (a test's clock can be moved by hand)
         self.dns_ttl = dns_ttl
         self.dns_cache_size = max(1, dns_cache_size)
@@ -172,16 +172,41 @@ class AddressGuardMiddleware:
         # lookups under way: requests to a host not cached yet wait for the same answer
         self._pending: dict[tuple[str, int], asyncio.Future[list[str]]] = {}
         self._logged: set[tuple[str, str, int]] = set()
+        self._client: Any = None  # the crawl's Redis, read for its dashboards' addresses
+        self._signals: tuple[Any, ...] = ()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         s = crawler.settings
         assert crawler.stats is not None
-        return cls(
+        redis_url = connection.settings_url(s)
+        own = OwnAddresses(
+            endpoints(redis_url, SETTINGS.value(s, "MONGO_URI")), resolve=resolve_with_reactor
+        )
+        mw = cls(
             stats=crawler.stats,
             allow_private=SETTINGS.value(s, "DISTCRAWL_ALLOW_PRIVATE"),
             dns_ttl=SETTINGS.value(s, "DISTCRAWL_DNS_TTL"),
+            own=own,
         )
+
+        def opened(spider: Spider) -> None:
+            # the crawl's dashboards record where they listen in the crawl
+            mw._client = connection.async_client(
+                redis_url, socket_timeout=10, socket_connect_timeout=10
+            )
+            own.open(mw._client, FrontierKeys.for_spider(spider.name, s))
+
+        async def closed(spider: Spider) -> None:
+            own.close()
+            if mw._client is not None:
+                await mw._client.aclose()
+                mw._client = None
+
+        mw._signals = (opened, closed)  # signals hold their receivers weakly
+        crawler.signals.connect(opened, signal=signals.spider_opened)
+        crawler.signals.connect(closed, signal=signals.spider_closed)
+        return mw
 
     async def process_request(self, request: Request) -> None:
         try:
@@ -197,6 +222,16 @@ class AddressGuardMiddleware:
             raise _refuse(self.stats, reasons.BAD_SCHEME, url)
         if not host or port is None:
             raise _refuse(self.stats, reasons.MALFORMED_URL, url)
+        if self.own is not None:
+            await self.own.refresh()
+            if port in self.own.ports():
+                # whatever DISTCRAWL_ALLOW_PRIVATE allows, in any notation of the address
+                addresses = [host] if _is_ip(host) else await self._addresses(host, port)
+                what = await self.own.whose(host, port, addresses)
+                if what is not None:
+                    raise _refuse(
+                        self.stats, reasons.OWN_ADDRESS, f"{host}:{port} is the crawl's {what}"
+                    )
         if self.allow_private is True or private_allowed(self.allow_private, host, port):
             return
         if is_metadata_address(host):
@@ -263,30 +298,6 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
-    """Scrapy's RobotsTxtMiddleware, obeyed also by requests that wait for the robots.txt fetch.
-
-    Scrapy 2.19 lets every request that arrives while a site's robots.txt is being fetched await
-    one shared Deferred; the first one takes its result and every other one gets None, which
-    reads as "no robots.txt, everything allowed" (so a crawl's first burst of requests ignores
-    robots.txt). Such a request looks the parser up again once the fetch is over.
-
-    Settings: as Scrapy's (``ROBOTSTXT_OBEY``, ``ROBOTSTXT_PARSER``, ``ROBOTSTXT_USER_AGENT``).
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        super().__init__(crawler)
-        check_robots_middleware(self)  # robot_parser() below reads Scrapy's private _parsers
-
-    async def robot_parser(self, request: Request) -> RobotParser | None:
-        parser = await super().robot_parser(request)
-        if parser is None:
-            again = self._parsers.get(urlparse_cached(request).netloc)
-            if again is not None and not isinstance(again, Deferred):
-                return again
-        return parser
-
-
 class PageLimitsMiddleware:
     """Ends crawler traps and hostile pages with a counted reason instead of an endless crawl.
 
@@ -326,7 +337,7 @@ class PageLimitsMiddleware:
         # small budgets are reserved page by page, so that they are spent exactly
         self.chunk = budget_chunk or max(1, min(BUDGET_CHUNK, self.max_pages // 100))
         self._client: Any = None
-        self._keys = ControlKeys("")
+        self._keys: ControlKeys | None = None  # the crawl's, once its spider is open
         self._allowance: dict[str, int] = {}  # site -> pages reserved and not used yet
         self._reserving: dict[str, asyncio.Lock] = {}
         self._spent: dict[str, float] = {}  # site -> monotonic time to ask Redis again
@@ -364,6 +375,8 @@ class PageLimitsMiddleware:
             self._client = None
 
     def budget_key(self, site: str) -> str:
+        if self._keys is None:
+            raise RuntimeError("a page budget is reserved only once the spider is open")
         return self._keys.pages(site)
 
     async def process_request(self, request: Request) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from scrapy import signals
@@ -17,9 +18,12 @@ from distcrawl.frontier.store import FrontierStore
 from distcrawl.node import compat
 from distcrawl.node import signals as dc_signals
 from distcrawl.node.internals import check_engine
+from distcrawl.node.observe.buffer import Observations
+from distcrawl.node.observe.watch import Watch
 from distcrawl.node.revisit.schedule import RevisitPolicy
 from distcrawl.node.scheduler.crawlwide import admit
 from distcrawl.node.scheduler.drain import DrainWatch, waits_for_seeds
+from distcrawl.node.scheduler.gate import Gate
 from distcrawl.node.scheduler.hooks import EngineHooks
 from distcrawl.node.scheduler.identity import rejoin
 from distcrawl.node.scheduler.leases import LeaseIntake
@@ -30,9 +34,11 @@ from distcrawl.node.scheduler.outage import RedisUnreachableAtStart, StartWait
 from distcrawl.node.scheduler.refusal import StartRefusal
 from distcrawl.node.scheduler.revisits import RevisitHooks, log_revisit_mode, unlisted_watch
 from distcrawl.node.scheduler.seeds import SeedFeed
+from distcrawl.node.scheduler.shutdown import ShutdownGuard
 from distcrawl.node.scheduler.sites import publish_site_limits, site_limits
 from distcrawl.node.scheduler.solo import SoloMode
 from distcrawl.node.scheduler.tracking import InProgress
+from distcrawl.node.scheduler.vanished import CrawlOrigin
 from distcrawl.node.scheduler.window import RequestWindow
 from distcrawl.node.seeds.sources import SeedSource
 
@@ -90,6 +96,14 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
 
     async def _open(self, spider: Spider) -> None:
         self.spider = spider
+        self._shutdown = guard = ShutdownGuard(
+            self.crawler,
+            node_id=self.node_id,
+            closing=lambda: self._closing,
+            closed=lambda: self._closed,
+            close=self._close,
+        )
+        guard.install()
         settings = self.crawler.settings
         keys = FrontierKeys.for_spider(spider.name, settings)
         # a scrapy-redis spider's own redis_key; a set or zset is staged into a list
@@ -107,9 +121,16 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         self._writes.probing = store.probing
         # a node that cannot reach Redis at its start gives up after start_timeout (a wrong
         # REDIS_URL must not look like a node waiting); an outage later is waited out
-        start = StartWait(timeout=self.start_timeout, where=mask_url(self.redis_url))
+        start = StartWait(
+            timeout=self.start_timeout,
+            where=mask_url(self.redis_url),
+            stopped=lambda: guard.stopping,
+        )
         try:
             await start.run(self._check_format)
+            if self._refused:
+                return
+            await start.run(self._check_origin)
             if self._refused:
                 return
             # an evicting Redis is refused before the node writes anything, the record included
@@ -128,6 +149,15 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             self._refused = True  # no claim, no lease, no heartbeat: close touches nothing
             self.crawler.signals.connect(self._refuse, signal=signals.spider_opened)
             return
+        observations = Observations.of(self.crawler)
+        self._watch = watch = Watch.from_settings(
+            settings,
+            store=store,
+            observations=observations,
+            stats=self.stats,
+            spider=spider.name,
+            node_id=self.node_id,
+        )
         membership = Membership(
             store=store,
             node_id=self.node_id,
@@ -135,6 +165,8 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             heartbeat_interval=self.heartbeat_interval,
             heartbeat_timeout=self.heartbeat_timeout,
             sites=self._sites,
+            observations=observations,
+            on_recovered=watch.nodes_dead,
         )
         drain = DrainWatch(
             store=store,
@@ -161,6 +193,9 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             self._revisits = self._revisit_hooks(policy, store, keys)
             # the answer that leaves the downloader middlewares (not one turned into a retry)
             self.crawler.signals.connect(self._revisits.answered, signal=signals.response_received)
+        self._origin = origin = CrawlOrigin(
+            store, node_id=self.node_id, stats=self.stats, on_lost=self._state_lost
+        )
         self._solo = solo = SoloMode(
             store=store,
             node_id=self.node_id,
@@ -183,6 +218,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
                 revisits=self._revisits,
                 stats=self.stats,
                 wake_engine=self._wake_engine,
+                requeued=self._politeness.requeued,
             ),
             seeds=SeedFeed(
                 store=store,
@@ -215,8 +251,21 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             memory=MemoryWatch(client, self.stats),
             on_own=self._own_written,
             solo=solo,
+            origin=origin,
+            before_flush=self._politeness.before_flush,
         )
         self._wrote = loop.wrote
+        loop.outage.on_start = watch.outage
+        recovery = self.budget.recovery
+        loop.on_site_events = lambda events: watch.site_events(events, recovery)
+        self._gate = Gate(
+            politeness=self._politeness,
+            ready=self._ready,
+            concurrency=self.concurrency,
+            give_back=self._give_back,
+            dead_letter=self._set_aside,
+            wake_engine=self._wake_engine,
+        )
         logger.info(
             "Frontier node %s on %s (%d shards of crawl %s, seeds from %s)",
             self.node_id,
@@ -230,6 +279,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             if self._refused:
                 return
             await start.run(lambda: rejoin(store, node_id=self.node_id, stats=self.stats))
+            await start.run(watch.open)
             limits = site_limits(profiles, self.site_limits)
             await start.run(lambda: publish_site_limits(store, limits))
             shared_budget = self.budget.rate > 0 or self.budget.concurrency > 0 or bool(limits)
@@ -241,10 +291,18 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             )
             # a member already: a node that finds it holding solo sees it live
             await start.run(lambda: solo.open(eligible=eligible))
+            await start.run(self._open_origin)
+            if self._refused:
+                return
         except RedisUnreachableAtStart as exc:
             self._refused_at_start(exc)
             return
         _HOLDING[self.node_id] = self
+        if start.waited:
+            # as after an outage of a running node: the live nodes' beats failed alike, and
+            # their silence counts again only from now
+            membership.recover_after(time.monotonic() + self.heartbeat_timeout)
+        self._politeness.open(store, self.node_id, self.budget)
         loop.start(wake_channel=keys.wake)
 
     def _revisit_hooks(
@@ -265,6 +323,17 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         )
 
     async def _close(self, reason: str) -> None:
+        if self._closing:
+            return  # a graceful stop before the engine ran closed the node already
+        self._closing = True
+        try:
+            await self._close_node(reason)
+        finally:
+            self._closed = True
+            if self._shutdown is not None:
+                self._shutdown.remove()
+
+    async def _close_node(self, reason: str) -> None:
         loop = self._loop
         if loop is not None:
             loop.closing = True
@@ -272,9 +341,21 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             if self._client is not None:
                 await self._client.aclose()
             return
+        if loop.origin is not None and loop.origin.lost:
+            # the crawl's state is gone: its leases with it; writing anything now would begin
+            # a crawl again in silence
+            await loop.stop()
+            self._local.clear()
+            self._unreturned = 0
+            _HOLDING.pop(self.node_id, None)
+            await self._client.aclose()
+            return
         if self._solo is not None:
             self._solo.leave("the node closes")
         await loop.stop()
+        if self._gate is not None:
+            self._gate.close()
+        await self._politeness.close()
         kept, own = self._local.clear()
         if kept:
             logger.warning(
@@ -313,6 +394,10 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
                 exc,
                 self.heartbeat_timeout,
             )
+        if self._watch is not None:
+            # what the last heartbeat brought back is judged and notified, with Redis still open
+            Observations.of(self.crawler).drained = loop.drained
+            await self._watch.close()
         await self._client.aclose()
 
     def leases_held(self) -> int:

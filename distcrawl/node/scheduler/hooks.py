@@ -3,12 +3,16 @@ requests, dead letters, per-site feedback, idleness, a rewind of Redis."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DontCloseSpider
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
 
+from distcrawl.base.backoff import parse_retry_after
 from distcrawl.base.names import stats as stat_keys
+from distcrawl.base.urls import mask_url
 from distcrawl.node import signals as dc_signals
 from distcrawl.node.scheduler.deadletter import dead_letter
 from distcrawl.node.scheduler.reconcile import report_rewind
@@ -21,12 +25,16 @@ if TYPE_CHECKING:
 
 __all__ = ["EngineHooks"]
 
+logger = logging.getLogger(__name__)
+
 
 class EngineHooks(SchedulerState):
     """What the engine and the signals tell the scheduler."""
 
     def _request_done(self, request: Request) -> None:
         """The engine is done with ``request`` for good (see :class:`InProgress`): ack it."""
+        if self._gate is not None:
+            self._gate.done(request)
         lease = self._leased.pop(request, None)
         if lease is None:
             # one of the node's own not written yet (acked once it is), or one kept in memory
@@ -38,11 +46,15 @@ class EngineHooks(SchedulerState):
         self._wrote()
 
     def _dead_letter(self, request: Request, reason: str, **details: Any) -> None:
-        """``request_dead_lettered``: the request goes to the dead letters with its reason."""
-        if self._revisits is not None:
-            self._revisits.dead_lettered(request)
-        self._writes.dead.append(
-            dead_letter(
+        """``request_dead_lettered``: the request goes to the dead letters with its reason.
+
+        A request of the downloader's own (``NO_CALLBACK``: robots.txt, a middleware's
+        download) is no request of the spider: never a dead letter. One that no dead letter can
+        carry (it was kept in memory for that reason) is logged and counted instead."""
+        if request.callback is NO_CALLBACK:
+            return
+        try:
+            letter = dead_letter(
                 request,
                 reason,
                 details,
@@ -51,7 +63,18 @@ class EngineHooks(SchedulerState):
                 fingerprint=self.crawler.request_fingerprinter.fingerprint(request),
                 lease=self._leased.get(request),
             )
-        )
+        except ValueError as exc:
+            logger.warning(
+                "Gave up on %s (%s); no dead letter can carry it: %s",
+                mask_url(request.url),
+                reason,
+                exc,
+            )
+            self.stats.inc_value(stat_keys.DEAD_LETTERS_UNWRITABLE)
+            return
+        if self._revisits is not None:
+            self._revisits.dead_lettered(request)
+        self._writes.dead.append(letter)
         self.stats.inc_value(stat_keys.DEAD_LETTERED)
         self._wake.set()
 
@@ -59,17 +82,47 @@ class EngineHooks(SchedulerState):
         site = urlparse_cached(request).hostname
         if not site:
             return
+        status = response.status
+        header = response.headers.get(b"Retry-After") if status in (429, 503) else None
+        hold_ms = 0
+        if header is not None:
+            seconds = parse_retry_after(header)
+            if seconds is not None:
+                # every request of the site waits, here at once, on every node once told
+                hold_ms = self._politeness.retry_after(site, seconds)
         self._feedback.record(
             site,
-            response.status,
-            b"Retry-After" in response.headers,
+            status,
+            header is not None,
             float(request.meta.get("download_latency", 0.0)),
+            hold_ms,
         )
 
     def _page_received(self, response: Any, request: Request, spider: Spider) -> None:
         site = urlparse_cached(request).hostname
         if site:
             self._sites.record(site)
+            address = getattr(response, "ip_address", None)
+            if address is not None:
+                # the server the site answered from (server budgets resolve it beforehand)
+                self._politeness.servers.answered_from(site, str(address))
+
+    def _give_back(self, request: Request) -> None:
+        """A leased request the gate sends back unstarted: its lease returns to the frontier
+        (where its site is held, or paced by its Crawl-delay)."""
+        lease = self._leased.pop(request, None)
+        if lease is None:
+            return
+        self._politeness.given_back.append(lease)
+        self.stats.inc_value(stat_keys.GIVEN_BACK)
+        if self._revisits is not None:
+            self._revisits.forget_dropped()
+        self._wake.set()
+
+    def _set_aside(self, request: Request, reason: str) -> None:
+        """A leased request the gate gives up on unstarted: a dead letter, and its lease ends."""
+        self._dead_letter(request, reason, attempts=0)
+        self._request_done(request)
 
     def _spider_idle(self, spider: Spider) -> None:
         # a spider that ends once the crawl is drained is idle only then (see

@@ -13,7 +13,6 @@ from distcrawl.node.requests.payload import BadEntry
 from distcrawl.node.seeds.intake import rejection_record
 
 if TYPE_CHECKING:
-    from collections import deque
     from collections.abc import Callable
 
     from scrapy import Request, Spider
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.batch import Lease, Leased
     from distcrawl.node.scheduler.buffers import WriteBuffers
+    from distcrawl.node.scheduler.ready import ReadyQueue
     from distcrawl.node.scheduler.revisits import RevisitHooks
 
 __all__ = ["LeaseIntake"]
@@ -37,12 +37,13 @@ class LeaseIntake:
         *,
         spider: Spider,
         node_id: str,
-        ready: deque[Request],
+        ready: ReadyQueue,
         leased: dict[Request, Lease],
         writes: WriteBuffers,
         revisits: RevisitHooks | None,
         stats: StatsCollector,
         wake_engine: Callable[[], None],
+        requeued: Callable[[Request, str], None] | None = None,
     ) -> None:
         self.spider = spider
         self.node_id = node_id
@@ -52,6 +53,8 @@ class LeaseIntake:
         self.revisits = revisits
         self.stats = stats
         self.wake_engine = wake_engine
+        #: told of a dead letter an operator re-queued, with its reason
+        self.requeued = requeued
 
     def accept(self, leased: list[Leased]) -> int:
         """Take ``leased`` in; returns how many entries it held (refused ones included)."""
@@ -65,8 +68,11 @@ class LeaseIntake:
                 self._refuse(lease, payload, exc)
                 bad.append(lease)
                 continue
-            if request.meta.pop("distcrawl_dead_letter", None) is not None:
+            reason = request.meta.pop("distcrawl_dead_letter", None)
+            if reason is not None:
                 self.stats.inc_value(stat_keys.REQUEUED_DEAD_LETTERS)
+                if self.requeued is not None:
+                    self.requeued(request, str(reason))
             self.leased[request] = lease
             if revisits is not None:
                 revisits.send_conditional(request, payload)

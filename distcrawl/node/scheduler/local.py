@@ -148,6 +148,10 @@ class OwnLeases:
         self._waiting[id(child)] = (child, request)
         self._unleased.add(request)
 
+    def __contains__(self, request: object) -> bool:
+        """Whether ``request`` is an own one waiting for its lease."""
+        return request in self._unleased
+
     def finished(self, request: Request) -> bool:
         """Scrapy is done with ``request``; returns whether it is one waiting for its lease
         (then it is acknowledged once the lease is known)."""

@@ -13,29 +13,30 @@ from distcrawl.base.config.entries import PREFETCH_PER_SLOT
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.rates import SITE_DEFAULTS
 from distcrawl.frontier.batch import new_rid_tag
-from distcrawl.frontier.connection import outage_reason
+from distcrawl.frontier.outages import classify
 from distcrawl.frontier.wake import WakeListener
 from distcrawl.node.scheduler.outage import RedisOutage
 from distcrawl.node.scheduler.reconcile import reconcile_leases
 from distcrawl.node.scheduler.sites import log_site_events
 
 if TYPE_CHECKING:
-    from collections import deque
-    from collections.abc import Callable, Collection
+    from collections.abc import Awaitable, Callable, Collection
 
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
-    from distcrawl.frontier.batch import Child, Lease, SiteBudget
+    from distcrawl.frontier.batch import Child, Lease, SiteBudget, SiteEvent
     from distcrawl.frontier.store import FrontierStore, SyncResult
     from distcrawl.node.scheduler.buffers import WriteBuffers
     from distcrawl.node.scheduler.drain import DrainWatch
     from distcrawl.node.scheduler.leases import LeaseIntake
     from distcrawl.node.scheduler.membership import Membership
     from distcrawl.node.scheduler.memory import MemoryWatch
+    from distcrawl.node.scheduler.ready import ReadyQueue
     from distcrawl.node.scheduler.revisits import RevisitHooks
     from distcrawl.node.scheduler.seeds import SeedFeed
     from distcrawl.node.scheduler.solo import SoloMode
+    from distcrawl.node.scheduler.vanished import CrawlOrigin
 
 __all__ = [
     "DEFAULT_IDLE_MAX_WAIT",
@@ -109,7 +110,7 @@ class FrontierLoop:
         node_id: str,
         membership: Membership,
         writes: WriteBuffers,
-        ready: deque[Request],
+        ready: ReadyQueue,
         leased: dict[Request, Lease],
         intake: LeaseIntake,
         seeds: SeedFeed,
@@ -131,6 +132,8 @@ class FrontierLoop:
         memory: MemoryWatch | None = None,
         on_own: Callable[[list[tuple[Child, Lease | None]]], None] | None = None,
         solo: SoloMode | None = None,
+        origin: CrawlOrigin | None = None,
+        before_flush: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.client = client
@@ -157,6 +160,11 @@ class FrontierLoop:
         self.on_own = on_own
         #: solo mode (None: the node always shares the crawl, as the benches' loops do)
         self.solo = solo
+        #: the crawl's start marker (None: not watched, as the benches' loops do): a crawl
+        #: whose state vanished ends the loop
+        self.origin = origin
+        #: writes that go before each round trip (leases given back unstarted)
+        self.before_flush = before_flush
         #: sites an adaptive cut holds (their requests are never the node's own)
         self.cut_sites: set[str] = set()
         self.holds_work = holds_work
@@ -168,6 +176,8 @@ class FrontierLoop:
         #: the node has had no work since: the scheduler tells Scrapy it has nothing pending
         self.drained = False
         self.outage = RedisOutage(node_id, stats, heartbeat_timeout=heartbeat_timeout)
+        #: hears of the adaptive cuts and recoveries each round trip reports (the watch)
+        self.on_site_events: Callable[[list[SiteEvent]], None] | None = None
         # Redis rewind detection: every sync writes a new mark in each shard it calls and
         # expects to find the last one there; the tag goes into the rids this node creates and
         # changes after a rewind
@@ -206,14 +216,14 @@ class FrontierLoop:
     def wrote(self) -> None:
         """A page's ack or a link joined the buffers: wake the loop unless it is holding its
         writes and the engine still has work (it wakes at low water or its deadline)."""
-        if not self._holding or len(self.ready) <= self.low_water:
+        if not self._holding or len(self.ready.startable) <= self.low_water:
             self.wake.set()
 
     def work_arrived(self, shard: int | None) -> None:
         """The wake channel said work arrived in ``shard``: read it at the next lease, and
         wake the loop if the engine has nothing prefetched."""
         self.store.views.poke(shard)
-        if not self.ready:
+        if not self.ready.startable:
             self.stats.inc_value(stat_keys.WOKEN)
             self.wake.set()
 
@@ -258,16 +268,21 @@ class FrontierLoop:
         waits for the spider (Scrapy's scraper queue, long on a CPU-bound node) frees its
         download slot, and Scrapy's own scheduler would hand that slot a request at once.
         """
-        return self.concurrency * LEASE_WINDOW - self.downloading() - len(self.ready)
+        window = self.concurrency * LEASE_WINDOW
+        # requests held back (their robots.txt, their site's share, a server's budget) take
+        # no download slot: up to a window of them does not keep the node from leasing more
+        held = self.ready.held
+        return window - self.downloading() - (len(self.ready) - min(held, window))
 
     async def _run(self) -> None:
         wait = _BUSY_WAIT
         errors = _ErrorStreak(self.node_id, self.stats)
-        while not self.closing:
+        while not self.closing and not self._lost():
             failed = False
-            if self.outage.down:
+            if self.outage.down or errors.count:
                 # the first round trip that Redis may serve again recovers nobody: every
-                # heartbeat went stale meanwhile, the live nodes' as well as ours
+                # heartbeat may have gone stale meanwhile, the live nodes' as well as ours
+                # (an error of a class no outage names may be the whole server's too)
                 self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
             try:
                 if self._needs_reconcile:
@@ -278,11 +293,10 @@ class FrontierLoop:
                     await self._reconcile()
                     self._needs_reconcile = False
                 got = await self._cycle()
-                if self.outage.answered():
+                if self.outage.answered() | errors.ended():
                     # every heartbeat went stale while Redis was away, ours as well as the
                     # live nodes': silence counts again only from now
                     self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
-                errors.ended()
                 wait = _BUSY_WAIT if got else min(wait * 2, DEFAULT_IDLE_MAX_WAIT)
             except Exception as exc:
                 # the outcome of a failed round trip is unknown: reconcile before leasing
@@ -290,14 +304,14 @@ class FrontierLoop:
                 failed = True
                 if self.solo is not None:
                     self.solo.leave("a round trip failed")
-                if outage_reason(exc) is not None:
+                if classify(exc) is not None:
                     self.outage.failed(exc, waiting=self._waiting())
                 else:
                     errors.failed(exc)
                 # a node retries well within a heartbeat timeout: once Redis is back, the
                 # others' guard against recovering it lasts that long
                 wait = min(max(wait * 2, _RETRY_WAIT), _RETRY_WAIT_MAX, self.heartbeat_timeout / 4)
-            if self.closing:
+            if self.closing or self._lost():
                 break
             if self.writes.pending() and not failed:
                 hold = self._hold_writes()
@@ -329,6 +343,11 @@ class FrontierLoop:
             except TimeoutError:
                 pass
         self.outage.finish()
+        self.seeds.finish()
+
+    def _lost(self) -> bool:
+        """Whether the crawl's state vanished (the node then writes nothing more)."""
+        return self.origin is not None and self.origin.lost
 
     def _waiting(self) -> str:
         """What the node holds for Redis, for the outage's log line."""
@@ -350,7 +369,7 @@ class FrontierLoop:
         if self.closing or self.writes.urgent():
             return 0.0
         return write_hold(
-            ready=self.ready,
+            ready=self.ready.startable,
             low_water=self.low_water,
             children=self.writes.links(),
             idle_nodes=self.store.idle_nodes,
@@ -366,7 +385,7 @@ class FrontierLoop:
             self.store,
             self.node_id,
             leased=self.leased,
-            acks=writes.held_leases(),
+            acks=writes.held_leases,
             ready=self.ready,
             stats=self.stats,
             own=[c for c in writes.children if c.own],
@@ -388,6 +407,8 @@ class FrontierLoop:
         lease = min(self.prefetch, free) if free > 0 and not self.closing else 0
         if self.revisits is not None:
             await self.revisits.before_flush(self.client)
+        if self.before_flush is not None:
+            await self.before_flush()
         leased = await self.flush(lease=lease)
         progressed = leased > 0
         # a node waiting for the solo node to share the crawl takes no seed and judges no drain
@@ -402,11 +423,15 @@ class FrontierLoop:
             self.membership.recover_after(time.monotonic() + self.heartbeat_timeout)
         if await self.membership.tick(self.heartbeat_info()):
             self.wake.set()
+        if self.origin is not None and await self.origin.check():
+            return False  # the crawl's state vanished: nothing more is written or judged
         if self.memory is not None:
             await self.memory.tick()
         if self.close_when_drained and not progressed and not self.drained and not blocked:
             busy = bool(self.ready or self.started() or self.writes.pending() or self.holds_work())
             if await self.drain.check(busy=busy):
+                if self.origin is not None and await self.origin.check(read=True):
+                    return False  # drained because the crawl's state vanished: not finished
                 # Scrapy finds the spider idle and closes it (or its idle handlers keep it)
                 self.drained = True
                 self.on_drained()
@@ -426,7 +451,7 @@ class FrontierLoop:
         return taken
 
     async def _flush(self, *, lease: int) -> int:
-        self._flushed_at = time.monotonic()
+        self._flushed_at = self.ready.round_started = time.monotonic()
         out = self.writes.take(self.store.keys.shard_of, lease=lease)
         if out is None:
             return 0
@@ -449,6 +474,12 @@ class FrontierLoop:
             self.writes.restore(out)
             raise
         self.writes.sent(out, result)
+        if (
+            result.rewound is not None
+            and self.origin is not None
+            and await self.origin.check(read=True)
+        ):
+            return 0  # not a rewind: the crawl's state vanished; nothing is pushed again
         if result.rewound is not None:
             # the node forgets what it pushed, takes a new tag, and reconciles before it leases
             self.on_rewind(result.rewound)
@@ -458,6 +489,8 @@ class FrontierLoop:
             self.on_own(result.own)
         if result.site_events:
             log_site_events(result.site_events, recovery=self.budget.recovery, stats=self.stats)
+            if self.on_site_events is not None:
+                self.on_site_events(result.site_events)
             for event in result.site_events:
                 if event.kind == "cut":
                     self.cut_sites.add(event.site)
@@ -523,12 +556,15 @@ class _ErrorStreak:
             exc_info=exc,
         )
 
-    def ended(self) -> None:
-        if self.count:
-            logger.warning(
-                "Frontier loop of node %s works again after %d failed round trips",
-                self.node_id,
-                self.count,
-            )
-            self.count = 0
-            self._seen.clear()
+    def ended(self) -> bool:
+        """A round trip succeeded; returns whether it ended a streak."""
+        if not self.count:
+            return False
+        logger.warning(
+            "Frontier loop of node %s works again after %d failed round trips",
+            self.node_id,
+            self.count,
+        )
+        self.count = 0
+        self._seen.clear()
+        return True

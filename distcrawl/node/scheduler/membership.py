@@ -15,9 +15,12 @@ from distcrawl.base.rates import OwnRates
 from distcrawl.node.scheduler.tracking import PUBLISHED_SITES, SiteActivity
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.statscollectors import StatsCollector
 
     from distcrawl.frontier.store import FrontierStore
+    from distcrawl.node.observe.buffer import Observations
 
 __all__ = ["Membership"]
 
@@ -32,7 +35,9 @@ def _journal(stats: StatsCollector) -> dict[str, str]:
 
 class Membership:
     """Heart-beats every ``heartbeat_interval`` s and recovers nodes silent for
-    ``heartbeat_timeout`` s."""
+    ``heartbeat_timeout`` s. With ``observations``, each heartbeat carries what the node
+    observed since the last one (one ``observe`` call in the same round trip);
+    ``on_recovered`` hears of the nodes this one recovered."""
 
     def __init__(
         self,
@@ -43,13 +48,17 @@ class Membership:
         heartbeat_interval: float,
         heartbeat_timeout: float,
         sites: SiteActivity | None = None,
+        observations: Observations | None = None,
+        on_recovered: Callable[[list[str], int], None] | None = None,
     ) -> None:
         self.store = store
+        self.observations = observations
+        self.on_recovered = on_recovered
         self.node_id = node_id
         self.stats = stats
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
-        self._last_heartbeat = 0.0
+        self._last_heartbeat = time.monotonic()
         self._last_recovery = 0.0
         self._recover_after = 0.0  # monotonic time before which this node recovers nobody
         #: this node's rates, published with its heartbeat (one set of figures for all readers)
@@ -66,9 +75,13 @@ class Membership:
         """Heart-beat and recover when due; returns whether dead nodes' work came back."""
         now = time.monotonic()
         if now - self._last_heartbeat >= self.heartbeat_interval:
+            # this node's beats came this far apart (its first: since it began)
+            gap = now - self._last_heartbeat
             await self.heartbeat(info)
-            if time.monotonic() - now > self.heartbeat_timeout / 2:
-                # the heartbeat waited on a Redis that stood still: so did everyone's
+            late = max(self.heartbeat_timeout / 2, 2 * self.heartbeat_interval)
+            if time.monotonic() - now > self.heartbeat_timeout / 2 or gap > late:
+                # the heartbeat waited on a Redis that stood still, or this node's own beats
+                # were held up (slow replies, a stalled loop): so may everyone's have been
                 self.recover_after(time.monotonic() + self.heartbeat_timeout)
         now = time.monotonic()
         due = now - self._last_recovery >= max(1.0, self.heartbeat_timeout / 4)
@@ -94,7 +107,21 @@ class Membership:
             # the busiest sites over the same window as the rates
             "sites": own.sites(PUBLISHED_SITES),
         }
-        await self.store.heartbeat(self.node_id, json.dumps(payload, default=str))
+        info_json = json.dumps(payload, default=str)
+        observations = self.observations
+        taken = observations.take() if observations is not None else None
+        if taken is None:
+            await self.store.heartbeat(self.node_id, info_json)
+        else:
+            assert observations is not None
+            try:
+                _, observed = await self.store.heartbeat_observed(
+                    self.node_id, info_json, taken.delta, observations.limits
+                )
+            except BaseException:
+                observations.restore(taken)
+                raise
+            observations.answered(taken, observed)
         self._last_heartbeat = time.monotonic()
 
     async def leave(self, info: dict[str, Any], *, reason: str, unstarted: int) -> None:
@@ -126,4 +153,6 @@ class Membership:
         )
         self.stats.inc_value(stat_keys.RECOVERED, int(reqs))
         self.store.views.poke()
+        if self.on_recovered is not None:
+            self.on_recovered(list(nodes), int(reqs))
         return True

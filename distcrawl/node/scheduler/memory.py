@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ResponseError
 
 from distcrawl.base.names import stats as stat_keys
-from distcrawl.frontier.connection import outage_reason
 from distcrawl.frontier.memory import DEFAULT_MEMORY_WARN, EVICTION_COST, read_memory_async
+from distcrawl.frontier.outages import classify
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -51,7 +51,7 @@ async def _read(client: Any) -> RedisMemory | None:
     try:
         return await read_memory_async(client)
     except ResponseError as exc:
-        if outage_reason(exc) is not None:
+        if classify(exc) is not None:
             raise
         logger.warning("Cannot read Redis' memory (INFO memory: %s); it is not checked", exc)
         return None

@@ -2,9 +2,9 @@
 operator reads when it goes away and when it is back, and the bounded retries of a node's
 start.
 
-An outage is any failure :func:`~distcrawl.frontier.connection.outage_reason` names: a server
-out of reach, and one that answers but takes no writes (out of memory, busy, loading, a
-read-only replica, a master or cluster down)."""
+An outage is any failure :func:`~distcrawl.frontier.outages.classify` names: a server out of
+reach, and one that answers but cannot serve writes now (out of memory, a failed save, a
+read-only replica, a password or an ACL that changed ...)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ import time
 from typing import TYPE_CHECKING
 
 from distcrawl.base.names import stats as stat_keys
-from distcrawl.frontier.connection import outage_reason
+from distcrawl.frontier.outages import UNREACHABLE, classify
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from scrapy.statscollectors import StatsCollector
+
+    from distcrawl.frontier.outages import Outage
 
 __all__ = [
     "OUTAGE_SETTLE",
@@ -55,29 +57,47 @@ class RedisOutage:
         self.since: float | None = None  # monotonic time the outage began (None: no outage)
         self.down = False  # the last round trip failed
         self._served_since: float | None = None  # first success since the last failure
-        self._reasons: dict[str, int] = {}  # failed round trips of this outage, by reason
+        self._reasons: dict[str, int] = {}  # failed round trips of this outage, by class
         self._waiting = ""  # what the node held for Redis at the last failure
+        #: called with the reason when an outage begins (a notice: see node/observe/watch.py)
+        self.on_start: Callable[[str], None] | None = None
 
     def failed(self, exc: BaseException, *, waiting: str = "") -> None:
-        """A round trip failed with an outage (see :func:`outage_reason`); ``waiting`` says
-        what the node keeps for Redis meanwhile."""
-        reason = outage_reason(exc) or "unreachable"
+        """A round trip failed with an outage (see :func:`classify`); ``waiting`` says what
+        the node keeps for Redis meanwhile."""
+        outage = classify(exc) or UNREACHABLE
         self.stats.inc_value(stat_keys.REDIS_ERRORS)
-        self._reasons[reason] = self._reasons.get(reason, 0) + 1
+        new_class = outage.code not in self._reasons
+        self._reasons[outage.code] = self._reasons.get(outage.code, 0) + 1
         self._waiting = waiting
         self.down = True
         self._served_since = None
+        advice = f"; {outage.advice}" if outage.advice else ""
         if self.since is not None:
-            return  # the same outage goes on: counted, not logged again
+            # the same outage goes on: counted, not logged again, unless Redis now names a
+            # cause an operator must mend (a server restarted with another password: out of
+            # reach first, then WRONGPASS)
+            if new_class and outage.advice:
+                logger.error(
+                    "Redis still unavailable to node %s, now %s: %s%s",
+                    self.node_id,
+                    outage,
+                    _short(exc),
+                    advice,
+                )
+            return
         self.since = time.monotonic()
         self.stats.inc_value(stat_keys.OUTAGES)
         logger.error(
             "Redis unavailable (%s: %s); node %s pauses, keeps every request and ack in "
-            "memory and retries with a growing wait until it is back",
-            reason,
+            "memory and retries with a growing wait until it is back%s",
+            outage,
             _short(exc),
             self.node_id,
+            advice,
         )
+        if self.on_start is not None:
+            self.on_start(outage.reason)
 
     def answered(self) -> bool:
         """A round trip succeeded; returns whether it is the first since a failure (the caller
@@ -131,13 +151,19 @@ class RedisUnreachableAtStart(RuntimeError):
 class StartWait:
     """A node's start: each of its steps runs until Redis serves it, waiting longer between
     tries (0.5 s up to 10 s), all of them within ``timeout`` seconds of the first (0: no
-    limit); then :class:`RedisUnreachableAtStart` (``where``: the masked URL, for the
-    message)."""
+    limit) and while the node is not ``stopped()``; then :class:`RedisUnreachableAtStart`
+    (``where``: the masked URL, for the message)."""
 
-    def __init__(self, *, timeout: float, where: str = "") -> None:
+    def __init__(
+        self, *, timeout: float, where: str = "", stopped: Callable[[], bool] | None = None
+    ) -> None:
         self.timeout = timeout
         self.where = where
         self.deadline = time.monotonic() + timeout if timeout > 0 else None
+        #: the node is stopped meanwhile: it gives up at once
+        self.stopped = stopped or (lambda: False)
+        #: a step waited out an outage: every heartbeat may have gone stale meanwhile
+        self.waited = False
 
     async def run(self, func: Callable[[], Awaitable[None]]) -> None:
         delay = 0.5
@@ -146,27 +172,34 @@ class StartWait:
                 await func()
                 return
             except Exception as exc:
-                reason = outage_reason(exc)
-                if reason is None:
+                outage = classify(exc)
+                if outage is None:
                     raise
                 left = None if self.deadline is None else self.deadline - time.monotonic()
+                if self.stopped():
+                    raise RedisUnreachableAtStart(
+                        f"it was stopped while it waited for Redis at its start ({outage})"
+                    ) from None
                 if left is not None and left <= 0:
-                    raise RedisUnreachableAtStart(self._message(reason, exc)) from None
+                    raise RedisUnreachableAtStart(self._message(outage, exc)) from None
                 wait = delay if left is None else min(delay, left)
+                self.waited = True
                 # a warning: the node waits; the one error is its refusal, when it gives up
                 logger.warning(
-                    "Redis unavailable at start (%s: %s); retrying in %.1fs",
-                    reason,
+                    "Redis unavailable at start (%s: %s); retrying in %.1fs%s",
+                    outage,
                     _short(exc),
                     wait,
+                    f"; {outage.advice}" if outage.advice else "",
                 )
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, 10.0)
 
-    def _message(self, reason: str, exc: BaseException) -> str:
+    def _message(self, outage: Outage, exc: BaseException) -> str:
         target = f"Redis at {self.where}" if self.where else "Redis"
+        advice = outage.advice or "check REDIS_URL"
         return (
             f"{target} did not serve this node within {self.timeout:g}s of its start "
-            f"({reason}: {_short(exc)}); check REDIS_URL, or wait longer with "
+            f"({outage}: {_short(exc)}); {advice}, or wait longer with "
             "DISTCRAWL_REDIS_START_TIMEOUT (0: wait forever)"
         )

@@ -11,14 +11,14 @@ from distcrawl.frontier.batch import Lease
 from distcrawl.frontier.store import is_tombstone
 
 if TYPE_CHECKING:
-    from collections import deque
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
     from distcrawl.frontier.batch import Child
     from distcrawl.frontier.store import FrontierStore
+    from distcrawl.node.scheduler.ready import ReadyQueue
 
 __all__ = ["reconcile_leases", "report_rewind"]
 
@@ -30,8 +30,8 @@ async def reconcile_leases(
     node_id: str,
     *,
     leased: dict[Request, Lease],
-    acks: Iterable[Lease],
-    ready: deque[Request],
+    acks: Callable[[], Iterable[Lease]],
+    ready: ReadyQueue,
     stats: StatsCollector,
     own: Sequence[Child] = (),
 ) -> list[tuple[Child, Lease]]:
@@ -43,11 +43,13 @@ async def reconcile_leases(
     A sync whose reply was lost with the connection (or that failed while its reply was
     handled) may still have leased requests on the server; unknown to the node, they would
     never be acked and would keep the crawl from draining. Known ones (started, prefetched:
-    ``leased``; awaiting their ack: ``acks``) stay. Requests dropped from ``ready`` leave
-    ``leased`` too.
+    ``leased``; awaiting their ack: what ``acks()`` gives) stay. Requests dropped from
+    ``ready`` leave ``leased`` too.
     """
     held = await store.held_leases(node_id)
-    known = {(lease.shard, lease.rid) for lease in (*leased.values(), *acks)}
+    # both read once Redis answered: a request the engine finished meanwhile left ``leased``
+    # for the acks (read before, it would be in neither, and its lease would go back)
+    known = {(lease.shard, lease.rid) for lease in (*leased.values(), *acks())}
     unknown = [
         Lease(shard, rid, "")
         for shard, rids in held.items()

@@ -3,6 +3,7 @@ its node id held by another live process; the spider then closes touching nothin
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -49,6 +50,34 @@ class StartRefusal(SchedulerState):
         except CrawlFormatError as refused:
             logger.error("Node refuses to start: %s", refused)
             self._refuse_start(reasons.OTHER_FORMAT, str(refused))
+
+    async def _check_origin(self) -> None:
+        """Refuse a crawl marked lost (its state vanished while nodes ran) before the node
+        writes anything to it."""
+        assert self.store is not None
+        found = await self.store.read_origin()
+        if found.lost:
+            message = found.refusal(self.store.keys.spider)
+            logger.error("Node refuses to start: %s", message)
+            self._refuse_start(reasons.CRAWL_STATE_LOST, message)
+
+    async def _open_origin(self) -> None:
+        """Learn the crawl's start marker (written now by a crawl's first node); a crawl
+        marked lost meanwhile is refused."""
+        assert self._origin is not None
+        message = await self._origin.open()
+        if message is not None:
+            logger.error("Node refuses to start: %s", message)
+            self._refuse_start(reasons.CRAWL_STATE_LOST, message)
+
+    def _state_lost(self) -> None:
+        """The crawl's state vanished (``vanished.py`` said so): the spider closes with the
+        reason ``crawl_state_lost``, and the node writes nothing more."""
+        engine = self.crawler.engine
+        if engine is not None and engine.spider is not None:
+            self._closing_task = asyncio.ensure_future(
+                engine.close_spider_async(reason=reasons.CRAWL_STATE_LOST)
+            )
 
     async def _claim_node_id(self) -> None:
         assert self.store is not None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy.core.scheduler import BaseScheduler
@@ -15,9 +14,11 @@ from distcrawl.base.recent import RecentKeys
 from distcrawl.frontier import connection
 from distcrawl.frontier.batch import SiteBudget
 from distcrawl.frontier.store import Dupefilter
+from distcrawl.node.politeness import Politeness
 from distcrawl.node.scheduler.buffers import WriteBuffers
 from distcrawl.node.scheduler.identity import default_node_id
 from distcrawl.node.scheduler.local import LocalQueue, OwnLeases
+from distcrawl.node.scheduler.ready import ReadyQueue
 from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, SiteActivity
 
 if TYPE_CHECKING:
@@ -30,10 +31,14 @@ if TYPE_CHECKING:
 
     from distcrawl.frontier.batch import Lease
     from distcrawl.frontier.store import FrontierStore
+    from distcrawl.node.observe.watch import Watch
     from distcrawl.node.revisit.schedule import RevisitPolicy
+    from distcrawl.node.scheduler.gate import Gate
     from distcrawl.node.scheduler.loop import FrontierLoop
     from distcrawl.node.scheduler.revisits import RevisitHooks
+    from distcrawl.node.scheduler.shutdown import ShutdownGuard
     from distcrawl.node.scheduler.solo import SoloMode
+    from distcrawl.node.scheduler.vanished import CrawlOrigin
 
 __all__ = ["SchedulerState"]
 
@@ -98,8 +103,11 @@ class SchedulerState(BaseScheduler):
         # The local window, shared with the I/O loop: leased requests not yet handed to the
         # engine, and each leased request's lease until it is acked (those leased and not
         # ready are the ones the engine works on)
-        self._ready: deque[Request] = deque()
+        self._ready = ReadyQueue()
         self._leased: dict[Request, Lease] = {}
+        #: robots.txt, holds, server budgets; the gate hands the engine what may start
+        self._politeness = Politeness.of(crawler)
+        self._gate: Gate | None = None
         #: requests handed out from memory: those no queue entry can carry (data: URLs,
         #: unserializable meta), and in solo mode the node's own, written as its leases
         self._local = LocalQueue(self.stats)
@@ -107,6 +115,7 @@ class SchedulerState(BaseScheduler):
         self._solo: SoloMode | None = None
         self._writes = WriteBuffers(latency_target=latency_target)
         self._feedback = self._writes.feedback
+        self._politeness.feedback = self._feedback
         self._sites = SiteActivity()
         self._wake = asyncio.Event()  # the I/O loop waits on it
         #: a page's ack or a link joined the write buffers: the I/O loop's ``wrote`` once open
@@ -116,10 +125,19 @@ class SchedulerState(BaseScheduler):
         self._loop: FrontierLoop | None = None
         self._refused = False  # another live process has this node id: this one never ran
         self._unreturned: int | None = None  # leases a close could not return (None: no close)
+        self._closing = False  # the close has begun
+        self._closed = False  # the close is over
+        #: a graceful stop before the engine runs still returns the leases (``shutdown.py``)
+        self._shutdown: ShutdownGuard | None = None
+        #: the crawl's start marker (``vanished.py``), and the close it asks for once gone
+        self._origin: CrawlOrigin | None = None
+        self._closing_task: asyncio.Future[None] | None = None
         self._run_id = secrets.token_hex(4)  # this process, as the owner of its node id
         #: revisit mode (set at open, from the settings and the spider's profiles)
         self.revisit: RevisitPolicy | None = None
         self._revisits: RevisitHooks | None = None
+        #: judges findings and sends notices (set at open)
+        self._watch: Watch | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

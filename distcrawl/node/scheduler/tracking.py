@@ -3,6 +3,7 @@ already sent, and how each site answered since the last flush."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -58,30 +59,71 @@ class SiteActivity:
 
 class SiteFeedback:
     """How each site answered since the last flush: ok, throttled (429, or 503 with
-    Retry-After), slow (over the latency target). Sent with the next flush."""
+    Retry-After), slow (over the latency target, or timed out), when the newest throttled or
+    slow one was sent, and the longest hold a Retry-After asked for. Sent with the next
+    flush."""
 
-    def __init__(self, latency_target: float) -> None:
+    def __init__(self, latency_target: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.latency_target = latency_target
-        self._counts: dict[str, list[int]] = {}
+        self._clock = clock
+        #: site -> [ok, throttled, slow, newest sending of a throttled or slow one, hold ms]
+        self._counts: dict[str, list[Any]] = {}
 
-    def record(self, site: str, status: int, has_retry_after: bool, latency: float) -> None:
-        counts = self._counts.setdefault(site, [0, 0, 0])
+    def _of(self, site: str) -> list[Any]:
+        counts = self._counts.get(site)
+        if counts is None:
+            counts = self._counts[site] = [0, 0, 0, None, 0]
+        return counts
+
+    def record(
+        self, site: str, status: int, has_retry_after: bool, latency: float, hold_ms: int = 0
+    ) -> None:
+        counts = self._of(site)
         if status == 429 or (status == 503 and has_retry_after):
             counts[1] += 1
         elif latency > self.latency_target:
             counts[2] += 1
         else:
             counts[0] += 1
+            return
+        self._sent(counts, self._clock() - latency)
+        counts[4] = max(counts[4], hold_ms)
+
+    def timed_out(self, site: str, seconds: float) -> None:
+        """A download of ``site`` failed after ``seconds`` (a timeout): a slow answer."""
+        counts = self._of(site)
+        counts[2] += 1
+        self._sent(counts, self._clock() - seconds)
+
+    @staticmethod
+    def _sent(counts: list[Any], at: float) -> None:
+        if counts[3] is None or at > counts[3]:
+            counts[3] = at
 
     def take(self) -> list[Feedback]:
-        taken = [Feedback(site, ok, thr, slow) for site, (ok, thr, slow) in self._counts.items()]
+        now = self._clock()
+        taken = [
+            Feedback(
+                site,
+                ok,
+                thr,
+                slow,
+                0 if sent is None else max(0, round((now - sent) * 1000)),
+                hold,
+            )
+            for site, (ok, thr, slow, sent, hold) in self._counts.items()
+        ]
         self._counts = {}
         return taken
 
     def restore(self, feedback: list[Feedback]) -> None:
         """Put back what a failed flush could not send."""
-        for site, ok, throttled, slow in feedback:
-            counts = self._counts.setdefault(site, [0, 0, 0])
+        now = self._clock()
+        for site, ok, throttled, slow, newest, hold in feedback:
+            counts = self._of(site)
             counts[0] += ok
             counts[1] += throttled
             counts[2] += slow
+            if throttled or slow:
+                self._sent(counts, now - newest / 1000)
+            counts[4] = max(counts[4], hold)

@@ -94,13 +94,19 @@ class RequestWindow(SchedulerState):
         """Whether a request of ``site`` found now is this node's own: the node is solo (no
         other node or tool can have recorded its URL: see ``solo.py``), the crawl is not
         paused, no adaptive cut holds the site, nothing the node knows of waits in the shared
-        queue or its write buffers (it would come first), and the node has fewer of its own
+        queue or its write buffers (it would come first), the node read the site's robots.txt
+        and it asks nothing of its budget (no Crawl-delay), and the node has fewer of its own
         queued than it would lease at once, and fewer not written yet than that plus those in
         progress (its held hash stays the size of a prefetch, not of the crawl)."""
         loop, store, solo = self._loop, self.store, self._solo
         if solo is None or loop is None or store is None or not solo.solo:
             return False
-        if store.paused or site in loop.cut_sites:
+        politeness = self._politeness
+        if store.paused or site in loop.cut_sites or politeness.held_for(site) > 0:
+            return False
+        if politeness.robots_parser is not None and not politeness.robots.plain(site):
+            # its robots.txt not read here yet, or it asks for a Crawl-delay: through the
+            # queue, where the site's budget and the gate apply
             return False
         limit = max(self.prefetch, self.concurrency * LEASE_WINDOW)
         if self._local.own >= limit or len(self._own) >= limit + self.concurrency:
@@ -110,19 +116,30 @@ class RequestWindow(SchedulerState):
         return not self._writes.confirmed and all(c.own for c in self._writes.children)
 
     def next_request(self) -> Request | None:
-        ready, local = self._ready, self._local
-        if local and (not ready or local.priority() > ready[0].priority):
-            return local.pop()
-        if not ready:
-            if len(self._leased) < self.concurrency:
+        ready, local, gate = self._ready, self._local, self._gate
+        startable = ready.startable
+        if local and (not startable or local.priority() > startable[0].priority):
+            request = local.pop()
+            if gate is not None and request is not None:
+                # the node's own (solo mode) passed its checks, unless its site is held now;
+                # one kept in memory never went through the queue: both wait for their site's
+                # budget at the downloader
+                own = request in self._own or request in self._leased
+                held = self._politeness.held_for(urlparse_cached(request).hostname or "") > 0
+                gate.started(request, passed=own and not held)
+            return request
+        # the gate holds back what may not start yet (its robots.txt, a hold, its share of
+        # the slots, its server's budget), or sends it back
+        request = gate.next() if gate is not None else (ready.popleft() if startable else None)
+        if request is None:
+            if not startable and len(self._leased) < self.concurrency:
                 # the engine had a free slot and nothing was leased for it
                 self.stats.inc_value(stat_keys.STARVED)
             self._wake.set()
             return None
-        request = ready.popleft()
         self.stats.inc_value(stat_keys.STARTED)
         self.stats.inc_value(stat_keys.SCHEDULER_DEQUEUED)
         self.stats.inc_value(stat_keys.SCHEDULER_DEQUEUED_REDIS)
-        if len(ready) <= self.low_water:
+        if len(startable) <= self.low_water:
             self._wake.set()
         return request

@@ -34,6 +34,8 @@ from distcrawl.extract.page import PageAnalysis
 from distcrawl.extract.profile import ProfileError
 from distcrawl.node import signals as dc_signals
 from distcrawl.node.items import Product
+from distcrawl.node.observe.buffer import Observations
+from distcrawl.node.observe.capture import extraction_missed
 from distcrawl.node.revisit.unlisted import LISTED_META
 
 if TYPE_CHECKING:
@@ -105,6 +107,8 @@ class CatalogSpider(scrapy.Spider):
         self.max_links: int = SETTINGS.default("DISTCRAWL_MAX_LINKS_PER_PAGE")
         self.max_parse_seconds: float = SETTINGS.default("DISTCRAWL_MAX_PARSE_SECONDS")
         self.max_follow: int = SETTINGS.default("DISTCRAWL_MAX_FOLLOW_PER_PAGE")
+        #: where a product page without a product, or without an expected field, is told
+        self.observations: Observations | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> Self:
@@ -132,6 +136,7 @@ class CatalogSpider(scrapy.Spider):
         spider.max_links = SETTINGS.value(settings, "DISTCRAWL_MAX_LINKS_PER_PAGE")
         spider.max_parse_seconds = SETTINGS.value(settings, "DISTCRAWL_MAX_PARSE_SECONDS")
         spider.max_follow = SETTINGS.value(settings, "DISTCRAWL_MAX_FOLLOW_PER_PAGE")
+        spider.observations = Observations.of(crawler)
         crawler.signals.connect(spider._scheduled, signal=signals.request_scheduled)
         # links pushed before Redis lost its last writes may be gone: push them again
         crawler.signals.connect(spider.known_links.clear, signal=dc_signals.frontier_rewound)
@@ -216,13 +221,19 @@ class CatalogSpider(scrapy.Spider):
                 page.links_unread,
             )
         site = response.meta.get("site") or urlsplit(response.url).hostname
-        if page.kind == "product" and page.product:
-            yield Product(
-                **page.product,
-                site=site,
-                source_url=response.url,
-                crawled_at=datetime.now(UTC),
-            )
+        if page.kind == "product":
+            observations = self.observations
+            if observations is not None:
+                missing = observations.missing_fields(page.product) if page.product else []
+                if missing or not page.product:
+                    extraction_missed(observations, response, str(site or ""), missing)
+            if page.product:
+                yield Product(
+                    **page.product,
+                    site=site,
+                    source_url=response.url,
+                    crawled_at=datetime.now(UTC),
+                )
         if page.kind == "listing":
             # [revisit] the products this listing links (the frontier tells which it dropped)
             response.meta[LISTED_META] = list(page.links.get("product", ()))

@@ -164,6 +164,7 @@
         (mem.maxmemory_bytes ? `${mb(mem.used_bytes)} of ${mb(mem.maxmemory_bytes)}, ${mem.policy}` : "no maxmemory"));
     }
     renderNodes();
+    renderFindings(s.findings || { total: 0, latest: [] });
     if (state.sitesOrder === "busiest") renderSites(pageOf(s.sites, state.sitesPage, 10), s.sites.length);
     renderDeadCounts(s.dead_letters);
   }
@@ -201,10 +202,12 @@
         defaults.rate === null || defaults.rate === undefined ? "?" : "none", "num");
       td(tr, s.allowed_rate === null ? "-" : num(s.allowed_rate), "num");
       td(tr, s.factor.toFixed(2), "num");
+      td(tr, s.crawl_delay_s === null || s.crawl_delay_s === undefined ? "-" : num(s.crawl_delay_s), "num");
       td(tr, num(s.in_flight), "num");
       td(tr, num(s.waiting), "num");
-      // the cut's cause, when, its factor and when it wears off, as `status` says it
-      td(tr, s.cut ? s.cut.why : "", s.cut ? "cut " + s.cut.cause : "");
+      // its hold, Crawl-delay and cut (cause, when, factor, when it wears off), as `status` says it
+      const why = s.slower_because || (s.cut ? s.cut.why : "");
+      td(tr, why, s.hold ? "held " + s.hold.cause : (s.cut ? "cut " + s.cut.cause : ""));
     }, "no busy site");
   }
 
@@ -227,6 +230,15 @@
       filterLink(tr, site, () => { state.deadSite = site; state.deadReason = ""; loadDead(""); });
       td(tr, num(n), "num");
     });
+  }
+
+  function renderFindings(f) {
+    setText("findings-count", f.total ? `${num(f.total)} (latest first)` : "");
+    fill($("findings-body"), f.latest, (tr, x) => {
+      tr.className = "finding";
+      td(tr, x.message);
+      td(tr, x.baseline === "last_crawl" ? "against the last crawl" : "against earlier products", "dim");
+    }, "none: every watched field holds its share");
   }
 
   // ------------------------------------------------------------------ paged lists
@@ -285,9 +297,27 @@
       td(tr, p.url, "url");
     }, data.configured ? (data.reachable ? "no product yet" : "MongoDB unreachable") : "not watched");
   }
+  async function loadGroups() {
+    const data = await getJSON("/api/errors?limit=20");
+    setText("groups-count", data.total ? `${num(data.total)} group(s), ${data.groups.length} shown` : "");
+    fill($("groups-body"), data.groups, (tr, g) => {
+      td(tr, g.kind);
+      td(tr, g.site || "(any site)");
+      td(tr, num(g.count), "num");
+      td(tr, g.last_seen_ms ? new Date(g.last_seen_ms).toLocaleTimeString() : "-");
+      td(tr, g.template, "url");
+      // the link names the group by its id: the page shows what was kept of its first occurrence
+      const cell = td(tr, "");
+      const a = document.createElement("a");
+      a.href = "/errors/" + encodeURIComponent(g.id);
+      a.className = "snapshot";
+      a.textContent = g.snapshot ? "snapshot" : "details";
+      cell.appendChild(a);
+    }, "no error so far");
+  }
   async function poll() {
     try {
-      await Promise.all([loadSites(), loadDead(state.deadCursor), loadRejected(), loadProducts()]);
+      await Promise.all([loadSites(), loadDead(state.deadCursor), loadRejected(), loadProducts(), loadGroups()]);
     } catch (e) {
       $("error").hidden = false;
       $("error").textContent = "dashboard: " + e.message;

@@ -3,7 +3,10 @@
 A site may start a request when its token bucket (`rate` per second, `burst` tokens) has a
 token and fewer than `conc` of its requests are in flight cluster-wide (0 = no limit); a site's
 own limit_rate / limit_conc override the node's defaults. 429/503 or slow answers cut the
-site's rate (adaptive factor), which wears off linearly in recover_ms. Every budget a call
+site's rate (adaptive factor), which wears off linearly in recover_ms. A site whose robots.txt
+asks for a Crawl-delay (delay_ms) has one request in flight at most, and the next starts no
+sooner than delay_ms after the last one finished (next_ok); a held site (hold_until: its
+robots.txt cannot be read, or it said Retry-After) starts none until then. Every budget a call
 touches is read once and written back once (save_budgets), with its state in the call table. ]]
 --- @include "util"
 
@@ -80,9 +83,11 @@ local function budget(call, site)
   local b = call.budgets[site]
   if not b then
     local k = K.site(call.P, site)
-    local st = redis.call('HMGET', k, 'tokens', 'ts', 'factor', 'limit_rate', 'limit_conc')
+    local st = redis.call('HMGET', k, 'tokens', 'ts', 'factor', 'limit_rate', 'limit_conc',
+      'delay_ms', 'next_ok', 'hold_until')
     b = {tokens = tonumber(st[1]), ts = tonumber(st[2]), cut = st[3],
-      limit_rate = tonumber(st[4]), limit_conc = tonumber(st[5])}
+      limit_rate = tonumber(st[4]), limit_conc = tonumber(st[5]), delay = tonumber(st[6]),
+      next_ok = tonumber(st[7]), hold = tonumber(st[8])}
     if b.cut then
       -- the rest of a cut only when there is one (most sites have none)
       local c = redis.call('HMGET', k, 'fts', 'recover_ms', 'cut_at')
@@ -102,15 +107,36 @@ local function save_budgets(call)
   save_active(call)
 end
 
--- `count` requests of `site` left the nodes (acked or returned): slots free up
+-- the Crawl-delay (ms) a site's robots.txt asks for, nil for none (K.delays: one EXISTS per
+-- call, then one HGET per site, and only in a shard that has such sites)
+local function delay_of(call, site)
+  if call.has_delays == nil then call.has_delays = redis.call('EXISTS', K.delays(call.P)) == 1 end
+  if not call.has_delays then return nil end
+  return tonumber(redis.call('HGET', K.delays(call.P), site))
+end
+
+-- `count` requests of `site` left the nodes (acked or returned): slots free up. A site with a
+-- Crawl-delay starts its next request no sooner than the delay after this one finished.
 local function site_done(call, site, count)
   if site == '' then return end
   active_add(call, site, -count)
+  local delay = delay_of(call, site)
+  local due = 0 -- when the site may be served (0: now)
+  if delay then
+    due = clock(call) + delay
+    redis.call('HSET', K.site(call.P, site), 'next_ok', due)
+    local b = call.budgets[site]
+    if b then b.next_ok = due end
+  end
   if call.any_waiting == nil then
     call.any_waiting = redis.call('EXISTS', K.waiting(call.P)) == 1
   end
   if call.any_waiting and redis.call('EXISTS', K.wait(call.P, site)) == 1 then
-    redis.call('ZADD', K.waiting(call.P), 'LT', 0, site) -- a slot is free: serve it now
+    if delay then
+      redis.call('ZADD', K.waiting(call.P), due, site)
+    else
+      redis.call('ZADD', K.waiting(call.P), 'LT', 0, site) -- a slot is free: serve it now
+    end
   end
 end
 
@@ -157,6 +183,18 @@ local function admit(call, site, now, d)
   local rate, conc, factor = d.rate, d.conc, 1
   if b then
     rate, conc = b.limit_rate or d.rate, b.limit_conc or d.conc
+    if b.hold then
+      if b.hold > now then return false, b.hold end
+      -- the hold is over (a robots.txt that failed is fetched again by the node now leasing)
+      redis.call('HDEL', K.site(call.P, site), 'hold_until', HOLD_CAUSE)
+      redis.call('ZREM', K.holds(call.P), site) -- [status registry]
+      b.hold = nil
+    end
+    if b.delay and b.delay > 0 then
+      -- one request at a time, the next a delay after the last one finished (site_done)
+      conc = 1
+      if b.next_ok and b.next_ok > now then return false, b.next_ok end
+    end
   end
   if conc > 0 and active_of(call, site) >= conc then return false, now + 1000 end
   if b then factor = budget_factor(call, site, b, now) end
@@ -179,16 +217,37 @@ local function admit(call, site, now, d)
   return true, now, false
 end
 
--- How a site answered one node: throttled (429/503) or slow answers cut its rate (at most one
--- cut a second), fine answers raise a cut factor again
-local function feedback(call, site, ok, throttled, slow, now, d)
+-- Hold a site until `untl` (ms, server clock), for `why` (robots_unavailable, retry_after): none
+-- of its requests starts before (admit); a later hold wins over an earlier one, and a
+-- Retry-After wins a tie (robots.txt read again must not end it). K.holds lists the held sites
+-- for the status.
+local function hold_site(call, site, untl, why)
+  local P = call.P
+  local k = K.site(P, site)
+  local was = tonumber(redis.call('HGET', k, 'hold_until')) or 0
+  if untl < was or (untl == was and why ~= RETRY_AFTER_HOLD) then return end
+  redis.call('HSET', k, 'hold_until', untl, HOLD_CAUSE, why)
+  redis.call('SADD', K.limits(P), site) -- a lease reads its budget hash from now on
+  redis.call('ZADD', K.holds(P), untl, site) -- [status registry]
+  local b = call.budgets[site]
+  if b then b.hold = untl end
+  if call.special then call.special_of[site] = true end
+end
+
+-- How a site answered one node: throttled (429/503) or slow answers cut its rate, fine answers
+-- raise a cut factor again. Throttled or slow answers are one incident per cut: they cut only
+-- when the newest of them was sent after the last cut (`newest`: ms between its sending and
+-- the node's flush; answers to requests sent before a cut belong to that cut's incident), and
+-- never twice within a second. `hold`: ms the site asked every node to wait (Retry-After)
+local function feedback(call, site, ok, throttled, slow, now, d, newest, hold)
   local k = K.site(call.P, site)
   local st = redis.call('HMGET', k, 'factor', 'cut_at', 'fts', 'recover_ms', 'limit_rate')
   local cut_at = tonumber(st[2]) or 0
   local factor = site_factor(call, site, st[1], st[3], st[4], st[2], now)
   local events = call.site_events
+  if hold and hold > 0 then hold_site(call, site, now + hold, RETRY_AFTER_HOLD) end
   if throttled > 0 or slow > 0 then
-    if now - cut_at >= 1000 then
+    if now - cut_at >= 1000 and now - (newest or 0) >= cut_at then
       local cut, why = 0.8, 'slow'
       if throttled > 0 then cut, why = 0.5, 'throttled' end
       local rate = tonumber(st[5]) or d.rate

@@ -152,10 +152,10 @@ local function take_all(ls, popped, l)
 end
 
 -- the common case first: an inline entry whose payload names its site is granted as it comes,
--- with no site read and no budget; the rest (bare rids, "<site>\n" values) as take_all does
+-- with no site read and no budget; from the first other entry on (a bare rid, a "<site>\n"
+-- value), the rest as take_all does, so that the grants keep the queue's order
 local function take(ls, popped, l)
   if ls.need_site then return take_all(ls, popped, l) end
-  local rest
   local prio = l.name .. '\t'
   for j = 1, #popped do
     local entry = popped[j]
@@ -163,11 +163,12 @@ local function take(ls, popped, l)
     if tab and string.byte(entry, tab + 1) == 123 then
       grant(ls, string.sub(entry, 1, tab - 1), prio .. entry, false)
     else
-      rest = rest or {}
-      rest[#rest + 1] = entry
+      local rest = {}
+      for k = j, #popped do rest[#rest + 1] = popped[k] end
+      take_all(ls, rest, l)
+      break
     end
   end
-  if rest then take_all(ls, rest, l) end
 end
 
 -- the leased lines as the reply carries them: one string, joined with "\0", or where a line

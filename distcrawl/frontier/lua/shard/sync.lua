@@ -30,7 +30,9 @@ ARGV     node, header, then the sections the header counts, each column by colum
             a call sends either these or children
   acks      rid site: leases done
   dead      id record site rid: dead letters (rid: the lease it ends, "" = none)
-  feedback  site ok throttled slow: how sites answered the node
+  feedback  site ok throttled slow newest hold: how sites answered the node (newest: ms from
+            the sending of the newest throttled or slow one to this flush; hold: ms the site
+            asked every node to wait, Retry-After)
   revisits  rid site interval payload fp h: [revisit] acks whose request comes back in
             `interval` ms with this payload; fp h recorded again
 Fenced (mn not ''): K.marks[node] must be mp (or mn: a call that ran but whose reply was lost)
@@ -217,9 +219,11 @@ local function sync(keys, args)
   local f = sec.feedback
   for j = 1, f.n do
     local throttled, slow = tonumber(f.throttled[j]) or 0, tonumber(f.slow[j]) or 0
+    local hold = tonumber(f.hold[j]) or 0
     -- fine answers only raise a cut factor: with no cut in the shard they change nothing
-    if throttled > 0 or slow > 0 or has.cuts then
-      feedback(call, f.site[j], tonumber(f.ok[j]) or 0, throttled, slow, clock(call), h)
+    if throttled > 0 or slow > 0 or hold > 0 or has.cuts then
+      feedback(call, f.site[j], tonumber(f.ok[j]) or 0, throttled, slow, clock(call), h,
+        tonumber(f.newest[j]) or 0, hold)
     end
   end
   local stale, acked, revisited = 0, 0, 0
