@@ -79,12 +79,11 @@ def _is_tombstone(mark: str | None) -> bool:
 
 @dataclass
 class Entry:
-    """A request as the model knows it: its URL, priority and push order in its shard, and its
-    rid once a lease named it."""
+    """A request as the model knows it: its URL, its priority, and its rid once a lease named
+    it (the queue's order within a priority is the order of the model's lists)."""
 
     url: str
     priority: int
-    order: int
     rid: str | None = None
 
     def seq(self) -> int:
@@ -104,8 +103,6 @@ class Model:
     leases: dict[str, dict[tuple[int, str], Entry]] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     dead: dict[int, set[str]] = field(default_factory=dict)
-    #: per shard: requests pushed so far (the shard's own order counter)
-    pushed: dict[int, int] = field(default_factory=dict)
     members: set[str] = field(default_factory=set)
     #: (node, shard) -> the fencing mark Redis holds
     marks: dict[tuple[str, int], str] = field(default_factory=dict)
@@ -119,15 +116,13 @@ class Model:
             parked={s: [] for s in shards},
             leases={n: {} for n in NODES},
             dead={s: set() for s in shards},
-            pushed=dict.fromkeys(shards, 0),
         )
 
     def shard(self, url: str) -> int:
         return self.keys.shard_of(_site(url))
 
     def in_order(self, shard: int) -> list[Entry]:
-        """The shard's queue in the order it leaves: best priority first, each priority's
-        list first in first out (``queue`` holds it in that order within a priority)."""
+        """The shard's queue as it leaves: best priority first, then as ``queue`` holds it."""
         return sorted(self.queue[shard], key=lambda e: -e.priority)
 
     def push(self, url: str, priority: int, dont_filter: bool, delay_ms: int) -> str:
@@ -137,8 +132,7 @@ class Model:
         if not (fresh or dont_filter):
             return "filtered"
         s = self.shard(url)
-        self.pushed[s] += 1
-        entry = Entry(url, priority, self.pushed[s])
+        entry = Entry(url, priority)
         if delay_ms:
             self.parked[s].append(entry)
             return "parked"
@@ -561,10 +555,9 @@ class FrontierMachine(RuleBasedStateMachine):
                         value = r.hget(shard.requests, rid) or b""
                     urls.append(json.loads(split_value(value)[1])["u"])
             assert urls == [e.url for e in model.in_order(s)], ("queue", s)
-            # no list outside the levels that count them
             lists = {k.decode() for k in r.scan_iter(match=shard.queue("*"), count=1000)}
             counted = {shard.queue(level.decode()) for level in r.zrange(shard.levels, 0, -1)}
-            assert lists == counted, ("lists", s, lists, counted)
+            assert lists == counted, ("no list outside the levels", s, lists, counted)
             assert int(r.zcard(shard.delayed)) == len(model.parked[s]), ("parked", s)
             assert {k.decode() for k in r.hkeys(shard.dead)} == model.dead[s], ("dead", s)
             marks = {k.decode(): v.decode() for k, v in r.hgetall(shard.marks).items()}
