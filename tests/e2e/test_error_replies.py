@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from crawl_nodes import assert_each_product_once, start_nodes, stop_all, wait_fo
 from frontier_state import KEYS, leased
 
 from distcrawl.demo.server import DemoShop
+from distcrawl.frontier.store import FrontierStore
 from distcrawl.servers.faultproxy import Fault, FaultProxy
 
 pytestmark = pytest.mark.slow
@@ -103,3 +105,53 @@ def test_a_node_that_starts_during_an_outage_recovers_no_live_node(
     assert direct.hget(KEYS.counters, "recovered_nodes") is None
     assert_each_product_once(mongo_uri, shop)
     direct.close()
+
+
+def test_a_starting_node_recovers_a_silent_member_only_after_watching_it_for_a_timeout(
+    redis_url: str, mongo_uri: str, shop_factory: Callable[..., DemoShop], tmp_path: Path
+) -> None:
+    """A member already silent for a timeout when a node starts may be dead, or live and back
+    from an outage the new node never saw (found by the fault search, seed 1266763343: a node
+    that started just after a WRONGPASS outage ended recovered the live one, whose beats had
+    failed through it, a moment before its retry). The new node watches it for a timeout of
+    its own first; a member that stays silent is then recovered."""
+    # slow until the recovery is seen, so that the node is still crawling by then
+    shop = shop_factory(products=60, latency_ms=2000)
+    direct = redis.Redis.from_url(redis_url)
+    store = FrontierStore(direct, KEYS)
+    store.heartbeat("ghost", "{}")
+    beat = float(direct.zscore(KEYS.nodes, "ghost") or 0)
+
+    def now_ms() -> float:
+        seconds, micros = direct.time()
+        return seconds * 1000 + micros / 1000
+
+    # a member silent for longer than the timeout before the node starts
+    assert wait_for(lambda: now_ms() - beat > TIMEOUT * 1000 * 1.2, 60)
+    direct.lpush(KEYS.start_urls, shop.url)
+    settings = {"DISTCRAWL_HEARTBEAT_TIMEOUT": str(TIMEOUT), "CONCURRENT_REQUESTS": "4"}
+    nodes = start_nodes(
+        ("late",), redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, settings=settings
+    )
+    try:
+        assert wait_for(lambda: "from dead node(s) ghost" in nodes[0].log(), 240), nodes[0].log()[
+            -3000:
+        ]
+        shop.set_faults(latency_ms=0)
+        assert nodes[0].wait() == 0
+    finally:
+        stop_all(nodes)
+    log = nodes[0].log()
+    started = _logged_at(log, "Frontier node late on")
+    recovered = _logged_at(log, "from dead node(s) ghost")
+    # log times are whole seconds: a timeout of watching, less one for the rounding
+    assert recovered - started >= TIMEOUT - 1, log[-3000:]
+    assert direct.zscore(KEYS.nodes, "ghost") is None
+    assert_each_product_once(mongo_uri, shop)
+    direct.close()
+
+
+def _logged_at(log: str, text: str) -> float:
+    """The time (s) of the first log line holding *text*."""
+    line = next(line for line in log.splitlines() if text in line)
+    return datetime.strptime(line[:19], "%Y-%m-%d %H:%M:%S").timestamp()

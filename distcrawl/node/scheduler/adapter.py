@@ -297,10 +297,10 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             self._refused_at_start(exc)
             return
         _HOLDING[self.node_id] = self
-        if start.waited:
-            # as after an outage of a running node: the live nodes' beats failed alike, and
-            # their silence counts again only from now
-            membership.recover_after(time.monotonic() + self.heartbeat_timeout)
+        # a node recovers nobody before it has watched the others for a heartbeat timeout: a
+        # member silent at its start may be dead, or live after an outage this node never saw
+        # (it started after it ended, or waited through it), whose beats failed alike
+        membership.recover_after(time.monotonic() + self.heartbeat_timeout)
         self._politeness.open(store, self.node_id, self.budget)
         loop.start(wake_channel=keys.wake)
 

@@ -162,8 +162,6 @@ class StartWait:
         self.deadline = time.monotonic() + timeout if timeout > 0 else None
         #: the node is stopped meanwhile: it gives up at once
         self.stopped = stopped or (lambda: False)
-        #: a step waited out an outage: every heartbeat may have gone stale meanwhile
-        self.waited = False
 
     async def run(self, func: Callable[[], Awaitable[None]]) -> None:
         delay = 0.5
@@ -183,7 +181,6 @@ class StartWait:
                 if left is not None and left <= 0:
                     raise RedisUnreachableAtStart(self._message(outage, exc)) from None
                 wait = delay if left is None else min(delay, left)
-                self.waited = True
                 # a warning: the node waits; the one error is its refusal, when it gives up
                 logger.warning(
                     "Redis unavailable at start (%s: %s); retrying in %.1fs%s",
