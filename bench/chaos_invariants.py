@@ -37,6 +37,7 @@ from _processes import page_fetches
 from chaos_checks import RECOVERED_LINE, frontier_left, product_check, recovered_names
 from chaos_schedule import HEARTBEAT_TIMEOUT, REDIS_EVENTS
 
+from distcrawl.base.names import exits
 from distcrawl.servers.faultproxy import ERRORS
 
 if TYPE_CHECKING:
@@ -71,21 +72,14 @@ CRASH_WINDOW = 2.5
 #: node beat up to an interval before it, and beats again a moment after)
 FREEZE_MARGIN = 1.0
 #: statuses the docs give (distcrawl.commands.crawl) that a search's node may exit with
-_CLEAN, _JOURNAL, _LEASES = 0, 3, 4
+_CLEAN, _JOURNAL, _LEASES = 0, exits.JOURNAL_HELD, exits.LEASES_HELD
 
 
 def vanished_status() -> int | None:
     """The exit status of a node whose crawl's state vanished, as ``scrapy crawl`` defines it
-    (an ``EXIT_*`` status beside settings, journal, leases and refusals), or None."""
-    from distcrawl.commands import crawl
-
-    known = {1, 2, 3, 4, 5}
-    found = [
-        value
-        for name, value in vars(crawl).items()
-        if name.startswith("EXIT_") and isinstance(value, int) and value not in known
-    ]
-    return found[0] if len(found) == 1 else None
+    (:data:`distcrawl.base.names.exits.STATE_LOST`), or None where it defines none."""
+    found = getattr(exits, "STATE_LOST", None)
+    return found if isinstance(found, int) else None
 
 
 def _violation(run: ScheduleRun, invariant: str, seen: str) -> dict[str, Any]:

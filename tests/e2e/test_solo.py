@@ -5,6 +5,7 @@ killed mid-crawl loses nothing."""
 from __future__ import annotations
 
 from collections import Counter
+from urllib.parse import urlsplit
 
 import frontier_state
 import pytest
@@ -87,6 +88,11 @@ def test_a_node_joining_a_solo_node_mid_crawl_ends_solo_mode_and_no_url_is_fetch
     r = redis.Redis.from_url(redis_url)
     nodes = [solo_node("first", redis_url, mongo_uri, shop, tmp_path)]
     try:
+        # the first node has fetched a product page, found by a page it fetched alone: it
+        # handed requests to Scrapy from memory (its robots.txt read first)
+        products = {urlsplit(u).path for u in shop.expected_product_urls()}
+        served = lambda: any(e["path"] in products for e in shop.request_log())  # noqa: E731
+        assert wait_for(served, 300), nodes[0].log()[-2000:]
         nodes.append(node("second", redis_url, mongo_uri, tmp_path))
         joined = "Node first ends solo mode (another node joins the crawl)"
         assert wait_for(lambda: joined in nodes[0].log(), 300), nodes[0].log()[-2000:]

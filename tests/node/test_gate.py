@@ -1,6 +1,7 @@
 """The scheduler's gate: which leased request may start, and what becomes of one that may not
 (its robots.txt, a hold, its site's share of the node's slots, a leased request older than its
-site's Crawl-delay), with a real Scrapy crawler's politeness and no network."""
+site's Crawl-delay, a request held after its lease spent its site's rate token), with a real
+Scrapy crawler's politeness and no network."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ class Harness:
         self.dead: list[tuple[Request, str]] = []
         self.fetched: list[str] = []
         self.answered = asyncio.Event()
+        #: hosts whose robots.txt fetch waits for its own event (the others: ``answered``)
+        self.answers: dict[str, asyncio.Event] = {}
         self.gate = Gate(
             politeness=self.politeness,
             ready=self.ready,
@@ -51,12 +54,16 @@ class Harness:
         self.fetched.append(request.url)
         host = request.url.split("/")[2]
         self.politeness.robots.fetching(host, host)
-        await self.answered.wait()
+        await self.answers.get(host, self.answered).wait()
 
-    def lease(self, *urls: str) -> list[Request]:
+    def lease(self, *urls: str, paced: bool = False) -> list[Request]:
+        """Leased requests; ``paced``: each lease spent its site's rate token."""
         requests = [Request(url) for url in urls]
         for request in requests:
-            self.ready.append(request)
+            if paced:
+                self.ready.paced(request)
+            else:
+                self.ready.append(request)
         return requests
 
     def start_all(self) -> list[Request]:
@@ -203,5 +210,91 @@ def test_retry_after_zero_holds_nothing_and_days_are_capped() -> None:
         capped = h.politeness.retry_after("b.test", 3 * 86400)
         assert capped == int(h.politeness.retry_after_max * 1000)
         assert h.politeness.stats.get_value("retry/retry_after_capped") == 1
+
+    asyncio.run(run())
+
+
+def test_a_request_held_after_its_lease_spent_its_token_takes_a_new_one() -> None:
+    """The requests a node leased while their site's robots.txt was read went out together
+    once it was in, each on the token its lease spent: the site saw a burst. Now a request
+    held after its token takes a new one before it is sent (passed False); one leased once
+    robots.txt is in, and one of a site without a rate (no token), go on their lease."""
+
+    async def run() -> None:
+        h = Harness(robots=True)
+        held = h.lease("http://a.test/1", "http://a.test/2", paced=True)
+        free = h.lease("http://b.test/1")
+        assert h.start_all() == []
+        await asyncio.sleep(0)  # the fetches start
+        for host in ("a.test", "b.test"):
+            await h.politeness.robots.read(host, host, None, status=200)
+        h.answered.set()
+        await asyncio.sleep(0.01)
+        later = h.lease("http://a.test/3", paced=True)
+        started = h.start_all()
+        assert sorted(r.url for r in started) == sorted(r.url for r in held + free + later)
+        assert [h.politeness.passed[r] for r in held + free + later] == [
+            False,
+            False,
+            True,
+            True,
+        ]
+        assert h.politeness.stats.get_value("frontier/tokens_taken_again") == 2
+
+    asyncio.run(run())
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["lease", "lease-paced", "robots", "finish"]),
+            st.sampled_from(["a.test", "b.test", "hang.test"]),
+            st.integers(1, 6),
+        ),
+        max_size=40,
+    )
+)
+@settings(max_examples=80, deadline=None)
+def test_whatever_the_schedule_no_request_goes_out_on_a_token_it_spent_before_a_wait(
+    steps: list[tuple[str, str, int]],
+) -> None:
+    """Random interleavings of leases (paced: their lease spent a rate token), robots.txt
+    answers and finished requests, the engine taking every request the gate lets start after
+    each step: a request that waited after its lease spent its token never goes out on it (it
+    takes a new one), and one without a token never needs one."""
+
+    async def run() -> None:
+        h = Harness(robots=True, concurrency=4)
+        for host in ("a.test", "b.test", "hang.test"):
+            h.answers[host] = asyncio.Event()
+        leased_in: dict[Request, tuple[int, bool]] = {}
+        running: list[Request] = []
+        n = 0
+        for number, (step, site, count) in enumerate(steps):
+            if step.startswith("lease"):
+                paced = step == "lease-paced"
+                for request in h.lease(
+                    *(f"http://{site}/{n + i}" for i in range(count)), paced=paced
+                ):
+                    leased_in[request] = (number, paced)
+                n += count
+            elif step == "robots":
+                if h.politeness.robots.get(site) is None or site in h.gate._fetching:
+                    await h.politeness.robots.read(site, site, None, status=200)
+                    h.answers[site].set()
+            elif site != "hang.test":  # its requests never finish
+                for request in [r for r in running if site in r.url][:count]:
+                    running.remove(request)
+                    h.gate.done(request)
+            for _ in range(3):
+                await asyncio.sleep(0)
+            for request in h.start_all():
+                running.append(request)
+                at, paced = leased_in[request]
+                on_lease_token = h.politeness.passed[request]
+                if not paced:
+                    assert on_lease_token, request  # no token spent, none to take
+                elif at != number:
+                    assert not on_lease_token, (request, at, number)  # it waited: a new one
 
     asyncio.run(run())

@@ -5,7 +5,6 @@ the node keeps going."""
 from __future__ import annotations
 
 import json
-from collections import deque
 
 import redis
 import scrapy
@@ -18,6 +17,7 @@ from distcrawl.frontier.store import Child, FrontierKeys, FrontierStore
 from distcrawl.node.requests import codec
 from distcrawl.node.scheduler.buffers import WriteBuffers
 from distcrawl.node.scheduler.leases import LeaseIntake
+from distcrawl.node.scheduler.ready import ReadyQueue
 
 KEYS = FrontierKeys("l", "l:start_urls")
 
@@ -31,7 +31,7 @@ def intake_for(spider: Spider, writes: WriteBuffers) -> tuple[LeaseIntake, list[
     intake = LeaseIntake(
         spider=spider,
         node_id="n1",
-        ready=deque(),
+        ready=ReadyQueue(),
         leased={},
         writes=writes,
         revisits=None,
@@ -92,6 +92,13 @@ def test_a_paced_lease_goes_before_what_is_already_waiting() -> None:
     intake.accept([entry("c", paced=True)])  # its site's token was spent for it
     assert [r.url.rsplit("/", 1)[1] for r in intake.ready] == ["c", "a", "b"]
     assert woken == ["engine", "engine"]
+    # held from now on, c waits after its token: it takes a new one before it is sent
+    c, a, _ = intake.ready.startable
+    intake.ready.popleft()
+    intake.ready.popleft()
+    intake.ready.hold(("robots", "l.test"), c)
+    intake.ready.hold(("robots", "l.test"), a)
+    assert intake.ready.stale_token(c) and not intake.ready.stale_token(a)
 
 
 def test_a_request_an_operator_requeued_from_the_dead_letters_is_counted() -> None:

@@ -162,7 +162,14 @@ SERVERS_NOTED = _stat(
 OUTSIDE_WAITS = _stat(
     "frontier/outside_waits",
     "requests that reached the downloader outside the queue (a middleware's own download, one "
-    "kept in memory) and waited for their site's hold, Crawl-delay or rate",
+    "kept in memory), or leased ones held after their token, and waited for their site's "
+    "hold, Crawl-delay or rate",
+)
+TOKENS_TAKEN_AGAIN = _stat(
+    "frontier/tokens_taken_again",
+    "leased requests the gate held after their lease spent their site's rate token (its "
+    "robots.txt being read, a hold, its share of the slots, its server's budget): each took a "
+    "new token before it was sent",
 )
 WOKEN = _stat("frontier/woken", "times an idle node was woken by the wake channel")
 

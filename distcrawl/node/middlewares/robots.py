@@ -287,7 +287,9 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
             except RobotsUnavailable as exc:
                 await rules.failed(netloc, site, "shared", exc.failure)
             except IgnoreRequest:
-                pass  # refused before download (as Scrapy: no rules; its pages are refused too)
+                # refused before download (the address guard, a safety limit): no rules, as on
+                # Scrapy; its pages meet the same refusal and are counted there
+                rules.no_rules(netloc, site)
             except Exception as exc:
                 self._stats.inc_value(stat_keys.ROBOTSTXT_EXCEPTIONS(str(type(exc))))
                 await rules.failed(netloc, site, reasons.exception_reason(exc))

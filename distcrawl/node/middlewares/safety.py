@@ -31,6 +31,7 @@ from weakref import WeakKeyDictionary
 
 from scrapy import signals
 from scrapy.exceptions import CannotResolveHostError, DownloadCancelledError, IgnoreRequest
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
@@ -212,16 +213,21 @@ class AddressGuardMiddleware:
         try:
             await self.check(request.url)
         except Refused as exc:
+            if not _is_robots_txt(request):
+                # robots.txt of a refused place is no rules; its pages meet the same refusal
+                # and are counted, each once
+                self.stats.inc_value(stat_keys.SAFETY_REFUSED(exc.reason))
             self._log(request, exc)
             raise
 
     async def check(self, url: str) -> None:
-        """Raise :class:`Refused` unless the crawler may connect where ``url`` points."""
+        """Raise :class:`Refused` unless the crawler may connect where ``url`` points (the
+        caller counts it)."""
         scheme, host, port = _where(url)
         if scheme not in ALLOWED_SCHEMES:
-            raise _refuse(self.stats, reasons.BAD_SCHEME, url)
+            raise Refused(reasons.BAD_SCHEME, url)
         if not host or port is None:
-            raise _refuse(self.stats, reasons.MALFORMED_URL, url)
+            raise Refused(reasons.MALFORMED_URL, url)
         if self.own is not None:
             await self.own.refresh()
             if port in self.own.ports():
@@ -229,24 +235,22 @@ class AddressGuardMiddleware:
                 addresses = [host] if _is_ip(host) else await self._addresses(host, port)
                 what = await self.own.whose(host, port, addresses)
                 if what is not None:
-                    raise _refuse(
-                        self.stats, reasons.OWN_ADDRESS, f"{host}:{port} is the crawl's {what}"
-                    )
+                    raise Refused(reasons.OWN_ADDRESS, f"{host}:{port} is the crawl's {what}")
         if self.allow_private is True or private_allowed(self.allow_private, host, port):
             return
         if is_metadata_address(host):
-            raise _refuse(self.stats, reasons.METADATA_ADDRESS, host)
+            raise Refused(reasons.METADATA_ADDRESS, host)
         if is_private_address(host):
-            raise _refuse(self.stats, reasons.PRIVATE_ADDRESS, host)
+            raise Refused(reasons.PRIVATE_ADDRESS, host)
         if _is_ip(host):
             return
         for address in await self._addresses(host, port):
             if is_metadata_address(address):
-                raise _refuse(self.stats, reasons.METADATA_ADDRESS, f"{host} resolves to {address}")
+                raise Refused(reasons.METADATA_ADDRESS, f"{host} resolves to {address}")
             if is_private_address(address) and not private_allowed(
                 self.allow_private, host, port, address
             ):
-                raise _refuse(self.stats, reasons.PRIVATE_ADDRESS, f"{host} resolves to {address}")
+                raise Refused(reasons.PRIVATE_ADDRESS, f"{host} resolves to {address}")
 
     async def _addresses(self, host: str, port: int) -> list[str]:
         key = (host, port)
@@ -277,6 +281,11 @@ class AddressGuardMiddleware:
         level = logging.DEBUG if key in self._logged else logging.WARNING
         self._logged.add(key)
         logger.log(level, "Refused %s: %s", mask_url(request.url), exc)
+
+
+def _is_robots_txt(request: Request) -> bool:
+    """Whether *request* is a robots.txt fetch of the downloader's own (no callback)."""
+    return request.callback is NO_CALLBACK and urlparse_cached(request).path == "/robots.txt"
 
 
 def _where(url: str) -> tuple[str, str, int | None]:

@@ -98,7 +98,9 @@ class Politeness:
         self.given_back: list[Lease] = []
         #: the robots.txt middleware's ``robot_parser`` (None: robots.txt is not obeyed)
         self.robots_parser: Callable[[Request], Awaitable[Any]] | None = None
-        #: requests the scheduler handed to the engine (those of a lease, or the node's own)
+        #: requests the scheduler handed to the engine (those of a lease, or the node's own):
+        #: True, or False for one its gate held after its lease spent its site's rate token
+        #: (it takes a new token before it is sent)
         self.passed: WeakKeyDictionary[Request, bool] = WeakKeyDictionary()
         #: called with a site whose hold changed on this node
         self.on_hold: Callable[[str], None] = lambda site: None

@@ -210,8 +210,9 @@ class RobotsRules:
                 logger.warning("robots.txt failure of %s not forgotten: %s", netloc, exc)
 
     def no_rules(self, netloc: str, site: str) -> None:
-        """robots.txt of ``netloc`` could not be handled at all (a bug): read as no rules, so
-        that nothing waits for it forever."""
+        """robots.txt of ``netloc`` was refused before its download (the address guard) or
+        could not be handled at all (a bug): read as no rules, so that nothing waits for it
+        forever."""
         self._sites[netloc] = SiteRobots(site, RobotsState.READ, delay_known=self.clock())
         self._changed(netloc)
 

@@ -16,6 +16,13 @@ its queue. A site may take more only while it flows (a request of it finished on
 the last :data:`FLOWING` seconds) and no other site waits for a slot. A site that does not flow
 (its requests never finish, or finish seconds apart) gets half its share, and never more than
 a quarter of the slots even when it is alone: the next site to come finds room.
+
+A request whose lease spent its site's rate token and that then waited here starts without
+its token: the token let it go when it was leased, and sent later it would join the requests
+leased since (a site's start on each node, where the requests leased while its robots.txt is
+read go out together). It takes a new token of its site before it is sent
+(:class:`~distcrawl.node.middlewares.politeness.OutsideRequestsMiddleware`); the first one is
+spent for nothing.
 """
 
 from __future__ import annotations
@@ -120,15 +127,21 @@ class Gate:
         if self.work[site] <= 0:
             del self.work[site]
 
-    def started(self, request: Request, server: str = "", *, passed: bool = True) -> None:
+    def started(
+        self, request: Request, server: str = "", *, passed: bool = True, stale: bool = False
+    ) -> None:
         """``request`` goes to the engine (a lease through :meth:`next`, or from the node's
-        memory); ``passed``: its site's budget admitted it (not one kept in memory)."""
+        memory); ``passed``: its site's budget admitted it (not one kept in memory);
+        ``stale``: it was admitted, then held here: it takes a new token of its site's rate
+        before it is sent (its server's grant, if any, it holds already)."""
         site = _site(request)
         self._started[request] = (site, server)
         self.in_progress[site] += 1
         self._count(site, 1)
         if passed:
-            self.politeness.passed[request] = True
+            self.politeness.passed[request] = not stale
+            if stale:
+                self.politeness.stats.inc_value(stat_keys.TOKENS_TAKEN_AGAIN)
 
     def done(self, request: Request) -> None:
         """The engine is done with ``request``: its slot and its server's grant are free."""
@@ -208,7 +221,7 @@ class Gate:
                 servers.want(found)
                 return Verdict("hold", (SERVER, found))
             server = found
-        self.started(request, server)
+        self.started(request, server, stale=self.ready.stale_token(request))
         return GO
 
     def _flows(self, site: str) -> bool:

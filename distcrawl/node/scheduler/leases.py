@@ -78,7 +78,7 @@ class LeaseIntake:
                 revisits.send_conditional(request, payload)
             if paced:
                 # its site's token was spent for now: it goes before what is already waiting
-                ready.appendleft(request)
+                ready.paced(request)
             else:
                 ready.append(request)
             n += 1

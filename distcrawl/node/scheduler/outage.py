@@ -14,14 +14,13 @@ import time
 from typing import TYPE_CHECKING
 
 from distcrawl.base.names import stats as stat_keys
-from distcrawl.frontier.outages import UNREACHABLE, classify
+from distcrawl.frontier.outages import UNREACHABLE, Outage, classify, error_code
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from scrapy.statscollectors import StatsCollector
 
-    from distcrawl.frontier.outages import Outage
 
 __all__ = [
     "OUTAGE_SETTLE",
@@ -144,6 +143,14 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+def _unknown_reply(exc: BaseException) -> Outage | None:
+    """An error reply of a class no outage names, met at a node's start: a running node's
+    loop retries it, so the start gives it its timeout too (found by the fault search, seed
+    1334598814: one such reply to the rejoin made the node exit 1 with tracebacks)."""
+    code = error_code(exc)
+    return None if code is None else Outage(code, "an error reply of a class no outage names")
+
+
 class RedisUnreachableAtStart(RuntimeError):
     """Redis did not serve a starting node within ``DISTCRAWL_REDIS_START_TIMEOUT``."""
 
@@ -170,7 +177,7 @@ class StartWait:
                 await func()
                 return
             except Exception as exc:
-                outage = classify(exc)
+                outage = classify(exc) or _unknown_reply(exc)
                 if outage is None:
                     raise
                 left = None if self.deadline is None else self.deadline - time.monotonic()

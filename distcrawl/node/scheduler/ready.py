@@ -27,7 +27,9 @@ class ReadyQueue:
 
     Each request is stamped with the start of the round trip that leased it
     (``round_started``, set by the I/O loop): a request leased before something changed
-    (its site's Crawl-delay reached the frontier) can be told apart."""
+    (its site's Crawl-delay reached the frontier) can be told apart. A request whose lease
+    spent its site's rate token (``paced``) and that was then held has a *stale* token: the
+    site's budget let it go at lease time, not at the later time it is released."""
 
     def __init__(self) -> None:
         self.startable: deque[Request] = deque()
@@ -36,6 +38,8 @@ class ReadyQueue:
         #: monotonic time the round trip now under way began (the I/O loop sets it)
         self.round_started = 0.0
         self._stamps: WeakKeyDictionary[Request, float] = WeakKeyDictionary()
+        #: requests whose lease spent a rate token: False, True once held since (stale)
+        self._tokens: WeakKeyDictionary[Request, bool] = WeakKeyDictionary()
         #: told +1 / -1 as a request starts or stops waiting for a slot (startable, or held
         #: at its share)
         self.on_queued: Callable[[Request, int], None] = lambda request, delta: None
@@ -69,6 +73,15 @@ class ReadyQueue:
         self.startable.appendleft(request)
         self.on_queued(request, 1)
 
+    def paced(self, request: Request) -> None:
+        """``request``'s lease spent a rate token of its site (it starts first)."""
+        self._tokens[request] = False
+        self.appendleft(request)
+
+    def stale_token(self, request: Request) -> bool:
+        """Whether ``request`` spent a rate token at its lease and was held since."""
+        return self._tokens.get(request, False)
+
     def extend(self, requests: Iterable[Request]) -> None:
         for request in requests:
             self.append(request)
@@ -99,6 +112,8 @@ class ReadyQueue:
         """``request`` waits under ``key`` until it is released."""
         self._held.setdefault(key, deque()).append(request)
         self._held_n += 1
+        if request in self._tokens:
+            self._tokens[request] = True
         if _queued(key):
             self.on_queued(request, 1)
 

@@ -3,8 +3,8 @@ node's robots.txt fetch, or a request that reached the downloader by another pat
 middleware's own download, a request kept in a node's memory).
 
 A robots.txt fetch (debt 1) spends its token at once and into debt if need be: it must not wait,
-since the node holds that site's leased requests until robots.txt is in and would then send
-them in one burst; the queue pays the debt back. Only a Retry-After hold and the site's
+since the node holds that site's leased requests until robots.txt is in (each of them takes a
+new token once released); the queue pays the debt back. Only a Retry-After hold and the site's
 Crawl-delay make it wait. Any other request (debt 0) waits as a leased one would: for a hold,
 for the Crawl-delay after the site's last request, and for a token.
 
