@@ -67,7 +67,7 @@ def encode(
     value that JSON cannot carry raises ValueError naming its key (``strict=False`` leaves it
     out instead). Left out too is what decoding rebuilds: defaults, the callback ``parse``
     (no callback is written ``"cb": null``), a same-site Referer's origin, and with
-    ``priority=False`` the priority, for a queue entry whose order score carries it."""
+    ``priority=False`` the priority, for a queue entry whose priority list carries it."""
     meta_items: dict[str, str] = {}
     kw_items: dict[str, str] = {}
     meta = json_values("meta", request.meta, strict=strict, skip=UNSAFE_META_KEYS, items=meta_items)
@@ -169,7 +169,8 @@ def decode(
     priority: int | None = None,
 ) -> Request:
     """Rebuild a request from a payload written by :func:`encode`, or raise :class:`BadEntry`.
-    ``priority`` (from the entry's order score) is the request's priority when given."""
+    ``priority`` (the lease line's, from the queue's list the entry waited in) is the
+    request's priority when given."""
     expect(len(payload) <= max_payload, reasons.TOO_LARGE, f"{len(payload)} bytes")
     if isinstance(payload, bytes):
         if looks_like_pickle(payload):

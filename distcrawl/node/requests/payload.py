@@ -22,7 +22,8 @@ __all__ = [
 
 #: a payload larger than this is refused without parsing it
 DEFAULT_MAX_PAYLOAD = 256 * 1024
-#: priorities outside +/- this bound are refused (they would break the queue's order score)
+#: priorities outside +/- this bound are refused (they would break the scores of the queue's
+#: levels and of parked requests)
 MAX_PRIORITY = 100_000
 #: HTTP methods a queued request may use
 ALLOWED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})

@@ -64,7 +64,7 @@ class RequestWindow(SchedulerState):
         if loop is not None and loop.drained:
             loop.work_again()
         try:
-            # the order score carries the priority; the lease hands it back
+            # the queue keeps one list per priority; the lease line hands it back
             payload = codec.encode(request, self.spider, priority=False)
         except ValueError as exc:
             # as Scrapy keeps a request its disk queue cannot serialise in its memory queue
