@@ -226,6 +226,15 @@ def _ops_control(walk: Walk, output: str) -> None:
     assert "exit status 2: nothing deleted" in output, output
 
 
+def _demo_incidents(walk: Walk, output: str) -> None:
+    (summary,) = _json_lines(output)
+    assert summary["stored"] == summary["expected"] == 600, summary
+    assert summary["webhook_notices"]["finding"] == 1, summary["webhook_notices"]
+    assert summary["webhook_notices"]["crawl_finished"] == 1, summary["webhook_notices"]
+    assert all(summary["incident_checks"].values()), summary["incident_checks"]
+    assert any(f["field"] == "price" for f in summary["findings"]), summary["findings"]
+
+
 def _written_to(output: str) -> Path:
     """The file a command said it wrote (``... written to PATH``)."""
     found = re.findall(r"written to (\S+)$", output, re.M)
@@ -281,6 +290,7 @@ CHECKS: dict[str, Callable[[Walk, str], None]] = {
     "demo-json": _demo(expect_stored=100),
     "demo-errors": _demo(),
     "demo-sites": _demo(sites=[3]),
+    "demo-incidents": _demo_incidents,
     "cluster-demo": _demo(sites=[4]),
     "cluster-crawl": _status_stored(100),
     "shop-extract": _shop_extract,

@@ -109,10 +109,13 @@ def test_products_are_counted_by_site_in_chunks_of_a_quarter_window() -> None:
     made = get_crawler(settings_dict={"DISTCRAWL_QUALITY_WINDOW": 8})
     made._apply_settings()
     obs = Observations.of(made)
-    for i in range(5):
-        obs.stored("s.test", {"name": "x", "price": None if i else 1, "currency": ""})
+    obs.stored("s.test", {"name": "x", "price": 1, "currency": ""})
+    assert not obs.due
+    for _ in range(4):
+        obs.stored("s.test", {"name": "x", "price": None, "currency": ""})
+    assert obs.due  # a chunk is full: the next round trip carries it
     taken = obs.take()
-    assert taken is not None
+    assert taken is not None and not obs.due
     chunks = [[2, {"name": 2, "price": 1}], [2, {"name": 2}], [1, {"name": 1}]]
     assert taken.products == {"s.test": chunks}
     obs.stored("s.test", {"name": "y"})

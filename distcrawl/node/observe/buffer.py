@@ -124,6 +124,9 @@ class Observations:
         self._products: dict[str, list[list[Any]]] = {}
         self._step = step_of(limits.window)
         self._offered = RecentKeys(KNOWN_GROUPS)
+        #: a site's products filled a chunk since the last heartbeat took them: they go with
+        #: the next round trip, not the next beat (:attr:`due`)
+        self._due = False
         #: sites whose figures came back to be judged, and events to be sent
         self.to_judge: dict[str, Any] = {}
         self.events: list[Event] = []
@@ -198,9 +201,20 @@ class Observations:
             entry = [0, {}]
             chunks.append(entry)
         entry[0] += 1
+        if entry[0] >= self._step:
+            self._due = True
         counts: dict[str, int] = entry[1]
         for name in present_fields(item, self.fields):
             counts[name] = counts.get(name, 0) + 1
+
+    @property
+    def due(self) -> bool:
+        """Whether a site's products filled a chunk (a quarter window) since the last heartbeat
+        took them. The crawl marks its figures between the deltas of all its nodes as they
+        arrive: a node that held a crawl's worth of products until its next beat would put
+        products stored minutes apart on the same side of a mark, and a fall could hide in
+        the mix (a fast crawl judged nothing)."""
+        return self._due
 
     def missing_fields(self, product: Any) -> list[str]:
         """The expected fields (``DISTCRAWL_EXPECTED_FIELDS``) a product lacks."""
@@ -222,6 +236,7 @@ class Observations:
             return None
         groups, self._groups = self._groups, {}
         products, self._products = self._products, {}
+        self._due = False
         entries = [
             GroupEntry(
                 gid,

@@ -33,11 +33,18 @@ def _journal(stats: StatsCollector) -> dict[str, str]:
     return {"journal": path} if isinstance(path, str) else {}
 
 
+#: seconds between two heartbeats at least, when one goes early because the node's
+#: observations are due (a fast node sends its products in chunks, not a beat per chunk)
+EARLY_BEAT_SPACING = 0.25
+
+
 class Membership:
     """Heart-beats every ``heartbeat_interval`` s and recovers nodes silent for
     ``heartbeat_timeout`` s. With ``observations``, each heartbeat carries what the node
-    observed since the last one (one ``observe`` call in the same round trip);
-    ``on_recovered`` hears of the nodes this one recovered."""
+    observed since the last one (one ``observe`` call in the same round trip), and one goes
+    early, ``early_spacing`` s after the last at least, once they are
+    :attr:`~distcrawl.node.observe.buffer.Observations.due`; ``on_recovered`` hears of the
+    nodes this one recovered."""
 
     def __init__(
         self,
@@ -50,9 +57,11 @@ class Membership:
         sites: SiteActivity | None = None,
         observations: Observations | None = None,
         on_recovered: Callable[[list[str], int], None] | None = None,
+        early_spacing: float = EARLY_BEAT_SPACING,
     ) -> None:
         self.store = store
         self.observations = observations
+        self.early_spacing = early_spacing
         self.on_recovered = on_recovered
         self.node_id = node_id
         self.stats = stats
@@ -74,9 +83,11 @@ class Membership:
     async def tick(self, info: dict[str, Any]) -> bool:
         """Heart-beat and recover when due; returns whether dead nodes' work came back."""
         now = time.monotonic()
-        if now - self._last_heartbeat >= self.heartbeat_interval:
+        since = now - self._last_heartbeat
+        early = self.observations is not None and self.observations.due
+        if since >= self.heartbeat_interval or (early and since >= self.early_spacing):
             # this node's beats came this far apart (its first: since it began)
-            gap = now - self._last_heartbeat
+            gap = since
             await self.heartbeat(info)
             late = max(self.heartbeat_timeout / 2, 2 * self.heartbeat_interval)
             if time.monotonic() - now > self.heartbeat_timeout / 2 or gap > late:
