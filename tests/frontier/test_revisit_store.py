@@ -191,6 +191,38 @@ def test_revisits_and_new_links_share_the_site_budget(redis_url: str) -> None:
     assert int(store.client.hget(store.keys.site_keys("s.test").active, "s.test") or 0) == 0
 
 
+def test_a_busy_sites_new_links_take_their_turn_before_revisits_that_came_after_them(
+    redis_url: str,
+) -> None:
+    # the site allows 1 request in flight and its old pages come back at once, for ever: the
+    # site's waiting room always holds some, and links found meanwhile join it behind them. They
+    # are served in the order they joined (a revisit keeps its old rid: by the rid's age it
+    # would pass them every time, and the new links would wait for good)
+    budget = SiteBudget(concurrency=1)
+    store = make_store(redis_url, 1)
+    store.sync("n1", children=[child(f"old{i}") for i in range(4)], budget=budget)
+    names: list[str] = []
+    for _ in range(5000):  # leases, and rounds waiting for a revisit's millisecond
+        got = store.sync("n1", lease=10, budget=budget).leased
+        if not got:
+            time.sleep(0.002)
+            continue
+        (first,) = got  # the budget: one at a time
+        name = url_of(first.payload)
+        names.append(name)
+        if name.startswith("old"):
+            store.sync("n1", revisits=[revisit_of(first, 1, {})], budget=budget)
+        else:
+            store.sync("n1", acks=[first.lease], budget=budget)
+        if len(names) == 2:
+            store.sync("n1", children=[child(f"new{i}") for i in range(4)], budget=budget)
+        if sum(n.startswith("new") for n in names) == 4 or len(names) >= 60:
+            break
+    new = [i for i, n in enumerate(names) if n.startswith("new")]
+    # each waits behind what was waiting when it came: the old pages, once each
+    assert len(new) == 4 and new[-1] < 2 + 4 + 4 + 4, names
+
+
 def test_status_tells_what_is_due_next_and_how_far_behind(redis_url: str) -> None:
     store = make_store(redis_url, 4)
     store.sync("n1", children=[child("a"), child("b")])

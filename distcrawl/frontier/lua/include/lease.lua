@@ -141,7 +141,10 @@ local function take_all(ls, popped, l)
           to_req[#to_req + 1] = rid
           to_req[#to_req + 1] = value or string.sub(entry, #rid + 2)
         end
-        redis.call('ZADD', K.wait(P, site), order_score(l.prio, seq_of(rid)), rid)
+        -- a fresh seq: the waiting room is first in first out within a priority, as the
+        -- queue is (a revisit keeps its old rid; by the rid's seq it would pass every request
+        -- that joined after it, and a busy site's new links would wait for good)
+        redis.call('ZADD', K.wait(P, site), order_score(l.prio, new_seqs(P, 1)), rid)
         ls.into_wait = ls.into_wait + 1
         redis.call('ZADD', K.waiting(P), 'NX', again, site)
       end
