@@ -19,6 +19,7 @@ __all__ = [
     "is_private_address",
     "mask_url",
     "parse_allow_private",
+    "plain_url_host",
     "printable",
     "private_allowed",
     "shorten_middle",
@@ -48,6 +49,14 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _BAD_URL_CHARACTERS = re.compile(r"[\x00-\x20\x7f]")
 _NUMERIC_HOST = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}\.?", re.IGNORECASE)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+#: the plainest URL, what a crawl's URLs mostly are: http(s), a lower-case ASCII host, a port
+#: without a leading zero, a path, a query (not empty) of unreserved, sub-delimiter and
+#: ``:@/?%`` characters, no fragment (tests/node/test_plain_urls.py: see plain_url_host)
+_PLAIN_URL = re.compile(
+    r"https?://([a-z0-9.\-]+)(?::([1-9][0-9]{0,4}))?"
+    r"/[A-Za-z0-9\-._~:/@!$&'()*+,;=%]*"
+    r"(?:\?[A-Za-z0-9\-._~:/?@!$&()*+,;=%]+)?"
+)
 
 
 def shorten_middle(text: str, width: int) -> str:
@@ -202,6 +211,20 @@ def private_allowed(
     return False
 
 
+def plain_url_host(url: str) -> str | None:
+    """The host of ``url`` if it is a plain URL (else None): one :func:`check_url` passes
+    without a look at its parts when private hosts are allowed, and one Scrapy's
+    normalisation of a request's URL (w3lib's ``safe_url_string``) leaves as it is, so a
+    decoded request skips it. A cheap look at a URL seen for every request."""
+    if len(url) > MAX_URL_LENGTH:
+        return None
+    match = _PLAIN_URL.fullmatch(url)
+    if match is None:
+        return None
+    port = match.group(2)
+    return match.group(1) if port is None or int(port) <= 65535 else None
+
+
 def check_url(url: str, *, allow_private: bool | frozenset[str] = False) -> str:
     """Return the host of ``url`` if the crawler may fetch it, else raise :class:`UrlRefused`.
 
@@ -212,6 +235,15 @@ def check_url(url: str, *, allow_private: bool | frozenset[str] = False) -> str:
     :class:`~distcrawl.node.middlewares.safety.AddressGuardMiddleware`; this is
     the cheap check done before a URL enters the frontier.
     """
+    if allow_private is True and isinstance(url, str):
+        plain = plain_url_host(url)
+        if plain is not None:
+            return plain
+    return _checked_host(url, allow_private)
+
+
+def _checked_host(url: str, allow_private: bool | frozenset[str]) -> str:
+    """:func:`check_url` without its look for a plain URL."""
     if not isinstance(url, str) or not url:
         raise UrlRefused(reasons.EMPTY_URL)
     if len(url) > MAX_URL_LENGTH:

@@ -63,18 +63,29 @@ def _warn_if_nobody_reads(ctx: Context, client: Any, settings: BaseSettings) -> 
     """A warning on stderr when no spider of the project has the crawl's name and no node
     ever ran that crawl (it has no record of its settings, no node in Redis): no node would
     take the seeds (a misspelt name; an empty one is refused before, as every bad crawl name
-    is). Seeds pushed there before do not count."""
+    is). Seeds pushed there before do not count. A dry run (*client* None) reads Redis
+    itself, and warns on the project's spiders alone when Redis cannot be read."""
     spiders = project_spiders(settings)
     if ctx.spider in spiders:
         return
     keys = ctx.keys
-    if client.exists(keys.config, keys.nodes, keys.gone):
+    unread = ""
+    if client is None:
+        reader = ctx.client()
+        try:
+            if reader.exists(keys.config, keys.nodes, keys.gone):
+                return
+        except (redis.RedisError, OSError):
+            unread = f" (Redis not read: {ctx.redis_url} cannot be reached)"
+        finally:
+            reader.close()
+    elif client.exists(keys.config, keys.nodes, keys.gone):
         return  # nodes (of another project) ran this crawl: they read the list
     known = f" (its spiders: {', '.join(spiders)})" if spiders else ""
     print(
         f"warning: no spider of this project is named {ctx.spider!r}{known} and no node ever "
-        f"ran a crawl of that name: no node would take seeds from {keys.start_urls}; is the "
-        "name misspelt?",
+        f"ran a crawl of that name{unread}: no node would take seeds from {keys.start_urls}; "
+        "is the name misspelt?",
         file=sys.stderr,
     )
 
@@ -105,6 +116,8 @@ def execute(opts: argparse.Namespace, settings: BaseSettings) -> int:
     for refusal in checked.refused:
         hint = seeds.refusal_hint(refusal["reason"])
         print(f"refused {refusal['seed']!r}: {refusal['reason']}{hint}", file=sys.stderr)
+    if checked.accepted and opts.dry_run:
+        _warn_if_nobody_reads(ctx, None, settings)
     if checked.accepted and not opts.dry_run:
         client = ctx.client()
         try:

@@ -58,6 +58,14 @@ def test_status_watch_into_head_ends_quietly_with_status_0(redis_url: str, r, ar
     assert done.stderr == "", done.stderr  # no error line, no traceback
 
 
+def _closed_url() -> str:
+    """A Redis URL on a port nothing listens on (a connection is refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"redis://127.0.0.1:{port}/0"
+
+
 def _into_a_closed_pipe(argv: list[str], redis_url: str) -> subprocess.CompletedProcess[str]:
     """*argv* with its standard output a pipe whose reader is gone before it writes."""
     read, write = os.pipe()
@@ -119,6 +127,15 @@ def test_a_seed_list_no_node_would_read_is_a_warning(redis_url: str, r) -> None:
     ), typo.stderr
     assert "no node would take seeds from catalgo:start_urls" in typo.stderr
     assert r.llen("catalgo:start_urls") == 1  # pushed all the same
+    # a dry run warns alike, and pushes nothing
+    dry = _run("seed", "catalgo", "https://shop.test/b", "--dry-run", redis_url=redis_url)
+    assert dry.returncode == 0 and "no node would take seeds from" in dry.stderr, dry.stderr
+    assert "would queue 1 seed(s)" in dry.stdout and r.llen("catalgo:start_urls") == 1
+    # and with no Redis to read, on the project's spiders alone
+    away = _run("seed", "catalgo", "https://shop.test/b", "--dry-run", redis_url=_closed_url())
+    assert away.returncode == 0 and "(Redis not read: " in away.stderr, away.stderr
+    dry_known = _run("seed", "catalog", "https://shop.test/", "--dry-run", redis_url=redis_url)
+    assert "warning" not in dry_known.stderr, dry_known.stderr
     # pushing there again: still no node ever ran that crawl
     again = _run("seed", "catalgo", "https://shop.test/a", redis_url=redis_url)
     assert "warning: no spider of this project is named 'catalgo'" in again.stderr

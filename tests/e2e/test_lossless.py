@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections import Counter
@@ -20,6 +21,7 @@ from crawl_nodes import (
 )
 from frontier_state import dead_records, delayed, leases_left, payloads, queued
 
+from distcrawl import settings as project_settings
 from distcrawl.frontier.keys import FrontierKeys
 
 pytestmark = pytest.mark.slow
@@ -76,7 +78,9 @@ def test_kill_9_three_times_loses_nothing(redis_url, mongo_uri, shop_factory, tm
 
 
 def test_sigterm_returns_leases_at_once(redis_url, mongo_uri, shop_factory, tmp_path) -> None:
-    shop = shop_factory(products=200, latency_ms=60)
+    # the shop answers slowly until "a" is stopped: "b" (solo at first, as fast as Scrapy alone)
+    # cannot finish the crawl before "a", slower to start on a loaded machine, holds leases
+    shop = shop_factory(products=200, latency_ms=3000)
     r = redis.Redis.from_url(redis_url)
     r.lpush("catalog:start_urls", shop.url)
     # a heartbeat timeout far longer than the test: only a clean stop can return the leases
@@ -88,9 +92,10 @@ def test_sigterm_returns_leases_at_once(redis_url, mongo_uri, shop_factory, tmp_
         redis_url=redis_url, mongo_uri=mongo_uri, log_dir=tmp_path, node_id="b", settings=settings
     )
     try:
-        assert wait_for(lambda: leased(r, "a") > 3, 60)
+        assert wait_for(lambda: leased(r, "a") > 3, 120), a.log()[-3000:]
         a.terminate()
-        assert a.wait(60) == 0
+        shop.set_faults(latency_ms=60)
+        assert a.wait(60) == 0, a.log()[-3000:]
         assert leased(r, "a") == 0
         assert "returned" in a.log()
         assert b.wait(120) == 0
@@ -100,14 +105,32 @@ def test_sigterm_returns_leases_at_once(redis_url, mongo_uri, shop_factory, tmp_
     assert_clean_log(a.log())
 
 
+#: where a node's engine waits, its scheduler open and leasing: a pipeline slow to open
+#: (before ``spider_opened``), or an ``engine_started`` handler slow to return (the spider is
+#: open, the engine runs once every handler is done)
+ENGINE_GATES = {
+    "pipeline_open": {
+        "ITEM_PIPELINES": '{"distcrawl.node.pipeline.MongoPipeline": 300, '
+        '"probe_spiders.gated_open.GatedOpenPipeline": 100}',
+    },
+    "engine_started": {
+        "EXTENSIONS": json.dumps(
+            {**project_settings.EXTENSIONS, "probe_spiders.gated_open.GatedEngineStart": 0}
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize("gate_at", sorted(ENGINE_GATES))
 @pytest.mark.parametrize("second_signal", [False, True])
 def test_a_graceful_stop_before_the_engine_runs_returns_the_leases(
-    redis_url, mongo_uri, shop_factory, tmp_path, second_signal: bool
+    redis_url, mongo_uri, shop_factory, tmp_path, second_signal: bool, gate_at: str
 ) -> None:
     """SIGTERM while the scheduler has opened and leased but the engine is still opening (a
-    pipeline slow to open): the node stops its engine once it runs (its spider closes, its
-    stats are dumped), or, stopped again meanwhile, returns what it holds itself; either way
-    its leases and seeds are back at once and it exits 0."""
+    pipeline slow to open) or starting (an ``engine_started`` handler slow to return, the
+    spider open): the node stops its engine once it runs (its spider closes, its stats are
+    dumped), or, stopped again meanwhile, returns what it holds itself; either way its leases
+    and seeds are back at once and it exits 0."""
     shop = shop_factory(products=40)
     r = redis.Redis.from_url(redis_url)
     r.lpush("catalog:start_urls", shop.url)
@@ -119,13 +142,15 @@ def test_a_graceful_stop_before_the_engine_runs_returns_the_leases(
         node_id="early",
         settings={
             "DISTCRAWL_HEARTBEAT_TIMEOUT": "600",  # only a clean stop returns the leases
-            "ITEM_PIPELINES": '{"distcrawl.node.pipeline.MongoPipeline": 300, '
-            '"probe_spiders.gated_open.GatedOpenPipeline": 100}',
+            **ENGINE_GATES[gate_at],
         },
         env={"PROBE_OPEN_GATE": str(gate)},
     )
     try:
         assert wait_for(lambda: leased(r, "early") > 0, 120), node.log()[-3000:]
+        if gate_at == "engine_started":
+            # the spider is open, the engine not running yet: Scrapy's own stop passes it by
+            assert wait_for(lambda: "start waits for the gate" in node.log(), 120)
         node.terminate()
         # the stop is under way (or over: without a guard the node exits at once, with 4)
         assert wait_for(
@@ -133,7 +158,7 @@ def test_a_graceful_stop_before_the_engine_runs_returns_the_leases(
                 "is stopped before its engine runs" in node.log() or node.proc.poll() is not None
             ),
             60,
-        )
+        ), node.log()[-3000:]
         if second_signal:
             node.terminate()  # the engine never runs: the node returns its leases itself
         else:
@@ -146,6 +171,7 @@ def test_a_graceful_stop_before_the_engine_runs_returns_the_leases(
     keys = FrontierKeys("catalog", "catalog:start_urls")
     assert r.llen(keys.seeds.taken("early")) == 0  # seeds it took are back too
     assert "Node early closing (shutdown): returned" in log, log[-3000:]
+    assert "is stopped while it closes" not in log, log[-3000:]
     if not second_signal:
         assert "Spider closed (shutdown)" in log and "Dumping Scrapy stats" in log
     assert "Traceback" not in log and "Exiting with status" not in log

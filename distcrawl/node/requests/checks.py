@@ -67,7 +67,7 @@ def looks_like_pickle(payload: bytes) -> bool:
     if payload[:1] == b"\x80":
         return True
     stripped = payload.strip()
-    return stripped[:1] != b"" and stripped[:1] in _PICKLE_OPENERS and stripped.endswith(b".")
+    return stripped[-1:] == b"." and stripped[:1] in _PICKLE_OPENERS
 
 
 def not_json_constant(name: str) -> Any:

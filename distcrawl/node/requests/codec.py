@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 
 from distcrawl.base.names import reasons
-from distcrawl.base.urls import UrlRefused, check_url
+from distcrawl.base.urls import UrlRefused, check_url, plain_url_host
 from distcrawl.node.requests import classes
 from distcrawl.node.requests.checks import (
     HEADER_VALUE_FORBIDDEN,
@@ -58,6 +58,10 @@ __all__ = ["decode", "encode", "entry_refusal"]
 
 _META_SHORT = META_SHORT_NAMES
 _META_LONG = {v: k for k, v in META_SHORT_NAMES.items()}
+#: reads a payload (``NaN`` and ``Infinity`` refused): one decoder, not one per payload
+_JSON = json.JSONDecoder(parse_constant=not_json_constant)
+#: writes a payload, compact: one encoder, not one per payload
+_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def encode(
@@ -121,7 +125,7 @@ def encode(
         data["fl"] = [str(f) for f in request.flags]
     if request.encoding != "utf-8":
         data["e"] = request.encoding
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return _DUMPS(data)
 
 
 def entry_refusal(
@@ -149,15 +153,14 @@ def entry_refusal(
 
 def _origin(url: str) -> str:
     """``scheme://netloc`` of ``url`` ("" if it has none)."""
-    cut = url.find("://")
-    if cut <= 0:
+    scheme, sep, rest = url.partition("://")
+    if not scheme or not sep:
         return ""
-    end = len(url)
-    for sep in "/?#":
-        at = url.find(sep, cut + 3)
-        if at != -1:
-            end = min(end, at)
-    return url[:end] if end > cut + 3 else ""
+    # the netloc ends at the first "/", "?" or "#"
+    netloc = rest.partition("/")[0]
+    if "?" in netloc or "#" in netloc:
+        netloc = netloc.partition("?")[0].partition("#")[0]
+    return f"{scheme}://{netloc}" if netloc else ""
 
 
 def decode(
@@ -171,7 +174,9 @@ def decode(
     """Rebuild a request from a payload written by :func:`encode`, or raise :class:`BadEntry`.
     ``priority`` (the lease line's, from the queue's list the entry waited in) is the
     request's priority when given."""
-    expect(len(payload) <= max_payload, reasons.TOO_LARGE, f"{len(payload)} bytes")
+    # (the details of a refusal are only built for one: decoding is per leased request)
+    if len(payload) > max_payload:
+        raise BadEntry(reasons.TOO_LARGE, f"{len(payload)} bytes")
     if isinstance(payload, bytes):
         if looks_like_pickle(payload):
             raise BadEntry(
@@ -182,36 +187,41 @@ def decode(
         except UnicodeDecodeError:
             raise BadEntry(reasons.NOT_UTF8) from None
     try:
-        data = json.loads(payload, parse_constant=not_json_constant)
+        data = _JSON.decode(payload)
     except (ValueError, RecursionError):
         if looks_like_pickle(payload.encode("latin-1", "replace")):
             raise BadEntry(reasons.PICKLE_REFUSED, "payload looks like a pickle") from None
         raise BadEntry(reasons.NOT_JSON, payload[:60]) from None
-    expect(isinstance(data, dict), reasons.NOT_AN_OBJECT, type(data).__name__)
-    unknown = set(data) - FIELDS
-    expect(not unknown, reasons.UNKNOWN_FIELDS, ",".join(sorted(unknown))[:80])
+    if not isinstance(data, dict):
+        raise BadEntry(reasons.NOT_AN_OBJECT, type(data).__name__)
+    if not FIELDS.issuperset(data):
+        raise BadEntry(reasons.UNKNOWN_FIELDS, ",".join(sorted(set(data) - FIELDS))[:80])
     if "cb" not in data:
         # a payload leaves out the callback parse (no callback is written as null)
         data["cb"] = DEFAULT_CALLBACK
     url = data.get("u")
-    expect(isinstance(url, str), reasons.MISSING_URL)
-    try:
-        check_url(url, allow_private=allow_private)
-    except UrlRefused as exc:
-        raise BadEntry(exc.reason, url[:120]) from None
+    if not isinstance(url, str):
+        raise BadEntry(reasons.MISSING_URL)
+    # a plain URL passes check_url where private hosts are allowed (see plain_url_host)
+    plain = plain_url_host(url) is not None
+    if not (plain and allow_private is True):
+        try:
+            check_url(url, allow_private=allow_private)
+        except UrlRefused as exc:
+            raise BadEntry(exc.reason, url[:120]) from None
+    # a field left out holds its default, which needs no check
     method = data.get("m", "GET")
-    expect(
-        isinstance(method, str) and method in ALLOWED_METHODS,
-        reasons.BAD_METHOD,
-        str(method)[:20],
-    )
-    headers = data.get("h", {})
-    expect(valid_headers(headers), reasons.BAD_HEADERS)
+    if method != "GET" and not (isinstance(method, str) and method in ALLOWED_METHODS):
+        raise BadEntry(reasons.BAD_METHOD, str(method)[:20])
+    headers = {}
+    if "h" in data:
+        headers = data["h"]
+        expect(valid_headers(headers), reasons.BAD_HEADERS)
     if "r" in data:
         referer = data["r"]
         expect(
             isinstance(referer, str)
-            and referer.startswith("/")
+            and referer[:1] == "/"
             and not HEADER_VALUE_FORBIDDEN.search(referer),
             reasons.BAD_REFERER,
         )
@@ -223,37 +233,48 @@ def decode(
             body = base64.b64decode(data["b"], validate=True)
         except (binascii.Error, ValueError):
             raise BadEntry(reasons.BAD_BODY) from None
-    meta = data.get("mt", {})
-    expect(isinstance(meta, dict), reasons.BAD_META)
-    if any(k.startswith("~") for k in meta):
-        meta = {_meta_key(k): v for k, v in meta.items()}
-    unsafe = UNSAFE_META_KEYS.intersection(meta)
-    expect(not unsafe, reasons.UNSAFE_META, ",".join(sorted(unsafe)))
+    meta = {}
+    if "mt" in data:
+        meta = data["mt"]
+        expect(isinstance(meta, dict), reasons.BAD_META)
+        # (a first character compared: str.startswith is a slow call for one character)
+        if any(k[:1] == "~" for k in meta):
+            long = _META_LONG
+            meta = {
+                (long.get(k) or _meta_key(k)) if k[:1] == "~" else k: v for k, v in meta.items()
+            }
+        if not UNSAFE_META_KEYS.isdisjoint(meta):
+            unsafe = UNSAFE_META_KEYS.intersection(meta)
+            raise BadEntry(reasons.UNSAFE_META, ",".join(sorted(unsafe)))
     depth = meta.get("depth", 0)
-    expect(
-        isinstance(depth, int) and not isinstance(depth, bool) and 0 <= depth <= MAX_DEPTH,
-        reasons.BAD_DEPTH,
-        repr(depth)[:20],
-    )
+    if not (isinstance(depth, int) and not isinstance(depth, bool) and 0 <= depth <= MAX_DEPTH):
+        raise BadEntry(reasons.BAD_DEPTH, repr(depth)[:20])
     priority = data.get("p", 0) if priority is None else priority
-    expect(
-        isinstance(priority, int) and not isinstance(priority, bool),
-        reasons.BAD_PRIORITY,
-        repr(priority)[:20],
-    )
-    expect(abs(priority) <= MAX_PRIORITY, reasons.BAD_PRIORITY, str(priority))
-    cookies = data.get("c", {})
-    expect(valid_cookies(cookies), reasons.BAD_COOKIES)
-    cb_kwargs = data.get("kw", {})
-    expect(isinstance(cb_kwargs, dict), reasons.BAD_CB_KWARGS)
-    flags = data.get("fl", [])
-    expect(
-        isinstance(flags, list) and all(isinstance(f, str) for f in flags),
-        reasons.BAD_FLAGS,
-    )
-    encoding = data.get("e", "utf-8")
-    expect(isinstance(encoding, str) and len(encoding) < 40, reasons.BAD_ENCODING)
-    expect(ascii_compatible(encoding), reasons.BAD_ENCODING, encoding)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise BadEntry(reasons.BAD_PRIORITY, repr(priority)[:20])
+    if abs(priority) > MAX_PRIORITY:
+        raise BadEntry(reasons.BAD_PRIORITY, str(priority))
+    cookies = {}
+    if "c" in data:
+        cookies = data["c"]
+        expect(valid_cookies(cookies), reasons.BAD_COOKIES)
+    cb_kwargs = {}
+    if "kw" in data:
+        cb_kwargs = data["kw"]
+        expect(isinstance(cb_kwargs, dict), reasons.BAD_CB_KWARGS)
+    flags = []
+    if "fl" in data:
+        flags = data["fl"]
+        expect(
+            isinstance(flags, list) and all(isinstance(f, str) for f in flags),
+            reasons.BAD_FLAGS,
+        )
+    encoding = "utf-8"
+    if "e" in data:
+        encoding = data["e"]
+        expect(isinstance(encoding, str) and len(encoding) < 40, reasons.BAD_ENCODING)
+        if not ascii_compatible(encoding):
+            raise BadEntry(reasons.BAD_ENCODING, encoding)
     dont_filter = data.get("f", False)
     expect(isinstance(dont_filter, bool), reasons.BAD_DONT_FILTER)
     if "it" in data:
@@ -265,9 +286,17 @@ def decode(
         kind = data["cl"]
         expect(isinstance(kind, str), reasons.BAD_CLASS)
         found = classes.request_class(kind)
-        expect(found is not None, reasons.UNKNOWN_REQUEST_CLASS, str(kind)[:80])
-        assert found is not None
+        if found is None:
+            raise BadEntry(reasons.UNKNOWN_REQUEST_CLASS, str(kind)[:80])
         request_cls = found
+    # a plain URL, which Scrapy's normalisation would not change, is taken as it is
+    # (Scrapy's verbatim_url, for this construction only): that normalisation is most of
+    # the making of a request
+    verbatim = (
+        request_cls is Request and encoding == "utf-8" and plain and "verbatim_url" not in meta
+    )
+    if verbatim:
+        meta = {**meta, "verbatim_url": True}
     try:
         request = request_cls(
             url,
@@ -288,7 +317,9 @@ def decode(
         )
     except (TypeError, ValueError, LookupError, UnicodeError) as exc:
         raise BadEntry(reasons.BAD_REQUEST, str(exc)[:120]) from None
-    if request.url != url:
+    if verbatim:
+        del request.meta["verbatim_url"]
+    elif request.url != url:
         # Scrapy normalises the URL (IDNA, percent-encoding): what is fetched is checked too
         try:
             check_url(request.url, allow_private=allow_private)

@@ -119,6 +119,7 @@ def spider_method(
         if positional is _NOT_CALLABLE:
             expect(_takes_response(func), _BAD[what], name)
             return getattr(spider, name)
-        clash = positional.intersection(kwargs)
-        expect(not clash, reasons.BAD_CB_KWARGS, ",".join(sorted(clash)))
+        if kwargs and not positional.isdisjoint(kwargs):
+            clash = positional.intersection(kwargs)
+            raise BadEntry(reasons.BAD_CB_KWARGS, ",".join(sorted(clash)))
     return getattr(spider, name)

@@ -24,7 +24,6 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
 from scrapy.utils.defer import deferred_from_coro
 
 if TYPE_CHECKING:
@@ -81,15 +80,18 @@ class ShutdownGuard:
         self.wait = wait
         #: a graceful stop came before the engine ran: the node's start gives up waiting
         self.stopping = False
-        self._engine_started = False
         self._trigger: Any = None
 
     def install(self) -> None:
         self._trigger = _reactor().addSystemEventTrigger("before", "shutdown", self._at_shutdown)
-        self.crawler.signals.connect(self._started, signal=signals.engine_started)
 
-    def _started(self) -> None:
-        self._engine_started = True
+    def _spider_closing(self) -> bool:
+        """Whether the spider's close has begun (Scrapy's, or the node's own). An engine that
+        sent ``engine_started`` may still be starting: its handlers run before it does."""
+        if self.closing():
+            return True
+        slot = getattr(self.crawler.engine, "_slot", None)
+        return slot is not None and slot.closing is not None
 
     def remove(self) -> None:
         if self._trigger is not None:
@@ -108,7 +110,7 @@ class ShutdownGuard:
 
     async def _stop(self) -> None:
         self.stopping = True
-        if self._engine_started:
+        if self._spider_closing():
             # the spider is closing (its pipeline waiting for MongoDB to replay its journal):
             # the close goes on, told to stop waiting, and the node returns its leases
             logger.info("Node %s is stopped while it closes: it finishes its close", self.node_id)
