@@ -140,6 +140,24 @@ def test_whatever_the_schedule_a_site_that_never_finishes_keeps_its_bound(
                     running.append(request)
         n += count
         assert sites(running).count("hang.test") <= CONCURRENCY // 4
+        # the gate keeps the site of each request waiting for a slot, and of no other
+        assert len(h.gate._queued_sites) == h.gate.queued_total == sum(h.gate.queued.values())
+        for request in running:
+            assert h.gate.site_of(request) == request.url.split("/")[2]
+
+
+def test_the_site_of_a_request_is_its_urls_host_started_or_not() -> None:
+    """The scheduler's signal handlers take a started request's site from the gate (read
+    once); any other request's is read from its URL, as before."""
+    h = Harness()
+    started = h.lease("http://A.test:8080/1", "http://b.test/2?x=1")
+    assert h.start_all() == started
+    other = Request("http://c.test/")
+    assert [h.gate.site_of(r) for r in [*started, other]] == ["a.test", "b.test", "c.test"]
+    assert h.gate.site_of(Request("data:,x")) == ""
+    h.gate.done(started[0])
+    assert h.gate.site_of(started[0]) == "a.test"  # from its URL again
+    assert not h.gate._queued_sites
 
 
 def test_robots_txt_is_fetched_once_and_the_sites_requests_wait_for_it() -> None:

@@ -143,12 +143,12 @@ class ServerBudget:
         self._learn(site, server)
         self.on_resolved(site)
 
-    def answered_from(self, site: str, server: str) -> None:
-        """``site`` answered from ``server`` (the address of a response): told to the frontier
-        once, for the status, when server budgets are off (on, each site is resolved before
-        its first request)."""
+    def answered_from(self, site: str, address: object) -> None:
+        """``site`` answered from ``address`` (a response's, its server once written as a
+        string): told to the frontier once, for the status, when server budgets are off (on,
+        each site is resolved before its first request)."""
         if not self.enabled and site not in self._servers:
-            self._learn(site, server)
+            self._learn(site, str(address))
 
     def _learn(self, site: str, server: str) -> None:
         known = self._servers.get(site)

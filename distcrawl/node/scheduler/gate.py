@@ -43,6 +43,8 @@ from distcrawl.node.politeness.robots import RobotsState
 from distcrawl.node.scheduler.ready import SHARE, ReadyQueue
 
 if TYPE_CHECKING:
+    from urllib.parse import ParseResult
+
     from scrapy import Request
 
     from distcrawl.node.politeness.hub import Politeness
@@ -94,6 +96,9 @@ class Gate:
         self.wake_engine = wake_engine
         #: requests handed to the engine: site and the server whose grant it holds ("": none)
         self._started: dict[Request, tuple[str, str]] = {}
+        #: the site of each request counted in ``queued`` (a request's site is read from its
+        #: URL once while it waits, not at each count)
+        self._queued_sites: dict[Request, str] = {}
         self.in_progress: Counter[str] = Counter()
         #: requests waiting for a slot per site (startable, or held at their share)
         self.queued: Counter[str] = Counter()
@@ -115,7 +120,11 @@ class Gate:
     # -- what the queue and the engine tell the gate ----------------------------------------
 
     def _queued(self, request: Request, delta: int) -> None:
-        site = _site(request)
+        if delta > 0:
+            site = self._queued_sites[request] = _site(request)
+        else:
+            found = self._queued_sites.pop(request, None)
+            site = _site(request) if found is None else found
         self.queued[site] += delta
         self.queued_total += delta
         self._count(site, delta)
@@ -134,7 +143,11 @@ class Gate:
         memory); ``passed``: its site's budget admitted it (not one kept in memory);
         ``stale``: it was admitted, then held here: it takes a new token of its site's rate
         before it is sent (its server's grant, if any, it holds already)."""
-        site = _site(request)
+        self._start(request, _site(request), server, passed=passed, stale=stale)
+
+    def _start(
+        self, request: Request, site: str, server: str, *, passed: bool, stale: bool
+    ) -> None:
         self._started[request] = (site, server)
         self.in_progress[site] += 1
         self._count(site, 1)
@@ -161,6 +174,12 @@ class Gate:
 
     def in_progress_of(self, request: Request) -> bool:
         return request in self._started
+
+    def site_of(self, request: Request) -> str:
+        """The site of ``request`` (its URL's host; "" for none), as the gate counts it while
+        the engine works on it: read once, at its start."""
+        started = self._started.get(request)
+        return _site(request) if started is None else started[0]
 
     # -- handing out ------------------------------------------------------------------------
 
@@ -198,12 +217,13 @@ class Gate:
     def check(self, request: Request, *, spare: bool = False) -> Verdict:
         """May ``request`` start now? On ``go`` it is counted as started (and holds its
         server's grant). ``spare``: no other site waits for a slot."""
-        site = _site(request)
+        url = urlparse_cached(request)
+        site = url.hostname or ""
         politeness = self.politeness
         if politeness.holds and politeness.held_for(site) > 0:
             self._timer(site)
             return Verdict("hold", (HOLD, site))
-        verdict = self._robots(request, site)
+        verdict = self._robots(request, url)
         if verdict is not None:
             return verdict
         flows = self._flows(site)
@@ -221,7 +241,7 @@ class Gate:
                 servers.want(found)
                 return Verdict("hold", (SERVER, found))
             server = found
-        self.started(request, server, stale=self.ready.stale_token(request))
+        self._start(request, site, server, passed=True, stale=self.ready.stale_token(request))
         return GO
 
     def _flows(self, site: str) -> bool:
@@ -239,12 +259,11 @@ class Gate:
             return math.ceil(self.concurrency / max(1, len(self.work)))
         return max(1, math.ceil(self.concurrency / max(2, len(self.work)) / 2))
 
-    def _robots(self, request: Request, site: str) -> Verdict | None:
+    def _robots(self, request: Request, url: ParseResult) -> Verdict | None:
         politeness = self.politeness
         fetch = politeness.robots_parser
         if fetch is None or request.meta.get("dont_obey_robotstxt"):
             return None
-        url = urlparse_cached(request)
         if url.scheme not in ("http", "https"):
             return None
         netloc = url.netloc

@@ -78,8 +78,15 @@ class EngineHooks(SchedulerState):
         self.stats.inc_value(stat_keys.DEAD_LETTERED)
         self._wake.set()
 
+    def _site_of(self, request: Request) -> str:
+        """The site of ``request`` ("" for none): the gate knows it for one it started."""
+        gate = self._gate
+        if gate is None:
+            return urlparse_cached(request).hostname or ""
+        return gate.site_of(request)
+
     def _response_received(self, response: Any, request: Request, spider: Spider) -> None:
-        site = urlparse_cached(request).hostname
+        site = self._site_of(request)
         if not site:
             return
         status = response.status
@@ -99,13 +106,13 @@ class EngineHooks(SchedulerState):
         )
 
     def _page_received(self, response: Any, request: Request, spider: Spider) -> None:
-        site = urlparse_cached(request).hostname
+        site = self._site_of(request)
         if site:
             self._sites.record(site)
             address = getattr(response, "ip_address", None)
             if address is not None:
                 # the server the site answered from (server budgets resolve it beforehand)
-                self._politeness.servers.answered_from(site, str(address))
+                self._politeness.servers.answered_from(site, address)
 
     def _give_back(self, request: Request) -> None:
         """A leased request the gate sends back unstarted: its lease returns to the frontier
