@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import re
 import resource
 import shutil
 import sys
@@ -87,6 +88,24 @@ def per_second(pages: list[dict[str, Any]], t_first: float) -> list[int]:
     """Page fetches in each second of the crawl window (how it ramps up and drains)."""
     counts = Counter(int(float(e["t"]) - t_first) for e in pages)
     return [counts.get(i, 0) for i in range(max(counts, default=-1) + 1)]
+
+
+#: the count in the stats Scrapy logs at a spider's close
+ITEM_SCRAPED_COUNT = re.compile(r"'item_scraped_count': (\d+)")
+
+
+def items_scraped(nodes: list[Node]) -> int | None:
+    """Items the nodes' spiders yielded, summed over nodes (Scrapy's ``item_scraped_count`` at
+    close): each product once, with the item pipeline off what a store would have received.
+    None when a node logged no stats (it did not close cleanly)."""
+    total = 0
+    for node in nodes:
+        log = node.log()
+        if "Dumping Scrapy stats" not in log:
+            return None
+        found = ITEM_SCRAPED_COUNT.findall(log)
+        total += int(found[-1]) if found else 0  # Scrapy leaves the count out at 0
+    return total
 
 
 def steady_rate(pages: list[dict[str, Any]]) -> float | None:
@@ -224,6 +243,8 @@ class Bench:
             "pages": len(pages),
             "distinct_pages": len({e["path"] for e in pages}),
             "expected_pages": self.expected_pages,
+            "items_scraped": items_scraped(nodes),
+            "expected_items": self.args.products,
         }
         result["complete"] = result["distinct_pages"] >= self.expected_pages
         if not (finished and result["complete"]) or any(n.proc.returncode for n in nodes):
@@ -437,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
             v = r.get(n, {})
             if not v.get("finished", True) or not v.get("complete", True):
                 warnings.append(f"{n}: incomplete crawl ({v.get('distinct_pages')} pages)")
+            elif v.get("items_scraped", args.products) != args.products:
+                warnings.append(f"{n}: {v.get('items_scraped')} items of {args.products} products")
             elif v.get("seconds", 0) < MIN_SECONDS:
                 warnings.append(f"{n}: ran {v.get('seconds')} s (< {MIN_SECONDS:g} s)")
     summary.update(

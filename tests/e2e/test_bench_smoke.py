@@ -60,6 +60,8 @@ def test_throughput_runs_every_variant_through_the_delaying_proxy() -> None:
     for name in ("plain", "scrapy_redis", "distcrawl", "distcrawl_2nodes"):
         assert round_one[name]["complete"], round_one[name]
         assert round_one[name]["exit_codes"] == [0] * round_one[name]["nodes"]
+        # every product scraped once, whatever the number of nodes
+        assert round_one[name]["items_scraped"] == 80, round_one[name]
     # the proxy counted the same round trips as the server (give or take connection set-up)
     proxied = round_one["scrapy_redis"]["proxy_roundtrips_per_page"]
     assert proxied == pytest.approx(round_one["scrapy_redis"]["redis_roundtrips_per_page"], rel=0.1)

@@ -77,6 +77,27 @@ local function push_level(lv, l, entries, front)
   lv.total = lv.total + #entries
 end
 
+-- Entries grouped by their level, the levels in the order they first came, so a call pushes
+-- each level's entries with one push_level: new_batch(), batch_add(b, l, entry) per entry,
+-- then push_batch(lv, b, front) (or walk b.order and b.by[l] to reorder them first)
+local function new_batch()
+  return {by = {}, order = {}}
+end
+
+local function batch_add(b, l, entry)
+  local entries = b.by[l]
+  if not entries then
+    entries = {}
+    b.by[l] = entries
+    b.order[#b.order + 1] = l
+  end
+  entries[#entries + 1] = entry
+end
+
+local function push_batch(lv, b, front)
+  for _, l in ipairs(b.order) do push_level(lv, l, b.by[l], front) end
+end
+
 -- up to n entries off the front of a level's list (fewer than asked: the list is empty now,
 -- whatever its count said)
 local function pop_level(lv, l, n)

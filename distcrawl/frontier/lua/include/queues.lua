@@ -28,28 +28,21 @@ local function release_leases(call, node, rids)
   end
   if #mine == 0 then return 0 end
   local lv = read_levels(call)
-  local back, order, per_site, gone = {}, {}, {}, {}
+  local back, per_site, gone = new_batch(), {}, {}
   for _, e in ipairs(mine) do
     local rid = e[1]
     local prio, value = string.match(e[2], '^([^\t]*)\t[^\t]*\t(.*)$')
     local p = prio and tonumber(prio)
     if p and p == math.floor(p) then
-      local l = level_of(lv, prio)
-      local entries = back[l]
-      if not entries then
-        entries = {}
-        back[l] = entries
-        order[#order + 1] = l
-      end
-      entries[#entries + 1] = {seq_of(rid), rid .. '\t' .. value}
+      batch_add(back, level_of(lv, prio), {seq_of(rid), rid .. '\t' .. value})
       local site = split_req(value)
       per_site[site] = (per_site[site] or 0) + 1
     end
     gone[#gone + 1] = rid
   end
   call_chunked('HDEL', held, gone, 1)
-  for _, l in ipairs(order) do
-    local entries = back[l]
+  for _, l in ipairs(back.order) do
+    local entries = back.by[l]
     table.sort(entries, function(x, y) return x[1] < y[1] end)
     local sorted = {}
     for j, e in ipairs(entries) do sorted[j] = e[2] end
@@ -72,20 +65,11 @@ local function promote_due(P, lv, now, limit)
   local due = redis.call('ZRANGEBYSCORE', K.delayed(P), '-inf', now, 'LIMIT', 0, limit)
   if #due == 0 then return 0 end
   local prios = redis.call('HMGET', K.delayed_priority(P), unpack(due))
-  local by, order = {}, {}
-  for j, rid in ipairs(due) do
-    local l = level_of(lv, prios[j] or '0')
-    local entries = by[l]
-    if not entries then
-      entries = {}
-      by[l] = entries
-      order[#order + 1] = l
-    end
-    entries[#entries + 1] = rid
-  end
+  local b = new_batch()
+  for j, rid in ipairs(due) do batch_add(b, level_of(lv, prios[j] or '0'), rid) end
   redis.call('ZREM', K.delayed(P), unpack(due))
   redis.call('HDEL', K.delayed_priority(P), unpack(due))
-  for _, l in ipairs(order) do push_level(lv, l, by[l], false) end
+  push_batch(lv, b, false)
   return #due
 end
 

@@ -128,7 +128,7 @@ local function promote_revisits(P, lv, now, limit)
     limit)
   local n = #due / 2
   if n == 0 then return 0 end
-  local by, order, zl, members = {}, {}, {}, {}
+  local b, zl, members = new_batch(), {}, {}
   for j = 1, n do
     local member = due[2 * j - 1]
     local cut = string.find(member, ':', 1, true)
@@ -136,18 +136,12 @@ local function promote_revisits(P, lv, now, limit)
     if cut then prio, rid = string.sub(member, 1, cut - 1), string.sub(member, cut + 1) end
     local ok, l = pcall(level_of, lv, prio)
     if not ok then l = level_of(lv, '0') end
-    local entries = by[l]
-    if not entries then
-      entries = {}
-      by[l] = entries
-      order[#order + 1] = l
-    end
-    entries[#entries + 1] = rid
+    batch_add(b, l, rid)
     members[j] = member
     zl[#zl + 1] = due[2 * j]; zl[#zl + 1] = rid
   end
   call_chunked('ZREM', K.revisit(P), members, 1)
-  for _, l in ipairs(order) do push_level(lv, l, by[l], false) end
+  push_batch(lv, b, false)
   call_chunked('ZADD', K.revisit_late(P), zl, 2)
   return n
 end

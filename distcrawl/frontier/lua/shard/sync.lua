@@ -124,7 +124,7 @@ local function push_children(call, h, c, kept, index, held_key, lv)
   if #kept == 0 then return 0, 0, own end
   local specs, payloads, flagged = c.spec, c.payload, h.flagged == 1
   local seq0 = new_seqs(P, #kept)
-  local queued, order, reqs, zd, dp, held = {}, {}, {}, {}, {}, {}
+  local queued, reqs, zd, dp, held = new_batch(), {}, {}, {}, {}
   local n_queued = 0
   for n = 1, #kept do
     local j = kept[n]
@@ -162,17 +162,11 @@ local function push_children(call, h, c, kept, index, held_key, lv)
       zd[#zd + 1] = clock(call) + delay; zd[#zd + 1] = rid
       dp[#dp + 1] = rid; dp[#dp + 1] = l.name
     else
-      local entries = queued[l]
-      if not entries then
-        entries = {}
-        queued[l] = entries
-        order[#order + 1] = l
-      end
-      entries[#entries + 1] = rid .. '\t' .. value -- inline: no requests entry
+      batch_add(queued, l, rid .. '\t' .. value) -- inline: no requests entry
       n_queued = n_queued + 1
     end
   end
-  for k = 1, #order do push_level(lv, order[k], queued[order[k]], false) end
+  push_batch(lv, queued, false)
   if #reqs > 0 then call_chunked('HSET', key_of(call, 'requests'), reqs, 2) end
   if #zd > 0 then
     call_chunked('ZADD', key_of(call, 'delayed'), zd, 2)
