@@ -6,6 +6,7 @@ Scrapy crawler's politeness and no network."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 
 from hypothesis import given, settings
@@ -158,6 +159,18 @@ def test_the_site_of_a_request_is_its_urls_host_started_or_not() -> None:
     h.gate.done(started[0])
     assert h.gate.site_of(started[0]) == "a.test"  # from its URL again
     assert not h.gate._queued_sites
+
+
+def test_the_server_a_site_answered_from_is_noted_once_as_a_string() -> None:
+    """With server budgets off, the address of a site's first answer is noted for the status
+    (written as a string only then)."""
+    h = Harness()
+    servers = h.politeness.servers
+    assert not servers.enabled
+    servers.answered_from("a.test", ipaddress.ip_address("127.0.0.2"))
+    servers.answered_from("a.test", ipaddress.ip_address("127.0.0.3"))
+    servers.answered_from("b.test", ipaddress.ip_address("::1"))
+    assert servers._to_note == [("a.test", "127.0.0.2"), ("b.test", "::1")]
 
 
 def test_robots_txt_is_fetched_once_and_the_sites_requests_wait_for_it() -> None:
@@ -314,5 +327,7 @@ def test_whatever_the_schedule_no_request_goes_out_on_a_token_it_spent_before_a_
                     assert on_lease_token, request  # no token spent, none to take
                 elif at != number:
                     assert not on_lease_token, (request, at, number)  # it waited: a new one
+            # requests held for robots.txt are not waiting for a slot: no site kept for them
+            assert len(h.gate._queued_sites) == h.gate.queued_total
 
     asyncio.run(run())
