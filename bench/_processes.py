@@ -30,9 +30,9 @@ def unwind_on_sigterm() -> None:
     does: its ``finally`` blocks stop the shop, servers and nodes it started, which Python's
     default SIGTERM would leave running. Only in the main thread, and only where nothing else
     handles SIGTERM yet."""
-    if threading.current_thread() is threading.main_thread():
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _unwind)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _unwind)
 
 
 # every bench that starts processes imports this module; a test process that imports it keeps
