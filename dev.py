@@ -54,7 +54,9 @@ def main(argv: list[str]) -> int:
         return subprocess.call([*build, *rest, "docs", "build/docs"], cwd=ROOT)
     if command == "lint":
         rc = subprocess.call([str(BIN / "ruff"), "check", "distcrawl", "tests", "bench"], cwd=ROOT)
-        rc |= subprocess.call([str(BIN / "ruff"), "format", "--check", "distcrawl"], cwd=ROOT)
+        rc |= subprocess.call(
+            [str(BIN / "ruff"), "format", "--check", "distcrawl", "tests", "bench"], cwd=ROOT
+        )
         rc |= subprocess.call([str(BIN / "mypy")], cwd=ROOT)
         # the layer contracts of pyproject.toml: no module imports a layer above its own
         rc |= subprocess.call([str(BIN / "lint-imports"), "--no-cache"], cwd=ROOT)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterable
@@ -18,6 +19,26 @@ from pathlib import Path
 from typing import Any
 
 from _settings import ALLOW_PRIVATE, BENCH_DIR
+
+
+def _unwind(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def unwind_on_sigterm() -> None:
+    """Make SIGTERM (a ``timeout`` running out, a cancelled job) unwind the bench as Ctrl-C
+    does: its ``finally`` blocks stop the shop, servers and nodes it started, which Python's
+    default SIGTERM would leave running. Only in the main thread, and only where nothing else
+    handles SIGTERM yet."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _unwind)
+
+
+# every bench that starts processes imports this module; a test process that imports it keeps
+# its own SIGTERM
+if Path(getattr(sys.modules["__main__"], "__file__", None) or "/").resolve().parent == BENCH_DIR:
+    unwind_on_sigterm()
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout: float = 20.0) -> None:

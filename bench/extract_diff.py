@@ -114,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, sort_keys=True, default=str))
     else:
         for group, summary in report["groups"].items():
-            print(f"{group}: {summary['changed']} of {summary['pages']} pages changed "
-                  f"{summary['changed_by_field']}")
+            print(
+                f"{group}: {summary['changed']} of {summary['pages']} pages changed "
+                f"{summary['changed_by_field']}"
+            )
         for page in report["changed_pages"]:
             print(f"\n{page['group']} {page['url']}")
             for key, (old, new) in page["diff"].items():

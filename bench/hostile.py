@@ -290,8 +290,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         guard = {
             k.removeprefix("safety/refused/"): v
             for k, v in stats.items()
-            if k.startswith("safety/refused/")
-            and k.split("/")[-1] in ADDRESS_GUARD_REASONS
+            if k.startswith("safety/refused/") and k.split("/")[-1] in ADDRESS_GUARD_REASONS
         }
         client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(services.mongo_uri)
         try:

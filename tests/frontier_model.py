@@ -371,8 +371,7 @@ class FrontierMachine(RuleBasedStateMachine):
     def push(self, data: st.DataObject, picks: list[tuple[str, int, bool]], lease: int) -> None:
         node = data.draw(st.sampled_from(self._running()))
         children = [
-            Child(_fp(url), prio, dont, 0, _site(url), _payload(url))
-            for url, prio, dont in picks
+            Child(_fp(url), prio, dont, 0, _site(url), _payload(url)) for url, prio, dont in picks
         ]
         self._sync(node, children=children, lease=lease)
 

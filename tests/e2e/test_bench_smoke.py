@@ -7,9 +7,13 @@ theirs into a temporary folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +181,56 @@ def test_extract_bench_compares_a_git_ref_with_the_working_tree(results_folder: 
     assert result["tool"] == "extract" and result["report"] == out
     assert result["command"].startswith(".venv/bin/python bench/extract.py --ref HEAD")
     assert result["machine"]["cpus"] >= 1 and result["finished_at"] >= result["started_at"]
+
+
+def _children(pid: int) -> set[int]:
+    """The PIDs *pid* started that are still running (Linux: /proc/<pid>/task/*/children)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.update(int(p) for p in (task / "children").read_text().split())
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_bench_sent_sigterm_stops_the_processes_it_started() -> None:
+    """A ``timeout`` that ends a bench must not leave its shop, Redis and nodes running."""
+    bench = subprocess.Popen(
+        [sys.executable, str(BENCH / "throughput.py"), "--products", "2000", "--rounds", "1",
+         "--nodes", "1", "--variants", "distcrawl", "--latency", "200", "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    started: set[int] = set()
+    try:
+        assert bench.stderr is not None
+        # the shop and Redis are up once the bench names the shop; a node follows
+        for line in bench.stderr:
+            if line.startswith("shop http://"):
+                break
+        deadline = time.monotonic() + 120
+        while len(started) < 3 and time.monotonic() < deadline and bench.poll() is None:
+            started |= _children(bench.pid)
+            time.sleep(0.1)
+        assert len(started) >= 3, f"the bench started {sorted(started)}"
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=120) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 60
+        while any(_running(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in started if _running(p)], "left running"
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        for pid in started:  # what a failed unwind left: processes this test made the bench start
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
