@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -198,6 +199,14 @@ class Node:
     def log(self) -> str:
         files = (self.log_file, self.out_file)
         return "\n".join(p.read_text(errors="replace") for p in files if p.exists())
+
+
+def stats_of(log: str) -> dict[str, int]:
+    """The integer stats a node dumped when it closed ({} if it did not)."""
+    if "Dumping Scrapy stats:" not in log:
+        return {}
+    dump = log[log.rindex("Dumping Scrapy stats:") :]
+    return {k: int(v) for k, v in re.findall(r"'([^']+)': (\d+),?\n", dump[: dump.find("}\n")])}
 
 
 def wait_all(nodes: Iterable[Node], timeout: float) -> bool:

@@ -36,7 +36,6 @@ import json
 import os
 import pickle
 import random
-import re
 import shutil
 import sys
 import tempfile
@@ -54,7 +53,7 @@ from distcrawl.frontier.protocol.spec import level_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _processes import Node, Services, ShopProcess, page_fetches, wait_all
+from _processes import Node, Services, ShopProcess, page_fetches, stats_of, wait_all
 from _results import write_result
 from _settings import START_URLS_KEY
 
@@ -157,14 +156,6 @@ def hostile_entries(n: int, marker: str, redis_port: int) -> list[bytes]:
     ]
     out = [makers[i % len(makers)](i) for i in range(n)]
     return [x.encode() if isinstance(x, str) else x for x in out]
-
-
-def stats_of(log: str) -> dict[str, int]:
-    """The integer stats a node dumped when it closed."""
-    if "Dumping Scrapy stats:" not in log:
-        return {}
-    dump = log[log.rindex("Dumping Scrapy stats:") :]
-    return {k: int(v) for k, v in re.findall(r"'([^']+)': (\d+),?\n", dump[: dump.find("}\n")])}
 
 
 def node_settings(args: argparse.Namespace, shop_port: int) -> dict[str, str]:

@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import os
-import re
 import resource
 import shutil
 import sys
@@ -41,7 +40,15 @@ from distcrawl.ops.control import pause, resume
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _accounting import CpuSampler, load_average, measure_rtt, median, redis_delta, redis_snapshot
-from _processes import Node, Services, ShopProcess, expected_pages, page_fetches, wait_all
+from _processes import (
+    Node,
+    Services,
+    ShopProcess,
+    expected_pages,
+    page_fetches,
+    stats_of,
+    wait_all,
+)
 from _proxy import Proxy
 from _results import write_result
 from _settings import (
@@ -90,21 +97,16 @@ def per_second(pages: list[dict[str, Any]], t_first: float) -> list[int]:
     return [counts.get(i, 0) for i in range(max(counts, default=-1) + 1)]
 
 
-#: the count in the stats Scrapy logs at a spider's close
-ITEM_SCRAPED_COUNT = re.compile(r"'item_scraped_count': (\d+)")
-
-
 def items_scraped(nodes: list[Node]) -> int | None:
     """Items the nodes' spiders yielded, summed over nodes (Scrapy's ``item_scraped_count`` at
     close): each product once, with the item pipeline off what a store would have received.
     None when a node logged no stats (it did not close cleanly)."""
     total = 0
     for node in nodes:
-        log = node.log()
-        if "Dumping Scrapy stats" not in log:
+        stats = stats_of(node.log())
+        if not stats:
             return None
-        found = ITEM_SCRAPED_COUNT.findall(log)
-        total += int(found[-1]) if found else 0  # Scrapy leaves the count out at 0
+        total += stats.get("item_scraped_count", 0)  # Scrapy leaves the count out at 0
     return total
 
 
