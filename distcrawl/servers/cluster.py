@@ -43,6 +43,13 @@ class ClusterNodeServer(RedisServer):
         self.bus_port = free_port(self.host)
         self.node_timeout_ms = node_timeout_ms
 
+    def choose_ports(self) -> None:
+        super().choose_ports()
+        self.bus_port = free_port(self.host)
+
+    def ports_text(self) -> str:
+        return f"{self.host}:{self.port}, cluster bus {self.bus_port}"
+
     def command(self) -> list[str]:
         return [
             *super().command(),

@@ -9,6 +9,7 @@ servers reached over TCP with the drivers production uses.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,8 @@ __all__ = [
     "redis_cli_binary",
     "redis_server_binary",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: seconds to wait for a freshly started server to answer (SecantusDB needs ~1-2 s)
 SERVER_START_TIMEOUT = 60.0
@@ -101,6 +104,26 @@ def mongo_server_binary() -> Path:
 # --------------------------------------------------------------------------- processes
 
 
+#: how many times start() tries fresh ports when another process took the chosen ones
+PORT_ATTEMPTS = 5
+#: what valkey, redis and SecantusDB log when a port is taken (strerror of EADDRINUSE)
+_PORT_TAKEN = b"Address already in use"
+
+
+class _PortTaken(ServiceError):
+    """The server exited on start because one of its ports was taken."""
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    """What *path* holds after *offset* (empty if it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError:
+        return b""
+
+
 class ServerProcess:
     """One real server on 127.0.0.1: how to start it, how to tell that it answers, how to stop
     it. ``start()`` on a stopped server reuses its port and data directory."""
@@ -119,10 +142,17 @@ class ServerProcess:
         log_path: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
-        self.port = port if port is not None else free_port(host)
         self.host = host
+        self.port = port if port is not None else free_port(host)
         self.log_path = log_path or data_dir.parent / f"{self.name}.log"
         self.pid: int | None = None
+        # Ports we chose may be taken by another process before the server binds them; until
+        # the server has answered once (others may then know its address) start() may move it.
+        self._movable = port is None
+
+    def choose_ports(self) -> None:
+        """Pick new free ports for every port this server binds."""
+        self.port = free_port(self.host)
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -130,17 +160,41 @@ class ServerProcess:
     def ping(self, timeout: float = 1.0) -> bool:
         raise NotImplementedError
 
+    def answers_as(self, pid: int) -> bool:
+        """Whether the server answering on this port is process *pid* (True where the
+        protocol cannot tell)."""
+        return True
+
     @property
     def running(self) -> bool:
         return self.pid is not None and pid_alive(self.pid)
 
     def start(self, *, detached: bool = False, timeout: float = SERVER_START_TIMEOUT) -> Self:
         """Start the server and return once it answers. *detached* puts it in a session of its
-        own, so it outlives this process and ignores the terminal's Ctrl-C."""
+        own, so it outlives this process and ignores the terminal's Ctrl-C.
+
+        A port is chosen free but bound a moment later, so another process can take it in
+        between: a server whose ports this object chose, and that never answered yet, then
+        starts again on new ports (up to :data:`PORT_ATTEMPTS` times)."""
         if self.running:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start_once(detached=detached, timeout=timeout)
+            except _PortTaken as exc:
+                if not self._movable or attempt == PORT_ATTEMPTS:
+                    raise ServiceError(str(exc)) from None
+                logger.info("%s; starting it on other ports", exc)
+                self.choose_ports()
+                continue
+            self._movable = False
+            return self
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _start_once(self, *, detached: bool, timeout: float) -> None:
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             proc = subprocess.Popen(
                 self.command(),
@@ -157,15 +211,25 @@ class ServerProcess:
             if proc.poll() is not None:
                 spawned.pop(proc.pid, None)
                 self.pid = None
+                if _PORT_TAKEN in _read_from(self.log_path, log_start):
+                    raise _PortTaken(
+                        f"{self.name} server could not bind its port ({self.ports_text()}): "
+                        f"another process took it; see {self.log_path}"
+                    )
                 raise ServiceError(
                     f"{self.name} server exited with status {proc.returncode} on start; "
                     f"see {self.log_path}"
                 )
-            if self.ping(timeout=0.5):
-                return self
+            # Another server may answer on a port taken from us: ours then exits, above.
+            if self.ping(timeout=0.5) and self.answers_as(proc.pid):
+                return
             time.sleep(0.05)
         self.stop()
         raise ServiceError(f"{self.name} server did not answer within {timeout:g} s")
+
+    def ports_text(self) -> str:
+        """The ports this server binds, for messages."""
+        return f"{self.host}:{self.port}"
 
     def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
         """Stop the server (SIGTERM, then SIGKILL after *timeout*); a no-op if it is stopped."""
@@ -214,6 +278,15 @@ class RedisServer(ServerProcess):
 
     def ping(self, timeout: float = 1.0) -> bool:
         return redis_answers(self.url, timeout)
+
+    def answers_as(self, pid: int) -> bool:
+        client = redis.Redis.from_url(self.url, socket_timeout=1.0, socket_connect_timeout=1.0)
+        try:
+            return int(client.info("server").get("process_id", -1)) == pid
+        except (redis.RedisError, OSError, ValueError):
+            return False
+        finally:
+            client.close()
 
 
 class MongoServer(ServerProcess):
