@@ -5,6 +5,7 @@ a decoded request's URL."""
 
 from __future__ import annotations
 
+import json
 import string
 
 import scrapy
@@ -84,7 +85,7 @@ def test_a_decoded_url_is_the_one_scrapy_makes(url: str) -> None:
         expected = scrapy.Request(url).url
     except (TypeError, ValueError):
         return
-    payload = '{"u":' + codec._DUMPS(url) + "}"
+    payload = '{"u":' + json.dumps(url, ensure_ascii=False) + "}"
     try:
         request = codec.decode(payload, Spider())
     except ValueError:
