@@ -165,6 +165,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             heartbeat_interval=self.heartbeat_interval,
             heartbeat_timeout=self.heartbeat_timeout,
             sites=self._sites,
+            started=self._started,
             observations=observations,
             on_recovered=watch.nodes_dead,
         )
@@ -336,6 +337,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         try:
             await self._close_node(reason)
         finally:
+            self._started.add_to_stats()  # before Scrapy dumps the stats
             self._closed = True
             if self._shutdown is not None:
                 self._shutdown.remove()
