@@ -7,9 +7,10 @@ R plus one robots.txt fetch per node in the first second. Here the first node to
 robots.txt fetches it (spending a token of the site's budget, without waiting: the node holds
 that site's leased requests until robots.txt is in, and a wait would release them as one
 burst) and shares the answer through Redis; every other node reads it from there
-(``DISTCRAWL_ROBOTS_SHARED``). The middleware does this in its own hooks: the cluster's copy
-is looked up when the robots.txt request passes its ``process_request`` and written when the
-answer comes back to the fetch, so the pages cost no middleware call of their own.
+(``DISTCRAWL_ROBOTS_SHARED``). The middleware does this around its own fetch: the cluster's
+copy is looked up before the robots.txt request is sent (a shared answer is handed back by
+its ``process_request``) and written when the answer comes back, so the pages cost no
+middleware call of their own.
 
 What the answer means (:mod:`distcrawl.node.politeness.robots`): 2xx its rules, and its
 Crawl-delay for the whole cluster; 4xx no rules; 5xx, 429, a timeout or a connection error:
@@ -223,11 +224,17 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
         self.politeness.robots_parser = self.robot_parser
         shared = SETTINGS.value(crawler.settings, "DISTCRAWL_ROBOTS_SHARED")
         self.shared = SharedRobotsTxt.from_crawler(crawler) if shared else None
+        #: robots.txt requests of this middleware's fetches, looked up in the cluster's copy
+        #: before they were sent: the shared answer, or None (fetch it)
+        self._looked_up: dict[Request, Response | None] = {}
 
     async def process_request(self, request: Request, spider: Spider | None = None) -> Any:
         if request.meta.get("dont_obey_robotstxt"):
             shared = self.shared
             if shared is not None and shared.is_robots(request):
+                if request in self._looked_up:
+                    return self._looked_up.pop(request)
+                # another robots.txt request (a redirect's, a spider's own)
                 return await shared.lookup(request)
             return None
         if request.url.startswith("data:") or request.url.startswith("file:"):
@@ -298,6 +305,10 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
             engine = self.crawler.engine
             assert engine is not None
             try:
+                if self.shared is not None:
+                    # before the request meets the other middlewares (the address guard's DNS
+                    # lookup): another node's answer, or its failure, stands for the fetch
+                    self._looked_up[robots] = await self.shared.lookup(robots)
                 response = await engine.download_async(robots)
             except RobotsUnavailable as exc:
                 await rules.failed(netloc, site, "shared", exc.failure)
@@ -329,6 +340,7 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
             logger.exception("robots.txt of %s could not be handled: read as no rules", netloc)
             rules.no_rules(netloc, site)
         finally:
+            self._looked_up.pop(robots, None)
             self._stats.inc_value(stat_keys.ROBOTSTXT_REQUESTS)
             self._parsers[netloc] = parser
             done.callback(None)
