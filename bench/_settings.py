@@ -3,7 +3,6 @@ scrapy-redis, distcrawl): the same concurrency and middlewares for all of them."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -52,13 +51,9 @@ PLAIN_SETTINGS: dict[str, str] = {
 
 
 def plain_settings() -> dict[str, str]:
-    """PLAIN_SETTINGS plus the project's downloader middlewares without the one that shares
-    robots.txt through Redis (plain Scrapy has no Redis; it would try 127.0.0.1:6379)."""
-    from distcrawl import settings as project
-
-    middlewares = dict(project.DOWNLOADER_MIDDLEWARES)
-    middlewares["distcrawl.node.middlewares.robots.SharedRobotsTxt"] = None
-    return {**PLAIN_SETTINGS, "DOWNLOADER_MIDDLEWARES": json.dumps(middlewares)}
+    """PLAIN_SETTINGS, robots.txt not shared through Redis (plain Scrapy has no Redis; it
+    would try 127.0.0.1:6379)."""
+    return {**PLAIN_SETTINGS, "DISTCRAWL_ROBOTS_SHARED": "False"}
 
 
 #: scrapy-redis keys of the bench_scrapy_redis spider

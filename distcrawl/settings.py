@@ -34,12 +34,12 @@ SPIDER_MIDDLEWARES = {
 # Scrapy's RetryMiddleware, extended: retries back off and are parked in Redis (any node
 # takes them when due); the last failure goes to the dead letters.
 DOWNLOADER_MIDDLEWARES = {
-    # robots.txt: fetched once per cluster, shared through Redis, charged to the site budget
-    "distcrawl.node.middlewares.robots.SharedRobotsTxt": 50,
     # no request reaches a private, loopback or metadata address, checked after DNS and
     # after redirects (before robots: no robots.txt fetch from a refused host either)
     "distcrawl.node.middlewares.safety.AddressGuardMiddleware": 60,
-    # Scrapy's, fixed: requests that arrive while robots.txt is being fetched wait for it
+    # Scrapy's, fixed: requests that arrive while robots.txt is being fetched wait for it;
+    # robots.txt fetched once per cluster, shared through Redis (DISTCRAWL_ROBOTS_SHARED),
+    # charged to the site budget
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "distcrawl.node.middlewares.robots.RobotsTxtMiddleware": 100,
     # requests outside the queue (a middleware's own, robots.txt, those kept in memory) wait

@@ -87,6 +87,10 @@ def test_a_request_json_cannot_carry_is_crawled_from_memory(
     assert stats["scheduler/enqueued/memory"] == 2
     assert stats["frontier/enqueued"] == 1  # /plain, through Redis
     assert stats["frontier/acked"] == 1
+    # handed to the engine: from Redis (counted as the stats are read) and from memory
+    assert stats["frontier/started"] == stats["scheduler/dequeued/redis"] == 1
+    assert stats["scheduler/dequeued/memory"] == 2
+    assert stats["scheduler/dequeued"] == 3
     log = result["log"]
     assert log.count("Unable to serialize request") == 1
     assert "meta key 'callable' holds a function" in log

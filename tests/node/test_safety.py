@@ -230,7 +230,8 @@ ROBOTS = b"User-agent: *\nDisallow: /private/\n"
 
 def robots_refusals(cls: type[ScrapyRobotsTxt]) -> list[str]:
     """URLs refused when a burst of requests arrives while robots.txt is being fetched."""
-    crawler = get_crawler(settings_dict={"ROBOTSTXT_OBEY": True})
+    # no Redis here: robots.txt is not shared
+    crawler = get_crawler(settings_dict={"ROBOTSTXT_OBEY": True, "DISTCRAWL_ROBOTS_SHARED": False})
     crawler.stats = MemoryStatsCollector(crawler)
 
     class Engine:

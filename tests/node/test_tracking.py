@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from scrapy.statscollectors import MemoryStatsCollector
+from scrapy.utils.test import get_crawler
+
 from distcrawl.base.recent import RecentKeys
-from distcrawl.node.scheduler.tracking import InProgress, SiteFeedback
+from distcrawl.node.scheduler.tracking import InProgress, SiteFeedback, StartedTally
 
 
 def test_in_progress_reports_each_request_the_engine_lets_go() -> None:
@@ -44,3 +47,19 @@ def test_site_feedback_classifies_and_survives_a_failed_flush() -> None:
     assert feedback.take() == []
     feedback.restore(taken)
     assert sorted(feedback.take()) == sorted(taken)
+
+
+def test_started_tally_adds_its_count_to_the_stats_once() -> None:
+    stats = MemoryStatsCollector(get_crawler())
+    stats.inc_value("scheduler/dequeued", 2)  # from memory, counted at once
+    tally = StartedTally(stats)
+    for _ in range(5):
+        tally.count += 1
+    tally.add_to_stats()
+    tally.add_to_stats()  # nothing more to add
+    tally.count += 1
+    tally.add_to_stats()
+    assert stats.get_value("frontier/started") == 6
+    assert stats.get_value("scheduler/dequeued/redis") == 6
+    assert stats.get_value("scheduler/dequeued") == 8
+    assert tally.count == 0

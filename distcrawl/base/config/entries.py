@@ -298,6 +298,11 @@ _DISTCRAWL = [
         check=lambda v: None if v > 0 else "above 0",
     ),
     Setting(
+        "DISTCRAWL_ROBOTS_SHARED", BOOL, True,
+        "robots.txt fetched by one node and shared with the others through Redis (off: every "
+        "node fetches it, as Scrapy does)",
+    ),
+    Setting(
         "DISTCRAWL_ROBOTS_TTL", INT, 24 * 3600,
         "seconds a site's shared robots.txt serves every node", public=False,
         check=_at_least(1),

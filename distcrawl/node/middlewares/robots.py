@@ -6,7 +6,11 @@ through the downloader, never through the scheduler: a site limited to R request
 R plus one robots.txt fetch per node in the first second. Here the first node to need a site's
 robots.txt fetches it (spending a token of the site's budget, without waiting: the node holds
 that site's leased requests until robots.txt is in, and a wait would release them as one
-burst) and shares the answer through Redis; every other node reads it from there.
+burst) and shares the answer through Redis; every other node reads it from there
+(``DISTCRAWL_ROBOTS_SHARED``). The middleware does this around its own fetch: the cluster's
+copy is looked up before the robots.txt request is sent (a shared answer is handed back by
+its ``process_request``) and written when the answer comes back, so the pages cost no
+middleware call of their own.
 
 What the answer means (:mod:`distcrawl.node.politeness.robots`): 2xx its rules, and its
 Crawl-delay for the whole cluster; 4xx no rules; 5xx, 429, a timeout or a connection error:
@@ -72,12 +76,13 @@ def _unavailable(status: int) -> bool:
 
 
 class SharedRobotsTxt:
-    """Downloader middleware for robots.txt requests: fetched once per cluster, shared.
+    """The cluster's copy of robots.txt: looked up before a robots.txt request is sent (a
+    shared answer, or this node takes the site's lock and fetches it), written once the
+    answer is in. Used by :class:`RobotsTxtMiddleware` for its robots.txt fetches.
 
     Settings: ``REDIS_URL``, the per-site budget settings (``DISTCRAWL_SITE_RATE``, ...),
-    ``DISTCRAWL_ROBOTS_TTL``. Its order must be below the RobotsTxtMiddleware's (it is 50).
-    Keys: ``{spider}:robots:<site>`` (HASH status, body; or the failure: failed, attempts,
-    retry_at, gave_up) and ``{spider}:robots:<site>:lock``.
+    ``DISTCRAWL_ROBOTS_TTL``. Keys: ``{spider}:robots:<site>`` (HASH status, body; or the
+    failure: failed, attempts, retry_at, gave_up) and ``{spider}:robots:<site>:lock``.
     """
 
     def __init__(self, *, crawler: Crawler, redis_url: str, budget: SiteBudget, ttl: int) -> None:
@@ -108,7 +113,8 @@ class SharedRobotsTxt:
         return self._store
 
     @staticmethod
-    def _is_robots(request: Request) -> bool:
+    def is_robots(request: Request) -> bool:
+        """Whether ``request`` is a robots.txt fetch (not checked against robots.txt itself)."""
         return bool(request.meta.get("dont_obey_robotstxt")) and (
             urlparse_cached(request).path == "/robots.txt"
         )
@@ -116,9 +122,10 @@ class SharedRobotsTxt:
     def _key(self, request: Request) -> str:
         return self._frontier().keys.robots(urlparse_cached(request).netloc)
 
-    async def process_request(self, request: Request) -> Response | None:
-        if not self._is_robots(request):
-            return None
+    async def lookup(self, request: Request) -> Response | None:
+        """The shared answer to the robots.txt request ``request``, or None: fetch it (this
+        node holds the site's lock then, or waited for another node's fetch in vain, and it
+        charged the fetch to the site's budget)."""
         store = self._frontier()
         key = self._key(request)
         site = urlparse_cached(request).hostname or ""
@@ -168,9 +175,11 @@ class SharedRobotsTxt:
                 raise RobotsUnavailable(failure)
         return None
 
-    async def process_response(self, request: Request, response: Response) -> Response:
-        if not self._is_robots(request) or "shared" in response.flags:
-            return response
+    async def share(self, request: Request, response: Response) -> None:
+        """Write ``response``, the answer to the robots.txt request ``request``, for the other
+        nodes (not one read from there, nor one that says robots.txt cannot be read now)."""
+        if not self.is_robots(request) or "shared" in response.flags:
+            return
         # only an answer is shared; one that says robots.txt cannot be read is not
         if len(response.body) <= MAX_SHARED_BYTES and not _unavailable(response.status):
             key = self._key(request)
@@ -182,7 +191,6 @@ class SharedRobotsTxt:
                 await pipe.execute()
             except connection.REDIS_FAILURES as exc:
                 logger.warning("robots.txt of %s not shared: %s", request.url, exc)
-        return response
 
 
 class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
@@ -201,8 +209,11 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
       of an unavailable robots.txt goes back to the frontier (or is dropped, if it is the
       downloader's own), one of a site given up on or set aside becomes a dead letter.
 
-    Settings: as Scrapy's (``ROBOTSTXT_OBEY``, ``ROBOTSTXT_PARSER``, ``ROBOTSTXT_USER_AGENT``)
-    and the politeness settings (``DISTCRAWL_MAX_CRAWL_DELAY``, ...).
+    - robots.txt is fetched once per cluster and shared through Redis
+      (``DISTCRAWL_ROBOTS_SHARED``, :class:`SharedRobotsTxt`).
+
+    Settings: as Scrapy's (``ROBOTSTXT_OBEY``, ``ROBOTSTXT_PARSER``, ``ROBOTSTXT_USER_AGENT``),
+    the politeness settings (``DISTCRAWL_MAX_CRAWL_DELAY``, ...) and ``DISTCRAWL_ROBOTS_SHARED``.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -211,9 +222,20 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
         self.politeness = Politeness.of(crawler)
         self.rules = self.politeness.robots
         self.politeness.robots_parser = self.robot_parser
+        shared = SETTINGS.value(crawler.settings, "DISTCRAWL_ROBOTS_SHARED")
+        self.shared = SharedRobotsTxt.from_crawler(crawler) if shared else None
+        #: robots.txt requests of this middleware's fetches, looked up in the cluster's copy
+        #: before they were sent: the shared answer, or None (fetch it)
+        self._looked_up: dict[Request, Response | None] = {}
 
     async def process_request(self, request: Request, spider: Spider | None = None) -> Any:
         if request.meta.get("dont_obey_robotstxt"):
+            shared = self.shared
+            if shared is not None and shared.is_robots(request):
+                if request in self._looked_up:
+                    return self._looked_up.pop(request)
+                # another robots.txt request (a redirect's, a spider's own)
+                return await shared.lookup(request)
             return None
         if request.url.startswith("data:") or request.url.startswith("file:"):
             return None
@@ -283,6 +305,10 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
             engine = self.crawler.engine
             assert engine is not None
             try:
+                if self.shared is not None:
+                    # before the request meets the other middlewares (the address guard's DNS
+                    # lookup): another node's answer, or its failure, stands for the fetch
+                    self._looked_up[robots] = await self.shared.lookup(robots)
                 response = await engine.download_async(robots)
             except RobotsUnavailable as exc:
                 await rules.failed(netloc, site, "shared", exc.failure)
@@ -294,6 +320,8 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
                 self._stats.inc_value(stat_keys.ROBOTSTXT_EXCEPTIONS(str(type(exc))))
                 await rules.failed(netloc, site, reasons.exception_reason(exc))
             else:
+                if self.shared is not None:
+                    await self.shared.share(response.request or robots, response)
                 self._stats.inc_value(stat_keys.ROBOTSTXT_RESPONSES)
                 self._stats.inc_value(stat_keys.ROBOTSTXT_STATUS(str(response.status)))
                 if _unavailable(response.status):
@@ -312,6 +340,7 @@ class RobotsTxtMiddleware(_ScrapyRobotsTxtMiddleware):
             logger.exception("robots.txt of %s could not be handled: read as no rules", netloc)
             rules.no_rules(netloc, site)
         finally:
+            self._looked_up.pop(robots, None)
             self._stats.inc_value(stat_keys.ROBOTSTXT_REQUESTS)
             self._parsers[netloc] = parser
             done.callback(None)

@@ -165,6 +165,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
             heartbeat_interval=self.heartbeat_interval,
             heartbeat_timeout=self.heartbeat_timeout,
             sites=self._sites,
+            started=self._started,
             observations=observations,
             on_recovered=watch.nodes_dead,
         )
@@ -184,11 +185,18 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         slot.inprogress = InProgress(slot.inprogress, self._request_done)
         self.crawler.signals.connect(self._spider_idle, signal=signals.spider_idle)
         self.crawler.signals.connect(self._dead_letter, signal=dc_signals.request_dead_lettered)
+        # The two per-page handlers are held strongly (the scheduler lives as long as its
+        # crawler) and take any keyword: pydispatch then neither resolves a weak reference nor
+        # filters the signal's arguments for them on every page.
         # response_downloaded fires for every answer, also those the retry middleware turns
         # into a retry (response_received would only see the last one)
-        self.crawler.signals.connect(self._response_received, signal=signals.response_downloaded)
+        self.crawler.signals.connect(
+            self._response_received, signal=signals.response_downloaded, weak=False
+        )
         # pages per site, counted as Scrapy counts the node's pages (response_received_count)
-        self.crawler.signals.connect(self._page_received, signal=signals.response_received)
+        self.crawler.signals.connect(
+            self._page_received, signal=signals.response_received, weak=False
+        )
         if policy is not None:
             self._revisits = self._revisit_hooks(policy, store, keys)
             # the answer that leaves the downloader middlewares (not one turned into a retry)
@@ -329,6 +337,7 @@ class FrontierScheduler(RequestWindow, StartRefusal, EngineHooks):
         try:
             await self._close_node(reason)
         finally:
+            self._started.add_to_stats()  # before Scrapy dumps the stats
             self._closed = True
             if self._shutdown is not None:
                 self._shutdown.remove()

@@ -125,11 +125,16 @@ class Gate:
         else:
             found = self._queued_sites.pop(request, None)
             site = _site(request) if found is None else found
-        self.queued[site] += delta
+        queued = self.queued
+        queued[site] += delta
         self.queued_total += delta
-        self._count(site, delta)
-        if self.queued[site] <= 0:
-            del self.queued[site]
+        if queued[site] <= 0:
+            del queued[site]
+        # the site's work, as _count counts it (inline: this runs twice a page)
+        work = self.work
+        work[site] += delta
+        if work[site] <= 0:
+            del work[site]
 
     def _count(self, site: str, delta: int) -> None:
         self.work[site] += delta
@@ -150,7 +155,7 @@ class Gate:
     ) -> None:
         self._started[request] = (site, server)
         self.in_progress[site] += 1
-        self._count(site, 1)
+        self.work[site] += 1
         if passed:
             self.politeness.passed[request] = not stale
             if stale:
@@ -163,9 +168,10 @@ class Gate:
             return
         site, server = got
         self._finished[site] = time.monotonic()
-        self.in_progress[site] -= 1
-        if self.in_progress[site] <= 0:
-            del self.in_progress[site]
+        in_progress = self.in_progress
+        in_progress[site] -= 1
+        if in_progress[site] <= 0:
+            del in_progress[site]
         self._count(site, -1)
         if server:
             self.politeness.servers.done(server)

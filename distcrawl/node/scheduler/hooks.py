@@ -85,7 +85,8 @@ class EngineHooks(SchedulerState):
             return urlparse_cached(request).hostname or ""
         return gate.site_of(request)
 
-    def _response_received(self, response: Any, request: Request, spider: Spider) -> None:
+    def _response_received(self, response: Any, request: Request, **_: Any) -> None:
+        """``response_downloaded``: every answer of a site, for its shared budget."""
         site = self._site_of(request)
         if not site:
             return
@@ -105,7 +106,8 @@ class EngineHooks(SchedulerState):
             hold_ms,
         )
 
-    def _page_received(self, response: Any, request: Request, spider: Spider) -> None:
+    def _page_received(self, response: Any, request: Request, **_: Any) -> None:
+        """``response_received``: the node's pages per site, and where a site answered from."""
         site = self._site_of(request)
         if site:
             self._sites.record(site)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from distcrawl.base.names import stats as stat_keys
 from distcrawl.base.rates import OwnRates
-from distcrawl.node.scheduler.tracking import PUBLISHED_SITES, SiteActivity
+from distcrawl.node.scheduler.tracking import PUBLISHED_SITES, SiteActivity, StartedTally
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,6 +55,7 @@ class Membership:
         heartbeat_interval: float,
         heartbeat_timeout: float,
         sites: SiteActivity | None = None,
+        started: StartedTally | None = None,
         observations: Observations | None = None,
         on_recovered: Callable[[list[str], int], None] | None = None,
         early_spacing: float = EARLY_BEAT_SPACING,
@@ -74,6 +75,8 @@ class Membership:
         self._own_rates = OwnRates()
         #: pages per site since the last heartbeat (its busiest sites are published)
         self._sites = sites or SiteActivity()
+        #: requests handed to the engine not yet in the stats: added before they are published
+        self._started = started
 
     def recover_after(self, when: float) -> None:
         """Recover nobody before ``when``: after an outage every heartbeat went stale, ours as
@@ -101,6 +104,8 @@ class Membership:
         return False
 
     async def heartbeat(self, info: dict[str, Any]) -> None:
+        if self._started is not None:
+            self._started.add_to_stats()
         stats = {
             k: v
             for k, v in self.stats.get_stats().items()

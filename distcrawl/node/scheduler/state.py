@@ -19,7 +19,11 @@ from distcrawl.node.scheduler.buffers import WriteBuffers
 from distcrawl.node.scheduler.identity import default_node_id
 from distcrawl.node.scheduler.local import LocalQueue, OwnLeases
 from distcrawl.node.scheduler.ready import ReadyQueue
-from distcrawl.node.scheduler.tracking import DEFAULT_KNOWN_FINGERPRINTS, SiteActivity
+from distcrawl.node.scheduler.tracking import (
+    DEFAULT_KNOWN_FINGERPRINTS,
+    SiteActivity,
+    StartedTally,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -117,6 +121,8 @@ class SchedulerState(BaseScheduler):
         self._feedback = self._writes.feedback
         self._politeness.feedback = self._feedback
         self._sites = SiteActivity()
+        #: leased requests handed to the engine, added to the stats when they are read
+        self._started = StartedTally(self.stats)
         self._wake = asyncio.Event()  # the I/O loop waits on it
         #: a page's ack or a link joined the write buffers: the I/O loop's ``wrote`` once open
         self._wrote: Callable[[], None] = self._wake.set

@@ -137,9 +137,7 @@ class RequestWindow(SchedulerState):
                 self.stats.inc_value(stat_keys.STARVED)
             self._wake.set()
             return None
-        self.stats.inc_value(stat_keys.STARTED)
-        self.stats.inc_value(stat_keys.SCHEDULER_DEQUEUED)
-        self.stats.inc_value(stat_keys.SCHEDULER_DEQUEUED_REDIS)
+        self._started.count += 1  # into the stats when they are read
         if len(startable) <= self.low_water:
             self._wake.set()
         return request
