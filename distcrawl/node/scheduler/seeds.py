@@ -28,13 +28,18 @@ if TYPE_CHECKING:
     from distcrawl.node.scheduler.drain import DrainWatch
     from distcrawl.node.seeds.sources import SeedSource
 
-__all__ = ["SEED_LOG_INTERVAL", "AcceptedSeeds", "SeedFeed"]
+__all__ = ["SEED_LOG_INTERVAL", "SEED_RECHECK", "AcceptedSeeds", "SeedFeed"]
 
 logger = logging.getLogger(__name__)
 
 #: seconds between two log lines about accepted seeds: a node taking 200,000 seeds writes their
 #: count once per interval, not a line per seed (a refused seed is a line of its own)
 SEED_LOG_INTERVAL = 10.0
+#: seconds a node that found the seed list empty leaves it before it looks again: a node whose
+#: leases come back empty while it is busy (its site's slots full, the queue dry) is woken by
+#: every answer, and each look is a round trip. An idle node looks about as often anyway (its
+#: I/O loop waits up to a second between rounds)
+SEED_RECHECK = 1.0
 
 
 class AcceptedSeeds:
@@ -112,6 +117,8 @@ class SeedFeed:
         writes: WriteBuffers,
         drain: DrainWatch,
         enqueue: Callable[[Request], bool],
+        recheck: float = SEED_RECHECK,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.client = client
@@ -125,6 +132,10 @@ class SeedFeed:
         self.drain = drain
         self.enqueue = enqueue
         self.log = AcceptedSeeds(node_id)
+        self.recheck = recheck
+        self.clock = clock
+        #: when the list may be looked at again after it was found empty
+        self._empty_until = 0.0
 
     def finish(self) -> None:
         """The node stops: the seeds it accepted since its last line are logged."""
@@ -132,7 +143,10 @@ class SeedFeed:
 
     async def take(self) -> bool:
         """Take a batch of seeds; returns whether there were any (they then wait in the write
-        buffers: the caller flushes)."""
+        buffers: the caller flushes). Within ``recheck`` seconds of finding none it does not
+        look: returns False."""
+        if self._empty_until and self.clock() < self._empty_until:
+            return False
         if self.source.kind != "list":
             # a set or zset of seeds is staged into a list first
             await self.source.stage(self.client, self.batch)
@@ -141,7 +155,9 @@ class SeedFeed:
         pending = self.writes.seeds_pending
         taken = await self.store.take_seeds(self.node_id, self.batch, resume=not pending)
         if not taken:
+            self._empty_until = self.clock() + self.recheck
             return False
+        self._empty_until = 0.0
         await self.drain.seeds_taken()
         intake = SeedIntake(
             self.spider, node_id=self.node_id, allow_private=self.allow_private, stats=self.stats
