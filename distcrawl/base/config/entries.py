@@ -300,7 +300,7 @@ _DISTCRAWL = [
     Setting(
         "DISTCRAWL_ROBOTS_SHARED", BOOL, True,
         "robots.txt fetched by one node and shared with the others through Redis (off: every "
-        "node fetches it, as Scrapy does)",
+        "node fetches it, as Scrapy does)", public=False,
     ),
     Setting(
         "DISTCRAWL_ROBOTS_TTL", INT, 24 * 3600,
