@@ -41,7 +41,11 @@ def frontier_entries(r: redis.Redis) -> dict[str, Any]:
             states[payload["u"]] = (payload.get("mt") or {}).get("~v") or {}
         for rid, value in queued_values(r, shard).items():  # inline entries included
             text = value.decode()
-            urls[rid] = json.loads(text[text.index("{") :])["u"]
+            payload = json.loads(text[text.index("{") :])
+            urls[rid] = payload["u"]
+            state = (payload.get("mt") or {}).get("~v")
+            if state:  # an inline entry carries its page's state itself
+                states[payload["u"]] = state
             places[rid] += 1
         places.update(rid.decode() for rid in r.zrange(shard.delayed, 0, -1))
         places.update(m.decode().partition(":")[2] for m in r.zrange(shard.revisit, 0, -1))
