@@ -135,13 +135,15 @@ class Node:
         env: dict[str, str] | None = None,
         spider_args: dict[str, str] | None = None,
         wrapper: list[str] | None = None,
+        module: str = "scrapy",
     ) -> None:
-        """``wrapper``: a command the process runs under (valgrind, for one)."""
+        """``wrapper``: a command the process runs under (valgrind, for one); ``module``: the
+        module run as Scrapy's command line (``_slow_clock``: with a slower clock)."""
         self.spider = spider
         self.node_id = node_id
         self.log_file = log_dir / f"{node_id}.log"
         self.out_file = log_dir / f"{node_id}.out"
-        cmd = [*(wrapper or []), sys.executable, "-m", "scrapy", "crawl", spider]
+        cmd = [*(wrapper or []), sys.executable, "-m", module, "crawl", spider]
         for key, value in {**settings, "LOG_FILE": str(self.log_file)}.items():
             cmd += ["-s", f"{key}={value}"]
         for key, value in (spider_args or {}).items():

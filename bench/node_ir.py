@@ -12,17 +12,24 @@ process executed in between, over the pages the shop served in between, are the 
 
 Both run the settings of ``bench/throughput.py`` (``COMMON_SETTINGS``: concurrency 16,
 ``CONCURRENT_ITEMS`` 16, robots.txt obeyed, item pipeline off, the generator-return check
-off) and crawl the same shop (``--products``, the same seed), so the window holds the same
-kinds of pages. What is counted is everything the node's process executes in the window:
-Scrapy's engine and downloader, parsing and the spider's extraction, the scheduler and, for
-the node, the frontier client (payloads encoded and decoded, redis-py, the I/O loop, the write
-buffers, heartbeats). Under callgrind a page takes some hundred times as long as at full
-speed, so work done per second rather than per page (heartbeats, the I/O loop's flush delay,
-Scrapy's log and memory checks) would weigh a hundred times as much per page: both variants run
-with those periods stretched by ``--dilation`` (100), so that a node flushes, heart-beats and
-logs per page about as often as at full speed. ``--seconds-probe`` runs each variant a second
-time with the shop answering ``--probe-latency`` ms later and solves for instructions per page
-and per second (what the stretched periods leave).
+off) and crawl the same shop (``--products``, the same seed). The default window is nearly the
+whole crawl (pages 10-410 of the 428 a 400-product shop has): every kind of page in the
+crawl's own mix, so that neither design's work is left outside it (plain Scrapy parses and
+queues a product's request on the listing that links it; the node decodes it when it leases
+it). What is counted is everything the process executes in the window: Scrapy's engine and
+downloader, parsing and the spider's extraction, the scheduler and, for the node, the frontier
+client (payloads encoded and decoded, redis-py, the I/O loop, the write buffers, heartbeats).
+
+Under callgrind a page takes some forty times as long as at full speed (about 55 ms against
+1.4 ms on this machine), so work done per second rather than per page (timers, polls,
+heartbeats, flush delays, Scrapy's log and memory checks) would weigh forty times as much per
+page. Both variants run with their clock ``--dilation`` (40) times slower (``_slow_clock.py``:
+``time.monotonic`` and the event loop's waits), so that every period, named or not, passes
+per page about as often as at full speed (``--clock settings``: the older way, only the named
+periods stretched by their settings). The two variants alternate for ``--runs`` (3) runs; the
+figures are the medians, and ``ratio_by_run`` shows each pair. ``--seconds-probe`` runs each
+variant once more with the shop answering ``--probe-latency`` ms later and solves for
+instructions per page and per second.
 
     .venv/bin/python bench/node_ir.py --json
 """
@@ -44,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _processes import Node, Services, ShopProcess, page_fetches
 from _results import print_report
 from _settings import COMMON_SETTINGS, START_URLS_KEY, plain_settings, spider_modules_setting
+from _slow_clock import FACTOR_VARIABLE
 from frontier_ir import Counter
 
 HEADLINE = ("node_instructions_per_page", "plain_instructions_per_page", "ratio_vs_plain")
@@ -77,14 +85,20 @@ def served(shop: ShopProcess, since: float) -> list[dict[str, Any]]:
 
 
 def run_variant(
-    kind: str, args: argparse.Namespace, work: Path, latency_ms: float
+    kind: str, args: argparse.Namespace, work: Path, latency_ms: float, run: int = 0
 ) -> dict[str, Any]:
     """One crawl under callgrind; the instructions and pages of its window."""
-    log_dir = work / f"{kind}-{int(latency_ms)}"
+    log_dir = work / f"{kind}-{int(latency_ms)}-{run}"
     log_dir.mkdir(parents=True)
     out = log_dir / "callgrind.out"
-    settings = {**COMMON_SETTINGS, **spider_modules_setting(), **dilated(args.dilation)}
+    settings = {**COMMON_SETTINGS, **spider_modules_setting()}
     env: dict[str, str] = {}
+    module = "scrapy"
+    if args.clock == "settings":
+        settings.update(dilated(args.dilation))
+    else:
+        env[FACTOR_VARIABLE] = str(args.dilation)
+        module = "_slow_clock"
     spider_args: dict[str, str] | None = None
     services: Services | None = None
     with ShopProcess(products=args.products, latency_ms=latency_ms) as shop:
@@ -107,6 +121,7 @@ def run_variant(
             env=env,
             spider_args=spider_args,
             wrapper=callgrind(out),
+            module=module,
         )
         try:
             counter = Counter(node.pid, out)
@@ -137,6 +152,13 @@ def run_variant(
     }
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose instructions per page are the median (the lower middle of an even
+    count)."""
+    ordered = sorted(runs, key=lambda r: r["instructions_per_page"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def per_page_and_second(fast: dict[str, Any], slow: dict[str, Any]) -> tuple[float, float]:
     """Instructions per page and per second from two windows of different pace (I = a * pages
     + b * seconds)."""
@@ -152,8 +174,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--products", type=int, default=400, help="products of the demo shop")
-    parser.add_argument("--warmup", type=int, default=40, help="pages before the window")
-    parser.add_argument("--pages", type=int, default=200, help="pages in the window")
+    parser.add_argument("--warmup", type=int, default=10, help="pages before the window")
+    parser.add_argument("--pages", type=int, default=400, help="pages in the window")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=3,
+        help="alternating runs of each variant; the figures are their medians",
+    )
     parser.add_argument(
         "--seconds-probe",
         action="store_true",
@@ -161,7 +189,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--probe-latency", type=float, default=2000.0)
     parser.add_argument(
-        "--dilation", type=float, default=100.0, help="how much longer per-second periods run"
+        "--dilation",
+        type=float,
+        default=40.0,
+        help="how much slower the clock runs (how much longer per-second periods run)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("slow", "settings"),
+        default="slow",
+        help="slow: the process's clock runs --dilation times slower; settings: only the "
+        "named periods are stretched",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args(argv)
@@ -176,10 +214,20 @@ def main(argv: list[str] | None = None) -> int:
         "window_pages": args.pages,
     }
     try:
+        runs: dict[str, list[dict[str, Any]]] = {"plain": [], "node": []}
+        for i in range(max(1, args.runs)):
+            for kind in ("plain", "node"):
+                runs[kind].append(run_variant(kind, args, work, 0.0, i))
+                print(
+                    f"run {i + 1}/{args.runs} {kind}: "
+                    f"{runs[kind][-1]['instructions_per_page']:,} instructions per page",
+                    file=sys.stderr,
+                )
         for kind in ("plain", "node"):
-            run = run_variant(kind, args, work, 0.0)
+            run = median_run(runs[kind])
             report[f"{kind}_instructions_per_page"] = run["instructions_per_page"]
             report[f"{kind}_window"] = run
+            report[f"{kind}_runs"] = [r["instructions_per_page"] for r in runs[kind]]
             if args.seconds_probe:
                 slow = run_variant(kind, args, work, args.probe_latency)
                 a, b = per_page_and_second(run, slow)
@@ -189,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         report["ratio_vs_plain"] = round(
             report["node_instructions_per_page"] / report["plain_instructions_per_page"], 3
         )
+        pairs = [
+            n["instructions_per_page"] / p["instructions_per_page"]
+            for p, n in zip(runs["plain"], runs["node"], strict=True)
+        ]
+        report["ratio_by_run"] = [round(r, 3) for r in pairs]
         if args.seconds_probe:
             report["ratio_vs_plain_per_page_alone"] = round(
                 report["node_instructions_per_page_alone"]
