@@ -7,7 +7,7 @@ import ipaddress
 import re
 import socket
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import ParseResult, urlsplit, urlunsplit
 
 from distcrawl.base.names import reasons
 
@@ -20,6 +20,7 @@ __all__ = [
     "mask_url",
     "parse_allow_private",
     "plain_url_host",
+    "plain_url_parts",
     "printable",
     "private_allowed",
     "shorten_middle",
@@ -223,6 +224,19 @@ def plain_url_host(url: str) -> str | None:
         return None
     port = match.group(2)
     return match.group(1) if port is None or int(port) <= 65535 else None
+
+
+def plain_url_parts(url: str) -> ParseResult | None:
+    """``urllib.parse.urlparse(url)`` for a URL :func:`plain_url_host` accepted, by three
+    partitions instead of Python's parse (a quarter of the cost); None where a path segment
+    holds ``;`` (urlparse splits it into params). A plain URL has a lower-case scheme and no
+    fragment, and its path starts at the first ``/`` after ``://``."""
+    scheme, _, rest = url.partition("://")
+    netloc, _, after = rest.partition("/")
+    path, _, query = after.partition("?")
+    if ";" in path:
+        return None
+    return ParseResult(scheme, netloc, "/" + path, "", query, "")
 
 
 def check_url(url: str, *, allow_private: bool | frozenset[str] = False) -> str:

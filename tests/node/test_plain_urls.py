@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import string
+from urllib.parse import ParseResult, urlparse
 
 import scrapy
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import safe_url_string
 
 from distcrawl.base import urls
-from distcrawl.base.urls import UrlRefused, check_url, plain_url_host
+from distcrawl.base.urls import UrlRefused, check_url, plain_url_host, plain_url_parts
 from distcrawl.node.requests import codec
 
 
@@ -62,6 +64,10 @@ def _slow_check(url: str) -> str | None:
 @example("http://./")
 @example("http://shop.test/%zz'x")
 @example("http://shop.test/?'")
+@example("http://shop.test/a;b/c;d?e;f")
+@example("http://shop.test/;")
+@example("http://shop.test/?")
+@example("http://shop.test/a?b?c")
 def test_a_plain_url_is_what_the_skipped_work_would_find(url: str) -> None:
     host = plain_url_host(url)
     if host is None:
@@ -74,6 +80,11 @@ def test_a_plain_url_is_what_the_skipped_work_would_find(url: str) -> None:
     request = codec.decode(codec.encode(scrapy.Request(url, meta={"k": 1}), spider), spider)
     assert request.url == url
     assert request.meta == {"k": 1}  # Scrapy's verbatim_url, used to build it, is gone
+    # the parts filled in Scrapy's cache, without a parse, are the parse's
+    parts = plain_url_parts(url)
+    assert parts is None or (type(parts) is ParseResult and parts == urlparse(url))
+    assert parts is not None or ";" in url.partition("?")[0]
+    assert urlparse_cached(request) == urlparse(url)
 
 
 @settings(max_examples=500, deadline=None)
@@ -92,6 +103,7 @@ def test_a_decoded_url_is_the_one_scrapy_makes(url: str) -> None:
         return
     assert request.url == expected
     assert "verbatim_url" not in request.meta
+    assert urlparse_cached(request) == urlparse(expected)
 
 
 def test_the_shops_urls_are_plain() -> None:

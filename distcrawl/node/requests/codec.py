@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
 from scrapy.http import Headers
+from scrapy.utils import httpobj
 
 from distcrawl.base.names import reasons
-from distcrawl.base.urls import UrlRefused, check_url, plain_url_host
+from distcrawl.base.urls import UrlRefused, check_url, plain_url_host, plain_url_parts
 from distcrawl.node.requests import classes
 from distcrawl.node.requests.checks import (
     HEADER_VALUE_FORBIDDEN,
@@ -74,6 +75,10 @@ _WRITE = (
         None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, False
     )
 )
+
+#: Scrapy's cache of parsed request URLs (``urlparse_cached``; private: where a Scrapy has
+#: none, a decoded request is parsed where it is first read, as before)
+_PARSED = getattr(httpobj, "_urlparse_cache", None)
 
 
 def _dumps(data: dict[str, Any]) -> str:
@@ -410,6 +415,12 @@ def _request(  # (one argument per field of a request)
     )  # fmt: skip
     if verbatim:
         del request.meta["verbatim_url"]
+        # the engine, the gate and the middlewares read the URL's parts from Scrapy's cache,
+        # which a new request misses: filled from the plain URL's partitions (a fourth of a
+        # parse, and a leased request is parsed at once)
+        parts = plain_url_parts(url)
+        if parts is not None and _PARSED is not None:
+            _PARSED[request] = parts
     if headers:
         request.headers = _headers(headers, encoding)
     return request
