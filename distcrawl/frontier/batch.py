@@ -177,6 +177,10 @@ def fingerprint_bytes(fp: bytes | str) -> bytes:
     return hashlib.sha1(fp).digest()
 
 
+#: each byte value with its 8 bits in reverse order (a table for bytes.translate)
+_REVERSED_BITS = bytes(int(f"{b:08b}"[::-1], 2) for b in range(256))
+
+
 def bucket_hash(member: int) -> int:
     """The bits of a fingerprint (its first 8 bytes as a signed integer) that choose its
     bucket in the exact dupefilter: the top 32 of its 64 bits in reverse order, so that a
@@ -197,7 +201,9 @@ def fingerprint_args(
     if bloom:
         return raw, ""
     member = int.from_bytes(raw[:8], "big", signed=True)
-    h = bucket_hash(member)
+    # bucket_hash(member): the first 4 bytes are its top 32 bits; each byte's bits reversed
+    # and the bytes read in reverse order reverse all 32
+    h = int.from_bytes(raw[:4].translate(_REVERSED_BITS), "little")
     if buckets is None:
         return str(member), h
     level, split = buckets

@@ -20,6 +20,12 @@ _SCHEME = rb'\{"u":"[A-Za-z][A-Za-z0-9+.\-]*://'
 #: most URLs: a plain host name (no user, port or IPv6 literal)
 _PLAIN = re.compile(_SCHEME + rb'([A-Za-z0-9.\-]*)[/?#"\\]')
 _NETLOC = re.compile(_SCHEME + rb'([^/?#"\\]*)')
+#: _PLAIN on a payload as text, a port allowed (what _NETLOC and _PORT would find then): every
+#: character it matches is ASCII, so it matches where the payload's UTF-8 would. A node's
+#: payloads, read without encoding them
+_PLAIN_TEXT = re.compile(
+    _SCHEME.decode("ascii") + r'([A-Za-z0-9.\-]*)(?::[0-9]*)?[/?#"\\]'
+)
 _V6 = re.compile(rb"\[([^\]]*)\]")
 _PORT = re.compile(rb":[0-9]*\Z")
 
@@ -41,7 +47,13 @@ def _site_bytes(payload: bytes) -> bytes | None:
 def payload_site(payload: str | bytes) -> str | None:
     """The site a compact payload's URL names (lower case, no user, no port), None when the
     payload names none."""
-    raw = payload if isinstance(payload, bytes) else payload.encode("utf-8", "surrogateescape")
+    if isinstance(payload, str):
+        m = _PLAIN_TEXT.match(payload)
+        if m is not None:
+            return m.group(1).lower()
+        raw = payload.encode("utf-8", "surrogateescape")
+    else:
+        raw = payload
     site = _site_bytes(raw)
     return None if site is None else site.decode("utf-8", "surrogateescape")
 

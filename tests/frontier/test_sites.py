@@ -120,6 +120,21 @@ def test_the_library_and_python_split_every_stored_value_alike(
     assert lua == python
 
 
+@settings(max_examples=2000, deadline=None)
+@given(payloads.map(lambda p: p.decode("utf-8")))
+@example('{"u":"http://A.Test/x"}')
+@example('{"u":"http://\u00e9.test/x"}')
+@example('{"u":"http://a.test:8x/"}')
+@example('{"u":"http://a.test:/"}')
+@example('{"u":"http://u@a.test:80/"}')
+@example('{"u":"http://a.test:80')
+def test_a_payload_as_text_names_the_site_its_bytes_name(payload: str) -> None:
+    """payload_site reads a node's payloads (text) without encoding them where it can: the
+    same site as the bytes the library reads."""
+    site = _site_bytes(payload.encode("utf-8", "surrogateescape"))
+    assert payload_site(payload) == (None if site is None else site.decode("utf-8"))
+
+
 def test_common_urls_name_their_host() -> None:
     assert payload_site('{"u":"https://Shop.Example.com:8443/p?q=1"}') == "shop.example.com"
     assert payload_site('{"u":"http://user:pw@a.test/"}') == "a.test"
