@@ -23,9 +23,7 @@ _NETLOC = re.compile(_SCHEME + rb'([^/?#"\\]*)')
 #: _PLAIN on a payload as text, a port allowed (what _NETLOC and _PORT would find then): every
 #: character it matches is ASCII, so it matches where the payload's UTF-8 would. A node's
 #: payloads, read without encoding them
-_PLAIN_TEXT = re.compile(
-    _SCHEME.decode("ascii") + r'([A-Za-z0-9.\-]*)(?::[0-9]*)?[/?#"\\]'
-)
+_PLAIN_TEXT = re.compile(_SCHEME.decode("ascii") + r'([A-Za-z0-9.\-]*)(?::[0-9]*)?[/?#"\\]')
 _V6 = re.compile(rb"\[([^\]]*)\]")
 _PORT = re.compile(rb":[0-9]*\Z")
 

@@ -20,9 +20,7 @@ from distcrawl.frontier.batch import bucket_hash, fingerprint_args, fingerprint_
 @example(b"\xff" * 16, 3, 5)
 @example(b"\x80" + b"\x00" * 15, 31, 1)
 @example(b"\x01\x02\x04\x08" + b"\x10" * 12, 4, 16)
-def test_the_bucket_sent_is_the_one_bucket_hash_names(
-    raw: bytes, level: int, split: int
-) -> None:
+def test_the_bucket_sent_is_the_one_bucket_hash_names(raw: bytes, level: int, split: int) -> None:
     split %= 2**level
     member = int.from_bytes(raw[:8], "big", signed=True)
     h = bucket_hash(member)
