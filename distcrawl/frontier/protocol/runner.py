@@ -21,6 +21,7 @@ from distcrawl.frontier.keys import ControlKeys, FrontierKeys
 from distcrawl.frontier.outages import classify, error_code
 from distcrawl.frontier.protocol.loader import library
 from distcrawl.frontier.protocol.spec import COMMANDS
+from distcrawl.frontier.protocol.wire import DirectPipe
 
 __all__ = [
     "Call",
@@ -103,23 +104,52 @@ class Runner:
         #: whether calls go to the function library (FCALL) or the scripts (EVALSHA): FCALL
         #: until Redis says it has no FUNCTION or refuses it
         self.functions = functions
+        self._direct: DirectPipe | None = None
+        self._direct_client: Any = None  # the client _direct was made for
+
+    @property
+    def direct(self) -> DirectPipe | None:
+        """Round trips without redis-py's pipeline, where :class:`DirectPipe` serves the
+        client (made again when the client is replaced)."""
+        client = self.client
+        if client is not self._direct_client:
+            self._direct_client = client
+            self._direct = DirectPipe.of(client) if self.is_async else None
+        return self._direct
 
     # -- a round trip ----------------------------------------------------------------------------
 
-    def _pipe(self, calls: list[Call]) -> Any:
+    def _commands(self, calls: list[Call]) -> list[tuple[Any, ...]]:
+        """Each call as the command and arguments Redis is sent."""
         lib = self.library
-        pipe = self.client.pipeline(transaction=False)
+        out: list[tuple[Any, ...]] = []
         for call in calls:
             if not call.script:
-                pipe.execute_command(call.name, *call.args)
+                out.append((call.name, *call.args))
             elif self.functions:
                 fn = lib.functions[call.name]
-                pipe.execute_command("FCALL", fn, len(call.keys), *call.keys, *call.args)
+                out.append(("FCALL", fn, len(call.keys), *call.keys, *call.args))
             else:
                 # by name: redis-py blocks the evalsha method in cluster pipelines, not the command
                 sha = lib.shas[call.name]
-                pipe.execute_command("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+                out.append(("EVALSHA", sha, len(call.keys), *call.keys, *call.args))
+        return out
+
+    def _pipe(self, calls: list[Call]) -> Any:
+        pipe = self.client.pipeline(transaction=False)
+        for command in self._commands(calls):
+            pipe.execute_command(*command)
         return pipe
+
+    async def _round_trip(self, calls: list[Call]) -> list[Any]:
+        """One round trip of an asyncio client: without redis-py's pipeline where
+        :class:`DirectPipe` serves the client."""
+        direct = self.direct
+        if direct is not None:
+            replies = await direct.execute(self._commands(calls))
+            if replies is not None:
+                return replies
+        return list(await self._pipe(calls).execute(raise_on_error=False))
 
     @staticmethod
     def _raise_first(results: list[Any]) -> list[Any]:
@@ -199,12 +229,12 @@ class Runner:
     async def execute_async(self, calls: list[Call]) -> list[Any]:
         if not calls:
             return []
-        results = list(await self._pipe(calls).execute(raise_on_error=False))
+        results = await self._round_trip(calls)
         missing = [i for i, r in enumerate(results) if _missing(r)]
         if missing:
             again_calls = [calls[i] for i in missing]
             await self._load_async(again_calls, [results[i] for i in missing])
-            again = await self._pipe(again_calls).execute(raise_on_error=False)
+            again = await self._round_trip(again_calls)
             for i, r in zip(missing, again, strict=True):
                 results[i] = r
         return self._raise_first(results)
