@@ -25,8 +25,7 @@ Under callgrind a page takes some forty times as long as at full speed (about 55
 heartbeats, flush delays, Scrapy's log and memory checks) would weigh forty times as much per
 page. Both variants run with their clock ``--dilation`` (40) times slower (``_slow_clock.py``:
 ``time.monotonic`` and the event loop's waits), so that every period, named or not, passes
-per page about as often as at full speed (``--clock settings``: the older way, only the named
-periods stretched by their settings). The two variants alternate for ``--runs`` (3) runs; the
+per page about as often as at full speed. The two variants alternate for ``--runs`` (3) runs; the
 figures are the medians, and ``ratio_by_run`` shows each pair. ``--seconds-probe`` runs each
 variant once more with the shop answering ``--probe-latency`` ms later and solves for
 instructions per page and per second.
@@ -65,21 +64,6 @@ def callgrind(out: Path) -> list[str]:
     return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
 
 
-def dilated(factor: float) -> dict[str, str]:
-    """The periods of what a node and Scrapy do per second, ``factor`` times longer: under
-    callgrind time runs that much faster per instruction (see above)."""
-    return {
-        # the node's: how long it keeps its writes, how often it heart-beats and looks for
-        # dead nodes (a fraction of the heartbeat timeout)
-        "DISTCRAWL_FLUSH_DELAY": str(0.2 * factor),
-        "DISTCRAWL_HEARTBEAT_INTERVAL": str(2.0 * factor),
-        "DISTCRAWL_HEARTBEAT_TIMEOUT": str(30.0 * factor),
-        # Scrapy's: its periodic log line and memory check
-        "LOGSTATS_INTERVAL": str(60.0 * factor),
-        "MEMUSAGE_CHECK_INTERVAL_SECONDS": str(60.0 * factor),
-    }
-
-
 def served(shop: ShopProcess, since: float) -> list[dict[str, Any]]:
     return page_fetches(shop.log(since=since))
 
@@ -92,13 +76,7 @@ def run_variant(
     log_dir.mkdir(parents=True)
     out = log_dir / "callgrind.out"
     settings = {**COMMON_SETTINGS, **spider_modules_setting()}
-    env: dict[str, str] = {}
-    module = "scrapy"
-    if args.clock == "settings":
-        settings.update(dilated(args.dilation))
-    else:
-        env[FACTOR_VARIABLE] = str(args.dilation)
-        module = "_slow_clock"
+    env: dict[str, str] = {FACTOR_VARIABLE: str(args.dilation)}
     spider_args: dict[str, str] | None = None
     services: Services | None = None
     with ShopProcess(products=args.products, latency_ms=latency_ms) as shop:
@@ -121,7 +99,7 @@ def run_variant(
             env=env,
             spider_args=spider_args,
             wrapper=callgrind(out),
-            module=module,
+            module="_slow_clock",
         )
         try:
             counter = Counter(node.pid, out)
@@ -193,13 +171,6 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=40.0,
         help="how much slower the clock runs (how much longer per-second periods run)",
-    )
-    parser.add_argument(
-        "--clock",
-        choices=("slow", "settings"),
-        default="slow",
-        help="slow: the process's clock runs --dilation times slower; settings: only the "
-        "named periods are stretched",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args(argv)

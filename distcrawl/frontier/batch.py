@@ -185,8 +185,13 @@ def bucket_hash(member: int) -> int:
     """The bits of a fingerprint (its first 8 bytes as a signed integer) that choose its
     bucket in the exact dupefilter: the top 32 of its 64 bits in reverse order, so that a
     bucket holds one range of values (see the script's dupefilter)."""
-    top = (member & 0xFFFFFFFFFFFFFFFF) >> 32
-    return int(f"{top:032b}"[::-1], 2)
+    return _reversed_top((member & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big"))
+
+
+def _reversed_top(raw: bytes) -> int:
+    """The first 32 bits of ``raw`` in reverse order: each byte's bits reversed, the bytes
+    read in reverse order."""
+    return int.from_bytes(raw[:4].translate(_REVERSED_BITS), "little")
 
 
 def fingerprint_args(
@@ -201,9 +206,7 @@ def fingerprint_args(
     if bloom:
         return raw, ""
     member = int.from_bytes(raw[:8], "big", signed=True)
-    # bucket_hash(member): the first 4 bytes are its top 32 bits; each byte's bits reversed
-    # and the bytes read in reverse order reverse all 32
-    h = int.from_bytes(raw[:4].translate(_REVERSED_BITS), "little")
+    h = _reversed_top(raw)  # bucket_hash(member): its first 4 bytes are member's top 32 bits
     if buckets is None:
         return str(member), h
     level, split = buckets

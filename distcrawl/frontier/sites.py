@@ -17,13 +17,15 @@ from distcrawl.frontier.batch import raw_text
 __all__ = ["payload_site", "record_site", "split_value"]
 
 _SCHEME = rb'\{"u":"[A-Za-z][A-Za-z0-9+.\-]*://'
+_HOST = rb"([A-Za-z0-9.\-]*)"
+_NETLOC_END = rb'[/?#"\\]'
 #: most URLs: a plain host name (no user, port or IPv6 literal)
-_PLAIN = re.compile(_SCHEME + rb'([A-Za-z0-9.\-]*)[/?#"\\]')
+_PLAIN = re.compile(_SCHEME + _HOST + _NETLOC_END)
 _NETLOC = re.compile(_SCHEME + rb'([^/?#"\\]*)')
 #: _PLAIN on a payload as text, a port allowed (what _NETLOC and _PORT would find then): every
 #: character it matches is ASCII, so it matches where the payload's UTF-8 would. A node's
 #: payloads, read without encoding them
-_PLAIN_TEXT = re.compile(_SCHEME.decode("ascii") + r'([A-Za-z0-9.\-]*)(?::[0-9]*)?[/?#"\\]')
+_PLAIN_TEXT = re.compile((_SCHEME + _HOST + rb"(?::[0-9]*)?" + _NETLOC_END).decode("ascii"))
 _V6 = re.compile(rb"\[([^\]]*)\]")
 _PORT = re.compile(rb":[0-9]*\Z")
 

@@ -2,13 +2,12 @@
 
 redis-py's asyncio pipeline encodes each argument in Python (``Encoder.encode``, some five
 calls an argument) and walks a command stack, timing and metrics hooks around it: for a
-node's ``sync`` of a hundred arguments that is most of the client's cost of a round trip
-(about 255 us against 107 us for the same commands packed by hiredis on a raw stream; see
-docs/benchmarks.md, node_ir.py). :class:`DirectPipe` packs the commands with
-``hiredis.pack_command`` (in C) and reads the replies on a connection of the client's own pool,
-with the same connection handling as the pipeline: the client's retry policy (a connection
-error disconnects, and the round trip is sent again as redis-py's pipeline sends it again), a
-reply that is an error kept in its place, each reply through the client's response callback.
+node's ``sync`` of a hundred arguments that is most of the client's cost of a round trip.
+:class:`DirectPipe` packs the commands with ``hiredis.pack_command`` (in C) and reads the
+replies on a connection of the client's own pool, with the same connection handling as the
+pipeline: the client's retry policy (a connection error disconnects the connection; the round
+trip is sent again only where that policy retries), a reply that is an error kept in its
+place, each reply through the client's response callback.
 
 It serves a ``redis.asyncio.Redis`` of one server that answers RESP2 bytes and encodes text as
 strict UTF-8 (as hiredis does); a Redis Cluster client, or any other, keeps redis-py's pipeline.
@@ -34,7 +33,6 @@ class DirectPipe:
     serve that client."""
 
     def __init__(self, client: Redis) -> None:
-        self.client = client
         self.pool: Any = client.connection_pool
         self.callbacks = client.response_callbacks
 

@@ -77,7 +77,7 @@ _WRITE = (
 )
 
 #: Scrapy's cache of parsed request URLs (``urlparse_cached``; private: where a Scrapy has
-#: none, a decoded request is parsed where it is first read, as before)
+#: none, a decoded request is parsed where it is first read)
 _PARSED = getattr(httpobj, "_urlparse_cache", None)
 
 
